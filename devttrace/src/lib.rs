@@ -1,0 +1,1 @@
+//! The ttrace device interface for readers (filled in by the devttrace issue).

@@ -1,0 +1,279 @@
+//! The device header: the file `header`, one 4 KiB page.
+//!
+//! The first 128 bytes are written once, before the device directory becomes visible, and
+//! never change. The rest is shared control state, changed atomically by writers and by
+//! `ctl` commands. Each group of control words sits in its own 128-byte block so that aux
+//! writers, metadata writers and mask changes do not share cache lines.
+
+use core::sync::atomic::{AtomicU64, AtomicU8};
+use static_assertions::{assert_eq_size, const_assert_eq};
+use zerocopy::{FromBytes, IntoBytes, KnownLayout};
+
+/// Device magic: `"ttrace\x01\x02"` in the writer's byte order. A reader that sees
+/// `MAGIC.swap_bytes()` is looking at a device written with the other byte order.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"ttrace\x01\x02");
+
+/// Version of this header layout (major in the high 16 bits, minor in the low 16).
+pub const HEADER_VERSION: u32 = 0x0001_0000;
+/// Version of the shared data layouts (aux and metadata files).
+pub const SHARED_DATA_VERSION: u32 = 0x0001_0000;
+/// Version of the per-CPU data layouts (ring files and entries).
+pub const PERCPU_DATA_VERSION: u32 = 0x0001_0000;
+
+/// The major part of a version: readers accept any minor version of the major they know.
+pub const fn major(version: u32) -> u16 {
+    (version >> 16) as u16
+}
+
+/// Bytes of the `header` file.
+pub const HEADER_BYTES: usize = 4096;
+/// Bytes of the rules text area (enable/disable wildcard rules, one per line).
+pub const RULES_BYTES: usize = HEADER_BYTES - 512;
+
+/// Which clock the device's timestamps come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum ClockSource {
+    /// The x86-64 time-stamp counter (invariant TSC), at `tsc_hz` ticks per second.
+    Tsc = 1,
+    /// `CLOCK_MONOTONIC` in nanoseconds (`tsc_hz` is then 1e9).
+    MonotonicNs = 2,
+}
+
+impl ClockSource {
+    /// The clock for a raw header value, if known.
+    pub const fn from_raw(raw: u32) -> Option<ClockSource> {
+        match raw {
+            1 => Some(ClockSource::Tsc),
+            2 => Some(ClockSource::MonotonicNs),
+            _ => None,
+        }
+    }
+}
+
+/// The device header (`version` in Akaros terms), plus the shared control words.
+#[derive(FromBytes, IntoBytes, KnownLayout)]
+#[repr(C, align(128))]
+pub struct DeviceHeader {
+    // ---- identity: written once before publication, read-only afterwards ----
+    /// [`MAGIC`], also revealing the byte order.
+    pub magic: u64,
+    /// [`HEADER_VERSION`] of the writer that created the device.
+    pub header_version: u32,
+    /// [`SHARED_DATA_VERSION`].
+    pub shared_data_version: u32,
+    /// [`PERCPU_DATA_VERSION`].
+    pub percpu_data_version: u32,
+    /// Number of rings (`cpu0` .. `cpu{num_cpus-1}`); higher CPU ids fold onto these.
+    pub num_cpus: u32,
+    /// Slots per ring, a power of two, at least 2.
+    pub ring_slots: u64,
+    /// Bytes of the aux buffer, a power of two.
+    pub aux_size: u64,
+    /// `aux_size - 1`.
+    pub aux_mask: u64,
+    /// Bytes of the `meta` file.
+    pub meta_size: u64,
+    /// Capacity of the tracepoint table.
+    pub max_tracepoints: u32,
+    /// [`ClockSource`] as a raw value.
+    pub clock: u32,
+    /// Ticks per second of the clock (calibrated at creation for the TSC).
+    pub tsc_hz: u64,
+    /// Clock anchor: a timestamp read at the same moment as the two times below.
+    pub anchor_tsc: u64,
+    /// `CLOCK_REALTIME` at the anchor, nanoseconds since the Unix epoch.
+    pub anchor_realtime_ns: u64,
+    /// `CLOCK_MONOTONIC` at the anchor, nanoseconds.
+    pub anchor_monotonic_ns: u64,
+    /// Process that created the device.
+    pub creator_pid: u32,
+    /// Reserved flags, zero.
+    pub flags: u32,
+    _reserved: [u64; 3],
+
+    // ---- control (offset 128) ----
+    /// Class mask: a tracepoint records only if `type_mask & classes != 0`.
+    pub type_mask: AtomicU64,
+    /// Incremented by every control change (mask or rules).
+    pub ctl_generation: AtomicU64,
+    _pad_ctl: [u64; 14],
+
+    // ---- aux control (offset 256), written under `aux_lock` ----
+    /// Aux reservation lock word: 0 free, else the owner's `pid << 32 | tid`.
+    pub aux_lock: AtomicU64,
+    /// Offset of the oldest aux record still intact.
+    pub aux_first: AtomicU64,
+    /// Offset one past the newest aux record (where the next one goes).
+    pub aux_last: AtomicU64,
+    /// Aux records written since creation.
+    pub aux_records: AtomicU64,
+    /// Aux records whose payload was truncated.
+    pub aux_truncated: AtomicU64,
+    /// Aux writes dropped (the oldest record was still being written by a live writer, or
+    /// the lock was held by the interrupted writer itself).
+    pub aux_dropped: AtomicU64,
+    _pad_aux: [u64; 10],
+
+    // ---- metadata control (offset 384), written under `meta_lock` ----
+    /// Metadata and control lock word: 0 free, else the owner's `pid << 32 | tid`.
+    pub meta_lock: AtomicU64,
+    /// Bytes of the metadata record area in use.
+    pub meta_used: AtomicU64,
+    /// Metadata records that did not fit and were dropped.
+    pub meta_dropped: AtomicU64,
+    /// Tracepoints registered (ids `0..tp_count`).
+    pub tp_count: AtomicU64,
+    /// Bytes of `rules` in use.
+    pub rules_len: AtomicU64,
+    _pad_meta: [u64; 11],
+
+    // ---- rules (offset 512) ----
+    /// Wildcard enable/disable rules, one per line: `+pattern` or `-pattern`.
+    pub rules: [AtomicU8; RULES_BYTES],
+}
+
+assert_eq_size!(DeviceHeader, [u8; HEADER_BYTES]);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, num_cpus), 20);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, ring_slots), 24);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, tsc_hz), 64);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, creator_pid), 96);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, type_mask), 128);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_lock), 256);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_last), 272);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_lock), 384);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, rules), 512);
+
+/// Why a device header cannot be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeaderError {
+    /// The magic is that of a device written with the other byte order.
+    ByteOrder,
+    /// The magic is not a ttrace magic at all.
+    BadMagic(u64),
+    /// A layout version whose major part this code does not know.
+    Version {
+        /// Which version field.
+        which: &'static str,
+        /// Its value.
+        found: u32,
+        /// The version this code implements.
+        expected: u32,
+    },
+    /// A size or count is out of range.
+    Field {
+        /// Which field.
+        which: &'static str,
+        /// Its value.
+        value: u64,
+    },
+}
+
+impl core::fmt::Display for HeaderError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            HeaderError::ByteOrder => write!(f, "written with the other byte order"),
+            HeaderError::BadMagic(m) => write!(f, "bad magic {m:#018x}"),
+            HeaderError::Version {
+                which,
+                found,
+                expected,
+            } => write!(
+                f,
+                "{which} {}.{} is not supported (this is {}.{})",
+                found >> 16,
+                found & 0xffff,
+                expected >> 16,
+                expected & 0xffff
+            ),
+            HeaderError::Field { which, value } => write!(f, "{which} {value} is out of range"),
+        }
+    }
+}
+
+/// Largest number of rings a device may have.
+pub const MAX_CPUS: u32 = 4096;
+/// Largest number of slots per ring.
+pub const MAX_RING_SLOTS: u64 = 1 << 24;
+/// Smallest aux buffer (it must hold a few maximal records).
+pub const MIN_AUX_BYTES: u64 = 1 << 14;
+/// Largest aux buffer.
+pub const MAX_AUX_BYTES: u64 = 1 << 30;
+/// Largest metadata file.
+pub const MAX_META_BYTES: u64 = 1 << 30;
+
+impl DeviceHeader {
+    /// Checks the identity part: magic, versions, and that every size is in range and
+    /// consistent. A header that passes can be used to size and map the other files.
+    pub fn check(&self) -> Result<(), HeaderError> {
+        if self.magic != MAGIC {
+            return Err(if self.magic == MAGIC.swap_bytes() {
+                HeaderError::ByteOrder
+            } else {
+                HeaderError::BadMagic(self.magic)
+            });
+        }
+        for (which, found, expected) in [
+            ("header version", self.header_version, HEADER_VERSION),
+            (
+                "shared data version",
+                self.shared_data_version,
+                SHARED_DATA_VERSION,
+            ),
+            (
+                "per-cpu data version",
+                self.percpu_data_version,
+                PERCPU_DATA_VERSION,
+            ),
+        ] {
+            if major(found) != major(expected) {
+                return Err(HeaderError::Version {
+                    which,
+                    found,
+                    expected,
+                });
+            }
+        }
+        let field = |which, value: u64, ok: bool| {
+            if ok {
+                Ok(())
+            } else {
+                Err(HeaderError::Field { which, value })
+            }
+        };
+        let n = self.num_cpus;
+        field("cpu count", n as u64, (1..=MAX_CPUS).contains(&n))?;
+        let s = self.ring_slots;
+        field(
+            "ring size",
+            s,
+            s.is_power_of_two() && (2..=MAX_RING_SLOTS).contains(&s),
+        )?;
+        let a = self.aux_size;
+        field(
+            "aux size",
+            a,
+            a.is_power_of_two() && (MIN_AUX_BYTES..=MAX_AUX_BYTES).contains(&a),
+        )?;
+        field("aux mask", self.aux_mask, self.aux_mask == a - 1)?;
+        let t = self.max_tracepoints;
+        field(
+            "tracepoint capacity",
+            t as u64,
+            (1..=crate::entry::TypeWord::MAX_TRACEPOINTS).contains(&t),
+        )?;
+        let m = self.meta_size;
+        field(
+            "metadata size",
+            m,
+            m % 8 == 0 && m > crate::meta::records_offset(t) && m <= MAX_META_BYTES,
+        )?;
+        field(
+            "clock",
+            self.clock as u64,
+            ClockSource::from_raw(self.clock).is_some(),
+        )?;
+        field("clock rate", self.tsc_hz, self.tsc_hz > 0)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,196 @@
+//! Control: the class mask and wildcard rules that decide which tracepoints record.
+//!
+//! A tracepoint records when `type_mask & classes != 0` *and* the rules enable its name.
+//! Rules are shell-style wildcards (`*`, `?`), kept in the device header one per line as
+//! `+pattern` (enable) or `-pattern` (disable); the last rule that matches a name decides,
+//! and a name no rule matches is enabled. Every change happens under the metadata lock and
+//! ends by recomputing each tracepoint's word, so writers in every process see the result
+//! with their next load of that word.
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::lock::lock;
+use crate::sync::Ordering::*;
+use ttrace_layouts::device::RULES_BYTES;
+
+/// Whether `rules` (one `+pattern` / `-pattern` per line) enable `name`.
+///
+/// ```
+/// use ttrace_core::control::rules_enable;
+/// let rules = "-sched*\n+sched_switch\n";
+/// assert!(rules_enable(rules, "sched_switch"));
+/// assert!(!rules_enable(rules, "sched_wakeup"));
+/// assert!(rules_enable(rules, "io_read"));
+/// ```
+pub fn rules_enable(rules: &str, name: &str) -> bool {
+    rules
+        .lines()
+        .rev()
+        .filter_map(|l| Some((l.as_bytes().first()?, l.get(1..)?)))
+        .find(|(_, pat)| wildmatch::WildMatch::new(pat).matches(name))
+        .map(|(sign, _)| *sign == b'+')
+        .unwrap_or(true)
+}
+
+/// A parsed control command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `setmask <value> <mask>`: the bits of `mask` take the values of `value`.
+    SetMask {
+        /// New values.
+        value: u64,
+        /// Which bits change.
+        mask: u64,
+    },
+    /// `setbits <bits>`: set these bits, keep the others (Akaros replaced the whole mask).
+    SetBits(u64),
+    /// `clrbits <bits>`: clear these bits, keep the others.
+    ClearBits(u64),
+    /// `enable <pattern>`: enable tracepoints whose names match.
+    Enable(String),
+    /// `disable <pattern>`: disable tracepoints whose names match.
+    Disable(String),
+    /// `reset`: mask all ones, no rules.
+    Reset,
+}
+
+fn number(s: &str) -> Result<u64> {
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16),
+        None => s.replace('_', "").parse(),
+    };
+    parsed.map_err(|_| Error::BadCommand(format!("{s:?} is not a number (decimal or 0x hex)")))
+}
+
+fn pattern(s: &str) -> Result<String> {
+    if s.is_empty() || s.len() > 255 || s.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(Error::BadCommand(format!(
+            "{s:?} is not a pattern (1 to 255 characters, no spaces or control characters)"
+        )));
+    }
+    Ok(s.to_string())
+}
+
+impl std::str::FromStr for Command {
+    type Err = Error;
+
+    /// Parses one command; anything malformed is an error that names the problem.
+    ///
+    /// ```
+    /// use ttrace_core::control::Command;
+    /// assert_eq!("setbits 0x30".parse::<Command>().unwrap(), Command::SetBits(0x30));
+    /// assert!("setbits".parse::<Command>().is_err());
+    /// assert!("frobnicate 1".parse::<Command>().is_err());
+    /// ```
+    fn from_str(line: &str) -> Result<Command> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let usage = |u: &str| Error::BadCommand(format!("usage: {u}"));
+        match words.as_slice() {
+            ["setmask", v, m] => Ok(Command::SetMask {
+                value: number(v)?,
+                mask: number(m)?,
+            }),
+            ["setmask", ..] => Err(usage("setmask <value> <mask>")),
+            ["setbits", b] => Ok(Command::SetBits(number(b)?)),
+            ["setbits", ..] => Err(usage("setbits <bits>")),
+            ["clrbits", b] => Ok(Command::ClearBits(number(b)?)),
+            ["clrbits", ..] => Err(usage("clrbits <bits>")),
+            ["enable", p] => Ok(Command::Enable(pattern(p)?)),
+            ["enable", ..] => Err(usage("enable <pattern>")),
+            ["disable", p] => Ok(Command::Disable(pattern(p)?)),
+            ["disable", ..] => Err(usage("disable <pattern>")),
+            ["reset"] => Ok(Command::Reset),
+            [] => Err(Error::BadCommand("empty command".into())),
+            [other, ..] => Err(Error::BadCommand(format!(
+                "unknown command {other:?} (setmask, setbits, clrbits, enable, disable, reset)"
+            ))),
+        }
+    }
+}
+
+impl Device {
+    /// The class mask.
+    pub fn mask(&self) -> u64 {
+        self.header().type_mask.load(Acquire)
+    }
+
+    /// The rules text, one `+pattern` / `-pattern` per line.
+    pub fn rules_text(&self) -> String {
+        let h = self.header();
+        let len = (h.rules_len.load(Acquire) as usize).min(RULES_BYTES);
+        // Relaxed: rules change only under the metadata lock, and are read either under it
+        // or after the Acquire load of their length.
+        let bytes: Vec<u8> = h.rules[..len].iter().map(|b| b.load(Relaxed)).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// The control state as text, as `ctl` prints it: `setmask 0x<mask> 0xffffffffffffffff`
+    /// then one `enable` / `disable` line per rule.
+    pub fn control_text(&self) -> String {
+        let mut s = format!("setmask {:#x} {:#x}\n", self.mask(), u64::MAX);
+        for l in self.rules_text().lines() {
+            match l.split_at(1) {
+                ("+", p) => s += &format!("enable {p}\n"),
+                ("-", p) => s += &format!("disable {p}\n"),
+                _ => {}
+            }
+        }
+        s
+    }
+
+    /// Applies a command atomically with respect to every other control change and
+    /// tracepoint registration. Returns the number of tracepoints enabled afterwards.
+    pub fn apply(&self, command: &Command) -> Result<usize> {
+        let h = self.header();
+        let guard = lock(&h.meta_lock).ok_or(Error::Reentered)?;
+        let old = h.type_mask.load(Relaxed);
+        let rule = |sign: char, pat: &str| -> Result<()> {
+            // Later rules win, so an existing rule for the same pattern is dropped.
+            let mut text: String = self
+                .rules_text()
+                .lines()
+                .filter(|l| l.get(1..) != Some(pat))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            text.push(sign);
+            text.push_str(pat);
+            text.push('\n');
+            self.store_rules(&text)
+        };
+        match command {
+            Command::SetMask { value, mask } => {
+                h.type_mask.store((old & !mask) | (value & mask), Release)
+            }
+            Command::SetBits(bits) => h.type_mask.store(old | bits, Release),
+            Command::ClearBits(bits) => h.type_mask.store(old & !bits, Release),
+            Command::Enable(p) => rule('+', p)?,
+            Command::Disable(p) => rule('-', p)?,
+            Command::Reset => {
+                h.type_mask.store(u64::MAX, Release);
+                self.store_rules("")?;
+            }
+        }
+        h.ctl_generation.fetch_add(1, Release);
+        Ok(self.recompute_words(&guard))
+    }
+
+    /// Parses and applies one command line.
+    pub fn apply_text(&self, line: &str) -> Result<usize> {
+        self.apply(&line.parse()?)
+    }
+
+    fn store_rules(&self, text: &str) -> Result<()> {
+        if text.len() > RULES_BYTES {
+            return Err(Error::BadCommand(format!(
+                "too many rules (the rule area holds {RULES_BYTES} bytes)"
+            )));
+        }
+        let h = self.header();
+        for (dst, &b) in h.rules.iter().zip(text.as_bytes()) {
+            dst.store(b, Relaxed);
+        }
+        // Release: a reader that loads this length sees the bytes above.
+        h.rules_len.store(text.len() as u64, Release);
+        Ok(())
+    }
+}

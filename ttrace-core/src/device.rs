@@ -1,0 +1,504 @@
+//! The device directory: creating it atomically, attaching to it, and the typed views of its
+//! memory-mapped files.
+
+use crate::error::{io, Error, Result};
+use crate::ring::Ring;
+use core::ptr::NonNull;
+use core::sync::atomic::AtomicU64;
+use memmap2::MmapMut;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use ttrace_layouts::device::{self as layout, ClockSource, DeviceHeader, HEADER_BYTES};
+use ttrace_layouts::entry::Slot;
+use ttrace_layouts::meta::{MetaHeader, META_MAGIC};
+use ttrace_layouts::ring::{ring_file_bytes, RingHeader, RING_HEADER_BYTES, RING_MAGIC};
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
+
+/// Environment variable naming the device directory.
+pub const ENV_DIR: &str = "TTRACE_DIR";
+
+/// How to create a device (ignored, except `dir`, when attaching to an existing one).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The device directory; `None` means [`default_dir`].
+    pub dir: Option<PathBuf>,
+    /// Slots per ring: a power of two, at least 2 (default 16384 = 1 MiB).
+    pub ring_slots: u64,
+    /// Bytes of the aux buffer: a power of two (default 1 MiB).
+    pub aux_bytes: u64,
+    /// Bytes of the metadata file (default 4 MiB; untouched pages cost nothing).
+    pub meta_bytes: u64,
+    /// Capacity of the tracepoint table (default 4096).
+    pub max_tracepoints: u32,
+    /// Number of rings; `None` means the number of configured CPUs.
+    pub cpus: Option<u32>,
+    /// Clock; `None` means the best one this machine has.
+    pub clock: Option<ClockSource>,
+    /// How long to calibrate the TSC rate against `CLOCK_MONOTONIC` (default 20 ms).
+    pub calibration: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            dir: None,
+            ring_slots: 16384,
+            aux_bytes: 1 << 20,
+            meta_bytes: 4 << 20,
+            max_tracepoints: 4096,
+            cpus: None,
+            clock: None,
+            calibration: Duration::from_millis(20),
+        }
+    }
+}
+
+impl Config {
+    /// The default configuration for the device directory `dir`.
+    pub fn at(dir: impl Into<PathBuf>) -> Config {
+        Config {
+            dir: Some(dir.into()),
+            ..Config::default()
+        }
+    }
+
+    /// The directory this configuration names.
+    pub fn resolved_dir(&self) -> PathBuf {
+        self.dir.clone().unwrap_or_else(default_dir)
+    }
+}
+
+/// The default device directory of this user: `$TTRACE_DIR` if set, else
+/// `/dev/shm/ttrace-<uid>` (or `<tmp>/ttrace-<uid>` where `/dev/shm` does not exist).
+pub fn default_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os(ENV_DIR).filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let shm = Path::new("/dev/shm");
+    let base = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    base.join(format!("ttrace-{uid}"))
+}
+
+/// Number of CPUs the system is configured with (at least 1).
+pub fn configured_cpus() -> u32 {
+    // SAFETY: sysconf has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    (n.max(1) as u64).min(layout::MAX_CPUS as u64) as u32
+}
+
+struct RingView {
+    header: NonNull<RingHeader>,
+    slots: NonNull<[Slot]>,
+}
+
+/// An open device: every file of the directory mapped shared, read-write.
+///
+/// ```
+/// # let tmp = tempfile::tempdir().unwrap();
+/// use ttrace_core::{Config, Device};
+/// let dev = Device::open(&Config { ring_slots: 64, cpus: Some(2), ..Config::at(tmp.path().join("dev")) })?;
+/// assert_eq!(dev.num_rings(), 2);
+/// // A second open of the same directory attaches to the same rings.
+/// let again = Device::open(&Config::at(tmp.path().join("dev")))?;
+/// assert_eq!(again.ring_slots(), 64);
+/// # Ok::<(), ttrace_core::Error>(())
+/// ```
+pub struct Device {
+    dir: PathBuf,
+    header: NonNull<DeviceHeader>,
+    rings: Box<[RingView]>,
+    aux: NonNull<[AtomicU64]>,
+    tp_words: NonNull<[AtomicU64]>,
+    meta_records: NonNull<[AtomicU64]>,
+    clock: ClockSource,
+    ring_mask: u64,
+    _maps: Vec<MmapMut>,
+}
+
+// SAFETY: the pointers refer to the mappings in `_maps`, which live as long as the Device
+// and are never remapped; everything reachable through them that can change is atomic.
+unsafe impl Send for Device {}
+// SAFETY: as above; shared access only ever goes through atomics.
+unsafe impl Sync for Device {}
+
+fn open_file(path: &Path, create_len: Option<u64>) -> Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    if create_len.is_some() {
+        opts.create_new(true).mode(0o600);
+    }
+    let file = opts.open(path).map_err(io(path))?;
+    if let Some(len) = create_len {
+        file.set_len(len).map_err(io(path))?;
+    }
+    Ok(file)
+}
+
+fn map(path: &Path, file: &File, expected_len: u64) -> Result<MmapMut> {
+    let len = file.metadata().map_err(io(path))?.len();
+    if len != expected_len {
+        return Err(Error::BadDevice {
+            path: path.into(),
+            why: format!("is {len} bytes, expected {expected_len}"),
+        });
+    }
+    // SAFETY: the file is a device file shared with other ttrace processes; they only
+    // change it through atomics, and nothing truncates it while it is mapped (a process that
+    // did would be outside the device protocol; the mapping would then fault, not corrupt).
+    unsafe { MmapMut::map_mut(file) }.map_err(io(path))
+}
+
+fn bad(path: &Path, why: impl Into<String>) -> Error {
+    Error::BadDevice {
+        path: path.into(),
+        why: why.into(),
+    }
+}
+
+impl Device {
+    /// Attaches to the device at the configured directory, creating it first if it does not
+    /// exist. When several processes race to create it, exactly one does (the directory is
+    /// built under a temporary name and renamed into place); the others attach.
+    pub fn open(config: &Config) -> Result<Device> {
+        let dir = config.resolved_dir();
+        match Device::attach(&dir) {
+            Err(Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && !dir.exists() =>
+            {
+                Device::create(&dir, config)
+            }
+            other => other,
+        }
+    }
+
+    /// Attaches to an existing device; refuses one whose layout versions differ.
+    pub fn attach(dir: &Path) -> Result<Device> {
+        let hpath = dir.join("header");
+        let hfile = open_file(&hpath, None)?;
+        let mut hmap = map(&hpath, &hfile, HEADER_BYTES as u64)?;
+        let header =
+            DeviceHeader::read_from_bytes(&hmap[..]).map_err(|_| bad(&hpath, "short header"))?;
+        header.check().map_err(|e| bad(&hpath, e.to_string()))?;
+        let mut maps = Vec::new();
+        let header_ptr = NonNull::from(
+            DeviceHeader::mut_from_bytes(&mut hmap[..])
+                .map_err(|_| bad(&hpath, "misaligned header"))?,
+        );
+        maps.push(hmap);
+        let mut dev = Device::assemble(dir, header_ptr, &header, maps)?;
+        dev.check_files()?;
+        Ok(dev)
+    }
+
+    /// Maps the data files named by a checked header.
+    fn assemble(
+        dir: &Path,
+        header: NonNull<DeviceHeader>,
+        h: &DeviceHeader,
+        mut maps: Vec<MmapMut>,
+    ) -> Result<Device> {
+        let mut rings = Vec::with_capacity(h.num_cpus as usize);
+        for cpu in 0..h.num_cpus {
+            let path = dir.join(format!("cpu{cpu}"));
+            let file = open_file(&path, None)?;
+            let mut m = map(&path, &file, ring_file_bytes(h.ring_slots))?;
+            let (head, rest) = m.split_at_mut(RING_HEADER_BYTES);
+            let header = NonNull::from(
+                RingHeader::mut_from_bytes(head).map_err(|_| bad(&path, "misaligned ring"))?,
+            );
+            let slots = NonNull::from(
+                <[Slot]>::mut_from_bytes(rest).map_err(|_| bad(&path, "misaligned slots"))?,
+            );
+            rings.push(RingView { header, slots });
+            maps.push(m);
+        }
+        let path = dir.join("aux");
+        let mut m = map(&path, &open_file(&path, None)?, h.aux_size)?;
+        let aux = NonNull::from(
+            <[AtomicU64]>::mut_from_bytes(&mut m[..]).map_err(|_| bad(&path, "misaligned"))?,
+        );
+        maps.push(m);
+        let path = dir.join("meta");
+        let mut m = map(&path, &open_file(&path, None)?, h.meta_size)?;
+        let mh = MetaHeader::read_from_prefix(&m[..])
+            .map_err(|_| bad(&path, "short"))?
+            .0;
+        let off = ttrace_layouts::meta::records_offset(h.max_tracepoints) as usize;
+        if mh.magic != META_MAGIC
+            || mh.max_tracepoints != h.max_tracepoints
+            || mh.records_offset != off as u64
+        {
+            return Err(bad(
+                &path,
+                "metadata header does not match the device header",
+            ));
+        }
+        let table_bytes = h.max_tracepoints as usize * 8;
+        let (front, records) = m.split_at_mut(off);
+        let table =
+            &mut front[layout_meta_header_bytes()..layout_meta_header_bytes() + table_bytes];
+        let tp_words = NonNull::from(
+            <[AtomicU64]>::mut_from_bytes(table).map_err(|_| bad(&path, "misaligned"))?,
+        );
+        let meta_records = NonNull::from(
+            <[AtomicU64]>::mut_from_bytes(records).map_err(|_| bad(&path, "misaligned"))?,
+        );
+        maps.push(m);
+        Ok(Device {
+            dir: dir.to_path_buf(),
+            header,
+            rings: rings.into_boxed_slice(),
+            aux,
+            tp_words,
+            meta_records,
+            clock: ClockSource::from_raw(h.clock).unwrap_or(ClockSource::MonotonicNs),
+            ring_mask: h.ring_slots - 1,
+            _maps: maps,
+        })
+    }
+
+    fn check_files(&mut self) -> Result<()> {
+        for (cpu, view) in self.rings.iter().enumerate() {
+            // SAFETY: `header` points into a live mapping owned by self (see `Device`).
+            let rh = unsafe { view.header.as_ref() };
+            if rh.magic != RING_MAGIC || rh.cpu as usize != cpu || rh.slots != self.ring_mask + 1 {
+                return Err(bad(
+                    &self.dir.join(format!("cpu{cpu}")),
+                    "ring header does not match the device header",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates the device at `dir` (atomically), or attaches if another process won the race.
+    fn create(dir: &Path, config: &Config) -> Result<Device> {
+        let cpus = config.cpus.unwrap_or_else(configured_cpus);
+        let clock = config.clock.unwrap_or_else(crate::clock::best_source);
+        let cal = crate::clock::calibrate(clock, config.calibration);
+        let mut h = DeviceHeader::new_zeroed();
+        h.magic = layout::MAGIC;
+        h.header_version = layout::HEADER_VERSION;
+        h.shared_data_version = layout::SHARED_DATA_VERSION;
+        h.percpu_data_version = layout::PERCPU_DATA_VERSION;
+        h.num_cpus = cpus;
+        h.ring_slots = config.ring_slots;
+        h.aux_size = config.aux_bytes;
+        h.aux_mask = config.aux_bytes.wrapping_sub(1);
+        h.meta_size = config.meta_bytes;
+        h.max_tracepoints = config.max_tracepoints;
+        h.clock = clock as u32;
+        h.tsc_hz = cal.hz;
+        h.anchor_tsc = cal.anchor_ticks;
+        h.anchor_realtime_ns = cal.anchor_realtime_ns;
+        h.anchor_monotonic_ns = cal.anchor_monotonic_ns;
+        h.creator_pid = std::process::id();
+        *h.type_mask.get_mut() = u64::MAX;
+        h.check().map_err(|e| Error::Config(e.to_string()))?;
+
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = dir
+            .file_name()
+            .ok_or_else(|| Error::Config(format!("{} is not a directory name", dir.display())))?;
+        let nanos = crate::clock::monotonic_ns();
+        let tmp = parent.join(format!(
+            ".{}.tmp-{}-{nanos}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        DirBuilder::new()
+            .mode(0o700)
+            .create(&tmp)
+            .map_err(io(&tmp))?;
+        let built = Device::build(&tmp, &mut h);
+        let outcome = built.and_then(|maps| {
+            publish(&tmp, dir)?;
+            Ok(maps)
+        });
+        match outcome {
+            Ok(maps) => {
+                let mut maps = maps;
+                let header_ptr = NonNull::from(
+                    DeviceHeader::mut_from_bytes(&mut maps[0][..])
+                        .map_err(|_| bad(dir, "misaligned"))?,
+                );
+                Device::assemble(dir, header_ptr, &h, maps)
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                match e {
+                    Error::Io { ref source, .. }
+                        if matches!(
+                            source.raw_os_error(),
+                            Some(libc::EEXIST) | Some(libc::ENOTEMPTY)
+                        ) =>
+                    {
+                        Device::attach(dir)
+                    }
+                    e => Err(e),
+                }
+            }
+        }
+    }
+
+    /// Writes every file of a new device into `tmp`; returns the header mapping.
+    fn build(tmp: &Path, h: &mut DeviceHeader) -> Result<Vec<MmapMut>> {
+        let path = tmp.join("header");
+        let mut hmap = map(
+            &path,
+            &open_file(&path, Some(HEADER_BYTES as u64))?,
+            HEADER_BYTES as u64,
+        )?;
+        for cpu in 0..h.num_cpus {
+            let path = tmp.join(format!("cpu{cpu}"));
+            let len = ring_file_bytes(h.ring_slots);
+            let mut m = map(&path, &open_file(&path, Some(len))?, len)?;
+            let rh = RingHeader::mut_from_bytes(&mut m[..RING_HEADER_BYTES])
+                .map_err(|_| bad(&path, "misaligned"))?;
+            rh.magic = RING_MAGIC;
+            rh.cpu = cpu;
+            rh.slots = h.ring_slots;
+        }
+        let path = tmp.join("aux");
+        open_file(&path, Some(h.aux_size))?;
+        let path = tmp.join("meta");
+        let mut m = map(&path, &open_file(&path, Some(h.meta_size))?, h.meta_size)?;
+        m[..layout_meta_header_bytes()]
+            .copy_from_slice(MetaHeader::new(h.max_tracepoints, h.meta_size).as_bytes());
+        // The header goes last, magic included, though nothing can see the directory before
+        // it is renamed into place.
+        hmap.copy_from_slice(h.as_mut_bytes());
+        Ok(vec![hmap])
+    }
+
+    /// The device directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The device header.
+    pub fn header(&self) -> &DeviceHeader {
+        // SAFETY: points into a live mapping owned by self; its mutable fields are atomics.
+        unsafe { self.header.as_ref() }
+    }
+
+    /// Number of rings.
+    pub fn num_rings(&self) -> usize {
+        self.rings.len()
+    }
+
+    /// Slots per ring.
+    pub fn ring_slots(&self) -> u64 {
+        self.ring_mask + 1
+    }
+
+    /// The clock of this device.
+    pub fn clock(&self) -> ClockSource {
+        self.clock
+    }
+
+    /// The current time in this device's clock.
+    #[inline(always)]
+    pub fn now(&self) -> u64 {
+        crate::clock::now(self.clock)
+    }
+
+    /// Ring `index` (`index < num_rings()`).
+    #[inline(always)]
+    pub fn ring(&self, index: usize) -> Ring<'_, Slot> {
+        let view = &self.rings[index];
+        // SAFETY: both pointers refer to a live mapping owned by self (see `Device`); the
+        // header's mutable fields are atomics and the slots are atomics.
+        let (header, slots) = unsafe { (view.header.as_ref(), view.slots.as_ref()) };
+        Ring {
+            head: &header.head,
+            skipped: &header.skipped,
+            dropped: &header.dropped,
+            slots,
+        }
+    }
+
+    /// The ring a CPU writes to: its own, or, for a CPU id beyond the count fixed when the
+    /// device was created (hot-plug), one it folds onto.
+    #[inline(always)]
+    pub fn ring_for_cpu(&self, cpu: u32) -> Ring<'_, Slot> {
+        let n = self.rings.len();
+        let cpu = cpu as usize;
+        self.ring(if cpu < n { cpu } else { cpu % n })
+    }
+
+    /// The header page of ring `index`.
+    pub fn ring_header(&self, index: usize) -> &RingHeader {
+        // SAFETY: as in `ring`.
+        unsafe { self.rings[index].header.as_ref() }
+    }
+
+    /// The aux buffer as words.
+    pub(crate) fn aux_words(&self) -> &[AtomicU64] {
+        // SAFETY: as in `ring`.
+        unsafe { self.aux.as_ref() }
+    }
+
+    /// The tracepoint word table.
+    pub(crate) fn tp_words(&self) -> &[AtomicU64] {
+        // SAFETY: as in `ring`.
+        unsafe { self.tp_words.as_ref() }
+    }
+
+    /// The metadata record area as words.
+    pub(crate) fn meta_words(&self) -> &[AtomicU64] {
+        // SAFETY: as in `ring`.
+        unsafe { self.meta_records.as_ref() }
+    }
+}
+
+const fn layout_meta_header_bytes() -> usize {
+    ttrace_layouts::meta::META_HEADER_BYTES as usize
+}
+
+/// Renames the finished directory into place, never replacing anything.
+fn publish(tmp: &Path, dir: &Path) -> Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| Error::Config(format!("{} contains NUL", p.display())))
+    };
+    let (from, to) = (c(tmp)?, c(dir)?);
+    // SAFETY: both are valid NUL-terminated paths; renameat2 only renames.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if matches!(err.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EINVAL)) {
+        // No RENAME_NOREPLACE on this file system: rename(2) still refuses a non-empty
+        // target, and a device directory is never empty.
+        return std::fs::rename(tmp, dir).map_err(io(dir));
+    }
+    Err(Error::Io {
+        path: dir.to_path_buf(),
+        source: err,
+    })
+}

@@ -1,0 +1,488 @@
+//! The entry protocol: how writers fill ring slots and how readers copy them.
+//!
+//! Both halves live here so the argument for their correctness can be read in one place
+//! (also in `docs/DESIGN.md`).
+//!
+//! **Writer.** Reserve a position with `fetch_add` on the ring's `head`, then *claim* its
+//! slot by a compare-and-exchange of the stamp word from a committed (or empty) value to a
+//! claim. Only the claimant writes the slot's other words; it then commits by storing a stamp
+//! strictly greater than any the slot held before ([`Stamp::next_after`]). A slot still
+//! claimed by a writer that was preempted (or killed) is never written by anyone else: the
+//! newcomer gives its position up (counted in `skipped`) and reserves another, so a stalled
+//! writer can neither be overwritten mid-entry nor block the others.
+//!
+//! **Reader.** Load the stamp (acquire), copy the words, fence (acquire), load the stamp
+//! again, and accept the copy only if both loads saw the same committed stamp.
+//!
+//! **Why no mixed entry is ever accepted.** Writers of one slot are serialized by the claim,
+//! so the slot's stamp goes through `T0, C1, T1, C2, T2, ...` where each writer's data stores
+//! come after its claim `Ck` (a release fence separates them) and before its commit `Tk`
+//! (a release store). A reader whose first load returns `Tk` synchronizes with writer `k`
+//! and so sees all of its words, or later ones. If it saw any word of a later writer `j`,
+//! that store follows `j`'s release fence, which then synchronizes with the reader's acquire
+//! fence, so the second stamp load returns `Cj` or something after it. Claims differ from
+//! commits, and commits strictly increase, so that value is not `Tk`: the copy is rejected.
+//! (A writer that gives a claimed slot back restores its old stamp before writing anything,
+//! which changes no word.)
+
+use crate::sync::{AtomicWord, Ordering::*};
+use ttrace_layouts::entry::{Slot, Stamp, SLOT_WORDS};
+
+/// Attempts a writer makes to find a free slot before it drops the event (and counts it).
+pub const MAX_ATTEMPTS: u32 = 8;
+
+/// Something that has eight atomic words: a ring slot.
+pub trait SlotWords {
+    /// The atomic word type.
+    type Word: AtomicWord;
+    /// The slot's words; word 0 is the stamp.
+    fn words(&self) -> &[Self::Word; SLOT_WORDS];
+}
+
+impl SlotWords for Slot {
+    type Word = core::sync::atomic::AtomicU64;
+    #[inline(always)]
+    fn words(&self) -> &[Self::Word; SLOT_WORDS] {
+        &self.words
+    }
+}
+
+impl<W: AtomicWord> SlotWords for [W; SLOT_WORDS] {
+    type Word = W;
+    #[inline(always)]
+    fn words(&self) -> &[W; SLOT_WORDS] {
+        self
+    }
+}
+
+/// A ring: its counters and its slots (a power-of-two number of them, at least 2).
+pub struct Ring<'a, S: SlotWords> {
+    /// Positions reserved so far.
+    pub head: &'a S::Word,
+    /// Positions given up because their slot was owned by another writer.
+    pub skipped: &'a S::Word,
+    /// Events dropped after [`MAX_ATTEMPTS`] failed claims.
+    pub dropped: &'a S::Word,
+    /// The slots.
+    pub slots: &'a [S],
+}
+
+/// What a reader found in a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotRead {
+    /// Never written.
+    Empty,
+    /// A writer owns the slot (it is being written, or its writer died).
+    Claimed(Stamp),
+    /// The slot changed while it was being copied (it was overwritten).
+    Changed,
+    /// A complete entry: word 0 is its committed stamp.
+    Committed([u64; SLOT_WORDS]),
+}
+
+// The two claims below use Acquire: it orders the claimant's later stores after the previous
+// owner's commit (whose Release store it reads), and keeps them after the claim itself.
+#[inline(always)]
+fn claim<W: AtomicWord>(stamp: &W, pid: u32, pos: u64) -> Option<Stamp> {
+    // Relaxed: the value is only a guess for the CAS below, which checks it.
+    let old = stamp.load(Relaxed);
+    if Stamp(old).is_claimed() {
+        return None;
+    }
+    stamp
+        .compare_exchange(old, Stamp::claim(pid, pos).0, Acquire, Relaxed)
+        .ok()
+        .map(Stamp)
+}
+
+#[inline(always)]
+fn fill<W: AtomicWord>(slot: &[W; SLOT_WORDS], words: &[u64; SLOT_WORDS - 1]) {
+    for (dst, &w) in slot[1..].iter().zip(words) {
+        // Relaxed: published by the Release store of the stamp; ordered after the claim by
+        // the Release fence the caller issues first.
+        dst.store(w, Relaxed);
+    }
+}
+
+impl<'a, S: SlotWords> Ring<'a, S> {
+    #[inline(always)]
+    fn slot(&self, pos: u64) -> &'a [S::Word; SLOT_WORDS] {
+        // Masking keeps the index in bounds; the length is a power of two.
+        self.slots[(pos & (self.slots.len() as u64 - 1)) as usize].words()
+    }
+
+    /// Records one entry (stamp + seven words) with the given timestamp; `pid` goes into the
+    /// claim. Returns false if the event was dropped (and counted).
+    #[inline(always)]
+    pub fn write(&self, timestamp: u64, pid: u32, words: &[u64; SLOT_WORDS - 1]) -> bool {
+        // Relaxed: the position only needs to be unique; the slot claim synchronizes.
+        let pos = self.head.fetch_add(1, Relaxed);
+        let slot = self.slot(pos);
+        match claim(&slot[0], pid, pos) {
+            Some(old) => {
+                S::Word::fence(Release);
+                fill(slot, words);
+                slot[0].store(Stamp::next_after(timestamp, old).0, Release);
+                true
+            }
+            None => self.write_contended(timestamp, pid, words),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn write_contended(&self, timestamp: u64, pid: u32, words: &[u64; SLOT_WORDS - 1]) -> bool {
+        for _ in 1..MAX_ATTEMPTS {
+            self.skipped.fetch_add(1, Relaxed);
+            let pos = self.head.fetch_add(1, Relaxed);
+            let slot = self.slot(pos);
+            if let Some(old) = claim(&slot[0], pid, pos) {
+                S::Word::fence(Release);
+                fill(slot, words);
+                slot[0].store(Stamp::next_after(timestamp, old).0, Release);
+                return true;
+            }
+        }
+        self.skipped.fetch_add(1, Relaxed);
+        self.dropped.fetch_add(1, Relaxed);
+        false
+    }
+
+    /// Records a parent entry and its continuation in two consecutive slots of one
+    /// reservation. The continuation is committed first, with the parent's stamp | 1.
+    /// Returns false if the event was dropped (and counted).
+    pub fn write_pair(
+        &self,
+        timestamp: u64,
+        pid: u32,
+        parent: &[u64; SLOT_WORDS - 1],
+        cont: &[u64; SLOT_WORDS - 1],
+    ) -> bool {
+        for _ in 0..MAX_ATTEMPTS {
+            let pos = self.head.fetch_add(2, Relaxed);
+            let (a, b) = (self.slot(pos), self.slot(pos + 1));
+            if let Some(old_a) = claim(&a[0], pid, pos) {
+                if let Some(old_b) = claim(&b[0], pid, pos + 1) {
+                    S::Word::fence(Release);
+                    fill(a, parent);
+                    fill(b, cont);
+                    let stamp = Stamp::next_after(timestamp, old_a)
+                        .max(Stamp::next_after(timestamp, old_b))
+                        .0;
+                    b[0].store(stamp | Stamp::CONTINUATION, Release);
+                    a[0].store(stamp, Release);
+                    return true;
+                }
+                // Give the first slot back untouched: its old entry is still whole.
+                a[0].store(old_a.0, Release);
+            }
+            self.skipped.fetch_add(2, Relaxed);
+        }
+        self.dropped.fetch_add(1, Relaxed);
+        false
+    }
+
+    /// Copies slot `index` with the stamp check.
+    pub fn read(&self, index: usize) -> SlotRead {
+        let slot = self.slots[index].words();
+        let first = Stamp(slot[0].load(Acquire));
+        if first == Stamp::EMPTY {
+            return SlotRead::Empty;
+        }
+        if first.is_claimed() {
+            return SlotRead::Claimed(first);
+        }
+        let mut words = [first.0; SLOT_WORDS];
+        for (w, src) in words[1..].iter_mut().zip(&slot[1..]) {
+            // Relaxed: validated by the stamp re-check after the Acquire fence.
+            *w = src.load(Relaxed);
+        }
+        S::Word::fence(Acquire);
+        if slot[0].load(Relaxed) == first.0 {
+            SlotRead::Committed(words)
+        } else {
+            SlotRead::Changed
+        }
+    }
+}
+
+/// One event read from a ring: a parent entry with its continuation's words, if any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// The parent's committed stamp (its timestamp).
+    pub stamp: u64,
+    /// Type word.
+    pub type_word: ttrace_layouts::entry::TypeWord,
+    /// `pid << 32 | tid` of the writer.
+    pub ctx: u64,
+    /// Argument words: `type_word.nargs()` of them, or 5 if the continuation was lost.
+    pub args: Vec<u64>,
+    /// Whether the entry announced a continuation that had been overwritten.
+    pub continuation_lost: bool,
+    /// Slot of the parent entry.
+    pub slot: usize,
+}
+
+/// A consistent copy of a ring: every complete event, in time order, and the accounting.
+///
+/// The counts are in slots (a continued event takes two). On a ring nobody is writing,
+/// `head == skipped + committed + claimed + lost` exactly.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RingSnapshot {
+    /// Positions reserved (the ring's `head`, read after the copy).
+    pub head: u64,
+    /// Positions given up without writing (`skipped`).
+    pub skipped: u64,
+    /// Events dropped by writers that found no free slot (`dropped`).
+    pub dropped: u64,
+    /// Committed slots copied (parents and continuations).
+    pub committed: u64,
+    /// Slots owned by a writer at the time of the copy (being written, or abandoned).
+    pub claimed: u64,
+    /// Slots overwritten before this copy: `head - skipped - committed - claimed`.
+    pub lost: u64,
+    /// Slots that changed while being copied (overwritten during the copy: counted lost).
+    pub changed: u64,
+    /// Continuations whose parent had been overwritten.
+    pub orphans: u64,
+    /// Committed parents whose type word is malformed (a damaged device), skipped.
+    pub malformed: u64,
+    /// Complete events, oldest first.
+    pub events: Vec<Event>,
+}
+
+impl<S: SlotWords> Ring<'_, S> {
+    /// Copies every slot with the stamp check, stitches continuations to their parents and
+    /// orders the events by time.
+    pub fn snapshot(&self) -> RingSnapshot {
+        use ttrace_layouts::entry::{TypeWord, ENTRY_ARGS};
+        let n = self.slots.len();
+        let reads: Vec<SlotRead> = (0..n).map(|i| self.read(i)).collect();
+        let mut snap = RingSnapshot {
+            head: self.head.load(Acquire),
+            skipped: self.skipped.load(Acquire),
+            dropped: self.dropped.load(Acquire),
+            ..RingSnapshot::default()
+        };
+        let mut used_as_cont = vec![false; n];
+        for (i, r) in reads.iter().enumerate() {
+            match *r {
+                SlotRead::Empty => {}
+                SlotRead::Claimed(_) => snap.claimed += 1,
+                SlotRead::Changed => snap.changed += 1,
+                SlotRead::Committed(w) if Stamp(w[0]).is_continuation() => snap.committed += 1,
+                SlotRead::Committed(w) => {
+                    snap.committed += 1;
+                    let tw = TypeWord(w[1]);
+                    if !tw.is_valid() {
+                        snap.malformed += 1;
+                        continue;
+                    }
+                    let mut args = w[3..3 + tw.nargs().min(ENTRY_ARGS as u8) as usize].to_vec();
+                    let mut continuation_lost = false;
+                    if tw.has_continuation() {
+                        let j = (i + 1) % n;
+                        match reads[j] {
+                            SlotRead::Committed(c) if c[0] == w[0] | Stamp::CONTINUATION => {
+                                used_as_cont[j] = true;
+                                args.extend_from_slice(&c[1..1 + tw.nargs() as usize - ENTRY_ARGS]);
+                            }
+                            _ => continuation_lost = true,
+                        }
+                    }
+                    snap.events.push(Event {
+                        stamp: w[0],
+                        type_word: tw,
+                        ctx: w[2],
+                        args,
+                        continuation_lost,
+                        slot: i,
+                    });
+                }
+            }
+        }
+        snap.orphans = reads
+            .iter()
+            .zip(&used_as_cont)
+            .filter(|(r, used)| {
+                matches!(r, SlotRead::Committed(w) if Stamp(w[0]).is_continuation()) && !**used
+            })
+            .count() as u64;
+        snap.lost = snap
+            .head
+            .saturating_sub(snap.skipped + snap.committed + snap.claimed);
+        snap.events.sort_by_key(|e| (e.stamp, e.slot));
+        snap
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::sync::atomic::AtomicU64;
+    use ttrace_layouts::entry::{Kind, TypeWord};
+
+    struct Mem {
+        head: AtomicU64,
+        skipped: AtomicU64,
+        dropped: AtomicU64,
+        slots: Vec<[AtomicU64; SLOT_WORDS]>,
+    }
+
+    impl Mem {
+        fn new(n: usize) -> Mem {
+            let z = || AtomicU64::new(0);
+            Mem {
+                head: z(),
+                skipped: z(),
+                dropped: z(),
+                slots: (0..n).map(|_| Default::default()).collect(),
+            }
+        }
+        fn ring(&self) -> Ring<'_, [AtomicU64; SLOT_WORDS]> {
+            Ring {
+                head: &self.head,
+                skipped: &self.skipped,
+                dropped: &self.dropped,
+                slots: &self.slots,
+            }
+        }
+    }
+
+    fn words(nargs: u8, args: &[u64]) -> [u64; 7] {
+        let mut w = [0; 7];
+        w[0] = TypeWord::new(Kind::Entry, nargs, 7).0;
+        w[1] = 42 << 32 | 43;
+        w[2..2 + args.len().min(5)].copy_from_slice(&args[..args.len().min(5)]);
+        w
+    }
+
+    fn check_accounting(s: &RingSnapshot) {
+        assert_eq!(
+            s.head,
+            s.skipped + s.committed + s.claimed + s.lost,
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn ring_wraps_keeping_the_newest_entries_in_time_order() {
+        let m = Mem::new(8);
+        for i in 0..20u64 {
+            assert!(m.ring().write(1000 + 10 * i, 1, &words(1, &[i])));
+        }
+        let s = m.ring().snapshot();
+        let got: Vec<u64> = s.events.iter().map(|e| e.args[0]).collect();
+        assert_eq!(got, (12..20).collect::<Vec<_>>());
+        assert_eq!((s.head, s.lost, s.committed, s.skipped), (20, 12, 8, 0));
+        check_accounting(&s);
+    }
+
+    #[test]
+    fn continuation_is_stitched_even_across_the_end_of_the_ring() {
+        let m = Mem::new(4);
+        // Positions 0..3 single entries, then a pair at positions 3 and 4 (slots 3 and 0).
+        for i in 0..3u64 {
+            m.ring().write(100 + i * 10, 1, &words(1, &[i]));
+        }
+        let all: Vec<u64> = (100..112).collect();
+        let mut cont = [0u64; 7];
+        cont.copy_from_slice(&all[5..12]);
+        assert!(m.ring().write_pair(500, 1, &words(12, &all), &cont));
+        let s = m.ring().snapshot();
+        let pair = s
+            .events
+            .iter()
+            .find(|e| e.type_word.nargs() == 12)
+            .expect("pair present");
+        assert_eq!(pair.args, all);
+        assert_eq!(pair.slot, 3);
+        assert!(!pair.continuation_lost);
+        // Slot 0 (entry 0) was overwritten by the continuation: events are entries 1, 2, pair.
+        assert_eq!(s.events.len(), 3);
+        assert_eq!(s.orphans, 0);
+        check_accounting(&s);
+    }
+
+    #[test]
+    fn an_overwritten_continuation_or_parent_is_reported_not_invented() {
+        let m = Mem::new(4);
+        let args: Vec<u64> = (0..12).collect();
+        let mut cont = [0u64; 7];
+        cont.copy_from_slice(&args[5..]);
+        m.ring().write_pair(100, 1, &words(12, &args), &cont); // slots 0, 1
+        m.ring().write_pair(200, 1, &words(12, &args), &cont); // slots 2, 3
+                                                               // Overwrite slot 1 (the first continuation) and slot 2 (the second parent).
+        m.head.store(5, Relaxed);
+        m.ring().write(300, 1, &words(1, &[9]));
+        m.ring().write(400, 1, &words(1, &[10]));
+        let s = m.ring().snapshot();
+        assert_eq!(s.events.len(), 3);
+        let first = &s.events[0];
+        assert!(first.continuation_lost);
+        assert_eq!(first.args, args[..5]);
+        assert_eq!(
+            s.orphans, 1,
+            "slot 3 is a continuation whose parent is gone"
+        );
+    }
+
+    #[test]
+    fn a_slot_owned_by_a_stalled_writer_is_skipped_never_shared() {
+        let m = Mem::new(4);
+        let claim = Stamp::claim(77, 1);
+        m.slots[1][0].store(claim.0, Relaxed);
+        for i in 0..8u64 {
+            assert!(m.ring().write(1000 + i, 1, &words(1, &[i])));
+        }
+        // Slot 1 still belongs to the stalled writer; positions 1, 5 and 9 were given up.
+        assert_eq!(m.slots[1][0].load(Relaxed), claim.0);
+        let s = m.ring().snapshot();
+        assert_eq!((s.claimed, s.skipped, s.head), (1, 3, 11));
+        assert_eq!(
+            s.events.iter().map(|e| e.args[0]).collect::<Vec<_>>(),
+            vec![5, 6, 7]
+        );
+        check_accounting(&s);
+    }
+
+    #[test]
+    fn a_ring_with_no_free_slot_drops_and_counts_instead_of_waiting() {
+        let m = Mem::new(2);
+        for s in &m.slots {
+            s[0].store(Stamp::claim(5, 0).0, Relaxed);
+        }
+        assert!(!m.ring().write(1, 1, &words(0, &[])));
+        assert!(!m.ring().write_pair(1, 1, &words(6, &[1; 6]), &[0; 7]));
+        assert_eq!(m.dropped.load(Relaxed), 2);
+        assert_eq!(m.skipped.load(Relaxed), m.head.load(Relaxed));
+    }
+
+    #[test]
+    fn stamps_strictly_increase_per_slot_even_if_the_clock_goes_back() {
+        let m = Mem::new(2);
+        m.ring().write(1000, 1, &words(0, &[]));
+        m.ring().write(1000, 1, &words(0, &[]));
+        m.ring().write(500, 1, &words(0, &[]));
+        assert_eq!(m.slots[0][0].load(Relaxed), 1002);
+        // A continuation's stamp is its parent's + 1, and the parent's is above both slots'.
+        m.ring().write_pair(10, 1, &words(6, &[1; 6]), &[0; 7]);
+        // Slot 0 last held 1002, so the pair's stamp must exceed it.
+        let (a, b) = (m.slots[1][0].load(Relaxed), m.slots[0][0].load(Relaxed));
+        assert_eq!(
+            (a, b),
+            (1004, 1005),
+            "parent in slot 1, continuation in slot 0"
+        );
+    }
+
+    #[test]
+    fn reader_rejects_a_slot_changed_during_the_copy() {
+        let m = Mem::new(2);
+        m.ring().write(1000, 1, &words(1, &[1]));
+        assert!(matches!(m.ring().read(0), SlotRead::Committed(w) if w[3] == 1));
+        m.slots[0][0].store(Stamp::claim(1, 2).0, Relaxed);
+        assert!(matches!(m.ring().read(0), SlotRead::Claimed(_)));
+        assert_eq!(m.ring().read(1), SlotRead::Empty);
+    }
+}

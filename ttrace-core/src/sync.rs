@@ -1,0 +1,64 @@
+//! The atomic word the protocols are written against.
+//!
+//! The entry and aux protocols are generic over [`AtomicWord`] so that the very same code runs
+//! on the memory-mapped device (with `core` atomics) and under the loom model checker (with
+//! loom's atomics, when built with `--cfg loom`).
+
+pub use core::sync::atomic::Ordering;
+
+/// A 64-bit atomic word and the fence that goes with it.
+pub trait AtomicWord: Sync {
+    /// Atomic load.
+    fn load(&self, order: Ordering) -> u64;
+    /// Atomic store.
+    fn store(&self, value: u64, order: Ordering);
+    /// Atomic add, returning the previous value.
+    fn fetch_add(&self, value: u64, order: Ordering) -> u64;
+    /// Atomic compare-and-exchange.
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u64, u64>;
+    /// A memory fence of the same memory model as the word.
+    fn fence(order: Ordering);
+}
+
+macro_rules! impl_atomic_word {
+    ($ty:ty, $fence:path) => {
+        impl AtomicWord for $ty {
+            #[inline(always)]
+            fn load(&self, order: Ordering) -> u64 {
+                <$ty>::load(self, order)
+            }
+            #[inline(always)]
+            fn store(&self, value: u64, order: Ordering) {
+                <$ty>::store(self, value, order)
+            }
+            #[inline(always)]
+            fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
+                <$ty>::fetch_add(self, value, order)
+            }
+            #[inline(always)]
+            fn compare_exchange(
+                &self,
+                current: u64,
+                new: u64,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<u64, u64> {
+                <$ty>::compare_exchange(self, current, new, success, failure)
+            }
+            #[inline(always)]
+            fn fence(order: Ordering) {
+                $fence(order)
+            }
+        }
+    };
+}
+
+impl_atomic_word!(core::sync::atomic::AtomicU64, core::sync::atomic::fence);
+#[cfg(loom)]
+impl_atomic_word!(loom::sync::atomic::AtomicU64, loom::sync::atomic::fence);

@@ -1,0 +1,316 @@
+//! Tracepoints and the hot path of recording one.
+//!
+//! ```
+//! # let tmp = tempfile::tempdir().unwrap();
+//! # ttrace_core::init(&ttrace_core::Config::at(tmp.path().join("dev"))).unwrap();
+//! use ttrace_core::{point, tracepoint};
+//!
+//! tracepoint!(static READ_DONE: Exit = "read_done", "fd={fd} bytes={bytes} path={path:s}");
+//!
+//! point!(READ_DONE, 3, 4096, "/etc/hosts");
+//! ```
+//!
+//! The whole hot path, once a tracepoint is registered and its thread known:
+//! [`Tracepoint::word`] (two dependent loads, one branch when disabled), then
+//! [`Tracepoint::record`] → [`Device::emit`] → [`Ring::write`](crate::ring::Ring::write):
+//! `rdtsc`, the CPU id, one `fetch_add`, one compare-and-exchange, eight stores.
+
+use crate::device::Device;
+use crate::meta::Definition;
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
+use ttrace_layouts::aux::{AuxTag, AUX_NONE, AUX_REF};
+use ttrace_layouts::entry::{Kind, TypeWord, ENTRY_ARGS, MAX_ARGS, SLOT_WORDS};
+
+/// The word of a tracepoint not yet registered: not zero, so the first trace point takes
+/// the (cold) registration path; never a valid type word.
+pub const UNREGISTERED: u64 = u64::MAX;
+static UNREGISTERED_WORD: AtomicU64 = AtomicU64::new(UNREGISTERED);
+static DISABLED_WORD: AtomicU64 = AtomicU64::new(0);
+
+/// The default class of tracepoints defined without classes.
+pub const CLASS_DEFAULT: u64 = 1;
+
+/// Counts the `{name}` / `{name:fmt}` placeholders of a format string (`{{` is a literal).
+///
+/// ```
+/// assert_eq!(ttrace_core::count_args("a={a} b={b:x} {{literal}}"), 2);
+/// ```
+pub const fn count_args(format: &str) -> usize {
+    let b = format.as_bytes();
+    let (mut i, mut n) = (0, 0);
+    while i < b.len() {
+        if b[i] == b'{' {
+            if i + 1 < b.len() && b[i + 1] == b'{' {
+                i += 1;
+            } else {
+                n += 1;
+            }
+        }
+        i += 1;
+    }
+    n
+}
+
+/// A tracepoint with `N` argument words. Define one with [`tracepoint!`](crate::tracepoint!).
+pub struct Tracepoint<const N: usize> {
+    word: AtomicPtr<AtomicU64>,
+    def: Definition,
+}
+
+impl<const N: usize> Tracepoint<N> {
+    /// A tracepoint; fails to compile (in a `static`) unless `format` has `N` placeholders
+    /// and `N` is at most 12.
+    pub const fn new(name: &'static str, kind: Kind, classes: u64, format: &'static str) -> Self {
+        assert!(
+            N <= MAX_ARGS,
+            "a tracepoint carries at most 12 argument words"
+        );
+        assert!(
+            count_args(format) == N,
+            "the format must have one placeholder per argument"
+        );
+        Tracepoint {
+            word: AtomicPtr::new(&UNREGISTERED_WORD as *const AtomicU64 as *mut AtomicU64),
+            def: Definition {
+                name,
+                kind,
+                classes,
+                format,
+                nargs: N as u8,
+            },
+        }
+    }
+
+    /// The definition.
+    pub fn definition(&self) -> &Definition {
+        &self.def
+    }
+
+    /// The tracepoint's word: 0 when disabled, its type word when enabled,
+    /// [`UNREGISTERED`] before the first use.
+    #[inline(always)]
+    pub fn word(&self) -> u64 {
+        // Acquire: the pointer may lead into a mapping another thread set up.
+        let word = self.word.load(Acquire);
+        // SAFETY: `word` always points to a 'static AtomicU64: one of the two sentinels, or
+        // the tracepoint's slot in the global device, whose mapping is never unmapped.
+        // Relaxed: the word is self-contained.
+        unsafe { &*word }.load(Relaxed)
+    }
+
+    /// Records an event with the arguments `args()` (evaluated only here, so disabled trace
+    /// points cost nothing for their arguments). `word` is what [`word`](Self::word)
+    /// returned, and must not be 0.
+    #[inline(always)]
+    pub fn record(&'static self, word: u64, args: impl FnOnce() -> [u64; N]) {
+        if word == UNREGISTERED {
+            return self.register_and_record(args);
+        }
+        if let Some(dev) = crate::global::device() {
+            let ctx = crate::thread::ctx(dev);
+            dev.emit(word, ctx, &args());
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn register_and_record(&'static self, args: impl FnOnce() -> [u64; N]) {
+        let word = self.register();
+        if word != 0 && word != UNREGISTERED {
+            self.record(word, args);
+        }
+    }
+
+    /// Registers the tracepoint with the process's device (opening the default device if
+    /// none is installed) and returns its word. If that fails, the tracepoint is disabled in
+    /// this process and the reason is printed once to stderr.
+    pub fn register(&'static self) -> u64 {
+        let registered = crate::global::device_or_init().and_then(|dev| {
+            let (id, word) = dev.register_tracepoint(&self.def)?;
+            Ok((dev.tp_word(id), word))
+        });
+        let (ptr, word) = match registered {
+            Ok((shared, word)) => (shared, word),
+            Err(e) => {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| eprintln!("ttrace: tracing disabled: {e}"));
+                (&DISABLED_WORD, 0)
+            }
+        };
+        // Release: pairs with the Acquire load in `word`.
+        self.word
+            .store(ptr as *const AtomicU64 as *mut AtomicU64, Release);
+        word
+    }
+}
+
+impl Device {
+    /// Records one event with type word `word` (from a tracepoint) for the writer `ctx`
+    /// (`pid << 32 | tid`). Up to 5 arguments fill one slot; 6 to 12 add a continuation in
+    /// the next slot. Returns false if the event was dropped (and counted).
+    #[inline(always)]
+    pub fn emit<const N: usize>(&self, word: u64, ctx: u64, args: &[u64; N]) -> bool {
+        const { assert!(N <= MAX_ARGS) };
+        let timestamp = self.now();
+        let cpu = crate::cpu::current();
+        let ring = self.ring_for_cpu(cpu);
+        let mut parent = [0u64; SLOT_WORDS - 1];
+        parent[0] = TypeWord(word).with_cpu(cpu).0;
+        parent[1] = ctx;
+        let pid = (ctx >> 32) as u32;
+        if N <= ENTRY_ARGS {
+            parent[2..2 + N].copy_from_slice(args);
+            ring.write(timestamp, pid, &parent)
+        } else {
+            let split = N.min(ENTRY_ARGS);
+            parent[2..].copy_from_slice(&args[..split]);
+            let mut cont = [0u64; SLOT_WORDS - 1];
+            cont[..N - split].copy_from_slice(&args[split..]);
+            ring.write_pair(timestamp, pid, &parent, &cont)
+        }
+    }
+}
+
+/// A value a trace point can carry in an argument word.
+pub trait Arg {
+    /// The argument word.
+    fn into_word(self) -> u64;
+}
+
+macro_rules! unsigned_arg {
+    ($($t:ty),*) => {$(
+        impl Arg for $t {
+            #[inline(always)]
+            fn into_word(self) -> u64 { self as u64 }
+        }
+    )*};
+}
+macro_rules! signed_arg {
+    ($($t:ty),*) => {$(
+        impl Arg for $t {
+            /// Sign-extended; print it with `{name:d}`.
+            #[inline(always)]
+            fn into_word(self) -> u64 { self as i64 as u64 }
+        }
+    )*};
+}
+unsigned_arg!(u8, u16, u32, u64, usize);
+signed_arg!(i8, i16, i32, i64, isize);
+
+impl Arg for bool {
+    #[inline(always)]
+    fn into_word(self) -> u64 {
+        self as u64
+    }
+}
+
+impl Arg for char {
+    #[inline(always)]
+    fn into_word(self) -> u64 {
+        self as u64
+    }
+}
+
+impl Arg for f64 {
+    /// The bits; print it with `{name:f}`.
+    #[inline(always)]
+    fn into_word(self) -> u64 {
+        self.to_bits()
+    }
+}
+
+impl<T> Arg for *const T {
+    #[inline(always)]
+    fn into_word(self) -> u64 {
+        self as usize as u64
+    }
+}
+
+impl<T> Arg for *mut T {
+    #[inline(always)]
+    fn into_word(self) -> u64 {
+        self as usize as u64
+    }
+}
+
+impl Arg for &str {
+    /// Copies the string to the aux buffer; the word refers to it (print with `{name:s}`).
+    fn into_word(self) -> u64 {
+        string_word(self.as_bytes())
+    }
+}
+
+impl Arg for &[u8] {
+    /// Copies the bytes to the aux buffer; the word refers to them (print with `{name:s}`).
+    fn into_word(self) -> u64 {
+        string_word(self)
+    }
+}
+
+fn string_word(bytes: &[u8]) -> u64 {
+    let Some(dev) = crate::global::device() else {
+        return AUX_NONE;
+    };
+    let ctx = crate::thread::ctx(dev);
+    dev.aux_write(AuxTag::String, ctx, bytes)
+        .map_or(AUX_NONE, |off| AUX_REF | off)
+}
+
+/// Records a free-form message in the aux buffer of the process's device; readers show it
+/// as an event of its own. Returns false if it could not be recorded.
+pub fn info(message: &str) -> bool {
+    let Ok(dev) = crate::global::device_or_init() else {
+        return false;
+    };
+    let ctx = crate::thread::ctx(dev);
+    dev.aux_write(AuxTag::Info, ctx, message.as_bytes())
+        .is_some()
+}
+
+/// Defines a tracepoint: `tracepoint!(pub static NAME: Kind[classes] = "name", "format");`.
+///
+/// `Kind` is `Start`, `Stop`, `Entry` or `Exit`; `[classes]` (class bits for the mask) is
+/// optional and defaults to [`CLASS_DEFAULT`]. The format names each argument:
+/// `{name}` unsigned decimal, `{name:d}` signed, `{name:x}` hex, `{name:f}` float,
+/// `{name:s}` string. At most 12 arguments.
+///
+/// ```
+/// ttrace_core::tracepoint!(pub static SWITCH: Start[1 << 4] = "sched_switch", "prev={prev} next={next}");
+/// assert_eq!(SWITCH.definition().nargs, 2);
+/// ```
+#[macro_export]
+macro_rules! tracepoint {
+    ($(#[$m:meta])* $vis:vis static $id:ident : $kind:ident $([$classes:expr])? = $name:expr, $format:expr $(,)?) => {
+        $(#[$m])*
+        $vis static $id: $crate::Tracepoint<{ $crate::count_args($format) }> = $crate::Tracepoint::new(
+            $name,
+            $crate::Kind::$kind,
+            $crate::tracepoint!(@classes $($classes)?),
+            $format,
+        );
+    };
+    (@classes) => { $crate::CLASS_DEFAULT };
+    (@classes $classes:expr) => { $classes };
+}
+
+/// Records a trace point: `point!(TRACEPOINT, arg, ...)`. When the tracepoint is disabled
+/// this is one load of its word and a branch; the arguments are not evaluated.
+///
+/// ```
+/// # let tmp = tempfile::tempdir().unwrap();
+/// # ttrace_core::init(&ttrace_core::Config::at(tmp.path().join("dev"))).unwrap();
+/// ttrace_core::tracepoint!(static TICK: Start = "tick", "n={n}");
+/// for n in 0..3u32 {
+///     ttrace_core::point!(TICK, n);
+/// }
+/// ```
+#[macro_export]
+macro_rules! point {
+    ($tp:path $(, $arg:expr)* $(,)?) => {{
+        let tp = &$tp;
+        let word = tp.word();
+        if word != 0 {
+            tp.record(word, || [$($crate::Arg::into_word($arg)),*]);
+        }
+    }};
+}
