@@ -28,7 +28,7 @@ pub const MAX_STRING: usize = 4096;
 /// Offset of the records area for a table of `max_tracepoints` words.
 pub const fn records_offset(max_tracepoints: u32) -> u64 {
     let table = max_tracepoints as u64 * 8;
-    META_HEADER_BYTES + (table + 4095) / 4096 * 4096
+    META_HEADER_BYTES + table.div_ceil(4096) * 4096
 }
 
 /// The first page of the `meta` file.

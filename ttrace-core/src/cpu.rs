@@ -155,10 +155,13 @@ fn rdpid_cpu() -> u32 {
     (aux & 0xfff) as u32
 }
 
-/// Every source, for measurement: `(name, reader)` pairs available on this machine.
-pub fn all_sources() -> Vec<(&'static str, fn() -> u32)> {
+/// A named way to read the CPU id.
+pub type NamedSource = (&'static str, fn() -> u32);
+
+/// Every source available on this machine, for measurement.
+pub fn all_sources() -> Vec<NamedSource> {
     detect();
-    let mut v: Vec<(&'static str, fn() -> u32)> = vec![("sched_getcpu", sched_getcpu)];
+    let mut v: Vec<NamedSource> = vec![("sched_getcpu", sched_getcpu)];
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
         if has_rdpid() {

@@ -1,0 +1,317 @@
+//! The device through its public API, on real memory-mapped files in temporary directories.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+use ttrace_core::meta::Definition;
+use ttrace_core::{Config, Device, Kind};
+use ttrace_layouts::aux::{AuxTag, AUX_MAX_PAYLOAD};
+use ttrace_layouts::entry::TypeWord;
+
+fn small(dir: &std::path::Path) -> Config {
+    Config {
+        ring_slots: 16,
+        aux_bytes: 1 << 14,
+        meta_bytes: 64 << 10,
+        max_tracepoints: 64,
+        cpus: Some(2),
+        calibration: Duration::from_millis(2),
+        ..Config::at(dir.join("dev"))
+    }
+}
+
+fn def(name: &'static str, classes: u64, nargs: u8) -> Definition {
+    Definition {
+        name,
+        kind: Kind::Start,
+        classes,
+        format: "",
+        nargs,
+    }
+}
+
+const CTX: u64 = 1 << 32 | 2;
+
+#[test]
+fn device_directory_is_private_and_complete() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = Device::open(&small(tmp.path())).unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(dev.dir()), 0o700);
+    let mut names: Vec<String> = std::fs::read_dir(dev.dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["aux", "cpu0", "cpu1", "header", "meta"]);
+    for n in names {
+        assert_eq!(mode(&dev.dir().join(n)), 0o600);
+    }
+    // No temporary directory is left behind.
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn attaching_shares_rings_and_refuses_another_layout_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = Device::open(&small(tmp.path())).unwrap();
+    let b = Device::attach(a.dir()).unwrap();
+    assert!(a.emit(TypeWord::new(Kind::Start, 1, 0).0, CTX, &[77]));
+    let s = b.ring(0).snapshot().events.len() + b.ring(1).snapshot().events.len();
+    assert_eq!(s, 1, "the second mapping sees the first one's entry");
+
+    // A device of another major version is refused with a clear error.
+    let mut header = std::fs::read(a.dir().join("header")).unwrap();
+    header[10] ^= 0x7; // header_version's major part
+    std::fs::write(a.dir().join("header"), &header).unwrap();
+    let err = Device::attach(a.dir()).err().expect("refused").to_string();
+    assert!(
+        err.contains("header version") && err.contains("not supported"),
+        "{err}"
+    );
+}
+
+#[test]
+fn hot_plugged_cpus_fold_onto_existing_rings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = Device::open(&small(tmp.path())).unwrap();
+    let w = TypeWord::new(Kind::Start, 1, 0).0;
+    dev.ring_for_cpu(5).write(10, 1, &[w, CTX, 5, 0, 0, 0, 0]);
+    dev.ring_for_cpu(u32::MAX)
+        .write(20, 1, &[w, CTX, 6, 0, 0, 0, 0]);
+    assert_eq!(
+        dev.ring(1).snapshot().events.len(),
+        2,
+        "5 % 2 and u32::MAX % 2 are ring 1"
+    );
+}
+
+#[test]
+fn aux_wraps_and_first_last_describe_exactly_the_records_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = Device::open(&small(tmp.path())).unwrap();
+    let size = dev.header().aux_size;
+    let mut written = BTreeMap::new();
+    let mut total = 0u64;
+    for i in 0..400u64 {
+        let text = format!("record {i} {}", "x".repeat((i * 37 % 200) as usize));
+        let off = dev
+            .aux_write(AuxTag::String, CTX, text.as_bytes())
+            .expect("not dropped");
+        assert_eq!(off, total, "records are contiguous");
+        total += ttrace_layouts::align8(24 + text.len() as u64);
+        written.insert(off, text);
+    }
+    assert!(total > 3 * size, "the buffer wrapped several times");
+    let snap = dev.aux_snapshot().unwrap();
+    assert_eq!(snap.last, total);
+    assert!(snap.last - snap.first <= size);
+    assert_eq!((snap.incomplete, snap.corrupt), (0, false));
+    // Every record at or after `first` is present and intact; none before it is.
+    let expected: Vec<(u64, String)> = written
+        .range(snap.first..)
+        .map(|(o, t)| (*o, t.clone()))
+        .collect();
+    let got: Vec<(u64, String)> = snap
+        .records
+        .iter()
+        .map(|r| (r.offset, String::from_utf8(r.bytes.clone()).unwrap()))
+        .collect();
+    assert_eq!(got, expected);
+    assert!(snap
+        .records
+        .iter()
+        .all(|r| r.ctx == CTX && r.tag == AuxTag::String as u16));
+    // The oldest kept record is the one right after the newest that no longer fits.
+    assert!(total - written.range(..snap.first).next_back().unwrap().0 > size);
+}
+
+#[test]
+fn long_aux_strings_are_truncated_and_flagged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = Device::open(&small(tmp.path())).unwrap();
+    let long = vec![b'a'; 10_000];
+    let off = dev.aux_write(AuxTag::Info, CTX, &long).unwrap();
+    let snap = dev.aux_snapshot().unwrap();
+    let r = snap.get(off).unwrap();
+    assert!(r.truncated);
+    assert_eq!(r.bytes.len() as u64, AUX_MAX_PAYLOAD);
+    assert_eq!(
+        dev.header()
+            .aux_truncated
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}
+
+#[test]
+fn mask_commands_change_only_the_bits_they_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = Device::open(&small(tmp.path())).unwrap();
+    let (sched, _) = dev
+        .register_tracepoint(&def("sched_switch", 0b01, 0))
+        .unwrap();
+    let (io, _) = dev.register_tracepoint(&def("io_read", 0b10, 0)).unwrap();
+    let word = |id: u16| {
+        let (again, w) = dev
+            .register_tracepoint(&def(
+                if id == sched {
+                    "sched_switch"
+                } else {
+                    "io_read"
+                },
+                if id == sched { 1 } else { 2 },
+                0,
+            ))
+            .unwrap();
+        assert_eq!(again, id, "registration is idempotent");
+        w
+    };
+    assert_eq!(dev.mask(), u64::MAX, "a new device records everything");
+    dev.apply_text("setmask 0x0 0x3").unwrap();
+    assert_eq!(dev.mask(), !3u64);
+    assert_eq!((word(sched), word(io)), (0, 0));
+    // setbits adds bits and keeps the rest (the Akaros sketch replaced the whole mask).
+    dev.apply_text("setbits 0x1").unwrap();
+    assert_eq!(dev.mask(), !2u64);
+    assert_ne!(word(sched), 0);
+    assert_eq!(word(io), 0);
+    dev.apply_text("setmask 2 3").unwrap();
+    assert_eq!((word(sched) == 0, word(io) == 0), (true, false));
+    dev.apply_text("clrbits 0x2").unwrap();
+    assert_eq!(dev.mask() & 3, 0);
+    // A malformed command changes nothing.
+    for bad in [
+        "setbits",
+        "setbits 0xzz",
+        "setmask 1",
+        "frob",
+        "",
+        "enable a b",
+    ] {
+        assert!(dev.apply_text(bad).is_err(), "{bad:?} accepted");
+    }
+    assert_eq!(dev.mask() & 3, 0);
+    assert!(dev.control_text().starts_with("setmask 0x"));
+}
+
+#[test]
+fn wildcards_enable_and_disable_by_name_now_and_for_later_registrations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = Device::open(&small(tmp.path())).unwrap();
+    let reg = |n: &'static str| dev.register_tracepoint(&def(n, 1, 0)).unwrap();
+    let (switch, _) = reg("sched_switch");
+    reg("io_read");
+    assert_eq!(
+        dev.apply_text("disable sched*").unwrap(),
+        1,
+        "only io_read stays enabled"
+    );
+    assert_eq!(
+        reg("sched_wakeup").1,
+        0,
+        "a later registration follows the rules"
+    );
+    assert_ne!(reg("io_write").1, 0);
+    dev.apply_text("enable sched_sw?tch").unwrap();
+    assert_ne!(reg("sched_switch").1, 0);
+    assert_eq!(reg("sched_wakeup").1, 0);
+    assert_eq!(reg("sched_switch").0, switch);
+    assert_eq!(
+        dev.control_text().lines().skip(1).collect::<Vec<_>>(),
+        ["disable sched*", "enable sched_sw?tch"]
+    );
+    dev.apply_text("reset").unwrap();
+    assert_ne!(reg("sched_wakeup").1, 0);
+}
+
+#[test]
+fn metadata_survives_rings_and_aux_wrapping_many_times() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = Device::open(&small(tmp.path())).unwrap();
+    let names = ["alpha", "beta", "gamma"];
+    let words: Vec<u64> = names
+        .iter()
+        .map(|n| {
+            dev.register_tracepoint(&Definition {
+                name: n,
+                kind: Kind::Exit,
+                classes: 1,
+                format: "v={v}",
+                nargs: 1,
+            })
+            .unwrap()
+            .1
+        })
+        .collect();
+    dev.note_thread(1, 2, "worker-1").unwrap();
+    dev.note_process(1, "server").unwrap();
+    for i in 0..10_000u64 {
+        dev.emit(words[(i % 3) as usize], CTX, &[i]);
+        if i % 10 == 0 {
+            dev.aux_write(AuxTag::Info, CTX, format!("message {i}").as_bytes());
+        }
+    }
+    let m = dev.metadata();
+    assert_eq!(
+        m.tracepoints
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        names
+    );
+    assert!(m
+        .tracepoints
+        .iter()
+        .all(|t| t.format == "v={v}" && t.kind == Kind::Exit && t.nargs == 1));
+    assert_eq!(m.thread_name(1, 2), Some("worker-1"));
+    assert_eq!(m.process_name(1), Some("server"));
+    assert_eq!(m.error, None);
+}
+
+#[test]
+fn a_full_metadata_area_drops_and_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = small(tmp.path());
+    cfg.meta_bytes = ttrace_layouts::meta::records_offset(64) + 4096;
+    let dev = Device::open(&cfg).unwrap();
+    let mut ok = 0;
+    while dev
+        .note_thread(1, ok, "a thread with a long-ish name")
+        .is_ok()
+    {
+        ok += 1;
+    }
+    assert!(ok > 10);
+    assert_eq!(dev.metadata().threads.len(), ok as usize);
+    assert_eq!(
+        dev.header()
+            .meta_dropped
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}
+
+#[test]
+fn racing_creators_make_exactly_one_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = small(tmp.path());
+    let devs: Vec<Device> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| Device::open(&cfg).unwrap()))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // All of them share one set of files: an entry written through one is seen by all.
+    devs[3].ring(0).write(
+        5,
+        1,
+        &[TypeWord::new(Kind::Start, 0, 0).0, CTX, 0, 0, 0, 0, 0],
+    );
+    assert!(devs.iter().all(|d| d.ring(0).snapshot().events.len() == 1));
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).unwrap().count(),
+        1,
+        "no stray temporary directory"
+    );
+}
