@@ -34,6 +34,9 @@ pub struct AuxHeader {
 }
 
 assert_eq_size!(AuxHeader, [u8; AUX_HEADER_BYTES as usize]);
+const_assert_eq!(core::mem::align_of::<AuxHeader>(), 8);
+const_assert_eq!(core::mem::offset_of!(AuxHeader, path), 0);
+const_assert_eq!(core::mem::offset_of!(AuxHeader, timestamp), 8);
 const_assert_eq!(core::mem::offset_of!(AuxHeader, ident), 16);
 
 /// What an aux record holds.

@@ -134,7 +134,30 @@ pub struct DeviceHeader {
 }
 
 assert_eq_size!(DeviceHeader, [u8; HEADER_BYTES]);
+const_assert_eq!(core::mem::align_of::<DeviceHeader>(), 128);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, magic), 0);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, header_version), 8);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, shared_data_version), 12);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, percpu_data_version), 16);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, num_cpus), 20);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_size), 32);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_mask), 40);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_size), 48);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, max_tracepoints), 56);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, clock), 60);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, anchor_tsc), 72);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, anchor_realtime_ns), 80);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, anchor_monotonic_ns), 88);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, flags), 100);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, ctl_generation), 136);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_first), 264);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_records), 280);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_truncated), 288);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_dropped), 296);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_used), 392);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_dropped), 400);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, tp_count), 408);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, rules_len), 416);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, ring_slots), 24);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, tsc_hz), 64);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, creator_pid), 96);

@@ -57,6 +57,7 @@ assert_eq_size!(Continuation, [u8; SLOT_BYTES]);
 assert_eq_size!(Slot, [u8; SLOT_BYTES]);
 assert_eq_align!(Entry, Continuation, Slot);
 const_assert_eq!(core::mem::align_of::<Slot>(), SLOT_BYTES);
+const_assert_eq!(core::mem::offset_of!(Entry, stamp), 0);
 const_assert_eq!(core::mem::offset_of!(Entry, type_word), 8);
 const_assert_eq!(core::mem::offset_of!(Entry, ctx), 16);
 const_assert_eq!(core::mem::offset_of!(Entry, data), 24);

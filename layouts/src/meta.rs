@@ -49,6 +49,9 @@ pub struct MetaHeader {
 }
 
 assert_eq_size!(MetaHeader, [u8; META_HEADER_BYTES as usize]);
+const_assert_eq!(core::mem::offset_of!(MetaHeader, max_tracepoints), 8);
+const_assert_eq!(core::mem::offset_of!(MetaHeader, records_offset), 16);
+const_assert_eq!(core::mem::offset_of!(MetaHeader, records_size), 24);
 
 impl MetaHeader {
     /// A header for a `meta` file of `file_size` bytes.
@@ -134,7 +137,14 @@ pub struct TaskRecord {
 assert_eq_size!(RecordHeader, u64);
 assert_eq_size!(TracepointRecord, [u8; 24]);
 assert_eq_size!(TaskRecord, [u8; 24]);
+const_assert_eq!(core::mem::offset_of!(RecordHeader, len), 4);
+const_assert_eq!(core::mem::offset_of!(TracepointRecord, name_len), 4);
+const_assert_eq!(core::mem::offset_of!(TracepointRecord, format_len), 6);
 const_assert_eq!(core::mem::offset_of!(TracepointRecord, classes), 8);
+const_assert_eq!(core::mem::offset_of!(TracepointRecord, kind), 16);
+const_assert_eq!(core::mem::offset_of!(TracepointRecord, nargs), 17);
+const_assert_eq!(core::mem::offset_of!(TaskRecord, tid), 4);
+const_assert_eq!(core::mem::offset_of!(TaskRecord, timestamp), 8);
 const_assert_eq!(core::mem::offset_of!(TaskRecord, name_len), 16);
 
 /// Bytes of a record whose fixed part is 24 bytes and whose strings total `strings` bytes.

@@ -39,6 +39,9 @@ pub struct RingHeader {
 }
 
 assert_eq_size!(RingHeader, [u8; RING_HEADER_BYTES]);
+const_assert_eq!(core::mem::align_of::<RingHeader>(), 128);
+const_assert_eq!(core::mem::offset_of!(RingHeader, magic), 0);
+const_assert_eq!(core::mem::offset_of!(RingHeader, cpu), 8);
 const_assert_eq!(core::mem::offset_of!(RingHeader, slots), 16);
 const_assert_eq!(core::mem::offset_of!(RingHeader, skipped), 64);
 const_assert_eq!(core::mem::offset_of!(RingHeader, dropped), 72);

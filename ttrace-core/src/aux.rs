@@ -58,7 +58,13 @@ impl Device {
             // Relaxed: the lock orders these with every earlier reservation.
             let start = h.aux_last.load(Relaxed);
             let old_first = h.aux_first.load(Relaxed);
-            let mut first = old_first;
+            // Offsets a damaged device could hold (first past last, or more than a buffer
+            // apart) are repaired by dropping every record, never trusted.
+            let mut first = if old_first > start || start - old_first > size || old_first % 8 != 0 {
+                start
+            } else {
+                old_first
+            };
             let mut blocked = false;
             while start + rec - first > size {
                 // Acquire: if the record is complete, its payload stores happen-before the

@@ -80,6 +80,37 @@ pub fn current() -> u32 {
     sched_getcpu()
 }
 
+/// The detected source as one word, for holders that want to read it without touching
+/// these statics on the hot path: the rseq offset, or [`MODE_RDPID`] / [`MODE_SCHED`].
+pub fn mode() -> i64 {
+    match detect() {
+        CpuSource::Rseq => RSEQ_OFFSET.load(Relaxed),
+        CpuSource::Rdpid => MODE_RDPID,
+        CpuSource::SchedGetcpu => MODE_SCHED,
+    }
+}
+
+/// [`mode`] value meaning `rdpid`.
+pub const MODE_RDPID: i64 = i64::MIN;
+/// [`mode`] value meaning `sched_getcpu`.
+pub const MODE_SCHED: i64 = i64::MIN + 1;
+
+/// The CPU this thread runs on, read the way `mode` (from [`mode`]) says.
+#[inline(always)]
+pub fn current_with(mode: i64) -> u32 {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        if mode > MODE_SCHED {
+            return rseq_cpu(mode);
+        }
+        if mode == MODE_RDPID {
+            return rdpid_cpu();
+        }
+    }
+    let _ = mode;
+    sched_getcpu()
+}
+
 /// `sched_getcpu()`, or 0 where it fails.
 pub fn sched_getcpu() -> u32 {
     // SAFETY: no arguments, no memory effects.
@@ -155,23 +186,33 @@ fn rdpid_cpu() -> u32 {
     (aux & 0xfff) as u32
 }
 
-/// A named way to read the CPU id.
-pub type NamedSource = (&'static str, fn() -> u32);
-
-/// Every source available on this machine, for measurement.
-pub fn all_sources() -> Vec<NamedSource> {
+/// The sources that work on this machine, cheapest last.
+pub fn available() -> Vec<CpuSource> {
     detect();
-    let mut v: Vec<NamedSource> = vec![("sched_getcpu", sched_getcpu)];
+    let mut v = vec![CpuSource::SchedGetcpu];
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
         if has_rdpid() {
-            v.push(("rdpid", rdpid_cpu));
+            v.push(CpuSource::Rdpid);
         }
         if rseq_offset().is_some() {
-            v.push(("rseq cpu_id", || rseq_cpu(RSEQ_OFFSET.load(Relaxed))));
+            v.push(CpuSource::Rseq);
         }
     }
     v
+}
+
+/// Reads the CPU id from `source`, which must be one of [`available`] (for measurement:
+/// with a constant `source` this inlines to the bare read).
+#[inline(always)]
+pub fn read(source: CpuSource) -> u32 {
+    match source {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        CpuSource::Rseq => rseq_cpu(RSEQ_OFFSET.load(Relaxed)),
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        CpuSource::Rdpid => rdpid_cpu(),
+        _ => sched_getcpu(),
+    }
 }
 
 #[cfg(test)]

@@ -119,6 +119,7 @@ pub struct Device {
     tp_words: NonNull<[AtomicU64]>,
     meta_records: NonNull<[AtomicU64]>,
     clock: ClockSource,
+    cpu_mode: i64,
     ring_mask: u64,
     _maps: Vec<MmapMut>,
 }
@@ -262,6 +263,7 @@ impl Device {
             tp_words,
             meta_records,
             clock: ClockSource::from_raw(h.clock).unwrap_or(ClockSource::MonotonicNs),
+            cpu_mode: crate::cpu::mode(),
             ring_mask: h.ring_slots - 1,
             _maps: maps,
         })
@@ -437,7 +439,23 @@ impl Device {
     pub fn ring_for_cpu(&self, cpu: u32) -> Ring<'_, Slot> {
         let n = self.rings.len();
         let cpu = cpu as usize;
-        self.ring(if cpu < n { cpu } else { cpu % n })
+        let index = if cpu < n { cpu } else { cpu % n };
+        // SAFETY: `index < n`: either `cpu < n`, or a remainder modulo `n` (n >= 1).
+        let view = unsafe { self.rings.get_unchecked(index) };
+        // SAFETY: as in `ring`.
+        let (header, slots) = unsafe { (view.header.as_ref(), view.slots.as_ref()) };
+        Ring {
+            head: &header.head,
+            skipped: &header.skipped,
+            dropped: &header.dropped,
+            slots,
+        }
+    }
+
+    /// The CPU the calling thread runs on (possibly stale by the time it is used).
+    #[inline(always)]
+    pub fn cpu(&self) -> u32 {
+        crate::cpu::current_with(self.cpu_mode)
     }
 
     /// The header page of ring `index`.

@@ -20,12 +20,29 @@ use std::time::{Duration, Instant};
 /// How long a waiter waits between checks that the owner is alive.
 const LIVENESS_CHECK: Duration = Duration::from_millis(2);
 
-/// `pid << 32 | tid` of the calling thread.
+thread_local! {
+    /// The calling thread's `pid << 32 | tid`, once known (0 before, and in a forked child).
+    static OWNER: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+}
+
+/// `pid << 32 | tid` of the calling thread (cached: `gettid` is a system call).
+#[inline]
 pub fn owner_id() -> u64 {
+    let id = OWNER.with(core::cell::Cell::get);
+    if id != 0 {
+        return id;
+    }
+    crate::thread::watch_forks();
     let pid = std::process::id() as u64;
     // SAFETY: gettid has no arguments and cannot fail.
     let tid = unsafe { libc::gettid() } as u32 as u64;
+    OWNER.with(|o| o.set(pid << 32 | tid));
     pid << 32 | tid
+}
+
+/// In the child of a fork: the thread has a new pid and tid.
+pub(crate) fn forget_owner_after_fork() {
+    OWNER.with(|o| o.set(0));
 }
 
 /// Whether the thread `pid << 32 | tid` still exists. Unknown answers count as alive: the

@@ -95,6 +95,21 @@ fn claim<W: AtomicWord>(stamp: &W, pid: u32, pos: u64) -> Option<Stamp> {
         .map(Stamp)
 }
 
+/// Fills a claimed slot and commits it; returns the stamp.
+#[inline(always)]
+fn commit<W: AtomicWord>(
+    slot: &[W; SLOT_WORDS],
+    words: &[u64; SLOT_WORDS - 1],
+    timestamp: u64,
+    old: Stamp,
+) -> u64 {
+    W::fence(Release);
+    fill(slot, words);
+    let stamp = Stamp::next_after(timestamp, old).0;
+    slot[0].store(stamp, Release);
+    stamp
+}
+
 #[inline(always)]
 fn fill<W: AtomicWord>(slot: &[W; SLOT_WORDS], words: &[u64; SLOT_WORDS - 1]) {
     for (dst, &w) in slot[1..].iter().zip(words) {
@@ -107,57 +122,56 @@ fn fill<W: AtomicWord>(slot: &[W; SLOT_WORDS], words: &[u64; SLOT_WORDS - 1]) {
 impl<'a, S: SlotWords> Ring<'a, S> {
     #[inline(always)]
     fn slot(&self, pos: u64) -> &'a [S::Word; SLOT_WORDS] {
-        // Masking keeps the index in bounds; the length is a power of two.
-        self.slots[(pos & (self.slots.len() as u64 - 1)) as usize].words()
+        let index = (pos & (self.slots.len() as u64 - 1)) as usize;
+        // SAFETY: the length is a power of two (checked when the device was opened, and by
+        // every constructor of a Ring), so the masked index is below it.
+        unsafe { self.slots.get_unchecked(index) }.words()
     }
 
     /// Records one entry (stamp + seven words) with the given timestamp; `pid` goes into the
-    /// claim. Returns false if the event was dropped (and counted).
+    /// claim. Returns the stamp committed, or `None` if the event was dropped (and counted).
     #[inline(always)]
-    pub fn write(&self, timestamp: u64, pid: u32, words: &[u64; SLOT_WORDS - 1]) -> bool {
+    pub fn write(&self, timestamp: u64, pid: u32, words: &[u64; SLOT_WORDS - 1]) -> Option<u64> {
         // Relaxed: the position only needs to be unique; the slot claim synchronizes.
         let pos = self.head.fetch_add(1, Relaxed);
         let slot = self.slot(pos);
         match claim(&slot[0], pid, pos) {
-            Some(old) => {
-                S::Word::fence(Release);
-                fill(slot, words);
-                slot[0].store(Stamp::next_after(timestamp, old).0, Release);
-                true
-            }
+            Some(old) => Some(commit(slot, words, timestamp, old)),
             None => self.write_contended(timestamp, pid, words),
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn write_contended(&self, timestamp: u64, pid: u32, words: &[u64; SLOT_WORDS - 1]) -> bool {
+    fn write_contended(
+        &self,
+        timestamp: u64,
+        pid: u32,
+        words: &[u64; SLOT_WORDS - 1],
+    ) -> Option<u64> {
         for _ in 1..MAX_ATTEMPTS {
             self.skipped.fetch_add(1, Relaxed);
             let pos = self.head.fetch_add(1, Relaxed);
             let slot = self.slot(pos);
             if let Some(old) = claim(&slot[0], pid, pos) {
-                S::Word::fence(Release);
-                fill(slot, words);
-                slot[0].store(Stamp::next_after(timestamp, old).0, Release);
-                return true;
+                return Some(commit(slot, words, timestamp, old));
             }
         }
         self.skipped.fetch_add(1, Relaxed);
         self.dropped.fetch_add(1, Relaxed);
-        false
+        None
     }
 
     /// Records a parent entry and its continuation in two consecutive slots of one
     /// reservation. The continuation is committed first, with the parent's stamp | 1.
-    /// Returns false if the event was dropped (and counted).
+    /// Returns the parent's stamp, or `None` if the event was dropped (and counted).
     pub fn write_pair(
         &self,
         timestamp: u64,
         pid: u32,
         parent: &[u64; SLOT_WORDS - 1],
         cont: &[u64; SLOT_WORDS - 1],
-    ) -> bool {
+    ) -> Option<u64> {
         for _ in 0..MAX_ATTEMPTS {
             let pos = self.head.fetch_add(2, Relaxed);
             let (a, b) = (self.slot(pos), self.slot(pos + 1));
@@ -171,7 +185,7 @@ impl<'a, S: SlotWords> Ring<'a, S> {
                         .0;
                     b[0].store(stamp | Stamp::CONTINUATION, Release);
                     a[0].store(stamp, Release);
-                    return true;
+                    return Some(stamp);
                 }
                 // Give the first slot back untouched: its old entry is still whole.
                 a[0].store(old_a.0, Release);
@@ -179,7 +193,7 @@ impl<'a, S: SlotWords> Ring<'a, S> {
             self.skipped.fetch_add(2, Relaxed);
         }
         self.dropped.fetch_add(1, Relaxed);
-        false
+        None
     }
 
     /// Copies slot `index` with the stamp check.
@@ -369,7 +383,7 @@ mod tests {
     fn ring_wraps_keeping_the_newest_entries_in_time_order() {
         let m = Mem::new(8);
         for i in 0..20u64 {
-            assert!(m.ring().write(1000 + 10 * i, 1, &words(1, &[i])));
+            assert!(m.ring().write(1000 + 10 * i, 1, &words(1, &[i])).is_some());
         }
         let s = m.ring().snapshot();
         let got: Vec<u64> = s.events.iter().map(|e| e.args[0]).collect();
@@ -388,7 +402,10 @@ mod tests {
         let all: Vec<u64> = (100..112).collect();
         let mut cont = [0u64; 7];
         cont.copy_from_slice(&all[5..12]);
-        assert!(m.ring().write_pair(500, 1, &words(12, &all), &cont));
+        assert!(m
+            .ring()
+            .write_pair(500, 1, &words(12, &all), &cont)
+            .is_some());
         let s = m.ring().snapshot();
         let pair = s
             .events
@@ -433,7 +450,7 @@ mod tests {
         let claim = Stamp::claim(77, 1);
         m.slots[1][0].store(claim.0, Relaxed);
         for i in 0..8u64 {
-            assert!(m.ring().write(1000 + i, 1, &words(1, &[i])));
+            assert!(m.ring().write(1000 + i, 1, &words(1, &[i])).is_some());
         }
         // Slot 1 still belongs to the stalled writer; positions 1, 5 and 9 were given up.
         assert_eq!(m.slots[1][0].load(Relaxed), claim.0);
@@ -452,8 +469,11 @@ mod tests {
         for s in &m.slots {
             s[0].store(Stamp::claim(5, 0).0, Relaxed);
         }
-        assert!(!m.ring().write(1, 1, &words(0, &[])));
-        assert!(!m.ring().write_pair(1, 1, &words(6, &[1; 6]), &[0; 7]));
+        assert!(m.ring().write(1, 1, &words(0, &[])).is_none());
+        assert!(m
+            .ring()
+            .write_pair(1, 1, &words(6, &[1; 6]), &[0; 7])
+            .is_none());
         assert_eq!(m.dropped.load(Relaxed), 2);
         assert_eq!(m.skipped.load(Relaxed), m.head.load(Relaxed));
     }

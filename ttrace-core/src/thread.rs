@@ -25,17 +25,20 @@ pub(crate) fn ctx(dev: &Device) -> u64 {
     register(dev)
 }
 
+/// Makes sure a forked child forgets the ids cached for its parent's thread.
+pub(crate) fn watch_forks() {
+    ATFORK.call_once(|| {
+        // SAFETY: `after_fork` is a plain function that only touches atomics and
+        // thread-local Cells, which is async-signal-safe enough for an atfork child handler.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork)) };
+    });
+}
+
 #[cold]
 #[inline(never)]
 fn register(dev: &Device) -> u64 {
-    ATFORK.call_once(|| {
-        // SAFETY: `after_fork` is a plain function that only touches atomics and a
-        // thread-local Cell, which is async-signal-safe enough for an atfork child handler.
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork)) };
-    });
-    let pid = std::process::id();
-    // SAFETY: gettid has no arguments and cannot fail.
-    let tid = unsafe { libc::gettid() } as u32;
+    let owner = crate::lock::owner_id();
+    let (pid, tid) = ((owner >> 32) as u32, owner as u32);
     // Relaxed: a lost race only records the process name twice.
     if NOTED_PID.swap(pid, Relaxed) != pid {
         let _ = dev.note_process(pid, &crate::meta::current_process_name());
@@ -50,6 +53,7 @@ fn register(dev: &Device) -> u64 {
 /// In the child of a fork: the one thread there has a new pid and tid.
 extern "C" fn after_fork() {
     CTX.with(|c| c.set(0));
+    crate::lock::forget_owner_after_fork();
     NOTED_PID.store(0, Relaxed);
 }
 

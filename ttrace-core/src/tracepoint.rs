@@ -98,32 +98,32 @@ impl<const N: usize> Tracepoint<N> {
         unsafe { &*word }.load(Relaxed)
     }
 
-    /// Records an event with the arguments `args()` (evaluated only here, so disabled trace
-    /// points cost nothing for their arguments). `word` is what [`word`](Self::word)
-    /// returned, and must not be 0.
+    /// The word to record with, given what [`word`](Self::word) returned (not 0):
+    /// registers the tracepoint on its first use. 0 means: do not record.
     #[inline(always)]
-    pub fn record(&'static self, word: u64, args: impl FnOnce() -> [u64; N]) {
+    pub fn enabled_word(&'static self, word: u64) -> u64 {
         if word == UNREGISTERED {
-            return self.register_and_record(args);
+            return self.register();
         }
-        if let Some(dev) = crate::global::device() {
-            let ctx = crate::thread::ctx(dev);
-            dev.emit(word, ctx, &args());
-        }
+        word
     }
 
-    #[cold]
+    /// Records an event. `word` is what [`enabled_word`](Self::enabled_word) returned, and
+    /// must not be 0. Kept out of line so that a disabled trace point costs its caller only
+    /// a load, a test and a branch.
     #[inline(never)]
-    fn register_and_record(&'static self, args: impl FnOnce() -> [u64; N]) {
-        let word = self.register();
-        if word != 0 && word != UNREGISTERED {
-            self.record(word, args);
+    pub fn record(&'static self, word: u64, args: [u64; N]) {
+        if let Some(dev) = crate::global::device() {
+            let ctx = crate::thread::ctx(dev);
+            dev.emit(word, ctx, &args);
         }
     }
 
     /// Registers the tracepoint with the process's device (opening the default device if
     /// none is installed) and returns its word. If that fails, the tracepoint is disabled in
     /// this process and the reason is printed once to stderr.
+    #[cold]
+    #[inline(never)]
     pub fn register(&'static self) -> u64 {
         let registered = crate::global::device_or_init().and_then(|dev| {
             let (id, word) = dev.register_tracepoint(&self.def)?;
@@ -152,7 +152,7 @@ impl Device {
     pub fn emit<const N: usize>(&self, word: u64, ctx: u64, args: &[u64; N]) -> bool {
         const { assert!(N <= MAX_ARGS) };
         let timestamp = self.now();
-        let cpu = crate::cpu::current();
+        let cpu = self.cpu();
         let ring = self.ring_for_cpu(cpu);
         let mut parent = [0u64; SLOT_WORDS - 1];
         parent[0] = TypeWord(word).with_cpu(cpu).0;
@@ -160,13 +160,13 @@ impl Device {
         let pid = (ctx >> 32) as u32;
         if N <= ENTRY_ARGS {
             parent[2..2 + N].copy_from_slice(args);
-            ring.write(timestamp, pid, &parent)
+            ring.write(timestamp, pid, &parent).is_some()
         } else {
             let split = N.min(ENTRY_ARGS);
             parent[2..].copy_from_slice(&args[..split]);
             let mut cont = [0u64; SLOT_WORDS - 1];
             cont[..N - split].copy_from_slice(&args[split..]);
-            ring.write_pair(timestamp, pid, &parent, &cont)
+            ring.write_pair(timestamp, pid, &parent, &cont).is_some()
         }
     }
 }
@@ -310,7 +310,10 @@ macro_rules! point {
         let tp = &$tp;
         let word = tp.word();
         if word != 0 {
-            tp.record(word, || [$($crate::Arg::into_word($arg)),*]);
+            let word = tp.enabled_word(word);
+            if word != 0 {
+                tp.record(word, [$($crate::Arg::into_word($arg)),*]);
+            }
         }
     }};
 }

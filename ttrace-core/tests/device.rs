@@ -315,3 +315,18 @@ fn racing_creators_make_exactly_one_device() {
         "no stray temporary directory"
     );
 }
+
+#[test]
+fn a_writer_repairs_inconsistent_aux_offsets_instead_of_trusting_them() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = Device::open(&small(tmp.path())).unwrap();
+    dev.aux_write(AuxTag::Info, CTX, b"before").unwrap();
+    // Damage: `first` beyond `last`.
+    dev.header().aux_first.store(1 << 40, Relaxed);
+    assert!(dev.aux_snapshot().is_err(), "a reader reports the damage");
+    let off = dev.aux_write(AuxTag::Info, CTX, b"after").unwrap();
+    let snap = dev.aux_snapshot().unwrap();
+    assert_eq!(snap.records.len(), 1);
+    assert_eq!(snap.get(off).unwrap().bytes, b"after");
+}

@@ -58,14 +58,44 @@ fn main() {
             black_box(ttrace_core::clock::monotonic_ns());
         }),
     );
-    for (name, f) in ttrace_core::cpu::all_sources() {
-        row(
-            &format!("cpu id: {name}"),
-            measure(iters, reps, |_| {
-                black_box(f());
+    for source in ttrace_core::cpu::available() {
+        use ttrace_core::cpu::{read, CpuSource::*};
+        let f = match source {
+            Rseq => measure(iters, reps, |_| {
+                black_box(read(Rseq));
             }),
-        );
+            Rdpid => measure(iters, reps, |_| {
+                black_box(read(Rdpid));
+            }),
+            SchedGetcpu => measure(iters, reps, |_| {
+                black_box(read(SchedGetcpu));
+            }),
+        };
+        row(&format!("cpu id: {source:?}"), f);
     }
+    let ctx = 1 << 32 | 1;
+    let w5 = ttrace_layouts::entry::TypeWord::new(ttrace_core::Kind::Start, 5, 0).0;
+    row(
+        "Device::emit, 5 words (no tracepoint)",
+        measure(iters, reps, |i| {
+            dev.emit(w5, ctx, &[i, i, i, i, i]);
+        }),
+    );
+    static WORD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    row(
+        "empty loop",
+        measure(iters * 4, reps, |i| {
+            black_box(i);
+        }),
+    );
+    row(
+        "one relaxed load + branch",
+        measure(iters * 4, reps, |i| {
+            if WORD.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+                black_box(i);
+            }
+        }),
+    );
     row(
         "disabled point",
         measure(iters * 4, reps, |i| point!(OFF, black_box(i))),
