@@ -421,16 +421,7 @@ impl Device {
     /// Ring `index` (`index < num_rings()`).
     #[inline(always)]
     pub fn ring(&self, index: usize) -> Ring<'_, Slot> {
-        let view = &self.rings[index];
-        // SAFETY: both pointers refer to a live mapping owned by self (see `Device`); the
-        // header's mutable fields are atomics and the slots are atomics.
-        let (header, slots) = unsafe { (view.header.as_ref(), view.slots.as_ref()) };
-        Ring {
-            head: &header.head,
-            skipped: &header.skipped,
-            dropped: &header.dropped,
-            slots,
-        }
+        Self::view(&self.rings[index])
     }
 
     /// The ring a CPU writes to: its own, or, for a CPU id beyond the count fixed when the
@@ -441,8 +432,13 @@ impl Device {
         let cpu = cpu as usize;
         let index = if cpu < n { cpu } else { cpu % n };
         // SAFETY: `index < n`: either `cpu < n`, or a remainder modulo `n` (n >= 1).
-        let view = unsafe { self.rings.get_unchecked(index) };
-        // SAFETY: as in `ring`.
+        Self::view(unsafe { self.rings.get_unchecked(index) })
+    }
+
+    #[inline(always)]
+    fn view(view: &RingView) -> Ring<'_, Slot> {
+        // SAFETY: both pointers refer to a live mapping owned by the Device that owns `view`
+        // (see `Device`); the header's mutable fields are atomics and so are the slots.
         let (header, slots) = unsafe { (view.header.as_ref(), view.slots.as_ref()) };
         Ring {
             head: &header.head,

@@ -81,19 +81,10 @@ fn main() {
             dev.emit(w5, ctx, &[i, i, i, i, i]);
         }),
     );
-    static WORD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     row(
         "empty loop",
         measure(iters * 4, reps, |i| {
             black_box(i);
-        }),
-    );
-    row(
-        "one relaxed load + branch",
-        measure(iters * 4, reps, |i| {
-            if WORD.load(std::sync::atomic::Ordering::Relaxed) != 0 {
-                black_box(i);
-            }
         }),
     );
     row(
