@@ -141,6 +141,9 @@ impl Device {
     /// Applies a command atomically with respect to every other control change and
     /// tracepoint registration. Returns the number of tracepoints enabled afterwards.
     pub fn apply(&self, command: &Command) -> Result<usize> {
+        if self.access() == crate::device::Access::ReadOnly {
+            return Err(Error::ReadOnly(self.dir().to_path_buf()));
+        }
         let h = self.header();
         let guard = lock(&h.meta_lock).ok_or(Error::Reentered)?;
         let old = h.type_mask.load(Relaxed);

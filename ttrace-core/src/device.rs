@@ -119,6 +119,7 @@ pub struct Device {
     tp_words: NonNull<[AtomicU64]>,
     meta_records: NonNull<[AtomicU64]>,
     clock: ClockSource,
+    access: Access,
     cpu_mode: i64,
     ring_mask: u64,
     _maps: Vec<MmapMut>,
@@ -130,10 +131,21 @@ unsafe impl Send for Device {}
 // SAFETY: as above; shared access only ever goes through atomics.
 unsafe impl Sync for Device {}
 
-fn open_file(path: &Path, create_len: Option<u64>) -> Result<File> {
+/// How a device is mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Shared and writable: writers, and control commands.
+    ReadWrite,
+    /// Files opened read-only and mapped private: a reader that cannot change the device,
+    /// needs no write permission, and still sees every update (on Linux, pages of a private
+    /// file mapping that are never written stay those of the page cache).
+    ReadOnly,
+}
+
+fn open_file(path: &Path, create_len: Option<u64>, access: Access) -> Result<File> {
     let mut opts = OpenOptions::new();
     opts.read(true)
-        .write(true)
+        .write(access == Access::ReadWrite)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
     if create_len.is_some() {
         opts.create_new(true).mode(0o600);
@@ -145,7 +157,7 @@ fn open_file(path: &Path, create_len: Option<u64>) -> Result<File> {
     Ok(file)
 }
 
-fn map(path: &Path, file: &File, expected_len: u64) -> Result<MmapMut> {
+fn map(path: &Path, file: &File, expected_len: u64, access: Access) -> Result<MmapMut> {
     let len = file.metadata().map_err(io(path))?.len();
     if len != expected_len {
         return Err(Error::BadDevice {
@@ -153,10 +165,15 @@ fn map(path: &Path, file: &File, expected_len: u64) -> Result<MmapMut> {
             why: format!("is {len} bytes, expected {expected_len}"),
         });
     }
-    // SAFETY: the file is a device file shared with other ttrace processes; they only
-    // change it through atomics, and nothing truncates it while it is mapped (a process that
-    // did would be outside the device protocol; the mapping would then fault, not corrupt).
-    unsafe { MmapMut::map_mut(file) }.map_err(io(path))
+    match access {
+        // SAFETY: the file is a device file shared with other ttrace processes; they only
+        // change it through atomics, and nothing truncates it while it is mapped (a process
+        // that did would be outside the device protocol; the mapping would fault, not corrupt).
+        Access::ReadWrite => unsafe { MmapMut::map_mut(file) },
+        // SAFETY: as above; the mapping is private, so nothing done through it reaches the file.
+        Access::ReadOnly => unsafe { memmap2::MmapOptions::new().map_copy(file) },
+    }
+    .map_err(io(path))
 }
 
 fn bad(path: &Path, why: impl Into<String>) -> Error {
@@ -184,9 +201,19 @@ impl Device {
 
     /// Attaches to an existing device; refuses one whose layout versions differ.
     pub fn attach(dir: &Path) -> Result<Device> {
+        Device::attach_with(dir, Access::ReadWrite)
+    }
+
+    /// Attaches to an existing device for reading only (see [`Access::ReadOnly`]): what a
+    /// reader uses on a running device, or on one whose writers died.
+    pub fn attach_read_only(dir: &Path) -> Result<Device> {
+        Device::attach_with(dir, Access::ReadOnly)
+    }
+
+    fn attach_with(dir: &Path, access: Access) -> Result<Device> {
         let hpath = dir.join("header");
-        let hfile = open_file(&hpath, None)?;
-        let mut hmap = map(&hpath, &hfile, HEADER_BYTES as u64)?;
+        let hfile = open_file(&hpath, None, access)?;
+        let mut hmap = map(&hpath, &hfile, HEADER_BYTES as u64, access)?;
         let header =
             DeviceHeader::read_from_bytes(&hmap[..]).map_err(|_| bad(&hpath, "short header"))?;
         header.check().map_err(|e| bad(&hpath, e.to_string()))?;
@@ -196,7 +223,7 @@ impl Device {
                 .map_err(|_| bad(&hpath, "misaligned header"))?,
         );
         maps.push(hmap);
-        let mut dev = Device::assemble(dir, header_ptr, &header, maps)?;
+        let mut dev = Device::assemble(dir, header_ptr, &header, maps, access)?;
         dev.check_files()?;
         Ok(dev)
     }
@@ -207,12 +234,13 @@ impl Device {
         header: NonNull<DeviceHeader>,
         h: &DeviceHeader,
         mut maps: Vec<MmapMut>,
+        access: Access,
     ) -> Result<Device> {
         let mut rings = Vec::with_capacity(h.num_cpus as usize);
         for cpu in 0..h.num_cpus {
             let path = dir.join(format!("cpu{cpu}"));
-            let file = open_file(&path, None)?;
-            let mut m = map(&path, &file, ring_file_bytes(h.ring_slots))?;
+            let file = open_file(&path, None, access)?;
+            let mut m = map(&path, &file, ring_file_bytes(h.ring_slots), access)?;
             let (head, rest) = m.split_at_mut(RING_HEADER_BYTES);
             let header = NonNull::from(
                 RingHeader::mut_from_bytes(head).map_err(|_| bad(&path, "misaligned ring"))?,
@@ -224,13 +252,13 @@ impl Device {
             maps.push(m);
         }
         let path = dir.join("aux");
-        let mut m = map(&path, &open_file(&path, None)?, h.aux_size)?;
+        let mut m = map(&path, &open_file(&path, None, access)?, h.aux_size, access)?;
         let aux = NonNull::from(
             <[AtomicU64]>::mut_from_bytes(&mut m[..]).map_err(|_| bad(&path, "misaligned"))?,
         );
         maps.push(m);
         let path = dir.join("meta");
-        let mut m = map(&path, &open_file(&path, None)?, h.meta_size)?;
+        let mut m = map(&path, &open_file(&path, None, access)?, h.meta_size, access)?;
         let mh = MetaHeader::read_from_prefix(&m[..])
             .map_err(|_| bad(&path, "short"))?
             .0;
@@ -263,6 +291,7 @@ impl Device {
             tp_words,
             meta_records,
             clock: ClockSource::from_raw(h.clock).unwrap_or(ClockSource::MonotonicNs),
+            access,
             cpu_mode: crate::cpu::mode(),
             ring_mask: h.ring_slots - 1,
             _maps: maps,
@@ -337,7 +366,7 @@ impl Device {
                     DeviceHeader::mut_from_bytes(&mut maps[0][..])
                         .map_err(|_| bad(dir, "misaligned"))?,
                 );
-                Device::assemble(dir, header_ptr, &h, maps)
+                Device::assemble(dir, header_ptr, &h, maps, Access::ReadWrite)
             }
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&tmp);
@@ -361,13 +390,19 @@ impl Device {
         let path = tmp.join("header");
         let mut hmap = map(
             &path,
-            &open_file(&path, Some(HEADER_BYTES as u64))?,
+            &open_file(&path, Some(HEADER_BYTES as u64), Access::ReadWrite)?,
             HEADER_BYTES as u64,
+            Access::ReadWrite,
         )?;
         for cpu in 0..h.num_cpus {
             let path = tmp.join(format!("cpu{cpu}"));
             let len = ring_file_bytes(h.ring_slots);
-            let mut m = map(&path, &open_file(&path, Some(len))?, len)?;
+            let mut m = map(
+                &path,
+                &open_file(&path, Some(len), Access::ReadWrite)?,
+                len,
+                Access::ReadWrite,
+            )?;
             let rh = RingHeader::mut_from_bytes(&mut m[..RING_HEADER_BYTES])
                 .map_err(|_| bad(&path, "misaligned"))?;
             rh.magic = RING_MAGIC;
@@ -375,15 +410,25 @@ impl Device {
             rh.slots = h.ring_slots;
         }
         let path = tmp.join("aux");
-        open_file(&path, Some(h.aux_size))?;
+        open_file(&path, Some(h.aux_size), Access::ReadWrite)?;
         let path = tmp.join("meta");
-        let mut m = map(&path, &open_file(&path, Some(h.meta_size))?, h.meta_size)?;
+        let mut m = map(
+            &path,
+            &open_file(&path, Some(h.meta_size), Access::ReadWrite)?,
+            h.meta_size,
+            Access::ReadWrite,
+        )?;
         m[..layout_meta_header_bytes()]
             .copy_from_slice(MetaHeader::new(h.max_tracepoints, h.meta_size).as_bytes());
         // The header goes last, magic included, though nothing can see the directory before
         // it is renamed into place.
         hmap.copy_from_slice(h.as_mut_bytes());
         Ok(vec![hmap])
+    }
+
+    /// How this device is mapped.
+    pub fn access(&self) -> Access {
+        self.access
     }
 
     /// The device directory.

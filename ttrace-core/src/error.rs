@@ -37,6 +37,9 @@ pub enum Error {
     /// handler that interrupted a metadata change); nothing was done.
     #[error("lock held by the calling thread (re-entered from a signal handler)")]
     Reentered,
+    /// A change was asked of a device attached read-only.
+    #[error("{}: attached read-only; control needs read-write access", .0.display())]
+    ReadOnly(PathBuf),
     /// A global device is already installed.
     #[error("a ttrace device is already installed in this process ({})", .0.display())]
     AlreadyInstalled(PathBuf),

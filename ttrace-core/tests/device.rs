@@ -330,3 +330,33 @@ fn a_writer_repairs_inconsistent_aux_offsets_instead_of_trusting_them() {
     assert_eq!(snap.records.len(), 1);
     assert_eq!(snap.get(off).unwrap().bytes, b"after");
 }
+
+#[test]
+fn a_read_only_attach_sees_live_updates_and_cannot_change_the_device() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = Device::open(&small(tmp.path())).unwrap();
+    let w = TypeWord::new(Kind::Start, 1, 0).0;
+    dev.ring(0).write(10, 1, &[w, CTX, 1, 0, 0, 0, 0]);
+    // Even with every file read-only for its owner.
+    for e in std::fs::read_dir(dev.dir()).unwrap() {
+        std::fs::set_permissions(e.unwrap().path(), std::fs::Permissions::from_mode(0o400))
+            .unwrap();
+    }
+    let reader = Device::attach_read_only(dev.dir()).unwrap();
+    assert_eq!(reader.ring(0).snapshot().events.len(), 1);
+    // A write after the reader mapped the files is visible to it.
+    dev.ring(0).write(20, 1, &[w, CTX, 2, 0, 0, 0, 0]);
+    let args: Vec<u64> = reader
+        .ring(0)
+        .snapshot()
+        .events
+        .iter()
+        .map(|e| e.args[0])
+        .collect();
+    assert_eq!(args, [1, 2]);
+    assert!(matches!(
+        reader.apply_text("setbits 1"),
+        Err(ttrace_core::Error::ReadOnly(_))
+    ));
+}

@@ -63,7 +63,10 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Dump { device } => {
             let dir = device.unwrap_or_else(ttrace_core::default_dir);
-            let dev = Device::attach(&dir).map_err(|e| e.to_string())?;
+            if !dir.is_dir() {
+                return Err(format!("no ttrace device at {}", dir.display()));
+            }
+            let dev = Device::attach_read_only(&dir).map_err(|e| e.to_string())?;
             Trace::capture(&dev)
         }
     };
