@@ -289,6 +289,13 @@ impl Device {
         }
     }
 
+    /// Whether tracepoint `id` is enabled now.
+    pub fn tracepoint_enabled(&self, id: u16) -> bool {
+        self.tp_words()
+            .get(id as usize)
+            .is_some_and(|w| w.load(Relaxed) != 0)
+    }
+
     /// The shared word of tracepoint `id`, tested by its trace points.
     pub(crate) fn tp_word(&self, id: u16) -> &core::sync::atomic::AtomicU64 {
         &self.tp_words()[id as usize]

@@ -8,5 +8,6 @@
 //! ```
 
 pub mod demo;
+pub mod follow;
 pub mod format;
 pub mod text;

@@ -65,8 +65,6 @@ impl Trace {
         let mut rings: Vec<RingSnapshot> = (0..dev.num_rings())
             .map(|i| dev.ring(i).snapshot())
             .collect();
-        let aux = dev.aux_snapshot().unwrap_or_default();
-        let meta = dev.metadata();
         let mut items: Vec<Item> = Vec::new();
         for (ring, snap) in rings.iter_mut().enumerate() {
             items.extend(
@@ -75,10 +73,19 @@ impl Trace {
                     .map(|event| Item::Point { ring, event }),
             );
         }
+        let mut trace = Trace::with_items(dev, items, 0);
+        trace.rings = rings;
+        trace
+    }
+
+    /// A trace of the given ring items, plus the info messages at aux offsets `>= info_from`,
+    /// with the device's current metadata and aux buffer.
+    pub fn with_items(dev: &Device, mut items: Vec<Item>, info_from: u64) -> Trace {
+        let aux = dev.aux_snapshot().unwrap_or_default();
         items.extend(
             aux.records
                 .iter()
-                .filter(|r| r.tag == AuxTag::Info as u16)
+                .filter(|r| r.tag == AuxTag::Info as u16 && r.offset >= info_from)
                 .cloned()
                 .map(Item::Info),
         );
@@ -92,9 +99,9 @@ impl Trace {
             anchor_realtime_ns: h.anchor_realtime_ns,
             ring_slots: h.ring_slots,
             aux_bytes: h.aux_size,
-            meta,
+            meta: dev.metadata(),
             aux,
-            rings,
+            rings: Vec::new(),
             items,
         }
     }
@@ -152,56 +159,61 @@ impl Trace {
 
     /// Writes the text lines of all items to `out`, one per line.
     pub fn write_lines(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        let pieces: Vec<Vec<Piece>> = self
-            .meta
-            .tracepoints
-            .iter()
-            .map(|t| parse(&t.format))
-            .collect();
+        let pieces = self.pieces();
         let mut line = String::with_capacity(160);
         for item in &self.items {
             line.clear();
-            let ctx = match item {
-                Item::Point { event, .. } => event.ctx,
-                Item::Info(r) => r.ctx,
-            };
-            let (pid, tid) = ((ctx >> 32) as u32, ctx as u32);
-            let thread = self.meta.thread_name(pid, tid).unwrap_or("?");
-            let cpu = match item {
-                Item::Point { event, .. } => event.type_word.cpu(),
-                Item::Info(r) => r.cpu,
-            };
-            let _ = write!(
-                line,
-                "{:14.9} cpu{cpu} {pid}/{tid} ({thread}) ",
-                self.seconds(item.timestamp())
-            );
-            match item {
-                Item::Point { event, .. } => {
-                    let id = event.type_word.tracepoint() as usize;
-                    match self.meta.tracepoints.get(id) {
-                        Some(tp) => {
-                            line.push_str(&tp.name);
-                            line.push('(');
-                            render(&mut line, &pieces[id], &event.args, &self.aux);
-                            line.push(')');
-                        }
-                        None => {
-                            let _ = write!(line, "tracepoint#{id}({:x?})", event.args);
-                        }
-                    }
-                    if event.continuation_lost {
-                        line.push_str(" [continuation lost]");
-                    }
-                }
-                Item::Info(r) => {
-                    let _ = write!(line, "info({:?})", String::from_utf8_lossy(&r.bytes));
-                }
-            }
-            line.push('\n');
+            self.format_item(&pieces, item, &mut line);
             out.write_all(line.as_bytes())?;
         }
         Ok(())
+    }
+
+    /// The parsed format of every tracepoint, by id.
+    pub fn pieces(&self) -> Vec<Vec<Piece>> {
+        self.meta
+            .tracepoints
+            .iter()
+            .map(|t| parse(&t.format))
+            .collect()
+    }
+
+    /// Appends the text line of `item` (newline included) to `line`.
+    pub fn format_item(&self, pieces: &[Vec<Piece>], item: &Item, line: &mut String) {
+        let (ctx, cpu) = match item {
+            Item::Point { event, .. } => (event.ctx, event.type_word.cpu()),
+            Item::Info(r) => (r.ctx, r.cpu),
+        };
+        let (pid, tid) = ((ctx >> 32) as u32, ctx as u32);
+        let thread = self.meta.thread_name(pid, tid).unwrap_or("?");
+        let _ = write!(
+            line,
+            "{:14.9} cpu{cpu} {pid}/{tid} ({thread}) ",
+            self.seconds(item.timestamp())
+        );
+        match item {
+            Item::Point { event, .. } => {
+                let id = event.type_word.tracepoint() as usize;
+                match (self.meta.tracepoints.get(id), pieces.get(id)) {
+                    (Some(tp), Some(p)) => {
+                        line.push_str(&tp.name);
+                        line.push('(');
+                        render(line, p, &event.args, &self.aux);
+                        line.push(')');
+                    }
+                    _ => {
+                        let _ = write!(line, "tracepoint#{id}({:x?})", event.args);
+                    }
+                }
+                if event.continuation_lost {
+                    line.push_str(" [continuation lost]");
+                }
+            }
+            Item::Info(r) => {
+                let _ = write!(line, "info({:?})", String::from_utf8_lossy(&r.bytes));
+            }
+        }
+        line.push('\n');
     }
 }
 

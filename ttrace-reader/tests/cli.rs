@@ -180,3 +180,184 @@ fn demo_traces_every_thread_and_loses_nothing() {
         .filter(|l| l.starts_with("# cpu"))
         .all(|l| l.contains(" 0 lost, 0 incomplete, 0 dropped")));
 }
+
+fn hello_word(dev: &ttrace_core::Device) -> u64 {
+    dev.register_tracepoint(&ttrace_core::meta::Definition {
+        name: "hello",
+        kind: ttrace_core::Kind::Start,
+        classes: 1,
+        format: "n={n}",
+        nargs: 1,
+    })
+    .unwrap()
+    .1
+}
+
+#[test]
+fn follow_prints_only_events_written_after_it_started_in_order() {
+    use std::io::{BufRead, BufReader};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make_device(&dir); // holds hello(n=42), which follow must not print
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ttrace-reader"))
+        .args([
+            "follow",
+            dir.to_str().unwrap(),
+            "--limit",
+            "5",
+            "--interval-ms",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("# following "), "{first}");
+    // The follower has taken its baseline: everything from here on is new.
+    let dev = ttrace_core::Device::attach(&dir).unwrap();
+    let word = hello_word(&dev);
+    for n in 1..=5u64 {
+        dev.emit(word, 7 << 32 | 8, &[n]);
+    }
+    let got: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(child.wait().unwrap().success());
+    let events: Vec<&String> = got.iter().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(events.len(), 5, "{got:?}");
+    for (n, line) in (1..=5).zip(&events) {
+        assert!(
+            line.ends_with(&format!("(main-thread) hello(n={n})")),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn follow_counts_what_a_lapping_writer_overwrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make_device(&dir);
+    let dev = ttrace_core::Device::attach(&dir).unwrap();
+    let reader = ttrace_core::Device::attach_read_only(&dir).unwrap();
+    let mut f = ttrace_reader::follow::Follower::new(&reader);
+    let word = hello_word(&dev);
+    // 64-slot rings: 200 entries on ring 0 between two polls lose 136 of them.
+    for n in 0..200u64 {
+        dev.ring(0).write(
+            1_000_000 + n * 10,
+            7,
+            &[
+                ttrace_layouts::entry::TypeWord(word).0,
+                7 << 32 | 8,
+                n,
+                0,
+                0,
+                0,
+                0,
+            ],
+        );
+    }
+    let t = f.poll();
+    assert_eq!(t.items.len(), 64);
+    assert_eq!(f.lost[0], 136);
+    assert_eq!(f.poll().items.len(), 0, "nothing is repeated");
+}
+
+#[test]
+fn ctl_changes_what_gets_recorded_and_rejects_bad_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make_device(&dir);
+    let d = dir.to_str().unwrap();
+    let out = reader(&["ctl", d]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "setmask 0xffffffffffffffff 0xffffffffffffffff\n"
+    );
+    let out = reader(&["ctl", d, "disable", "hel*"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("disable hel*"));
+    let dev = ttrace_core::Device::attach(&dir).unwrap();
+    assert_eq!(
+        hello_word(&dev),
+        0,
+        "the tracepoint is now off for every writer"
+    );
+    let out = reader(&["ctl", d, "clrbits", "0x1"]);
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .starts_with("setmask 0xfffffffffffffffe "));
+    for bad in [
+        &["ctl", d, "setbits"][..],
+        &["ctl", d, "setbits", "zz"],
+        &["ctl", d, "bogus", "1"],
+    ] {
+        let out = reader(bad);
+        assert!(!out.status.success(), "{bad:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    assert_eq!(dev.mask(), !1u64, "a rejected command changed nothing");
+}
+
+#[test]
+fn stats_reports_counts_and_tracepoints() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make_device(&dir);
+    let out = reader(&["stats", dir.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.lines().filter(|l| l.starts_with("cpu")).count() == 2,
+        "{text}"
+    );
+    assert!(text.contains("tracepoints: 1 defined"), "{text}");
+    assert!(
+        text.contains("on     0 hello [start] classes 0x1: n={n}"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_trace_of_a_writer_killed_with_sigkill_is_still_dumped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let mut writer = Command::new(env!("CARGO_BIN_EXE_ttrace-reader"))
+        .args(["demo", "--forever", "--device", dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the writer has recorded a good number of events (bounded: 30 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let recorded = ttrace_core::Device::attach_read_only(&dir)
+            .map(|d| {
+                (0..d.num_rings())
+                    .map(|r| d.ring(r).snapshot().events.len())
+                    .sum::<usize>()
+            })
+            .unwrap_or(0);
+        if recorded >= 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer recorded nothing"
+        );
+        std::thread::yield_now();
+    }
+    writer.kill().unwrap(); // SIGKILL
+    assert!(!writer.wait().unwrap().success());
+    let (ok, out, err) = dump(&dir);
+    assert!(ok, "{err}");
+    let events = out.lines().filter(|l| !l.starts_with('#')).count();
+    assert!(events >= 200, "{events} events");
+    assert!(out
+        .lines()
+        .any(|l| l.contains("(worker-0) request_start(id=")));
+    assert!(out.lines().last().unwrap().starts_with("# aux: "));
+}
