@@ -265,11 +265,45 @@ pub struct RingSnapshot {
     pub events: Vec<Event>,
 }
 
+/// The event whose parent entry is `reads[i]` (a committed parent), with its continuation
+/// from the next slot when that slot holds it (stamp = parent's | 1); returns the event and
+/// the continuation's slot, or `None` if the parent's type word is malformed.
+pub fn event_at(reads: &[SlotRead], i: usize) -> Option<(Event, Option<usize>)> {
+    use ttrace_layouts::entry::{TypeWord, ENTRY_ARGS};
+    let SlotRead::Committed(w) = reads[i] else {
+        return None;
+    };
+    let tw = TypeWord(w[1]);
+    if Stamp(w[0]).is_continuation() || !tw.is_valid() {
+        return None;
+    }
+    let mut args = w[3..3 + (tw.nargs() as usize).min(ENTRY_ARGS)].to_vec();
+    let (mut continuation_lost, mut cont) = (false, None);
+    if tw.has_continuation() {
+        let j = (i + 1) % reads.len();
+        match reads[j] {
+            SlotRead::Committed(c) if c[0] == w[0] | Stamp::CONTINUATION => {
+                args.extend_from_slice(&c[1..1 + tw.nargs() as usize - ENTRY_ARGS]);
+                cont = Some(j);
+            }
+            _ => continuation_lost = true,
+        }
+    }
+    let event = Event {
+        stamp: w[0],
+        type_word: tw,
+        ctx: w[2],
+        args,
+        continuation_lost,
+        slot: i,
+    };
+    Some((event, cont))
+}
+
 impl<S: SlotWords> Ring<'_, S> {
     /// Copies every slot with the stamp check, stitches continuations to their parents and
     /// orders the events by time.
     pub fn snapshot(&self) -> RingSnapshot {
-        use ttrace_layouts::entry::{TypeWord, ENTRY_ARGS};
         let n = self.slots.len();
         let reads: Vec<SlotRead> = (0..n).map(|i| self.read(i)).collect();
         let mut snap = RingSnapshot {
@@ -285,33 +319,17 @@ impl<S: SlotWords> Ring<'_, S> {
                 SlotRead::Claimed(_) => snap.claimed += 1,
                 SlotRead::Changed => snap.changed += 1,
                 SlotRead::Committed(w) if Stamp(w[0]).is_continuation() => snap.committed += 1,
-                SlotRead::Committed(w) => {
+                SlotRead::Committed(_) => {
                     snap.committed += 1;
-                    let tw = TypeWord(w[1]);
-                    if !tw.is_valid() {
-                        snap.malformed += 1;
-                        continue;
-                    }
-                    let mut args = w[3..3 + tw.nargs().min(ENTRY_ARGS as u8) as usize].to_vec();
-                    let mut continuation_lost = false;
-                    if tw.has_continuation() {
-                        let j = (i + 1) % n;
-                        match reads[j] {
-                            SlotRead::Committed(c) if c[0] == w[0] | Stamp::CONTINUATION => {
+                    match event_at(&reads, i) {
+                        Some((event, cont)) => {
+                            if let Some(j) = cont {
                                 used_as_cont[j] = true;
-                                args.extend_from_slice(&c[1..1 + tw.nargs() as usize - ENTRY_ARGS]);
                             }
-                            _ => continuation_lost = true,
+                            snap.events.push(event);
                         }
+                        None => snap.malformed += 1,
                     }
-                    snap.events.push(Event {
-                        stamp: w[0],
-                        type_word: tw,
-                        ctx: w[2],
-                        args,
-                        continuation_lost,
-                        slot: i,
-                    });
                 }
             }
         }

@@ -6,9 +6,8 @@
 //! poll could read it, which the per-ring count of lost entries then includes.
 
 use crate::text::{Item, Trace};
-use ttrace_core::ring::{Event, SlotRead};
+use ttrace_core::ring::{event_at, SlotRead};
 use ttrace_core::Device;
-use ttrace_layouts::entry::{Stamp, TypeWord, ENTRY_ARGS};
 
 /// Follows one device.
 pub struct Follower<'d> {
@@ -75,32 +74,9 @@ impl<'d> Follower<'d> {
                 }
                 seen[i] = w[0];
                 fresh += 1;
-                if Stamp(w[0]).is_continuation() {
-                    continue;
+                if let Some((event, _)) = event_at(&reads, i) {
+                    items.push(Item::Point { ring: r, event });
                 }
-                let tw = TypeWord(w[1]);
-                if !tw.is_valid() {
-                    continue;
-                }
-                let mut args = w[3..3 + (tw.nargs() as usize).min(ENTRY_ARGS)].to_vec();
-                let mut continuation_lost = false;
-                if tw.has_continuation() {
-                    match reads[(i + 1) % n] {
-                        SlotRead::Committed(c) if c[0] == w[0] | Stamp::CONTINUATION => {
-                            args.extend_from_slice(&c[1..1 + tw.nargs() as usize - ENTRY_ARGS]);
-                        }
-                        _ => continuation_lost = true,
-                    }
-                }
-                let event = Event {
-                    stamp: w[0],
-                    type_word: tw,
-                    ctx: w[2],
-                    args,
-                    continuation_lost,
-                    slot: i,
-                };
-                items.push(Item::Point { ring: r, event });
             }
             let (was_written, was_claimed) = self.written[r];
             // Slots written since the last poll that are neither read now nor still being
