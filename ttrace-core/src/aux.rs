@@ -47,7 +47,7 @@ impl Device {
         let at = |off: u64| &words[((off / 8) & wmask) as usize];
         let truncated = bytes.len() as u64 > AUX_MAX_PAYLOAD;
         let bytes = &bytes[..bytes.len().min(AUX_MAX_PAYLOAD as usize)];
-        let path = AuxPath::new(tag, crate::cpu::current(), bytes.len() as u64, truncated);
+        let path = AuxPath::new(tag, self.cpu(), bytes.len() as u64, truncated);
         let rec = path.record_bytes();
         let backoff = Backoff::new();
         let mut reserved = None;

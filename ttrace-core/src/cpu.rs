@@ -64,20 +64,11 @@ pub fn detect() -> CpuSource {
     source()
 }
 
-/// The CPU this thread is running on (possibly stale by the time it is used).
-#[inline(always)]
+/// The CPU this thread is running on (possibly stale by the time it is used). Writers use
+/// [`Device::cpu`](crate::Device::cpu), which keeps the [`mode`] and avoids these statics.
+#[inline]
 pub fn current() -> u32 {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    {
-        let source = SOURCE.load(Relaxed);
-        if source == CpuSource::Rseq as u8 {
-            return rseq_cpu(RSEQ_OFFSET.load(Relaxed));
-        }
-        if source == CpuSource::Rdpid as u8 {
-            return rdpid_cpu();
-        }
-    }
-    sched_getcpu()
+    current_with(mode())
 }
 
 /// The detected source as one word, for holders that want to read it without touching
