@@ -67,6 +67,54 @@ pub struct Ring<'a, S: SlotWords> {
     pub slots: &'a [S],
 }
 
+/// A ring and its counters on the heap: the protocol without a device, for tests and model
+/// checks (any [`AtomicWord`], loom's included).
+///
+/// ```
+/// use core::sync::atomic::AtomicU64;
+/// let mem = ttrace_core::ring::HeapRing::<AtomicU64>::new(4);
+/// assert!(mem.ring().write(1000, 1, &[0; 7]).is_some());
+/// assert_eq!(mem.ring().snapshot().committed, 1);
+/// ```
+pub struct HeapRing<W> {
+    /// Positions reserved.
+    pub head: W,
+    /// Positions given up.
+    pub skipped: W,
+    /// Events dropped.
+    pub dropped: W,
+    /// The slots.
+    pub slots: Vec<[W; SLOT_WORDS]>,
+}
+
+impl<W: AtomicWord> HeapRing<W> {
+    /// An empty ring of `slots` slots (a power of two).
+    pub fn new(slots: usize) -> HeapRing<W> {
+        assert!(
+            slots.is_power_of_two(),
+            "a ring has a power-of-two number of slots"
+        );
+        HeapRing {
+            head: W::new(0),
+            skipped: W::new(0),
+            dropped: W::new(0),
+            slots: (0..slots)
+                .map(|_| core::array::from_fn(|_| W::new(0)))
+                .collect(),
+        }
+    }
+
+    /// The ring view the protocol works on.
+    pub fn ring(&self) -> Ring<'_, [W; SLOT_WORDS]> {
+        Ring {
+            head: &self.head,
+            skipped: &self.skipped,
+            dropped: &self.dropped,
+            slots: &self.slots,
+        }
+    }
+}
+
 /// What a reader found in a slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SlotRead {
@@ -354,33 +402,6 @@ mod tests {
     use core::sync::atomic::AtomicU64;
     use ttrace_layouts::entry::{Kind, TypeWord};
 
-    struct Mem {
-        head: AtomicU64,
-        skipped: AtomicU64,
-        dropped: AtomicU64,
-        slots: Vec<[AtomicU64; SLOT_WORDS]>,
-    }
-
-    impl Mem {
-        fn new(n: usize) -> Mem {
-            let z = || AtomicU64::new(0);
-            Mem {
-                head: z(),
-                skipped: z(),
-                dropped: z(),
-                slots: (0..n).map(|_| Default::default()).collect(),
-            }
-        }
-        fn ring(&self) -> Ring<'_, [AtomicU64; SLOT_WORDS]> {
-            Ring {
-                head: &self.head,
-                skipped: &self.skipped,
-                dropped: &self.dropped,
-                slots: &self.slots,
-            }
-        }
-    }
-
     fn words(nargs: u8, args: &[u64]) -> [u64; 7] {
         let mut w = [0; 7];
         w[0] = TypeWord::new(Kind::Entry, nargs, 7).0;
@@ -399,7 +420,7 @@ mod tests {
 
     #[test]
     fn ring_wraps_keeping_the_newest_entries_in_time_order() {
-        let m = Mem::new(8);
+        let m = HeapRing::<AtomicU64>::new(8);
         for i in 0..20u64 {
             assert!(m.ring().write(1000 + 10 * i, 1, &words(1, &[i])).is_some());
         }
@@ -412,7 +433,7 @@ mod tests {
 
     #[test]
     fn continuation_is_stitched_even_across_the_end_of_the_ring() {
-        let m = Mem::new(4);
+        let m = HeapRing::<AtomicU64>::new(4);
         // Positions 0..3 single entries, then a pair at positions 3 and 4 (slots 3 and 0).
         for i in 0..3u64 {
             m.ring().write(100 + i * 10, 1, &words(1, &[i]));
@@ -441,7 +462,7 @@ mod tests {
 
     #[test]
     fn an_overwritten_continuation_or_parent_is_reported_not_invented() {
-        let m = Mem::new(4);
+        let m = HeapRing::<AtomicU64>::new(4);
         let args: Vec<u64> = (0..12).collect();
         let mut cont = [0u64; 7];
         cont.copy_from_slice(&args[5..]);
@@ -464,7 +485,7 @@ mod tests {
 
     #[test]
     fn a_slot_owned_by_a_stalled_writer_is_skipped_never_shared() {
-        let m = Mem::new(4);
+        let m = HeapRing::<AtomicU64>::new(4);
         let claim = Stamp::claim(77, 1);
         m.slots[1][0].store(claim.0, Relaxed);
         for i in 0..8u64 {
@@ -483,7 +504,7 @@ mod tests {
 
     #[test]
     fn a_ring_with_no_free_slot_drops_and_counts_instead_of_waiting() {
-        let m = Mem::new(2);
+        let m = HeapRing::<AtomicU64>::new(2);
         for s in &m.slots {
             s[0].store(Stamp::claim(5, 0).0, Relaxed);
         }
@@ -498,7 +519,7 @@ mod tests {
 
     #[test]
     fn stamps_strictly_increase_per_slot_even_if_the_clock_goes_back() {
-        let m = Mem::new(2);
+        let m = HeapRing::<AtomicU64>::new(2);
         m.ring().write(1000, 1, &words(0, &[]));
         m.ring().write(1000, 1, &words(0, &[]));
         m.ring().write(500, 1, &words(0, &[]));
@@ -516,7 +537,7 @@ mod tests {
 
     #[test]
     fn reader_rejects_a_slot_changed_during_the_copy() {
-        let m = Mem::new(2);
+        let m = HeapRing::<AtomicU64>::new(2);
         m.ring().write(1000, 1, &words(1, &[1]));
         assert!(matches!(m.ring().read(0), SlotRead::Committed(w) if w[3] == 1));
         m.slots[0][0].store(Stamp::claim(1, 2).0, Relaxed);

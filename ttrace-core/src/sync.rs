@@ -7,7 +7,9 @@
 pub use core::sync::atomic::Ordering;
 
 /// A 64-bit atomic word and the fence that goes with it.
-pub trait AtomicWord: Sync {
+pub trait AtomicWord: Sync + Sized {
+    /// A new word holding `value`.
+    fn new(value: u64) -> Self;
     /// Atomic load.
     fn load(&self, order: Ordering) -> u64;
     /// Atomic store.
@@ -29,6 +31,9 @@ pub trait AtomicWord: Sync {
 macro_rules! impl_atomic_word {
     ($ty:ty, $fence:path) => {
         impl AtomicWord for $ty {
+            fn new(value: u64) -> Self {
+                <$ty>::new(value)
+            }
             #[inline(always)]
             fn load(&self, order: Ordering) -> u64 {
                 <$ty>::load(self, order)

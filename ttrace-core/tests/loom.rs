@@ -9,7 +9,7 @@
 
 use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
-use ttrace_core::ring::{Ring, SlotRead};
+use ttrace_core::ring::{HeapRing, Ring, SlotRead};
 use ttrace_layouts::entry::{Kind, TypeWord, SLOT_WORDS};
 
 struct Mem {
@@ -18,22 +18,14 @@ struct Mem {
     /// so far (tokio-rs/loom#392); this makes all first operations dependent, so every
     /// order of the threads is explored.
     gate: AtomicU64,
-    head: AtomicU64,
-    skipped: AtomicU64,
-    dropped: AtomicU64,
-    slots: Vec<[AtomicU64; SLOT_WORDS]>,
+    heap: HeapRing<AtomicU64>,
 }
 
 impl Mem {
     fn new(n: usize) -> Arc<Mem> {
-        let z = || AtomicU64::new(0);
-        let slot = || [z(), z(), z(), z(), z(), z(), z(), z()];
         Arc::new(Mem {
-            gate: z(),
-            head: z(),
-            skipped: z(),
-            dropped: z(),
-            slots: (0..n).map(|_| slot()).collect(),
+            gate: AtomicU64::new(0),
+            heap: HeapRing::new(n),
         })
     }
 
@@ -43,12 +35,7 @@ impl Mem {
     }
 
     fn ring(&self) -> Ring<'_, [AtomicU64; SLOT_WORDS]> {
-        Ring {
-            head: &self.head,
-            skipped: &self.skipped,
-            dropped: &self.dropped,
-            slots: &self.slots,
-        }
+        self.heap.ring()
     }
 }
 
@@ -135,7 +122,7 @@ fn lapped(slots: usize, lapper_writes: u64) {
     let s = m.ring().snapshot();
     assert_eq!(s.claimed, 0);
     assert_eq!(s.head, s.skipped + s.committed + s.lost);
-    let dropped = m.dropped.load(loom::sync::atomic::Ordering::Relaxed);
+    let dropped = m.heap.dropped.load(loom::sync::atomic::Ordering::Relaxed);
     assert_eq!(s.committed + s.lost + dropped, 1 + lapper_writes);
 }
 
