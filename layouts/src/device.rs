@@ -214,6 +214,8 @@ impl core::fmt::Display for HeaderError {
     }
 }
 
+impl core::error::Error for HeaderError {}
+
 /// Largest number of rings a device may have.
 pub const MAX_CPUS: u32 = 4096;
 /// Largest number of slots per ring.

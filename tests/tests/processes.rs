@@ -56,17 +56,17 @@ fn two_processes_share_rings_aux_and_tracepoint_ids() {
             .filter(|e| e.type_word.tracepoint() == shared)
         {
             let (pid, tid) = ((e.ctx >> 32) as u32, e.ctx as u32);
-            let tag = e.args[0] as usize;
+            let tag = e.args()[0] as usize;
             assert_eq!(pid, pids[tag - 1], "event of writer {tag} carries its pid");
             assert_eq!(
                 meta.thread_name(pid, tid),
                 Some(format!("writer-{tag}").as_str())
             );
             // Strings resolve while they are still in the aux buffer.
-            if let Some(r) = aux.get(e.args[2] & !AUX_REF) {
-                assert_eq!(r.bytes, format!("t{tag}-{}", e.args[1]).as_bytes());
+            if let Some(r) = aux.get(e.args()[2] & !AUX_REF) {
+                assert_eq!(r.bytes, format!("t{tag}-{}", e.args()[1]).as_bytes());
             }
-            seen[tag].push(e.args[1]);
+            seen[tag].push(e.args()[1]);
         }
     }
     for (tag, pid) in [(1, pids[0]), (2, pids[1])] {

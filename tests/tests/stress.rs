@@ -29,8 +29,8 @@ fn whole(e: &Event) -> bool {
     let expected_len = if e.continuation_lost { 5 } else { nargs };
     e.type_word.tracepoint() as u64 == writer
         && e.type_word.nargs() as usize == nargs
-        && e.args.len() == expected_len
-        && e.args
+        && e.args().len() == expected_len
+        && e.args()
             .iter()
             .enumerate()
             .all(|(i, &a)| a == mix(writer, seq, i as u64))

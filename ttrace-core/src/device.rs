@@ -1,7 +1,7 @@
 //! The device directory: creating it atomically, attaching to it, and the typed views of its
 //! memory-mapped files.
 
-use crate::error::{io, Error, Result};
+use crate::error::{io, Error, Problem, Result};
 use crate::ring::Ring;
 use core::ptr::NonNull;
 use core::sync::atomic::AtomicU64;
@@ -160,10 +160,13 @@ fn open_file(path: &Path, create_len: Option<u64>, access: Access) -> Result<Fil
 fn map(path: &Path, file: &File, expected_len: u64, access: Access) -> Result<MmapMut> {
     let len = file.metadata().map_err(io(path))?.len();
     if len != expected_len {
-        return Err(Error::BadDevice {
-            path: path.into(),
-            why: format!("is {len} bytes, expected {expected_len}"),
-        });
+        return Err(bad(
+            path,
+            Problem::Length {
+                found: len,
+                expected: expected_len,
+            },
+        ));
     }
     match access {
         // SAFETY: the file is a device file shared with other ttrace processes; they only
@@ -176,10 +179,10 @@ fn map(path: &Path, file: &File, expected_len: u64, access: Access) -> Result<Mm
     .map_err(io(path))
 }
 
-fn bad(path: &Path, why: impl Into<String>) -> Error {
+fn bad(path: &Path, problem: Problem) -> Error {
     Error::BadDevice {
         path: path.into(),
-        why: why.into(),
+        problem,
     }
 }
 
@@ -214,13 +217,13 @@ impl Device {
         let hpath = dir.join("header");
         let hfile = open_file(&hpath, None, access)?;
         let mut hmap = map(&hpath, &hfile, HEADER_BYTES as u64, access)?;
-        let header =
-            DeviceHeader::read_from_bytes(&hmap[..]).map_err(|_| bad(&hpath, "short header"))?;
-        header.check().map_err(|e| bad(&hpath, e.to_string()))?;
+        let header = DeviceHeader::read_from_bytes(&hmap[..])
+            .map_err(|_| bad(&hpath, Problem::Misaligned))?;
+        header.check().map_err(|e| bad(&hpath, e.into()))?;
         let mut maps = Vec::new();
         let header_ptr = NonNull::from(
             DeviceHeader::mut_from_bytes(&mut hmap[..])
-                .map_err(|_| bad(&hpath, "misaligned header"))?,
+                .map_err(|_| bad(&hpath, Problem::Misaligned))?,
         );
         maps.push(hmap);
         let mut dev = Device::assemble(dir, header_ptr, &header, maps, access)?;
@@ -243,10 +246,10 @@ impl Device {
             let mut m = map(&path, &file, ring_file_bytes(h.ring_slots), access)?;
             let (head, rest) = m.split_at_mut(RING_HEADER_BYTES);
             let header = NonNull::from(
-                RingHeader::mut_from_bytes(head).map_err(|_| bad(&path, "misaligned ring"))?,
+                RingHeader::mut_from_bytes(head).map_err(|_| bad(&path, Problem::Misaligned))?,
             );
             let slots = NonNull::from(
-                <[Slot]>::mut_from_bytes(rest).map_err(|_| bad(&path, "misaligned slots"))?,
+                <[Slot]>::mut_from_bytes(rest).map_err(|_| bad(&path, Problem::Misaligned))?,
             );
             rings.push(RingView { header, slots });
             maps.push(m);
@@ -254,33 +257,31 @@ impl Device {
         let path = dir.join("aux");
         let mut m = map(&path, &open_file(&path, None, access)?, h.aux_size, access)?;
         let aux = NonNull::from(
-            <[AtomicU64]>::mut_from_bytes(&mut m[..]).map_err(|_| bad(&path, "misaligned"))?,
+            <[AtomicU64]>::mut_from_bytes(&mut m[..])
+                .map_err(|_| bad(&path, Problem::Misaligned))?,
         );
         maps.push(m);
         let path = dir.join("meta");
         let mut m = map(&path, &open_file(&path, None, access)?, h.meta_size, access)?;
         let mh = MetaHeader::read_from_prefix(&m[..])
-            .map_err(|_| bad(&path, "short"))?
+            .map_err(|_| bad(&path, Problem::Misaligned))?
             .0;
         let off = ttrace_layouts::meta::records_offset(h.max_tracepoints) as usize;
         if mh.magic != META_MAGIC
             || mh.max_tracepoints != h.max_tracepoints
             || mh.records_offset != off as u64
         {
-            return Err(bad(
-                &path,
-                "metadata header does not match the device header",
-            ));
+            return Err(bad(&path, Problem::Mismatch));
         }
         let table_bytes = h.max_tracepoints as usize * 8;
         let (front, records) = m.split_at_mut(off);
         let table =
             &mut front[layout_meta_header_bytes()..layout_meta_header_bytes() + table_bytes];
         let tp_words = NonNull::from(
-            <[AtomicU64]>::mut_from_bytes(table).map_err(|_| bad(&path, "misaligned"))?,
+            <[AtomicU64]>::mut_from_bytes(table).map_err(|_| bad(&path, Problem::Misaligned))?,
         );
         let meta_records = NonNull::from(
-            <[AtomicU64]>::mut_from_bytes(records).map_err(|_| bad(&path, "misaligned"))?,
+            <[AtomicU64]>::mut_from_bytes(records).map_err(|_| bad(&path, Problem::Misaligned))?,
         );
         maps.push(m);
         Ok(Device {
@@ -303,10 +304,7 @@ impl Device {
             // SAFETY: `header` points into a live mapping owned by self (see `Device`).
             let rh = unsafe { view.header.as_ref() };
             if rh.magic != RING_MAGIC || rh.cpu as usize != cpu || rh.slots != self.ring_mask + 1 {
-                return Err(bad(
-                    &self.dir.join(format!("cpu{cpu}")),
-                    "ring header does not match the device header",
-                ));
+                return Err(bad(&self.dir.join(format!("cpu{cpu}")), Problem::Mismatch));
             }
         }
         Ok(())
@@ -364,7 +362,7 @@ impl Device {
                 let mut maps = maps;
                 let header_ptr = NonNull::from(
                     DeviceHeader::mut_from_bytes(&mut maps[0][..])
-                        .map_err(|_| bad(dir, "misaligned"))?,
+                        .map_err(|_| bad(dir, Problem::Misaligned))?,
                 );
                 Device::assemble(dir, header_ptr, &h, maps, Access::ReadWrite)
             }
@@ -404,7 +402,7 @@ impl Device {
                 Access::ReadWrite,
             )?;
             let rh = RingHeader::mut_from_bytes(&mut m[..RING_HEADER_BYTES])
-                .map_err(|_| bad(&path, "misaligned"))?;
+                .map_err(|_| bad(&path, Problem::Misaligned))?;
             rh.magic = RING_MAGIC;
             rh.cpu = cpu;
             rh.slots = h.ring_slots;

@@ -14,12 +14,12 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The directory exists but does not hold a device this version can use.
-    #[error("{}: not a usable ttrace device: {why}", path.display())]
+    #[error("{}: not a usable ttrace device: {problem}", path.display())]
     BadDevice {
         /// The file at fault.
         path: PathBuf,
         /// What is wrong with it.
-        why: String,
+        problem: Problem,
     },
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
@@ -43,6 +43,31 @@ pub enum Error {
     /// A global device is already installed.
     #[error("a ttrace device is already installed in this process ({})", .0.display())]
     AlreadyInstalled(PathBuf),
+}
+
+/// What is wrong with a file that is not part of a usable device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    /// The device header is not one this code can use (magic, byte order, version, sizes).
+    #[error("{0}")]
+    Header(#[from] ttrace_layouts::device::HeaderError),
+    /// The file does not have the length the device header implies.
+    #[error("is {found} bytes, expected {expected}")]
+    Length {
+        /// Its length.
+        found: u64,
+        /// The length it must have.
+        expected: u64,
+    },
+    /// The file is missing from the device directory.
+    #[error("missing")]
+    Missing,
+    /// The file's own header contradicts the device header.
+    #[error("its header does not match the device header")]
+    Mismatch,
+    /// The mapping is not aligned for the layout (it cannot happen with page-aligned maps).
+    #[error("misaligned mapping")]
+    Misaligned,
 }
 
 /// Result with [`Error`].

@@ -36,7 +36,7 @@ mod thread;
 mod tracepoint;
 
 pub use device::{default_dir, Config, Device};
-pub use error::{Error, Result};
+pub use error::{Error, Problem, Result};
 pub use global::{device, device_or_init, init};
 pub use thread::rename_thread;
 pub use tracepoint::{count_args, info, Arg, Tracepoint, CLASS_DEFAULT, UNREGISTERED};

@@ -26,7 +26,7 @@
 //! which changes no word.)
 
 use crate::sync::{AtomicWord, Ordering::*};
-use ttrace_layouts::entry::{Slot, Stamp, SLOT_WORDS};
+use ttrace_layouts::entry::{Slot, Stamp, MAX_ARGS, SLOT_WORDS};
 
 /// Attempts a writer makes to find a free slot before it drops the event (and counts it).
 pub const MAX_ATTEMPTS: u32 = 8;
@@ -269,7 +269,8 @@ impl<'a, S: SlotWords> Ring<'a, S> {
 }
 
 /// One event read from a ring: a parent entry with its continuation's words, if any.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(align(16))]
 pub struct Event {
     /// The parent's committed stamp (its timestamp).
     pub stamp: u64,
@@ -277,20 +278,46 @@ pub struct Event {
     pub type_word: ttrace_layouts::entry::TypeWord,
     /// `pid << 32 | tid` of the writer.
     pub ctx: u64,
-    /// Argument words: `type_word.nargs()` of them, or 5 if the continuation was lost.
-    pub args: Vec<u64>,
+    /// Argument words, `nargs` of them.
+    words: [u64; MAX_ARGS],
+    nargs: u8,
     /// Whether the entry announced a continuation that had been overwritten.
     pub continuation_lost: bool,
     /// Slot of the parent entry.
-    pub slot: usize,
+    pub slot: u32,
+}
+
+impl Event {
+    /// The argument words: `type_word.nargs()` of them, or the first 5 if the continuation
+    /// was lost.
+    #[inline]
+    pub fn args(&self) -> &[u64] {
+        &self.words[..self.nargs as usize]
+    }
+}
+
+impl core::fmt::Debug for Event {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Event")
+            .field("stamp", &self.stamp)
+            .field("type_word", &self.type_word)
+            .field("ctx", &self.ctx)
+            .field("args", &self.args())
+            .field("continuation_lost", &self.continuation_lost)
+            .field("slot", &self.slot)
+            .finish()
+    }
 }
 
 /// A consistent copy of a ring: every complete event, in time order, and the accounting.
 ///
 /// The counts are in slots (a continued event takes two). On a ring nobody is writing,
 /// `head == skipped + committed + claimed + lost` exactly.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RingSnapshot {
+///
+/// `RingSnapshot<Mark>` (a [`RingIndex`]) has the same counts but keeps only where each event
+/// is; [`Ring::event`] then copies it, if it is still there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingSnapshot<T = Event> {
     /// Positions reserved (the ring's `head`, read after the copy).
     pub head: u64,
     /// Positions given up without writing (`skipped`).
@@ -309,89 +336,243 @@ pub struct RingSnapshot {
     pub orphans: u64,
     /// Committed parents whose type word is malformed (a damaged device), skipped.
     pub malformed: u64,
+    /// Complete events left out because they were not newer than the timestamp asked for.
+    pub older: u64,
     /// Complete events, oldest first.
-    pub events: Vec<Event>,
+    pub events: Vec<T>,
+}
+
+impl<T> Default for RingSnapshot<T> {
+    fn default() -> Self {
+        RingSnapshot {
+            head: 0,
+            skipped: 0,
+            dropped: 0,
+            committed: 0,
+            claimed: 0,
+            lost: 0,
+            changed: 0,
+            orphans: 0,
+            malformed: 0,
+            older: 0,
+            events: Vec::new(),
+        }
+    }
+}
+
+/// Where a complete event was: its stamp and its parent's slot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Mark {
+    /// The parent's stamp.
+    pub stamp: u64,
+    /// The parent's slot.
+    pub slot: u32,
+}
+
+/// The time-ordered marks of a ring's complete events, with the counts of a snapshot.
+pub type RingIndex = RingSnapshot<Mark>;
+
+/// What a scan keeps of each event.
+pub trait Kept: Sized {
+    /// Keeps `event`.
+    fn keep(event: Event) -> Self;
+    /// Its stamp.
+    fn stamp(&self) -> u64;
+}
+
+impl Kept for Event {
+    #[inline]
+    fn keep(event: Event) -> Event {
+        event
+    }
+    #[inline]
+    fn stamp(&self) -> u64 {
+        self.stamp
+    }
+}
+
+impl Kept for Mark {
+    #[inline]
+    fn keep(event: Event) -> Mark {
+        Mark {
+            stamp: event.stamp,
+            slot: event.slot,
+        }
+    }
+    #[inline]
+    fn stamp(&self) -> u64 {
+        self.stamp
+    }
+}
+
+impl<T: Kept> RingSnapshot<T> {
+    /// Counts one slot read.
+    #[inline]
+    fn count(&mut self, r: &SlotRead) {
+        match r {
+            SlotRead::Empty => {}
+            SlotRead::Claimed(_) => self.claimed += 1,
+            SlotRead::Changed => self.changed += 1,
+            SlotRead::Committed(_) => self.committed += 1,
+        }
+    }
+
+    /// Takes the event of `prev` (read from slot `prev_slot`) if it is a parent, with `next`
+    /// (the read of the following slot) as its possible continuation; counts `next` as an
+    /// orphan if it is a continuation whose parent `prev` is not.
+    #[inline]
+    fn visit(&mut self, prev: &SlotRead, prev_slot: usize, next: &SlotRead, newer_than: u64) {
+        let parent = match prev {
+            SlotRead::Committed(w) if !Stamp(w[0]).is_continuation() => Some(w),
+            _ => None,
+        };
+        if let Some(w) = parent {
+            match stitch(w, prev_slot, || *next) {
+                Some((e, _)) if e.stamp > newer_than => self.events.push(T::keep(e)),
+                Some(_) => self.older += 1,
+                None => self.malformed += 1,
+            }
+        }
+        if let SlotRead::Committed(c) = next {
+            if Stamp(c[0]).is_continuation()
+                && parent.is_none_or(|w| c[0] != w[0] | Stamp::CONTINUATION)
+            {
+                self.orphans += 1;
+            }
+        }
+    }
 }
 
 /// The event whose parent entry is `reads[i]` (a committed parent), with its continuation
 /// from the next slot when that slot holds it (stamp = parent's | 1); returns the event and
 /// the continuation's slot, or `None` if the parent's type word is malformed.
 pub fn event_at(reads: &[SlotRead], i: usize) -> Option<(Event, Option<usize>)> {
-    use ttrace_layouts::entry::{TypeWord, ENTRY_ARGS};
     let SlotRead::Committed(w) = reads[i] else {
         return None;
     };
+    let j = (i + 1) % reads.len();
+    let (event, stitched) = stitch(&w, i, || reads[j])?;
+    Some((event, stitched.then_some(j)))
+}
+
+/// The event of the committed entry `w` (from slot `i`) if it is a well-formed parent, with
+/// its continuation taken from `next` (the following slot's read) when that holds it; also
+/// says whether it did.
+#[inline]
+fn stitch(
+    w: &[u64; SLOT_WORDS],
+    i: usize,
+    next: impl FnOnce() -> SlotRead,
+) -> Option<(Event, bool)> {
+    use ttrace_layouts::entry::{TypeWord, ENTRY_ARGS};
     let tw = TypeWord(w[1]);
     if Stamp(w[0]).is_continuation() || !tw.is_valid() {
         return None;
     }
-    let mut args = w[3..3 + (tw.nargs() as usize).min(ENTRY_ARGS)].to_vec();
-    let (mut continuation_lost, mut cont) = (false, None);
-    if tw.has_continuation() {
-        let j = (i + 1) % reads.len();
-        match reads[j] {
-            SlotRead::Committed(c) if c[0] == w[0] | Stamp::CONTINUATION => {
-                args.extend_from_slice(&c[1..1 + tw.nargs() as usize - ENTRY_ARGS]);
-                cont = Some(j);
-            }
-            _ => continuation_lost = true,
-        }
-    }
-    let event = Event {
+    let nargs = tw.nargs() as usize;
+    let mut event = Event {
         stamp: w[0],
         type_word: tw,
         ctx: w[2],
-        args,
-        continuation_lost,
-        slot: i,
+        words: [0; MAX_ARGS],
+        nargs: nargs.min(ENTRY_ARGS) as u8,
+        continuation_lost: false,
+        slot: i as u32,
     };
-    Some((event, cont))
+    event.words[..ENTRY_ARGS].copy_from_slice(&w[3..]);
+    let mut stitched = false;
+    if tw.has_continuation() {
+        match next() {
+            SlotRead::Committed(c) if c[0] == w[0] | Stamp::CONTINUATION => {
+                event.words[ENTRY_ARGS..].copy_from_slice(&c[1..]);
+                event.nargs = nargs as u8;
+                stitched = true;
+            }
+            _ => event.continuation_lost = true,
+        }
+    }
+    // Words beyond `nargs` are whatever the writer left there: clear them so that equal
+    // events compare equal.
+    event.words[event.nargs as usize..].fill(0);
+    Some((event, stitched))
 }
 
 impl<S: SlotWords> Ring<'_, S> {
     /// Copies every slot with the stamp check, stitches continuations to their parents and
     /// orders the events by time.
     pub fn snapshot(&self) -> RingSnapshot {
+        self.snapshot_newer_than(0)
+    }
+
+    /// [`Ring::snapshot`], keeping only the events stamped after `timestamp` (Akaros's
+    /// `settimestamp`); the counts still describe the whole ring.
+    ///
+    /// Note that "after `timestamp`" is not "written since a copy that saw `timestamp`": a
+    /// writer preempted between taking its timestamp and committing can commit an older stamp
+    /// later. To read only what is new, exactly, use a per-slot cursor (devttrace's
+    /// `Follower`).
+    pub fn snapshot_newer_than(&self, timestamp: u64) -> RingSnapshot {
+        self.scan(timestamp)
+    }
+
+    /// [`Ring::snapshot_newer_than`] that keeps only where each event is, not a copy of it:
+    /// the cheap first half of a two-pass read ([`Ring::event`] is the second), which needs
+    /// memory for 16 bytes per event instead of 128.
+    pub fn index_newer_than(&self, timestamp: u64) -> RingIndex {
+        self.scan(timestamp)
+    }
+
+    /// The event at `mark` if its slot still holds it (read with the stamp check, its
+    /// continuation stitched from the next slot); `None` if it was overwritten since.
+    pub fn event(&self, mark: Mark) -> Option<Event> {
         let n = self.slots.len();
-        let reads: Vec<SlotRead> = (0..n).map(|i| self.read(i)).collect();
+        let i = mark.slot as usize;
+        if i >= n {
+            return None;
+        }
+        match self.read(i) {
+            SlotRead::Committed(w) if w[0] == mark.stamp => {
+                stitch(&w, i, || self.read((i + 1) & (n - 1))).map(|(e, _)| e)
+            }
+            _ => None,
+        }
+    }
+
+    fn scan<T: Kept>(&self, timestamp: u64) -> RingSnapshot<T> {
+        let n = self.slots.len();
+        // Relaxed: only a starting point. Visiting the slots oldest first makes the events
+        // come out sorted already (in the common case); any value gives the same result.
+        let head = self.head.load(Relaxed);
+        let start = (head as usize) & (n - 1);
         let mut snap = RingSnapshot {
-            head: self.head.load(Acquire),
-            skipped: self.skipped.load(Acquire),
-            dropped: self.dropped.load(Acquire),
+            events: Vec::with_capacity(n.min(head as usize)),
             ..RingSnapshot::default()
         };
-        let mut used_as_cont = vec![false; n];
-        for (i, r) in reads.iter().enumerate() {
-            match *r {
-                SlotRead::Empty => {}
-                SlotRead::Claimed(_) => snap.claimed += 1,
-                SlotRead::Changed => snap.changed += 1,
-                SlotRead::Committed(w) if Stamp(w[0]).is_continuation() => snap.committed += 1,
-                SlotRead::Committed(_) => {
-                    snap.committed += 1;
-                    match event_at(&reads, i) {
-                        Some((event, cont)) => {
-                            if let Some(j) = cont {
-                                used_as_cont[j] = true;
-                            }
-                            snap.events.push(event);
-                        }
-                        None => snap.malformed += 1,
-                    }
-                }
-            }
+        // Each slot is read once, in the order start, start+1, ..., start-1, then the first
+        // read is used again as the successor of the last. A parent is turned into an event
+        // when its successor (which may hold its continuation) has been read.
+        let first = self.read(start);
+        let mut prev = first;
+        snap.count(&first);
+        for k in 1..n {
+            let i = (start + k) & (n - 1);
+            let r = self.read(i);
+            snap.count(&r);
+            snap.visit(&prev, (i + n - 1) & (n - 1), &r, timestamp);
+            prev = r;
         }
-        snap.orphans = reads
-            .iter()
-            .zip(&used_as_cont)
-            .filter(|(r, used)| {
-                matches!(r, SlotRead::Committed(w) if Stamp(w[0]).is_continuation()) && !**used
-            })
-            .count() as u64;
+        snap.visit(&prev, (start + n - 1) & (n - 1), &first, timestamp);
+        snap.head = self.head.load(Acquire);
+        snap.skipped = self.skipped.load(Acquire);
+        snap.dropped = self.dropped.load(Acquire);
         snap.lost = snap
             .head
             .saturating_sub(snap.skipped + snap.committed + snap.claimed);
-        snap.events.sort_by_key(|e| (e.stamp, e.slot));
+        // Usually sorted already (slots visited oldest first); the check avoids the sort's
+        // scratch buffer, half the size of the events.
+        if !snap.events.is_sorted_by_key(T::stamp) {
+            snap.events.sort_by_key(T::stamp);
+        }
         snap
     }
 }
@@ -425,9 +606,22 @@ mod tests {
             assert!(m.ring().write(1000 + 10 * i, 1, &words(1, &[i])).is_some());
         }
         let s = m.ring().snapshot();
-        let got: Vec<u64> = s.events.iter().map(|e| e.args[0]).collect();
+        let got: Vec<u64> = s.events.iter().map(|e| e.args()[0]).collect();
         assert_eq!(got, (12..20).collect::<Vec<_>>());
         assert_eq!((s.head, s.lost, s.committed, s.skipped), (20, 12, 8, 0));
+        check_accounting(&s);
+    }
+
+    #[test]
+    fn newer_than_keeps_later_events_and_the_whole_ring_counts() {
+        let m = HeapRing::<AtomicU64>::new(8);
+        for i in 0..12u64 {
+            m.ring().write(1000 + 10 * i, 1, &words(1, &[i]));
+        }
+        let s = m.ring().snapshot_newer_than(1080);
+        let got: Vec<u64> = s.events.iter().map(|e| e.args()[0]).collect();
+        assert_eq!(got, vec![9, 10, 11]);
+        assert_eq!((s.older, s.committed, s.lost), (5, 8, 4));
         check_accounting(&s);
     }
 
@@ -451,8 +645,8 @@ mod tests {
             .iter()
             .find(|e| e.type_word.nargs() == 12)
             .expect("pair present");
-        assert_eq!(pair.args, all);
-        assert_eq!(pair.slot, 3);
+        assert_eq!(pair.args(), all);
+        assert_eq!(pair.slot, 3u32);
         assert!(!pair.continuation_lost);
         // Slot 0 (entry 0) was overwritten by the continuation: events are entries 1, 2, pair.
         assert_eq!(s.events.len(), 3);
@@ -476,7 +670,7 @@ mod tests {
         assert_eq!(s.events.len(), 3);
         let first = &s.events[0];
         assert!(first.continuation_lost);
-        assert_eq!(first.args, args[..5]);
+        assert_eq!(first.args(), &args[..5]);
         assert_eq!(
             s.orphans, 1,
             "slot 3 is a continuation whose parent is gone"
@@ -496,7 +690,7 @@ mod tests {
         let s = m.ring().snapshot();
         assert_eq!((s.claimed, s.skipped, s.head), (1, 3, 11));
         assert_eq!(
-            s.events.iter().map(|e| e.args[0]).collect::<Vec<_>>(),
+            s.events.iter().map(|e| e.args()[0]).collect::<Vec<_>>(),
             vec![5, 6, 7]
         );
         check_accounting(&s);

@@ -352,7 +352,7 @@ fn a_read_only_attach_sees_live_updates_and_cannot_change_the_device() {
         .snapshot()
         .events
         .iter()
-        .map(|e| e.args[0])
+        .map(|e| e.args()[0])
         .collect();
     assert_eq!(args, [1, 2]);
     assert!(matches!(

@@ -61,7 +61,7 @@ fn trace_points_record_arguments_strings_and_thread_names() {
     let got: Vec<(String, Vec<u64>)> = snap
         .events
         .iter()
-        .map(|e| (name_of(e), e.args.clone()))
+        .map(|e| (name_of(e), e.args().to_vec()))
         .collect();
     assert_eq!(got[0], ("t_off".to_string(), vec![0]));
     assert_eq!(got[1], ("t_none".to_string(), vec![]));
@@ -84,13 +84,13 @@ fn trace_points_record_arguments_strings_and_thread_names() {
     assert_eq!((worker >> 32) as u32, std::process::id());
     assert!(meta.process_name(std::process::id()).is_some());
 
-    let text = snap.events[4].args[0];
+    let text = snap.events[4].args()[0];
     assert_ne!(text & AUX_REF, 0);
     let aux = dev.aux_snapshot().unwrap();
     let rec = aux.get(text & !AUX_REF).expect("string kept");
     assert_eq!(rec.bytes, b"/etc/hosts");
     assert_eq!(rec.ctx, worker);
-    assert_eq!(snap.events[4].args[1], 9);
+    assert_eq!(snap.events[4].args()[1], 9);
 
     assert!(ttrace_core::info("hello"));
     let aux = dev.aux_snapshot().unwrap();

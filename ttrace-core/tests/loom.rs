@@ -168,13 +168,13 @@ fn continuation_split_by_a_lapping_writer_is_never_stitched_to_another_parent() 
                 assert_eq!(Some(e.stamp), pair_stamp, "{e:?}");
                 let n = if e.continuation_lost { 5 } else { 12 };
                 assert_eq!(
-                    e.args,
+                    e.args(),
                     (0..n).map(|i| arg(1, i)).collect::<Vec<_>>(),
                     "{e:?}"
                 );
             } else {
                 let mut copy = [e.stamp, e.type_word.0, e.ctx, 0, 0, 0, 0, 0];
-                copy[3..].copy_from_slice(&e.args);
+                copy[3..].copy_from_slice(&e.args());
                 assert_is_a_write(&copy, &singles);
             }
         }
