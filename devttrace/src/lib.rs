@@ -1,1 +1,34 @@
-//! The ttrace device interface for readers (filled in by the devttrace issue).
+//! The ttrace device interface for readers, after Akaros's `#ttrace` device: the `version`
+//! header, consistent snapshots of the per-CPU rings (`cpuN`) and of the `aux` buffer, the
+//! metadata that names everything, and `ctl`, which changes what is recorded.
+//!
+//! A device is a directory of memory-mapped files written by any process that links
+//! `ttrace-core`. [`Device::open`] maps it read-only: it works on a running process and on
+//! one that has died, and it checks every file before anything is read from it, so a damaged
+//! or foreign directory is a typed [`Error`] naming the file, never a crash.
+//!
+//! ```no_run
+//! let dev = devttrace::Device::open_default()?;
+//! let snap = dev.snapshot()?;
+//! for (cpu, ring) in snap.cpus.iter().enumerate() {
+//!     println!("cpu{cpu}: {} events, {} lost", ring.events.len(), ring.lost);
+//! }
+//! # Ok::<(), devttrace::Error>(())
+//! ```
+
+mod device;
+mod error;
+mod follow;
+mod snapshot;
+mod version;
+mod view;
+
+pub use device::{default_dir, Device, Status};
+pub use error::{Error, Problem, Result};
+pub use follow::{Follower, Poll};
+pub use snapshot::Snapshot;
+pub use ttrace_core::aux::{AuxRecord, AuxSnapshot};
+pub use ttrace_core::meta::{Metadata, TaskInfo, TracepointInfo};
+pub use ttrace_core::ring::{Event, Mark, RingIndex, RingSnapshot};
+pub use version::{Clock, Version};
+pub use view::View;

@@ -1,0 +1,236 @@
+//! A device opened by a reader: Akaros's `version`, `cpuN`, `aux` and `ctl` files as methods.
+
+use crate::error::{Error, Problem, Result};
+use crate::snapshot::Snapshot;
+use crate::version::Version;
+use crate::view::View;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Acquire;
+use ttrace_core::aux::AuxSnapshot;
+use ttrace_core::meta::Metadata;
+use ttrace_core::ring::RingSnapshot;
+
+/// A ttrace device directory opened for reading (and, if asked, for control).
+///
+/// It may belong to a running process or to one that has died; opening checks the magic and
+/// byte order, the layout versions, and every file's length against the header, so that
+/// nothing read later can fall outside a file.
+///
+/// ```
+/// # let tmp = tempfile::tempdir().unwrap();
+/// # let dir = tmp.path().join("dev");
+/// # let w = ttrace_core::Device::open(&ttrace_core::Config {
+/// #     ring_slots: 64, cpus: Some(2), ..ttrace_core::Config::at(&dir) }).unwrap();
+/// # let (_, word) = w.register_tracepoint(&ttrace_core::meta::Definition {
+/// #     name: "hello", kind: ttrace_core::Kind::Start, classes: 1, format: "n={n}", nargs: 1 }).unwrap();
+/// # w.emit(word, 1 << 32 | 2, &[42]);
+/// let dev = devttrace::Device::open(&dir)?;
+/// assert_eq!(dev.version().num_cpus, 2);
+/// let events: usize = (0..dev.cpus()).map(|n| dev.cpu(n).map(|s| s.events.len())).sum::<Result<_, _>>()?;
+/// assert_eq!(events, 1);
+/// assert!(dev.ctl_write("clrbits 1").is_err(), "opened read-only");
+/// # Ok::<(), devttrace::Error>(())
+/// ```
+pub struct Device {
+    dev: ttrace_core::Device,
+}
+
+/// The device's counters and control words at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Class mask: a tracepoint records only if its classes intersect it.
+    pub mask: u64,
+    /// Control changes so far.
+    pub ctl_generation: u64,
+    /// Offset of the oldest intact aux record.
+    pub aux_first: u64,
+    /// Offset one past the newest aux record.
+    pub aux_last: u64,
+    /// Aux records written since creation.
+    pub aux_records: u64,
+    /// Aux records whose payload was truncated.
+    pub aux_truncated: u64,
+    /// Aux writes dropped.
+    pub aux_dropped: u64,
+    /// Bytes of metadata records.
+    pub meta_used: u64,
+    /// Metadata records dropped (area full).
+    pub meta_dropped: u64,
+    /// Tracepoints registered.
+    pub tracepoints: u64,
+}
+
+fn checked(dir: &Path, r: ttrace_core::Result<ttrace_core::Device>) -> Result<Device> {
+    if !dir.is_dir() {
+        return Err(Error::Missing(dir.to_path_buf()));
+    }
+    match r {
+        Ok(dev) => Ok(Device { dev }),
+        Err(ttrace_core::Error::Io { path, source })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Err(Error::Invalid {
+                path,
+                problem: Problem::Missing,
+            })
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl Device {
+    /// Opens the device at `dir` read-only: its files are opened `O_RDONLY` and mapped
+    /// private, so nothing can be changed through it, and it still sees every new entry.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Device> {
+        let dir = dir.as_ref();
+        checked(dir, ttrace_core::Device::attach_read_only(dir))
+    }
+
+    /// Opens the user's default device (`$TTRACE_DIR`, else `/dev/shm/ttrace-<uid>`).
+    pub fn open_default() -> Result<Device> {
+        Device::open(default_dir())
+    }
+
+    /// Opens the device at `dir` read-write, as [`Device::ctl_write`] needs.
+    pub fn open_for_control(dir: impl AsRef<Path>) -> Result<Device> {
+        let dir = dir.as_ref();
+        checked(dir, ttrace_core::Device::attach(dir))
+    }
+
+    /// The device directory.
+    pub fn dir(&self) -> &Path {
+        self.dev.dir()
+    }
+
+    /// The writer-side view of the same mappings (for tools that need the raw protocol).
+    pub fn core(&self) -> &ttrace_core::Device {
+        &self.dev
+    }
+
+    /// The header as a value.
+    pub fn version(&self) -> Version {
+        Version::of(self.dev.header())
+    }
+
+    /// Counters and control words.
+    pub fn status(&self) -> Status {
+        let h = self.dev.header();
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Acquire);
+        Status {
+            mask: load(&h.type_mask),
+            ctl_generation: load(&h.ctl_generation),
+            aux_first: load(&h.aux_first),
+            aux_last: load(&h.aux_last),
+            aux_records: load(&h.aux_records),
+            aux_truncated: load(&h.aux_truncated),
+            aux_dropped: load(&h.aux_dropped),
+            meta_used: load(&h.meta_used),
+            meta_dropped: load(&h.meta_dropped),
+            tracepoints: load(&h.tp_count),
+        }
+    }
+
+    /// Number of rings (`cpu0` .. `cpu{n-1}`).
+    pub fn cpus(&self) -> usize {
+        self.dev.num_rings()
+    }
+
+    fn ring(&self, cpu: usize) -> Result<ttrace_core::ring::Ring<'_, ttrace_layouts::entry::Slot>> {
+        if cpu >= self.cpus() {
+            return Err(Error::NoSuchCpu {
+                cpu,
+                rings: self.cpus(),
+            });
+        }
+        Ok(self.dev.ring(cpu))
+    }
+
+    /// A consistent copy of ring `cpu`: only complete entries (each copied between two reads
+    /// of its stamp that agree), continuations stitched to their parents, in time order, with
+    /// exact counts of what was overwritten and of what was incomplete.
+    pub fn cpu(&self, cpu: usize) -> Result<RingSnapshot> {
+        Ok(self.ring(cpu)?.snapshot())
+    }
+
+    /// [`Device::cpu`], keeping only the events stamped after `timestamp` (Akaros's
+    /// `settimestamp`). See [`crate::Follower`] for reading exactly what is new.
+    pub fn cpu_newer_than(&self, cpu: usize, timestamp: u64) -> Result<RingSnapshot> {
+        Ok(self.ring(cpu)?.snapshot_newer_than(timestamp))
+    }
+
+    /// A consistent copy of the aux buffer: the records complete and within `[first, last)`.
+    pub fn aux(&self) -> Result<AuxSnapshot> {
+        self.dev.aux_snapshot().map_err(|source| Error::Aux {
+            path: self.dir().join("aux"),
+            source,
+        })
+    }
+
+    /// Tracepoint definitions, thread and process names.
+    pub fn metadata(&self) -> Metadata {
+        self.dev.metadata()
+    }
+
+    /// Whether tracepoint `id` records now (its classes meet the mask and the rules allow it).
+    pub fn enabled(&self, id: u16) -> bool {
+        self.dev.tracepoint_enabled(id)
+    }
+
+    /// The control state as text: `setmask <mask> <all bits>` then one line per rule; writing
+    /// these lines back with [`Device::ctl_write`] restores it.
+    pub fn ctl(&self) -> String {
+        self.dev.control_text()
+    }
+
+    /// Applies one control command, atomically: `setmask <value> <mask>`, `setbits <bits>`,
+    /// `clrbits <bits>`, `enable <wildcard>`, `disable <wildcard>`, `reset`. A malformed
+    /// command changes nothing. Returns the number of tracepoints enabled afterwards.
+    pub fn ctl_write(&self, command: &str) -> Result<usize> {
+        if self.dev.access() == ttrace_core::device::Access::ReadOnly {
+            return Err(Error::ReadOnly(self.dir().to_path_buf()));
+        }
+        Ok(self.dev.apply_text(command)?)
+    }
+
+    /// Every ring indexed, then the aux buffer and the metadata copied, as [`View`] explains.
+    pub fn view_newer_than(&self, timestamp: u64) -> Result<View<'_>> {
+        let cpus = (0..self.cpus())
+            .map(|n| Ok(self.ring(n)?.index_newer_than(timestamp)))
+            .collect::<Result<Vec<_>>>()?;
+        let aux = self.aux()?;
+        Ok(View::new(self, cpus, aux))
+    }
+
+    /// Everything at once: every ring, then the aux buffer, then the metadata (in that
+    /// order, so that every tracepoint and string an entry refers to was written before the
+    /// copy of it was taken).
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        self.snapshot_newer_than(0)
+    }
+
+    /// [`Device::snapshot`] with [`Device::cpu_newer_than`].
+    pub fn snapshot_newer_than(&self, timestamp: u64) -> Result<Snapshot> {
+        let cpus = (0..self.cpus())
+            .map(|n| self.cpu_newer_than(n, timestamp))
+            .collect::<Result<Vec<_>>>()?;
+        let aux = self.aux()?;
+        let meta = self.metadata();
+        Ok(Snapshot {
+            dir: self.dir().to_path_buf(),
+            version: self.version(),
+            status: self.status(),
+            enabled: (0..meta.tracepoints.len() as u16)
+                .map(|id| self.enabled(id))
+                .collect(),
+            meta,
+            cpus,
+            aux,
+            messages_from: 0,
+        })
+    }
+}
+
+/// The user's default device directory: `$TTRACE_DIR`, else `/dev/shm/ttrace-<uid>`.
+pub fn default_dir() -> PathBuf {
+    ttrace_core::default_dir()
+}

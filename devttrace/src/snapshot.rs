@@ -1,0 +1,46 @@
+//! A whole device copied at one moment.
+
+use crate::device::Status;
+use crate::version::Version;
+use std::path::PathBuf;
+use ttrace_core::aux::{AuxRecord, AuxSnapshot};
+use ttrace_core::meta::Metadata;
+use ttrace_core::ring::RingSnapshot;
+use ttrace_layouts::aux::AuxTag;
+
+/// Every ring, the aux buffer and the metadata of a device.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// Where it was read from.
+    pub dir: PathBuf,
+    /// The header.
+    pub version: Version,
+    /// Counters and control words.
+    pub status: Status,
+    /// Definitions and names.
+    pub meta: Metadata,
+    /// Whether each tracepoint (by id) was enabled.
+    pub enabled: Vec<bool>,
+    /// One snapshot per ring.
+    pub cpus: Vec<RingSnapshot>,
+    /// The aux buffer.
+    pub aux: AuxSnapshot,
+    /// Messages (info records) at aux offsets from here on belong to this snapshot; a
+    /// [`crate::Follower`] moves it forward so that each message is reported once.
+    pub messages_from: u64,
+}
+
+impl Snapshot {
+    /// The free-form messages of this snapshot, oldest first.
+    pub fn messages(&self) -> impl Iterator<Item = &AuxRecord> + '_ {
+        self.aux
+            .records
+            .iter()
+            .filter(move |r| r.tag == AuxTag::Info as u16 && r.offset >= self.messages_from)
+    }
+
+    /// Events in all rings.
+    pub fn events(&self) -> usize {
+        self.cpus.iter().map(|c| c.events.len()).sum()
+    }
+}
