@@ -1,6 +1,6 @@
-//! Rendering a tracepoint's format string with an event's argument words.
+//! A tracepoint's format string, parsed once and rendered for every event.
 
-use std::fmt::Write;
+use crate::out;
 use ttrace_core::aux::AuxSnapshot;
 use ttrace_layouts::aux::{AUX_NONE, AUX_REF};
 
@@ -28,7 +28,8 @@ pub enum Piece {
     Arg(String, Spec),
 }
 
-/// Parses a format string. Unknown specs show as unsigned; an unclosed `{` is literal text.
+/// Parses a format string. `{{` and `}}` are literal braces; unknown specs show as
+/// unsigned; an unclosed `{` is literal text.
 ///
 /// ```
 /// use ttrace_reader::format::{parse, Piece, Spec};
@@ -78,40 +79,92 @@ pub fn parse(format: &str) -> Vec<Piece> {
     pieces
 }
 
-/// Writes `pieces` with the argument words `args` into `out`. Missing words (a lost
-/// continuation) show as `?`; strings no longer in the aux snapshot as `<lost>`.
-pub fn render(out: &mut String, pieces: &[Piece], args: &[u64], aux: &AuxSnapshot) {
+/// Writes `pieces` with the argument words `args` to `out`. Missing words (a lost
+/// continuation) show as `?`; strings no longer in the aux buffer as `<lost>`, cut ones end
+/// with `...`.
+///
+/// ```
+/// use ttrace_reader::format::{parse, render};
+/// let mut out = Vec::new();
+/// render(&mut out, &parse("a={a} b={b:x} c={c:d} d={d}"), &[7, 255, -3i64 as u64], &Default::default());
+/// assert_eq!(String::from_utf8(out).unwrap(), "a=7 b=0xff c=-3 d=?");
+/// ```
+pub fn render(out: &mut Vec<u8>, pieces: &[Piece], args: &[u64], aux: &AuxSnapshot) {
     let mut next = args.iter();
     for p in pieces {
         match p {
-            Piece::Text(t) => out.push_str(t),
+            Piece::Text(t) => out.extend_from_slice(t.as_bytes()),
             Piece::Arg(_, spec) => match next.next() {
-                None => out.push('?'),
-                Some(&w) => {
-                    let _ = match spec {
-                        Spec::Unsigned => write!(out, "{w}"),
-                        Spec::Signed => write!(out, "{}", w as i64),
-                        Spec::Hex => write!(out, "{w:#x}"),
-                        Spec::Float => write!(out, "{}", f64::from_bits(w)),
-                        Spec::Str => {
-                            match (w != AUX_NONE && w & AUX_REF != 0)
-                                .then(|| aux.get(w & !AUX_REF))
-                                .flatten()
-                            {
-                                Some(r) => write!(out, "{:?}", String::from_utf8_lossy(&r.bytes))
-                                    .and_then(|_| {
-                                        if r.truncated {
-                                            write!(out, "...")
-                                        } else {
-                                            Ok(())
-                                        }
-                                    }),
-                                None => write!(out, "<lost>"),
-                            }
-                        }
-                    };
-                }
+                None => out.push(b'?'),
+                Some(&w) => word(out, *spec, w, aux),
             },
         }
+    }
+}
+
+/// Writes one argument word as `spec` says.
+#[inline(always)]
+pub fn word(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshot) {
+    match spec {
+        Spec::Unsigned => out::put_u64(out, w),
+        Spec::Signed => out::put_i64(out, w as i64),
+        Spec::Hex => out::put_hex(out, w),
+        Spec::Float => {
+            use std::io::Write;
+            let _ = write!(out, "{}", f64::from_bits(w));
+        }
+        Spec::Str => match (w != AUX_NONE && w & AUX_REF != 0)
+            .then(|| aux.get(w & !AUX_REF))
+            .flatten()
+        {
+            Some(r) => {
+                quoted(out, &r.bytes);
+                if r.truncated {
+                    out.extend_from_slice(b"...");
+                }
+            }
+            None => out.extend_from_slice(b"<lost>"),
+        },
+    }
+}
+
+/// The bytes as a double-quoted string with Rust's escapes (invalid UTF-8 shown as U+FFFD).
+pub fn quoted(out: &mut Vec<u8>, bytes: &[u8]) {
+    if bytes
+        .iter()
+        .all(|&b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.push(b'"');
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+    } else {
+        use std::io::Write;
+        let _ = write!(out, "{:?}", String::from_utf8_lossy(bytes));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes() {
+        for s in ["plain /path 1", "tab\there", "quote\"", "back\\slash", "é"] {
+            let mut out = Vec::new();
+            quoted(&mut out, s.as_bytes());
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{s:?}"));
+        }
+    }
+
+    #[test]
+    fn braces_and_unknown_specs() {
+        assert_eq!(
+            parse("{{x}} {a:q} {"),
+            vec![
+                Piece::Text("{x} ".into()),
+                Piece::Arg("a".into(), Spec::Unsigned),
+                Piece::Text(" {".into())
+            ]
+        );
     }
 }

@@ -1,13 +1,22 @@
-//! ttrace-reader: decode a ttrace device to text.
+//! ttrace-reader: decode ttrace devices to text, follow them live, control them.
+//!
+//! The library turns what [`devttrace`] reads into lines: [`merge::Merge`] puts the events of
+//! every CPU (and the free-form messages) in one time order, [`decode::Decoder`] writes each
+//! as `time cpu pid/tid (thread) tracepoint(arguments)`, with the arguments rendered by the
+//! tracepoint's format string (decimal, hex, strings from the aux buffer).
 //!
 //! ```no_run
-//! let dev = ttrace_core::Device::attach(std::path::Path::new("/dev/shm/ttrace-1000"))?;
-//! let trace = ttrace_reader::text::Trace::capture(&dev);
-//! trace.write_lines(&mut std::io::stdout())?;
+//! use ttrace_reader::{decode::{Decoder, TimeFormat}, merge::{Filter, Merge}};
+//! let dev = devttrace::Device::open_default()?;
+//! let view = dev.view_newer_than(0)?;
+//! let items = Merge::view(&view, &Filter::default());
+//! Decoder::new(&view, TimeFormat::Relative).write_all(items, &mut std::io::stdout())?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod cli;
+pub mod decode;
 pub mod demo;
-pub mod follow;
 pub mod format;
-pub mod text;
+pub mod merge;
+pub mod out;

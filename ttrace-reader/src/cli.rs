@@ -1,0 +1,377 @@
+//! The `ttrace-reader` command line.
+
+use crate::decode::{self, Decoder, TimeFormat};
+use crate::merge::{Filter, Merge};
+use clap::{Args, Parser, Subcommand};
+use devttrace::{Device, Follower, View};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "ttrace-reader",
+    version,
+    about = "Decode, follow and control ttrace traces",
+    after_help = "DEVICE defaults to $TTRACE_DIR, else /dev/shm/ttrace-<uid>."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a built-in multi-threaded workload into a fresh device and print its trace.
+    Demo {
+        /// Threads per CPU.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Requests per thread.
+        #[arg(long, default_value_t = 4)]
+        requests: u64,
+        /// Record into this device directory (kept) instead of a fresh temporary one.
+        #[arg(long)]
+        device: Option<PathBuf>,
+        /// Repeat the workload until killed, printing nothing (to try `follow`, `ctl`, ...).
+        #[arg(long)]
+        forever: bool,
+    },
+    /// Print the whole trace as text: a header line, one line per event in time order
+    /// (time, cpu, pid/tid (thread), tracepoint(arguments)), and the lost counts.
+    Dump {
+        /// The device directory.
+        device: Option<PathBuf>,
+        #[command(flatten)]
+        select: Select,
+        /// Only events at or after this time (seconds since the device was created, as the
+        /// first column shows them).
+        #[arg(long, value_name = "SECONDS")]
+        since: Option<String>,
+        /// Show wall-clock UTC time instead of seconds since the device was created.
+        #[arg(long)]
+        utc: bool,
+    },
+    /// Print events as they are written, until interrupted; says how many were lost when the
+    /// writers overwrite entries before they could be read.
+    Follow {
+        /// The device directory.
+        device: Option<PathBuf>,
+        #[command(flatten)]
+        select: Select,
+        /// Stop after this many events.
+        #[arg(long)]
+        limit: Option<u64>,
+        /// Milliseconds between polls.
+        #[arg(long, default_value_t = 20)]
+        interval_ms: u64,
+        /// Show wall-clock UTC time instead of seconds since the device was created.
+        #[arg(long)]
+        utc: bool,
+    },
+    /// Show or change what is recorded: `setmask <value> <mask>`, `setbits <bits>`,
+    /// `clrbits <bits>`, `enable <wildcard>`, `disable <wildcard>`, `reset`.
+    Ctl {
+        /// `[DEVICE] [COMMAND ARGS...]`; with no command, prints the control state.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        words: Vec<String>,
+    },
+    /// Per-CPU entries, lost and incomplete counts, time span; aux use; tracepoints.
+    Stats {
+        /// The device directory.
+        device: Option<PathBuf>,
+    },
+}
+
+/// What to show.
+#[derive(Args)]
+struct Select {
+    /// Only these rings (`--cpu 0 --cpu 2` or `--cpu 0,2`).
+    #[arg(long, value_delimiter = ',', value_name = "N")]
+    cpu: Vec<usize>,
+    /// Only tracepoints whose name matches this wildcard (`*`, `?`); messages are `info`.
+    #[arg(long, value_name = "WILDCARD")]
+    filter: Option<String>,
+}
+
+const CTL_COMMANDS: [&str; 6] = [
+    "setmask", "setbits", "clrbits", "enable", "disable", "reset",
+];
+
+fn open(device: Option<PathBuf>) -> Result<Device, String> {
+    Device::open(device.unwrap_or_else(devttrace::default_dir)).map_err(|e| e.to_string())
+}
+
+fn filter(dev: &Device, select: Select) -> Result<Filter, String> {
+    if let Some(&c) = select.cpu.iter().find(|&&c| c >= dev.cpus()) {
+        return Err(format!("no ring cpu{c}: the device has {}", dev.cpus()));
+    }
+    Ok(Filter {
+        cpus: select.cpu,
+        name: select.filter,
+        since_ns: None,
+    })
+}
+
+fn time_format(utc: bool) -> TimeFormat {
+    if utc {
+        TimeFormat::Utc
+    } else {
+        TimeFormat::Relative
+    }
+}
+
+/// Writes a dump: header, events, footer.
+fn print(view: &View<'_>, filter: &Filter, time: TimeFormat) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", decode::header_line(view))?;
+    Decoder::new(view, time).write_all(Merge::view(view, filter), &mut out)?;
+    for (cpu, r) in view.cpus.iter().enumerate() {
+        if filter.cpus.is_empty() || filter.cpus.contains(&cpu) {
+            writeln!(out, "# {}", decode::ring_counts(cpu, r, view.vanished(cpu)))?;
+        }
+    }
+    writeln!(out, "{}", decode::aux_line(view))?;
+    out.flush()
+}
+
+fn dump(
+    device: Option<PathBuf>,
+    select: Select,
+    since: Option<String>,
+    utc: bool,
+) -> Result<(), String> {
+    let dev = open(device)?;
+    let mut filter = filter(&dev, select)?;
+    let mut newer_than = 0;
+    if let Some(s) = since {
+        let ns = decode::parse_seconds(&s)
+            .ok_or_else(|| format!("--since {s:?}: expected seconds, like 1.25"))?;
+        let clock = dev.version().clock;
+        // The rings keep what is after `ns - 1` (an event shown at `ns` was rounded from at
+        // least `ns - 0.5`); the exact cut is then made on the time as shown.
+        if ns > 0 {
+            newer_than = clock.anchor_ticks + clock.ns_to_ticks(ns as u64 - 1);
+        }
+        filter.since_ns = Some(ns);
+    }
+    let view = dev.view_newer_than(newer_than).map_err(|e| e.to_string())?;
+    quiet_pipe(print(&view, &filter, time_format(utc)))
+}
+
+fn follow(
+    dev: &Device,
+    filter: &Filter,
+    limit: Option<u64>,
+    interval: Duration,
+    time: TimeFormat,
+) -> Result<(), String> {
+    let mut follower = Follower::new(dev);
+    let mut out = std::io::stdout().lock();
+    let mut printed = 0u64;
+    let mut buf = Vec::new();
+    quiet_pipe(
+        writeln!(
+            out,
+            "# following {} (new events as they are written)",
+            dev.dir().display()
+        )
+        .and_then(|_| out.flush()),
+    )?;
+    loop {
+        let poll = follower.poll().map_err(|e| e.to_string())?;
+        let mut decoder = Decoder::new(&poll.snapshot, time);
+        buf.clear();
+        for item in Merge::snapshot(&poll.snapshot, filter) {
+            if limit.is_some_and(|l| printed >= l) {
+                break;
+            }
+            decoder.line(&item, &mut buf);
+            printed += 1;
+        }
+        for (cpu, &lost) in poll.lost.iter().enumerate() {
+            if lost > 0 && (filter.cpus.is_empty() || filter.cpus.contains(&cpu)) {
+                let _ = writeln!(
+                    buf,
+                    "# cpu{cpu}: {lost} entries lost (overwritten before they were read)"
+                );
+            }
+        }
+        let done = limit.is_some_and(|l| printed >= l);
+        match out.write_all(&buf).and_then(|_| out.flush()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+            Ok(()) if done => return Ok(()),
+            Ok(()) => std::thread::sleep(interval),
+        }
+    }
+}
+
+fn stats(dev: &Device) -> Result<String, String> {
+    let snap = dev.view_newer_than(0).map_err(|e| e.to_string())?;
+    let clock = snap.version.clock;
+    let secs = |t: u64| {
+        let ns = clock.since_anchor_ns(t);
+        format!(
+            "{}{}.{:09}",
+            if ns < 0 { "-" } else { "" },
+            ns.unsigned_abs() / 1_000_000_000,
+            ns.unsigned_abs() % 1_000_000_000
+        )
+    };
+    let mut s = decode::header_line(&snap) + "\n";
+    for (cpu, r) in snap.cpus.iter().enumerate() {
+        s += &decode::ring_counts(cpu, r, 0);
+        match (r.events.first(), r.events.last()) {
+            (Some(a), Some(b)) => {
+                s += &format!(", time {} .. {} s\n", secs(a.stamp), secs(b.stamp))
+            }
+            _ => s += "\n",
+        }
+    }
+    let st = &snap.status;
+    s += &format!(
+        "aux: {} of {} bytes in use, {} records kept, {} incomplete; since creation {} written, {} truncated, {} dropped\n",
+        snap.aux.last - snap.aux.first,
+        snap.version.aux_size,
+        snap.aux.records.len(),
+        snap.aux.incomplete,
+        st.aux_records,
+        st.aux_truncated,
+        st.aux_dropped,
+    );
+    s += &format!(
+        "metadata: {} of {} bytes in use, {} dropped; {} threads, {} processes named\n",
+        st.meta_used,
+        snap.version.meta_size,
+        st.meta_dropped,
+        snap.meta.threads.len(),
+        snap.meta.processes.len()
+    );
+    s += &format!("mask: {:#x}\n", st.mask);
+    s += &format!("tracepoints: {} defined\n", snap.meta.tracepoints.len());
+    for t in &snap.meta.tracepoints {
+        let on = if snap.enabled.get(t.id as usize) == Some(&true) {
+            "on "
+        } else {
+            "off"
+        };
+        s += &format!(
+            "  {on} {:>4} {} [{}] classes {:#x}: {}\n",
+            t.id,
+            t.name,
+            t.kind.name(),
+            t.classes,
+            t.format
+        );
+    }
+    Ok(s)
+}
+
+fn ctl(mut words: Vec<String>) -> Result<(), String> {
+    let device = match words.first() {
+        Some(w) if !CTL_COMMANDS.contains(&w.as_str()) => Some(PathBuf::from(words.remove(0))),
+        _ => None,
+    };
+    let dir = device.unwrap_or_else(devttrace::default_dir);
+    let dev = if words.is_empty() {
+        Device::open(&dir)
+    } else {
+        Device::open_for_control(&dir)
+    }
+    .map_err(|e| e.to_string())?;
+    if !words.is_empty() {
+        dev.ctl_write(&words.join(" ")).map_err(|e| e.to_string())?;
+    }
+    quiet_pipe(std::io::stdout().lock().write_all(dev.ctl().as_bytes()))
+}
+
+fn demo(
+    threads: usize,
+    requests: u64,
+    device: Option<PathBuf>,
+    forever: bool,
+) -> Result<(), String> {
+    let tmp = tempfile::Builder::new()
+        .prefix("ttrace-demo-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let dir = device.unwrap_or_else(|| tmp.path().join("dev"));
+    let cfg = ttrace_core::Config {
+        ring_slots: 4096,
+        ..ttrace_core::Config::at(&dir)
+    };
+    let writer = ttrace_core::init(&cfg).map_err(|e| e.to_string())?;
+    loop {
+        crate::demo::run(writer, threads, requests);
+        if !forever {
+            break;
+        }
+    }
+    let dev = open(Some(dir))?;
+    let view = dev.view_newer_than(0).map_err(|e| e.to_string())?;
+    quiet_pipe(print(&view, &Filter::default(), TimeFormat::Relative))
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Demo {
+            threads,
+            requests,
+            device,
+            forever,
+        } => demo(threads, requests, device, forever),
+        Command::Dump {
+            device,
+            select,
+            since,
+            utc,
+        } => dump(device, select, since, utc),
+        Command::Follow {
+            device,
+            select,
+            limit,
+            interval_ms,
+            utc,
+        } => {
+            let dev = open(device)?;
+            let filter = filter(&dev, select)?;
+            follow(
+                &dev,
+                &filter,
+                limit,
+                Duration::from_millis(interval_ms),
+                time_format(utc),
+            )
+        }
+        Command::Stats { device } => {
+            let text = stats(&open(device)?)?;
+            quiet_pipe(std::io::stdout().lock().write_all(text.as_bytes()))
+        }
+        Command::Ctl { words } => ctl(words),
+    }
+}
+
+/// Output to a closed pipe (`| head`) ends quietly.
+fn quiet_pipe(r: std::io::Result<()>) -> Result<(), String> {
+    match r {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.to_string()),
+        _ => Ok(()),
+    }
+}
+
+/// Runs the command line of the process; errors are one line on stderr and exit status 1.
+pub fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ttrace-reader: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

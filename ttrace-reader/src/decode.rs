@@ -1,0 +1,388 @@
+//! Events as text: one line per event.
+//!
+//! A line is `<seconds since the device was created> cpu<N> <pid>/<tid> (<thread name>)
+//! <tracepoint>(<arguments>)`, the arguments rendered with the tracepoint's format string.
+
+use crate::format::{self, parse, Piece, Spec};
+use crate::merge::Merge;
+use crate::out::{self, Text};
+use devttrace::{AuxRecord, AuxSnapshot, Clock, Event, Metadata, Snapshot, Status, Version, View};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+/// One line of a trace: a trace point from a ring, or a free-form message.
+#[derive(Clone, Copy, Debug)]
+pub enum Item<'s> {
+    /// An event of ring `cpu`.
+    Point {
+        /// The ring it was read from.
+        cpu: usize,
+        /// The event.
+        event: Event,
+    },
+    /// A message from the aux buffer.
+    Message(&'s AuxRecord),
+}
+
+impl Item<'_> {
+    /// When it happened (clock ticks).
+    #[inline]
+    pub fn timestamp(&self) -> u64 {
+        match self {
+            Item::Point { event, .. } => event.stamp,
+            Item::Message(r) => r.timestamp,
+        }
+    }
+}
+
+/// Everything besides the events that decoding needs: a snapshot's or a view's header,
+/// metadata and aux buffer.
+#[derive(Clone, Copy)]
+pub struct Context<'s> {
+    /// The device directory.
+    pub dir: &'s Path,
+    /// The header.
+    pub version: &'s Version,
+    /// Counters.
+    pub status: &'s Status,
+    /// Definitions and names.
+    pub meta: &'s Metadata,
+    /// Strings and messages.
+    pub aux: &'s AuxSnapshot,
+}
+
+impl<'s> From<&'s Snapshot> for Context<'s> {
+    fn from(s: &'s Snapshot) -> Context<'s> {
+        Context {
+            dir: &s.dir,
+            version: &s.version,
+            status: &s.status,
+            meta: &s.meta,
+            aux: &s.aux,
+        }
+    }
+}
+
+impl<'s> From<&'s View<'_>> for Context<'s> {
+    fn from(v: &'s View<'_>) -> Context<'s> {
+        Context {
+            dir: v.device().dir(),
+            version: &v.version,
+            status: &v.status,
+            meta: &v.meta,
+            aux: &v.aux,
+        }
+    }
+}
+
+/// How the time column is shown.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TimeFormat {
+    /// Seconds since the device was created, to the nanosecond.
+    #[default]
+    Relative,
+    /// UTC wall-clock time, to the nanosecond.
+    Utc,
+}
+
+/// What a tracepoint's line needs, prepared once.
+struct Compiled {
+    /// `name(` and the format's first text.
+    open: Text,
+    /// The format's arguments, each with the text that follows it (the last ends with `)`).
+    args: Vec<(Spec, Text)>,
+}
+
+impl Compiled {
+    fn new(name: &str, format: &str) -> Compiled {
+        let mut open = format!("{name}(").into_bytes();
+        let mut args: Vec<(Spec, Vec<u8>)> = Vec::new();
+        for p in parse(format) {
+            match p {
+                Piece::Text(t) => match args.last_mut() {
+                    Some((_, after)) => after.extend_from_slice(t.as_bytes()),
+                    None => open.extend_from_slice(t.as_bytes()),
+                },
+                Piece::Arg(_, spec) => args.push((spec, Vec::new())),
+            }
+        }
+        match args.last_mut() {
+            Some((_, after)) => after.push(b')'),
+            None => open.push(b')'),
+        }
+        Compiled {
+            open: Text::new(&open),
+            args: args.into_iter().map(|(s, t)| (s, Text::new(&t))).collect(),
+        }
+    }
+}
+
+/// Turns the items of one snapshot into text lines.
+pub struct Decoder<'s> {
+    aux: &'s AuxSnapshot,
+    cpus: usize,
+    clock: Clock,
+    time: TimeFormat,
+    tracepoints: Vec<Compiled>,
+    /// ` pid/tid (name) ` of every writer seen.
+    writers: Vec<Text>,
+    /// `pid << 32 | tid` → index in `writers`.
+    by_ctx: HashMap<u64, usize>,
+    /// Per ring: the last writer seen (writers come in runs).
+    recent: Vec<(u64, usize)>,
+}
+
+impl<'s> Decoder<'s> {
+    /// A decoder for the events of a snapshot or view (see [`Context`]).
+    pub fn new(ctx: impl Into<Context<'s>>, time: TimeFormat) -> Decoder<'s> {
+        let ctx = ctx.into();
+        let tracepoints = ctx
+            .meta
+            .tracepoints
+            .iter()
+            .map(|t| Compiled::new(&t.name, &t.format))
+            .collect();
+        let (mut writers, mut by_ctx) = (Vec::new(), HashMap::new());
+        // Later records win: a thread renamed shows its latest name.
+        for t in &ctx.meta.threads {
+            let ctx = (t.pid as u64) << 32 | t.tid as u64;
+            let text = Text::new(format!(" {}/{} ({}) ", t.pid, t.tid, t.name).as_bytes());
+            match by_ctx.get(&ctx) {
+                Some(&i) => writers[i] = text,
+                None => {
+                    by_ctx.insert(ctx, writers.len());
+                    writers.push(text);
+                }
+            }
+        }
+        let cpus = ctx.version.num_cpus as usize;
+        Decoder {
+            aux: ctx.aux,
+            cpus,
+            clock: ctx.version.clock,
+            time,
+            tracepoints,
+            writers,
+            by_ctx,
+            recent: vec![(u64::MAX, 0); cpus + 1],
+        }
+    }
+
+    /// Appends the line of `item`, newline included, to `out`.
+    pub fn line(&mut self, item: &Item<'_>, out: &mut Vec<u8>) {
+        let (ctx, cpu, slot) = match item {
+            Item::Point { event, cpu } => (event.ctx, event.type_word.cpu(), (*cpu).min(self.cpus)),
+            Item::Message(r) => (r.ctx, r.cpu, self.cpus),
+        };
+        self.time(item.timestamp(), out);
+        out.extend_from_slice(b" cpu");
+        out::put_u64(out, cpu as u64);
+        if self.recent[slot].0 != ctx {
+            let writers = &mut self.writers;
+            let i = *self.by_ctx.entry(ctx).or_insert_with(|| {
+                writers.push(Text::new(
+                    format!(" {}/{} (?) ", ctx >> 32, ctx as u32).as_bytes(),
+                ));
+                writers.len() - 1
+            });
+            self.recent[slot] = (ctx, i);
+        }
+        out::put_text(out, &self.writers[self.recent[slot].1]);
+        match item {
+            Item::Point { event, .. } => self.point(event, out),
+            Item::Message(r) => {
+                out.extend_from_slice(b"info(");
+                format::quoted(out, &r.bytes);
+                out.push(b')');
+            }
+        }
+        out.push(b'\n');
+    }
+
+    fn point(&self, event: &Event, out: &mut Vec<u8>) {
+        let id = event.type_word.tracepoint() as usize;
+        let Some(tp) = self.tracepoints.get(id) else {
+            let _ = write!(out, "tracepoint#{id}({:#x?})", event.args());
+            return;
+        };
+        out::put_text(out, &tp.open);
+        let args = event.args();
+        for (i, (spec, after)) in tp.args.iter().enumerate() {
+            match args.get(i) {
+                Some(&w) => format::word(out, *spec, w, self.aux),
+                None => out.push(b'?'),
+            }
+            out::put_text(out, after);
+        }
+        if event.continuation_lost {
+            out.extend_from_slice(b" [continuation lost]");
+        }
+    }
+
+    /// The time column.
+    fn time(&self, ticks: u64, out: &mut Vec<u8>) {
+        match self.time {
+            TimeFormat::Relative => {
+                let ns = self.clock.since_anchor_ns(ticks);
+                let abs = ns.unsigned_abs();
+                let secs = abs / 1_000_000_000;
+                // Right-aligned in 14 columns: at least "    0.000000000".
+                let width = (secs.max(1).ilog10() as usize + 1) + 10 + (ns < 0) as usize;
+                for _ in width..14 {
+                    out.push(b' ');
+                }
+                if ns < 0 {
+                    out.push(b'-');
+                }
+                out::put_u64(out, secs);
+                out.push(b'.');
+                out::put_nine_digits(out, (abs % 1_000_000_000) as u32);
+            }
+            TimeFormat::Utc => out.extend_from_slice(utc(self.clock.realtime_ns(ticks)).as_bytes()),
+        }
+    }
+
+    /// Writes the lines of the merged items to `out`, in large blocks; returns how many.
+    pub fn write_all(&mut self, items: Merge<'_>, out: &mut impl Write) -> std::io::Result<u64> {
+        let mut buf = Vec::with_capacity(1 << 17);
+        let mut n = 0;
+        items.try_for_each_ref(|item| {
+            n += 1;
+            self.line(item, &mut buf);
+            if buf.len() >= 1 << 16 {
+                out.write_all(&buf)?;
+                buf.clear();
+            }
+            Ok::<(), std::io::Error>(())
+        })?;
+        out.write_all(&buf)?;
+        Ok(n)
+    }
+}
+
+/// The header line of a dump: the device's facts.
+pub fn header_line<'s>(ctx: impl Into<Context<'s>>) -> String {
+    let ctx = ctx.into();
+    let v = ctx.version;
+    let clock = match v.clock.source {
+        ttrace_layouts::device::ClockSource::Tsc => {
+            format!("tsc {:.3} MHz", v.clock.hz as f64 / 1e6)
+        }
+        ttrace_layouts::device::ClockSource::MonotonicNs => "monotonic ns".to_string(),
+    };
+    format!(
+        "# ttrace {}: {} cpus x {} slots, aux {} KiB, {} tracepoints, clock {clock}, created {} by pid {}",
+        ctx.dir.display(),
+        v.num_cpus,
+        v.ring_slots,
+        v.aux_size >> 10,
+        ctx.meta.tracepoints.len(),
+        utc(v.clock.anchor_realtime_ns),
+        v.creator_pid,
+    )
+}
+
+/// The counts of one ring, as the footer and `stats` show them; `vanished` are events
+/// indexed but overwritten before they could be copied (see [`devttrace::View`]).
+pub fn ring_counts<T>(cpu: usize, r: &devttrace::RingSnapshot<T>, vanished: u64) -> String {
+    let mut s = format!(
+        "cpu{cpu}: {} entries, {} lost, {} incomplete, {} dropped",
+        r.committed,
+        r.lost + vanished,
+        r.claimed,
+        r.dropped
+    );
+    if r.orphans > 0 {
+        s += &format!(", {} orphaned continuations", r.orphans);
+    }
+    if r.malformed > 0 {
+        s += &format!(", {} malformed", r.malformed);
+    }
+    s
+}
+
+/// The aux line of the footer.
+pub fn aux_line<'s>(ctx: impl Into<Context<'s>>) -> String {
+    let ctx = ctx.into();
+    format!(
+        "# aux: {} records kept, {} incomplete, {} dropped{}",
+        ctx.aux.records.len(),
+        ctx.aux.incomplete,
+        ctx.status.aux_dropped,
+        if ctx.aux.corrupt {
+            ", walk stopped at a damaged record"
+        } else {
+            ""
+        }
+    )
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ` for nanoseconds since the Unix epoch.
+pub fn utc(ns: u64) -> String {
+    let (secs, nanos) = (ns / 1_000_000_000, ns % 1_000_000_000);
+    let (days, rem) = (secs / 86400, secs % 86400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// Parses seconds as the time column shows them (`12.000345`, `3`), exactly, to ns.
+pub fn parse_seconds(s: &str) -> Option<i64> {
+    let (neg, s) = s.strip_prefix('-').map_or((false, s), |r| (true, r));
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    if int.is_empty() && frac.is_empty() || frac.len() > 9 {
+        return None;
+    }
+    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(int) || !digits(frac) {
+        return None;
+    }
+    let secs: i64 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let nanos: i64 = format!("{frac:0<9}").parse().ok()?;
+    let ns = secs.checked_mul(1_000_000_000)?.checked_add(nanos)?;
+    Some(if neg { -ns } else { ns })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00.000000000Z");
+        assert_eq!(
+            utc(1_700_000_000_123_456_789),
+            "2023-11-14T22:13:20.123456789Z"
+        );
+        assert_eq!(
+            utc(951_782_400_000_000_000),
+            "2000-02-29T00:00:00.000000000Z"
+        );
+    }
+
+    #[test]
+    fn seconds_parse_exactly() {
+        assert_eq!(parse_seconds("1.5"), Some(1_500_000_000));
+        assert_eq!(parse_seconds("0.000000001"), Some(1));
+        assert_eq!(parse_seconds("12"), Some(12_000_000_000));
+        assert_eq!(parse_seconds(".25"), Some(250_000_000));
+        assert_eq!(parse_seconds("-0.5"), Some(-500_000_000));
+        for bad in ["", ".", "1.2.3", "1e3", "0.0000000001", "x"] {
+            assert_eq!(parse_seconds(bad), None, "{bad}");
+        }
+    }
+}

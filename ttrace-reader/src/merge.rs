@@ -1,0 +1,274 @@
+//! The events of every ring, and the messages, in one time order.
+//!
+//! Each ring's events are already in time order (a snapshot or an index sorts them), so a
+//! k-way merge of the runs orders everything, with no copy of the trace: a scan of the run
+//! heads per event for a few runs, a heap for many.
+
+use crate::decode::Item;
+use devttrace::{AuxRecord, Event, Mark, Snapshot, View};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use ttrace_layouts::aux::AuxTag;
+
+/// Which events to keep.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Only these rings (all if empty). Messages (from the aux buffer) belong to no ring and
+    /// are left out when rings are chosen.
+    pub cpus: Vec<usize>,
+    /// Only tracepoints whose name matches this wildcard (`*`, `?`); messages match `info`.
+    pub name: Option<String>,
+    /// Only events at or after this many nanoseconds since the device was created.
+    pub since_ns: Option<i64>,
+}
+
+/// One time-ordered run of items.
+enum Run<'s> {
+    /// A ring's index: each event is copied from the ring when it comes.
+    Marks(usize, &'s [Mark]),
+    /// A ring's copied events.
+    Events(usize, &'s [Event]),
+    /// Messages.
+    Messages(Vec<&'s AuxRecord>),
+}
+
+impl Run<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Run::Marks(_, m) => m.len(),
+            Run::Events(_, e) => e.len(),
+            Run::Messages(m) => m.len(),
+        }
+    }
+
+    #[inline]
+    fn stamp(&self, i: usize) -> u64 {
+        match self {
+            Run::Marks(_, m) => m[i].stamp,
+            Run::Events(_, e) => e[i].stamp,
+            Run::Messages(m) => m[i].timestamp,
+        }
+    }
+}
+
+/// A k-way merge of time-ordered runs; equal timestamps keep ring order, messages last.
+pub struct Merge<'s> {
+    runs: Vec<Run<'s>>,
+    /// Per run: the next index.
+    pos: Vec<usize>,
+    /// Per run: the stamp at `pos`, `u64::MAX` once done (for few runs: a linear scan).
+    next: Vec<u64>,
+    /// For many runs: a heap of (stamp, run).
+    heap: Option<BinaryHeap<Reverse<(u64, usize)>>>,
+    view: Option<&'s View<'s>>,
+    keep: Keep,
+}
+
+/// Up to this many runs, the smallest head is found by a scan; beyond, with a heap.
+const SCAN_RUNS: usize = 8;
+
+impl<'s> Merge<'s> {
+    fn new(runs: Vec<Run<'s>>, view: Option<&'s View<'s>>, keep: Keep) -> Merge<'s> {
+        let next: Vec<u64> = runs
+            .iter()
+            .map(|r| if r.len() > 0 { r.stamp(0) } else { u64::MAX })
+            .collect();
+        let heap = (runs.len() > SCAN_RUNS).then(|| {
+            next.iter()
+                .enumerate()
+                .filter(|(_, &s)| s != u64::MAX)
+                .map(|(i, &s)| Reverse((s, i)))
+                .collect()
+        });
+        Merge {
+            pos: vec![0; runs.len()],
+            runs,
+            next,
+            heap,
+            view,
+            keep,
+        }
+    }
+
+    /// Everything `snap` holds that passes `filter`, in time order.
+    pub fn snapshot(snap: &'s Snapshot, filter: &Filter) -> Merge<'s> {
+        let keep = Keep::new(&snap.meta, snap.version.clock, filter);
+        let mut runs: Vec<Run<'s>> = (0..snap.cpus.len())
+            .filter(|&c| keep.cpu(c))
+            .map(|c| Run::Events(c, &snap.cpus[c].events))
+            .collect();
+        if keep.messages {
+            runs.push(Run::Messages(snap.messages().collect()));
+        }
+        Merge::new(runs, None, keep)
+    }
+
+    /// Everything `view` holds that passes `filter`, in time order; each event is copied
+    /// from its ring as it comes (see [`View`]).
+    pub fn view(view: &'s View<'s>, filter: &Filter) -> Merge<'s> {
+        let keep = Keep::new(&view.meta, view.version.clock, filter);
+        let mut runs: Vec<Run<'s>> = (0..view.cpus.len())
+            .filter(|&c| keep.cpu(c))
+            .map(|c| Run::Marks(c, &view.cpus[c].events))
+            .collect();
+        if keep.messages {
+            runs.push(Run::Messages(
+                view.aux
+                    .records
+                    .iter()
+                    .filter(|r| r.tag == AuxTag::Info as u16)
+                    .collect(),
+            ));
+        }
+        Merge::new(runs, Some(view), keep)
+    }
+
+    /// The run with the earliest next item, and moves past that item.
+    #[inline]
+    fn pop(&mut self) -> Option<(usize, usize)> {
+        let r = match &mut self.heap {
+            None => {
+                let (mut r, mut min) = (0, u64::MAX);
+                for (i, &s) in self.next.iter().enumerate() {
+                    if s < min {
+                        (r, min) = (i, s);
+                    }
+                }
+                // Committed stamps and message times are below 2^63, so MAX means "done".
+                if min == u64::MAX {
+                    return None;
+                }
+                r
+            }
+            Some(heap) => heap.pop()?.0 .1,
+        };
+        let i = self.pos[r];
+        self.pos[r] += 1;
+        let run = &self.runs[r];
+        self.next[r] = if i + 1 < run.len() {
+            run.stamp(i + 1)
+        } else {
+            u64::MAX
+        };
+        if let (Some(heap), true) = (&mut self.heap, i + 1 < run.len()) {
+            heap.push(Reverse((self.next[r], r)));
+        }
+        Some((r, i))
+    }
+}
+
+impl<'s> Merge<'s> {
+    /// Calls `f` with each item in turn, by reference (which spares the copies of an
+    /// iterator's by-value items), until it returns an error.
+    pub fn try_for_each_ref<E>(
+        mut self,
+        mut f: impl FnMut(&Item<'s>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        while let Some((r, i)) = self.pop() {
+            // Built here and passed by reference: no Option<Item> to copy around.
+            let item = match &self.runs[r] {
+                Run::Marks(cpu, marks) => {
+                    let view = self.view.expect("marks come from a view");
+                    match view.event(*cpu, marks[i]) {
+                        Some(event) => Item::Point { cpu: *cpu, event },
+                        None => continue,
+                    }
+                }
+                Run::Events(cpu, events) => Item::Point {
+                    cpu: *cpu,
+                    event: events[i],
+                },
+                Run::Messages(m) => Item::Message(m[i]),
+            };
+            if self.keep.item(&item) {
+                f(&item)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Item `i` of run `r`, if it is still there and passes the filter.
+    #[inline(always)]
+    fn item(&self, r: usize, i: usize) -> Option<Item<'s>> {
+        let item = match &self.runs[r] {
+            Run::Marks(cpu, marks) => {
+                let view = self.view.expect("marks come from a view");
+                Item::Point {
+                    cpu: *cpu,
+                    event: view.event(*cpu, marks[i])?,
+                }
+            }
+            Run::Events(cpu, events) => Item::Point {
+                cpu: *cpu,
+                event: events[i],
+            },
+            Run::Messages(m) => Item::Message(m[i]),
+        };
+        self.keep.item(&item).then_some(item)
+    }
+}
+
+impl<'s> Iterator for Merge<'s> {
+    type Item = Item<'s>;
+
+    fn next(&mut self) -> Option<Item<'s>> {
+        loop {
+            let (r, i) = self.pop()?;
+            if let Some(item) = self.item(r, i) {
+                return Some(item);
+            }
+        }
+    }
+}
+
+/// A filter prepared for one trace.
+struct Keep {
+    cpus: Vec<usize>,
+    /// By tracepoint id: whether the name matches.
+    names: Vec<bool>,
+    /// Whether ids without a definition pass.
+    unnamed: bool,
+    messages: bool,
+    since: Option<i64>,
+    clock: devttrace::Clock,
+}
+
+impl Keep {
+    fn new(meta: &devttrace::Metadata, clock: devttrace::Clock, f: &Filter) -> Keep {
+        let matches = |name: &str| {
+            f.name
+                .as_ref()
+                .is_none_or(|p| wildmatch::WildMatch::new(p).matches(name))
+        };
+        Keep {
+            cpus: f.cpus.clone(),
+            names: meta.tracepoints.iter().map(|t| matches(&t.name)).collect(),
+            unnamed: f.name.is_none(),
+            messages: f.cpus.is_empty() && matches("info"),
+            since: f.since_ns,
+            clock,
+        }
+    }
+
+    fn cpu(&self, cpu: usize) -> bool {
+        self.cpus.is_empty() || self.cpus.contains(&cpu)
+    }
+
+    #[inline]
+    fn time(&self, ticks: u64) -> bool {
+        self.since
+            .is_none_or(|s| self.clock.since_anchor_ns(ticks) >= s)
+    }
+
+    #[inline]
+    fn item(&self, item: &Item<'_>) -> bool {
+        let named = match item {
+            Item::Point { event, .. } => {
+                let id = event.type_word.tracepoint() as usize;
+                self.names.get(id).copied().unwrap_or(self.unnamed)
+            }
+            Item::Message(_) => true,
+        };
+        named && self.time(item.timestamp())
+    }
+}
