@@ -4,7 +4,8 @@
 use std::time::Instant;
 use ttrace_core::meta::Definition;
 use ttrace_core::{Config, Device, Kind};
-use ttrace_reader::text::Trace;
+use ttrace_reader::decode::{Decoder, TimeFormat};
+use ttrace_reader::merge::{Filter, Merge};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -42,30 +43,66 @@ fn main() {
         }
     }
     let events = 2 * slots;
+    let reader = devttrace::Device::open(dev.dir()).expect("open read-only");
     let mut best = f64::MAX;
-    let (mut capture_s, mut format_s) = (0.0, 0.0);
+    let mut parts = [0.0; 2];
     for _ in 0..if quick { 1 } else { 5 } {
         let t0 = Instant::now();
-        let trace = Trace::capture(&dev);
+        let view = reader.view_newer_than(0).expect("view");
         let t1 = Instant::now();
-        trace
-            .write_lines(&mut std::io::BufWriter::new(std::io::sink()))
+        let mut sink = Counting(0);
+        let lines = Decoder::new(&view, TimeFormat::Relative)
+            .write_all(Merge::view(&view, &Filter::default()), &mut sink)
             .expect("sink");
         let t2 = Instant::now();
-        assert_eq!(trace.items.len() as u64, events);
+        assert_eq!(lines, events);
+        assert!(sink.0 as u64 > events * 60, "{} bytes", sink.0);
         let total = (t2 - t0).as_secs_f64();
         if total < best {
             best = total;
-            capture_s = (t1 - t0).as_secs_f64();
-            format_s = (t2 - t1).as_secs_f64();
+            parts = [t1 - t0, t2 - t1].map(|d| d.as_secs_f64());
         }
     }
+    let (mut snapshot, mut format) = (f64::MAX, f64::MAX);
+    for _ in 0..if quick { 1 } else { 5 } {
+        let t0 = Instant::now();
+        let snap = reader.snapshot().expect("snapshot");
+        let t1 = Instant::now();
+        let lines = Decoder::new(&snap, TimeFormat::Relative)
+            .write_all(Merge::snapshot(&snap, &Filter::default()), &mut Counting(0))
+            .expect("sink");
+        let t2 = Instant::now();
+        assert_eq!(lines, events);
+        snapshot = snapshot.min((t1 - t0).as_secs_f64());
+        format = format.min((t2 - t1).as_secs_f64());
+    }
+    let rate = |s: f64| events as f64 / s / 1e6;
     println!(
-        "decode {events} events: {:.2} M events/s to text (capture {:.1} ms = {:.1} M/s, format {:.1} ms = {:.1} M/s)",
-        events as f64 / best / 1e6,
-        capture_s * 1e3,
-        events as f64 / capture_s / 1e6,
-        format_s * 1e3,
-        events as f64 / format_s / 1e6
+        "decode {events} events to text: {:.2} M events/s (index {:.1} ms = {:.1} M/s, merge + copy + format {:.1} ms = {:.1} M/s)",
+        rate(best),
+        parts[0] * 1e3,
+        rate(parts[0]),
+        parts[1] * 1e3,
+        rate(parts[1]),
     );
+    println!(
+        "consistent snapshot (every event copied): {:.1} ms = {:.1} M events/s; its merge + format: {:.1} ms = {:.1} M events/s",
+        snapshot * 1e3,
+        rate(snapshot),
+        format * 1e3,
+        rate(format)
+    );
+}
+
+/// A sink that counts the bytes written to it.
+struct Counting(usize);
+
+impl std::io::Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

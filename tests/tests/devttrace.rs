@@ -1,0 +1,226 @@
+//! The device interface: what a reader gets from `devttrace` for a device written elsewhere.
+
+use devttrace::{Device, Error, Follower, Problem};
+use ttrace_core::meta::Definition;
+use ttrace_core::Kind;
+use ttrace_layouts::aux::{AuxTag, AUX_REF};
+use ttrace_layouts::entry::TypeWord;
+
+fn writer(dir: &std::path::Path, slots: u64) -> ttrace_core::Device {
+    ttrace_core::Device::open(&ttrace_tests::config(dir, slots, 2)).unwrap()
+}
+
+fn define(dev: &ttrace_core::Device, name: &'static str, nargs: u8) -> u64 {
+    dev.register_tracepoint(&Definition {
+        name,
+        kind: Kind::Start,
+        classes: 1,
+        format: "n={n}",
+        nargs,
+    })
+    .unwrap()
+    .1
+}
+
+/// Writes `n` (and `pid << 32 | 1`) into ring `ring` directly at `timestamp`.
+fn put(dev: &ttrace_core::Device, ring: usize, word: u64, timestamp: u64, n: u64) {
+    dev.ring(ring)
+        .write(
+            timestamp,
+            7,
+            &[TypeWord(word).0, 7 << 32 | 1, n, 0, 0, 0, 0],
+        )
+        .unwrap();
+}
+
+#[test]
+fn version_is_the_header_as_a_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = writer(&tmp.path().join("dev"), 64);
+    let dev = Device::open(w.dir()).unwrap();
+    let v = dev.version();
+    assert_eq!((v.num_cpus, v.ring_slots), (2, 64));
+    assert_eq!(v.header_version, ttrace_layouts::device::HEADER_VERSION);
+    assert_eq!(v.aux_size, w.header().aux_size);
+    assert_eq!(v.creator_pid, std::process::id());
+    assert_eq!(v.clock.hz, w.header().tsc_hz);
+    // The anchor converts back to the creation time.
+    assert_eq!(
+        v.clock.realtime_ns(v.clock.anchor_ticks),
+        w.header().anchor_realtime_ns
+    );
+}
+
+#[test]
+fn cpu_snapshots_are_time_ordered_counted_and_filterable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = writer(&tmp.path().join("dev"), 8);
+    let word = define(&w, "n", 1);
+    // Ring 0: 12 entries into 8 slots, timestamps out of position order at the end.
+    for i in 0..10 {
+        put(&w, 0, word, 1000 + 10 * i, i);
+    }
+    put(&w, 0, word, 1200, 11);
+    put(&w, 0, word, 1150, 10);
+    let dev = Device::open(w.dir()).unwrap();
+    let s = dev.cpu(0).unwrap();
+    let ns: Vec<u64> = s.events.iter().map(|e| e.args()[0]).collect();
+    assert_eq!(
+        ns,
+        vec![4, 5, 6, 7, 8, 9, 10, 11],
+        "oldest 4 overwritten; sorted by time"
+    );
+    assert_eq!((s.head, s.committed, s.lost, s.claimed), (12, 8, 4, 0));
+    let newer = dev.cpu_newer_than(0, 1080).unwrap();
+    assert_eq!(
+        newer.events.iter().map(|e| e.args()[0]).collect::<Vec<_>>(),
+        vec![9, 10, 11]
+    );
+    assert_eq!(
+        (newer.older, newer.lost),
+        (5, 4),
+        "counts describe the whole ring"
+    );
+    assert!(dev.cpu(1).unwrap().events.is_empty());
+    assert!(matches!(
+        dev.cpu(2),
+        Err(Error::NoSuchCpu { cpu: 2, rings: 2 })
+    ));
+}
+
+#[test]
+fn aux_and_metadata_come_with_the_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = writer(&tmp.path().join("dev"), 64);
+    let word = define(&w, "str", 1);
+    w.note_thread(7, 1, "the-thread").unwrap();
+    w.note_process(7, "the-process").unwrap();
+    let off = w
+        .aux_write(AuxTag::String, 7 << 32 | 1, b"hello aux")
+        .unwrap();
+    w.emit(word, 7 << 32 | 1, &[AUX_REF | off]);
+    let snap = Device::open(w.dir()).unwrap().snapshot().unwrap();
+    assert_eq!(snap.events(), 1);
+    let e = snap.cpus.iter().flat_map(|c| &c.events).next().unwrap();
+    let rec = snap.aux.get(e.args()[0] & !AUX_REF).unwrap();
+    assert_eq!(rec.bytes, b"hello aux");
+    assert_eq!(snap.meta.tracepoints[0].name, "str");
+    assert_eq!(snap.meta.thread_name(7, 1), Some("the-thread"));
+    assert_eq!(snap.meta.process_name(7), Some("the-process"));
+    assert_eq!(snap.enabled, vec![true]);
+    assert_eq!(snap.status.tracepoints, 1);
+}
+
+#[test]
+fn ctl_needs_control_access_and_rejects_malformed_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = writer(&tmp.path().join("dev"), 64);
+    define(&w, "alpha", 1);
+    define(&w, "beta", 1);
+    let ro = Device::open(w.dir()).unwrap();
+    assert!(matches!(ro.ctl_write("clrbits 1"), Err(Error::ReadOnly(_))));
+    let ctl = Device::open_for_control(w.dir()).unwrap();
+    assert_eq!(ctl.ctl_write("disable a*").unwrap(), 1, "beta is still on");
+    assert!(
+        !ro.enabled(0) && ro.enabled(1),
+        "the read-only view sees the change"
+    );
+    for bad in ["", "setmask 1", "setbits x", "enable", "frob 1"] {
+        assert!(
+            matches!(ctl.ctl_write(bad), Err(Error::BadCommand(_))),
+            "{bad:?}"
+        );
+    }
+    assert_eq!(
+        ctl.ctl(),
+        "setmask 0xffffffffffffffff 0xffffffffffffffff\ndisable a*\n"
+    );
+    assert_eq!(ctl.ctl_write("setmask 0 1").unwrap(), 0);
+    assert_eq!(ro.status().mask, !1);
+}
+
+#[test]
+fn opening_reports_what_is_wrong_with_which_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nothing");
+    assert!(matches!(Device::open(&missing), Err(Error::Missing(p)) if p == missing));
+    let w = writer(&tmp.path().join("dev"), 64);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(w.dir().join("aux"))
+        .unwrap()
+        .set_len(10)
+        .unwrap();
+    match Device::open(w.dir()) {
+        Err(Error::Invalid { path, problem }) => {
+            assert_eq!(path, w.dir().join("aux"));
+            assert!(matches!(problem, Problem::Length { found: 10, .. }));
+        }
+        other => panic!("{:?}", other.err()),
+    }
+}
+
+#[test]
+fn the_follower_reports_each_event_once_and_counts_what_it_missed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = writer(&tmp.path().join("dev"), 64);
+    let word = define(&w, "n", 1);
+    put(&w, 0, word, 10, 0);
+    let dev = Device::open(w.dir()).unwrap();
+    let mut f = Follower::new(&dev);
+    let p = f.poll().unwrap();
+    assert_eq!(
+        (p.snapshot.events(), p.lost.clone()),
+        (0, vec![0, 0]),
+        "the baseline is not new"
+    );
+    for n in 1..=10 {
+        put(&w, 1, word, 100 + n, n);
+    }
+    let p = f.poll().unwrap();
+    let got: Vec<u64> = p.snapshot.cpus[1]
+        .events
+        .iter()
+        .map(|e| e.args()[0])
+        .collect();
+    assert_eq!(got, (1..=10).collect::<Vec<_>>());
+    // 200 entries between two polls on 64-slot ring 0: 136 were overwritten unseen.
+    for n in 0..200 {
+        put(&w, 0, word, 1000 + n, n);
+    }
+    let p = f.poll().unwrap();
+    assert_eq!(p.snapshot.cpus[0].events.len(), 64);
+    assert_eq!(p.lost, vec![0, 0], "a loss is confirmed by the next poll");
+    let p = f.poll().unwrap();
+    assert_eq!(
+        (p.snapshot.events(), p.lost),
+        (0, vec![136, 0]),
+        "nothing is repeated"
+    );
+    let p = f.poll().unwrap();
+    assert_eq!(p.lost, vec![0, 0], "and reported once");
+}
+
+#[test]
+fn a_view_copies_events_late_and_counts_those_overwritten_meanwhile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = writer(&tmp.path().join("dev"), 8);
+    let word = define(&w, "n", 1);
+    for n in 0..8 {
+        put(&w, 0, word, 100 + n, n);
+    }
+    let dev = Device::open(w.dir()).unwrap();
+    let view = dev.view_newer_than(0).unwrap();
+    assert_eq!(view.cpus[0].events.len(), 8);
+    // Three entries overwrite the three oldest after the index was taken.
+    for n in 8..11 {
+        put(&w, 0, word, 100 + n, n);
+    }
+    let got: Vec<u64> = view.events(0).map(|e| e.args()[0]).collect();
+    assert_eq!(
+        got,
+        vec![3, 4, 5, 6, 7],
+        "never the newer entries in the old slots"
+    );
+    assert_eq!(view.vanished(0), 3);
+}

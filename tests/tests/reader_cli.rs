@@ -1,0 +1,585 @@
+//! The `ttrace-reader` binary run as a user runs it, on devices written by other processes.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
+const APP: &str = env!("CARGO_BIN_EXE_ttrace-test-app");
+
+fn reader(args: &[&str]) -> Output {
+    Command::new(READER).args(args).output().unwrap()
+}
+
+fn text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap()
+}
+
+/// Runs the test application on `dir`: its pid and the lines it says it recorded, as
+/// `(thread name, text)`.
+fn run_app(dir: &Path, rounds: u64) -> (u32, Vec<(String, String)>) {
+    let child = Command::new(APP)
+        .arg(dir)
+        .arg(rounds.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let expected = text(out.stdout)
+        .lines()
+        .map(|l| {
+            let (name, rest) = l.split_once(' ').unwrap();
+            (name.to_string(), rest.to_string())
+        })
+        .collect();
+    (pid, expected)
+}
+
+/// One event line of a dump.
+#[derive(Debug)]
+struct Line {
+    ns: i64,
+    cpu: u32,
+    pid: u32,
+    tid: u32,
+    thread: String,
+    text: String,
+}
+
+fn parse_line(l: &str) -> Line {
+    let mut f = l.split_whitespace();
+    let time = f.next().unwrap();
+    let (s, frac) = time.split_once('.').unwrap();
+    assert_eq!(frac.len(), 9, "{l}");
+    let ns = s.parse::<i64>().unwrap() * 1_000_000_000 + frac.parse::<i64>().unwrap();
+    let cpu = f
+        .next()
+        .unwrap()
+        .strip_prefix("cpu")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (pid, tid) = f.next().unwrap().split_once('/').unwrap();
+    let rest = l.split_once(&format!(" {pid}/{tid} (")).unwrap().1;
+    let (thread, text) = rest.split_once(") ").unwrap();
+    Line {
+        ns,
+        cpu,
+        pid: pid.parse().unwrap(),
+        tid: tid.parse().unwrap(),
+        thread: thread.to_string(),
+        text: text.to_string(),
+    }
+}
+
+/// The event lines and the comment lines of a dump.
+fn dump_lines(out: &str) -> (Vec<Line>, Vec<&str>) {
+    let (comments, events): (Vec<&str>, Vec<&str>) = out.lines().partition(|l| l.starts_with('#'));
+    (events.into_iter().map(parse_line).collect(), comments)
+}
+
+fn dump(args: &[&str]) -> (Vec<Line>, Vec<String>) {
+    let out = reader(&[&["dump"], args].concat());
+    assert!(out.status.success(), "{}", text(out.stderr));
+    let s = text(out.stdout);
+    let (events, comments) = dump_lines(&s);
+    (events, comments.into_iter().map(String::from).collect())
+}
+
+#[test]
+fn dump_shows_what_another_process_wrote_line_by_line_in_time_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let (pid, expected) = run_app(&dir, 60);
+    let (lines, comments) = dump(&[dir.to_str().unwrap()]);
+
+    assert!(comments[0].starts_with(&format!("# ttrace {}: 2 cpus x 4096 slots", dir.display())));
+    assert!(
+        comments[0].ends_with(&format!("by pid {pid}")),
+        "{}",
+        comments[0]
+    );
+    let footer: Vec<&String> = comments[1..].iter().collect();
+    assert_eq!(footer.len(), 3, "{footer:?}");
+    for f in &footer[..2] {
+        assert!(f.contains(" 0 lost, 0 incomplete, 0 dropped"), "{f}");
+    }
+
+    // Every event the application recorded, as it says it recorded it; nothing else.
+    assert_eq!(lines.len(), expected.len());
+    let mut per_thread: HashMap<&str, Vec<&str>> = HashMap::new();
+    for l in &lines {
+        assert_eq!(l.pid, pid);
+        assert!(l.cpu < 2 || std::thread::available_parallelism().unwrap().get() > 2);
+        per_thread.entry(&l.thread).or_default().push(&l.text);
+    }
+    let mut want: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (name, t) in &expected {
+        want.entry(name).or_default().push(t);
+    }
+    // Same events, same order within each thread (continuations, strings, hex, signed).
+    assert_eq!(per_thread, want);
+    // One tid per thread name.
+    let mut tids: HashMap<&str, u32> = HashMap::new();
+    for l in &lines {
+        assert_eq!(*tids.entry(&l.thread).or_insert(l.tid), l.tid, "{l:?}");
+    }
+    assert_eq!(tids.len(), 3);
+
+    // Merged order: time never goes back, and the ping-pong (alternating between two
+    // threads, on two CPUs when there are two) comes out in its causal order.
+    assert!(lines.windows(2).all(|w| w[0].ns <= w[1].ns));
+    let seqs: Vec<u64> = lines
+        .iter()
+        .filter_map(|l| l.text.strip_prefix("pingpong(seq="))
+        .map(|r| r.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(seqs, (0..120).collect::<Vec<_>>());
+}
+
+#[test]
+fn since_cpu_and_filter_narrow_the_dump() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    run_app(&dir, 20);
+    let d = dir.to_str().unwrap();
+    let (all, _) = dump(&[d]);
+
+    let (wide, _) = dump(&[d, "--filter", "wi*"]);
+    assert_eq!(wide.len(), 20);
+    assert!(wide.iter().all(|l| l.text.starts_with("wide(a0=")));
+    let (files, _) = dump(&[d, "--filter", "file_*"]);
+    assert_eq!(files.len(), 40, "file_open and file_close");
+    let (close, _) = dump(&[d, "--filter", "file_?????"]);
+    assert_eq!(close.len(), 20, "file_close");
+
+    let (cpu0, comments) = dump(&[d, "--cpu", "0"]);
+    assert!(cpu0.iter().all(|l| l.cpu == 0 || l.cpu % 2 == 0));
+    assert_eq!(
+        comments.iter().filter(|c| c.starts_with("# cpu")).count(),
+        1
+    );
+    let (cpu1, _) = dump(&[d, "--cpu", "1"]);
+    let (both, _) = dump(&[d, "--cpu", "0,1"]);
+    assert_eq!(cpu0.len() + cpu1.len(), all.len());
+    assert_eq!(both.len(), all.len());
+
+    // --since takes the time as the first column shows it, and keeps that event.
+    let mid = &all[all.len() / 2];
+    let since = format!("{}.{:09}", mid.ns / 1_000_000_000, mid.ns % 1_000_000_000);
+    let (later, _) = dump(&[d, "--since", &since]);
+    let expected: Vec<&str> = all
+        .iter()
+        .filter(|l| l.ns >= mid.ns)
+        .map(|l| l.text.as_str())
+        .collect();
+    assert_eq!(
+        later.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
+        expected
+    );
+    assert!(later.len() < all.len() && later.len() >= all.len() / 2 - 1);
+
+    for bad in [&["--since", "soon"][..], &["--cpu", "7"], &["--cpu", "x"]] {
+        let out = reader(&[&["dump", d], bad].concat());
+        assert!(!out.status.success(), "{bad:?}");
+        assert!(!text(out.stderr).is_empty());
+    }
+}
+
+#[test]
+fn follow_prints_the_events_a_process_writes_after_it_started() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    run_app(&dir, 5); // already in the device: follow must not print these
+    let (_, first) = run_app(&dir, 0);
+    assert!(first.is_empty());
+    let mut follow = Command::new(READER)
+        .args([
+            "follow",
+            dir.to_str().unwrap(),
+            "--limit",
+            "90",
+            "--interval-ms",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    let header = lines.next().unwrap().unwrap();
+    assert!(header.starts_with("# following "), "{header}");
+    // The follower has taken its baseline: everything from here on is new.
+    let (pid, expected) = run_app(&dir, 30);
+    assert_eq!(expected.len(), 150);
+    let got: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(follow.wait().unwrap().success());
+    let events: Vec<Line> = got
+        .iter()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| parse_line(l))
+        .collect();
+    assert_eq!(events.len(), 90, "stops at --limit");
+    assert!(got.iter().all(|l| !l.contains("lost")), "{got:?}");
+    assert!(
+        events.iter().all(|l| l.pid == pid),
+        "only the new process's events"
+    );
+    // Each thread's events are a prefix-free, in-order subsequence of what it wrote, and
+    // every event is one of them: nothing repeated, nothing invented.
+    let mut next: HashMap<&str, usize> = HashMap::new();
+    for e in &events {
+        let mine: Vec<&(String, String)> =
+            expected.iter().filter(|(n, _)| *n == e.thread).collect();
+        let i = next.entry(&e.thread).or_insert(0);
+        let pos = mine[*i..].iter().position(|(_, t)| *t == e.text);
+        assert!(pos.is_some(), "{e:?} not expected next");
+        *i += pos.unwrap() + 1;
+    }
+}
+
+#[test]
+fn ctl_changes_what_a_writer_records_and_rejects_bad_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let d = dir.to_str().unwrap();
+    run_app(&dir, 0); // creates the device and defines the tracepoints
+    let out = reader(&["ctl", d]);
+    assert!(out.status.success());
+    assert_eq!(
+        text(out.stdout),
+        "setmask 0xffffffffffffffff 0xffffffffffffffff\n"
+    );
+
+    let out = reader(&["ctl", d, "disable", "file_*"]);
+    assert!(out.status.success());
+    assert!(text(out.stdout).contains("disable file_*"));
+    run_app(&dir, 10);
+    let (lines, _) = dump(&[d]);
+    assert_eq!(lines.len(), 30, "pingpong and wide only");
+    assert!(lines.iter().all(|l| !l.text.starts_with("file_")));
+
+    // The class mask: tracepoints are in class 1; clearing it stops everything.
+    let out = reader(&["ctl", d, "clrbits", "0x1"]);
+    assert!(text(out.stdout).starts_with("setmask 0xfffffffffffffffe "));
+    run_app(&dir, 10);
+    assert_eq!(dump(&[d]).0.len(), 30, "nothing new was recorded");
+
+    for bad in [
+        &["ctl", d, "setbits"][..],
+        &["ctl", d, "setbits", "zz"],
+        &["ctl", d, "bogus", "1"],
+        &["ctl", d, "setmask", "1"],
+    ] {
+        let out = reader(bad);
+        assert!(!out.status.success(), "{bad:?}");
+        let err = text(out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("ttrace-reader: "), "{err}");
+    }
+    let out = reader(&["ctl", d]);
+    assert_eq!(
+        text(out.stdout),
+        "setmask 0xfffffffffffffffe 0xffffffffffffffff\ndisable file_*\n",
+        "rejected commands changed nothing"
+    );
+
+    assert!(reader(&["ctl", d, "reset"]).status.success());
+    run_app(&dir, 10);
+    assert_eq!(dump(&[d]).0.len(), 30 + 50);
+}
+
+#[test]
+fn the_trace_of_a_writer_killed_with_sigkill_is_still_dumped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let mut writer = Command::new(READER)
+        .args(["demo", "--forever", "--device", dir.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the writer has recorded a good number of events (bounded: 60 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let recorded = devttrace::Device::open(&dir)
+            .and_then(|d| {
+                d.view_newer_than(0)
+                    .map(|v| v.cpus.iter().map(|c| c.events.len()).sum())
+            })
+            .unwrap_or(0usize);
+        if recorded >= 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer recorded nothing"
+        );
+        std::thread::yield_now();
+    }
+    writer.kill().unwrap(); // SIGKILL
+    assert!(!writer.wait().unwrap().success());
+    let (events, comments) = dump(&[dir.to_str().unwrap()]);
+    assert!(events.len() >= 200, "{} events", events.len());
+    assert!(events
+        .iter()
+        .any(|l| l.thread == "worker-0" && l.text.starts_with("request_start(id=")));
+    assert!(events.windows(2).all(|w| w[0].ns <= w[1].ns));
+    assert!(comments.last().unwrap().starts_with("# aux: "));
+    // And it still reads the same afterwards: the files outlive the process.
+    let again = reader(&["stats", dir.to_str().unwrap()]);
+    assert!(again.status.success());
+}
+
+fn edit(path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
+    let mut bytes = std::fs::read(path).unwrap();
+    f(&mut bytes);
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn truncate(path: &Path, len: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
+type Damage = Box<dyn Fn(&Path)>;
+
+#[test]
+fn bad_devices_give_one_clear_line_and_a_failure_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = tmp.path().join("good");
+    run_app(&good, 1);
+    let copy = move |d: &Path| {
+        std::fs::create_dir(d).unwrap();
+        for f in std::fs::read_dir(&good).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), d.join(f.file_name())).unwrap();
+        }
+    };
+    let copy = std::rc::Rc::new(copy);
+    let with = |f: Box<dyn Fn(&Path)>| -> Damage {
+        let copy = copy.clone();
+        Box::new(move |d: &Path| {
+            copy(d);
+            f(d)
+        })
+    };
+    let cases: Vec<(&str, Damage, &str)> = vec![
+        ("missing", Box::new(|_| {}), ": no ttrace device here"),
+        (
+            "a file, not a directory",
+            Box::new(|d| std::fs::write(d, b"x").unwrap()),
+            ": no ttrace device here",
+        ),
+        (
+            "empty directory",
+            Box::new(|d| std::fs::create_dir(d).unwrap()),
+            "header: not a usable ttrace device: missing",
+        ),
+        (
+            "missing ring",
+            with(Box::new(|d| std::fs::remove_file(d.join("cpu1")).unwrap())),
+            "cpu1: not a usable ttrace device: missing",
+        ),
+        (
+            "truncated header",
+            with(Box::new(|d| truncate(&d.join("header"), 100))),
+            "header: not a usable ttrace device: is 100 bytes, expected 4096",
+        ),
+        (
+            "wrong magic",
+            with(Box::new(|d| {
+                edit(&d.join("header"), |h| h[..8].copy_from_slice(b"notttrce"))
+            })),
+            "header: not a usable ttrace device: bad magic",
+        ),
+        (
+            "other byte order",
+            with(Box::new(|d| edit(&d.join("header"), |h| h[..8].reverse()))),
+            "written with the other byte order",
+        ),
+        (
+            "future version",
+            with(Box::new(|d| {
+                edit(&d.join("header"), |h| {
+                    h[8..12].copy_from_slice(&0x0002_0000u32.to_ne_bytes())
+                })
+            })),
+            "header version 2.0 is not supported (this is 1.0)",
+        ),
+        (
+            "truncated ring",
+            with(Box::new(|d| truncate(&d.join("cpu1"), 4096))),
+            "cpu1: not a usable ttrace device: is 4096 bytes",
+        ),
+        (
+            "truncated aux",
+            with(Box::new(|d| truncate(&d.join("aux"), 0))),
+            "aux: not a usable ttrace device: is 0 bytes",
+        ),
+        (
+            "ring of another device",
+            with(Box::new(|d| {
+                edit(&d.join("cpu1"), |r| {
+                    r[8..12].copy_from_slice(&5u32.to_ne_bytes())
+                })
+            })),
+            "cpu1: not a usable ttrace device: its header does not match",
+        ),
+        (
+            "garbage",
+            with(Box::new(|d| {
+                let garbage: Vec<u8> = (0..4096u32)
+                    .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+                    .collect();
+                std::fs::write(d.join("header"), garbage).unwrap();
+            })),
+            "bad magic",
+        ),
+    ];
+    for (i, (what, damage, expected)) in cases.iter().enumerate() {
+        let dir = tmp.path().join(format!("case{i}"));
+        damage(&dir);
+        for cmd in ["dump", "stats", "follow", "ctl"] {
+            let out = reader(&[cmd, dir.to_str().unwrap()]);
+            let (stdout, err) = (text(out.stdout), text(out.stderr));
+            assert_eq!(out.status.code(), Some(1), "{what}: {cmd} {err}");
+            assert!(stdout.is_empty(), "{what}: {cmd} printed {stdout:?}");
+            assert_eq!(err.lines().count(), 1, "{what}: {cmd} {err:?}");
+            assert!(
+                err.starts_with("ttrace-reader: ") && err.contains(expected),
+                "{what}: {cmd} {err:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn demo_traces_every_thread_and_loses_nothing() {
+    let out = reader(&["demo", "--threads", "2", "--requests", "3"]);
+    assert!(out.status.success());
+    let s = text(out.stdout);
+    let (lines, comments) = dump_lines(&s);
+    let cpus = ttrace_core::device::configured_cpus() as usize;
+    let starts = lines
+        .iter()
+        .filter(|l| l.text.starts_with("request_start(id="))
+        .count();
+    assert_eq!(starts, 2 * cpus * 3, "every request of every thread");
+    assert!(lines
+        .iter()
+        .any(|l| l.text.starts_with("latency_histogram(b0=") && l.text.contains(" b11=")));
+    assert!(lines
+        .iter()
+        .any(|l| l.text.starts_with("file_read(fd=") && l.text.contains("path=\"/srv/data/")));
+    assert!(lines
+        .iter()
+        .any(|l| l.text == "info(\"demo workload done\")"));
+    let names: std::collections::HashSet<&str> = lines.iter().map(|l| l.thread.as_str()).collect();
+    assert!(
+        (0..2 * cpus).all(|t| names.contains(format!("worker-{t}").as_str())),
+        "{names:?}"
+    );
+    assert!(comments
+        .iter()
+        .filter(|l| l.starts_with("# cpu"))
+        .all(|l| l.contains(" 0 lost, 0 incomplete, 0 dropped")));
+}
+
+#[test]
+fn stats_reports_counts_and_tracepoints() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    run_app(&dir, 4);
+    let d = dir.to_str().unwrap();
+    assert!(reader(&["ctl", d, "disable", "wide"]).status.success());
+    let out = reader(&["stats", d]);
+    assert!(out.status.success());
+    let s = text(out.stdout);
+    let cpu_lines: Vec<&str> = s.lines().filter(|l| l.starts_with("cpu")).collect();
+    assert_eq!(cpu_lines.len(), 2, "{s}");
+    let entries: u64 = cpu_lines
+        .iter()
+        .map(|l| {
+            l.split_once(": ")
+                .unwrap()
+                .1
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(
+        entries,
+        8 + 8 + 4 * 2,
+        "pingpong, files, and wide with its continuation"
+    );
+    assert!(s.contains("aux: "), "{s}");
+    assert!(s.contains("tracepoints: 4 defined"), "{s}");
+    // Ids depend on which thread registered first: look the lines up by name.
+    let tp = |name: &str| {
+        let l = s
+            .lines()
+            .find(|l| l.contains(&format!(" {name} [")))
+            .unwrap();
+        (l.starts_with("  on "), l.split_once(" [").unwrap().1)
+    };
+    assert!(!tp("wide").0, "{s}");
+    assert!(
+        tp("wide")
+            .1
+            .starts_with("start] classes 0x1: a0={a0} a1={a1}"),
+        "{s}"
+    );
+    assert_eq!(
+        tp("pingpong"),
+        (true, "start] classes 0x1: seq={seq} by={by:s}")
+    );
+}
+
+#[test]
+fn every_subcommand_has_help_and_bad_usage_fails() {
+    for cmd in ["dump", "follow", "ctl", "stats", "demo"] {
+        let out = reader(&[cmd, "--help"]);
+        assert!(out.status.success(), "{cmd}");
+        assert!(text(out.stdout).contains("Usage: ttrace-reader"), "{cmd}");
+    }
+    let out = reader(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(out.stderr).contains("unrecognized subcommand"));
+}
+
+#[test]
+fn output_to_a_closed_pipe_ends_quietly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    run_app(&dir, 1000); // ~5000 lines, far more than a pipe holds
+    let mut child = Command::new(READER)
+        .args(["dump", dir.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("# ttrace "));
+    // The read end is closed here, like `| head -1`.
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(err, "");
+}
