@@ -166,6 +166,15 @@ impl Device {
         })
     }
 
+    /// The aux buffer, or an empty one and why: a whole-device read does not fail because
+    /// strings were overwritten faster than they could be copied.
+    fn aux_or_empty(&self) -> (AuxSnapshot, Option<String>) {
+        match self.aux() {
+            Ok(aux) => (aux, None),
+            Err(e) => (AuxSnapshot::default(), Some(e.to_string())),
+        }
+    }
+
     /// Tracepoint definitions, thread and process names.
     pub fn metadata(&self) -> Metadata {
         self.dev.metadata()
@@ -197,8 +206,8 @@ impl Device {
         let cpus = (0..self.cpus())
             .map(|n| Ok(self.ring(n)?.index_newer_than(timestamp)))
             .collect::<Result<Vec<_>>>()?;
-        let aux = self.aux()?;
-        Ok(View::new(self, cpus, aux))
+        let (aux, aux_error) = self.aux_or_empty();
+        Ok(View::new(self, cpus, aux, aux_error))
     }
 
     /// Everything at once: every ring, then the aux buffer, then the metadata (in that
@@ -213,7 +222,7 @@ impl Device {
         let cpus = (0..self.cpus())
             .map(|n| self.cpu_newer_than(n, timestamp))
             .collect::<Result<Vec<_>>>()?;
-        let aux = self.aux()?;
+        let (aux, aux_error) = self.aux_or_empty();
         let meta = self.metadata();
         Ok(Snapshot {
             dir: self.dir().to_path_buf(),
@@ -225,7 +234,9 @@ impl Device {
             meta,
             cpus,
             aux,
+            aux_error,
             messages_from: 0,
+            messages_done: Vec::new(),
         })
     }
 }

@@ -7,18 +7,21 @@
 //! "newer than the last timestamp" filter is not exact: a writer preempted between reading
 //! the clock and committing commits an older stamp after newer ones.)
 //!
-//! Losses are counted per ring from positions: every position reserved since following
-//! began (`head - skipped`, read *before* the slots are scanned) is an entry that was seen,
-//! is being written (its slot claimed), or was overwritten unseen. One case looks like a
-//! loss and is not: a writer that has reserved its position and not yet claimed its slot.
-//! It is rare and resolves within instants, so a loss is reported only when two consecutive
-//! polls agree on it: one poll late, and never for an entry that then shows up.
+//! Losses are counted per ring from positions. Every position reserved before a poll began
+//! (`W = head - skipped`, read after the previous poll's scan) holds an entry that has been
+//! seen, is being written (its slot is claimed), or was overwritten unseen. So at each poll
+//! `W_prev - base - seen - claimed` is a lower bound of the losses so far (entries seen in
+//! this poll may have positions above `W_prev`, which only makes it smaller) and it is exact
+//! once the writers pause. The one case it can count wrongly: a writer that reserved its
+//! position before the previous poll and still had not claimed its slot when this one
+//! scanned (preempted for a whole poll interval between two adjacent instructions).
 
 use crate::device::Device;
 use crate::error::Result;
 use crate::snapshot::Snapshot;
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering::Acquire;
-use ttrace_core::ring::{event_at, RingSnapshot, SlotRead};
+use ttrace_core::ring::{event_at, Mark, RingSnapshot, SlotRead};
 
 /// Follows one device.
 pub struct Follower<'d> {
@@ -27,31 +30,43 @@ pub struct Follower<'d> {
     seen: Vec<Vec<u64>>,
     /// Per ring: the loss accounting.
     rings: Vec<Losses>,
-    /// Aux offset from which messages are new.
+    /// Aux offset from which messages may be new: the first record that was still being
+    /// written at the last poll, or the end of the buffer.
     messages_from: u64,
+    /// Messages at or after `messages_from` already reported.
+    messages_done: BTreeSet<u64>,
 }
 
 /// The loss accounting of one ring.
 #[derive(Clone, Copy, Default)]
 struct Losses {
-    /// `head - skipped - claimed` when following began.
+    /// `head - skipped - claimed` after the first scan.
     base: u64,
-    /// Entries reported as new since following began.
+    /// Slots seen (and reported) since then.
     seen: u64,
-    /// Unaccounted positions at the last poll.
-    last_estimate: u64,
+    /// `head - skipped` read after the last scan.
+    reserved: u64,
     /// Losses reported so far.
     reported: u64,
 }
 
 /// What one poll found.
 pub struct Poll {
-    /// The new events (in `cpus[n].events`, in time order) and messages, with the device's
-    /// current metadata and aux buffer to decode them.
+    /// The new events (in `cpus[n].events`, in time order) and messages
+    /// ([`Snapshot::messages`]), with the device's current metadata and aux buffer to
+    /// decode them.
     pub snapshot: Snapshot,
     /// Per ring: entries found overwritten before they could be read, since the last poll
-    /// (see the module documentation for why a loss is reported one poll late).
+    /// (found one poll late: see the module documentation).
     pub lost: Vec<u64>,
+}
+
+/// `head - skipped` of ring `r` now (saturating: `skipped` is bumped before `head` when a
+/// writer moves past a slot it could not claim, and a damaged device may hold anything).
+fn reserved(dev: &Device, r: usize) -> u64 {
+    let ring = dev.core().ring(r);
+    let head = ring.head.load(Acquire);
+    head.saturating_sub(ring.skipped.load(Acquire))
 }
 
 impl<'d> Follower<'d> {
@@ -62,11 +77,15 @@ impl<'d> Follower<'d> {
             seen: vec![vec![0; dev.version().ring_slots as usize]; dev.cpus()],
             rings: vec![Losses::default(); dev.cpus()],
             messages_from: dev.core().header().aux_last.load(Acquire),
+            messages_done: BTreeSet::new(),
         };
         for r in 0..dev.cpus() {
-            let (snap, _) = f.poll_ring(r);
+            let claimed = f.scan(r).claimed;
+            // Read after the scan: every entry it saw has a position below.
+            let w = reserved(dev, r);
             f.rings[r] = Losses {
-                base: (snap.head - snap.skipped).saturating_sub(snap.claimed),
+                base: w.saturating_sub(claimed),
+                reserved: w,
                 ..Losses::default()
             };
         }
@@ -78,13 +97,26 @@ impl<'d> Follower<'d> {
         let mut cpus = Vec::with_capacity(self.dev.cpus());
         let mut lost = Vec::with_capacity(self.dev.cpus());
         for r in 0..self.dev.cpus() {
-            let (snap, l) = self.poll_ring(r);
+            let snap = self.scan(r);
+            let l = &mut self.rings[r];
+            l.seen += snap.committed;
+            let estimate = l
+                .reserved
+                .saturating_sub(l.base)
+                .saturating_sub(l.seen + snap.claimed);
+            lost.push(estimate.saturating_sub(l.reported));
+            l.reported = l.reported.max(estimate);
+            l.reserved = reserved(self.dev, r);
             cpus.push(snap);
-            lost.push(l);
         }
-        let aux = self.dev.aux()?;
+        // A busy aux buffer (overwritten faster than it can be copied) must not lose the
+        // events already taken from the rings: they are returned, their strings unresolved.
+        let (aux, aux_error) = match self.dev.aux() {
+            Ok(aux) => (aux, None),
+            Err(e) => (Default::default(), Some(e.to_string())),
+        };
         let meta = self.dev.metadata();
-        let snapshot = Snapshot {
+        let mut snapshot = Snapshot {
             dir: self.dev.dir().to_path_buf(),
             version: self.dev.version(),
             status: self.dev.status(),
@@ -94,23 +126,33 @@ impl<'d> Follower<'d> {
             meta,
             cpus,
             messages_from: self.messages_from,
+            messages_done: Vec::new(),
             aux,
+            aux_error,
         };
-        self.messages_from = self.messages_from.max(snapshot.aux.last);
+        if snapshot.aux_error.is_none() {
+            snapshot.messages_done = self.messages_done.iter().copied().collect();
+            let fresh: Vec<u64> = snapshot.messages().map(|r| r.offset).collect();
+            self.messages_done.extend(fresh);
+            // Messages still being written are looked at again next time.
+            let from = snapshot
+                .aux
+                .first_incomplete
+                .unwrap_or(snapshot.aux.last)
+                .max(self.messages_from);
+            self.messages_done = self.messages_done.split_off(&from);
+            self.messages_from = from;
+        }
         Ok(Poll { snapshot, lost })
     }
 
-    /// The new events of ring `r`, and how many entries were lost since the last poll.
-    fn poll_ring(&mut self, r: usize) -> (RingSnapshot, u64) {
+    /// The new events of ring `r` (its counts: slots newly seen as `committed`, and
+    /// `claimed`).
+    fn scan(&mut self, r: usize) -> RingSnapshot {
         let ring = self.dev.core().ring(r);
-        // Before the scan: every position below was reserved before any slot was read.
-        let mut snap = RingSnapshot {
-            head: ring.head.load(Acquire),
-            skipped: ring.skipped.load(Acquire),
-            dropped: ring.dropped.load(Acquire),
-            ..RingSnapshot::default()
-        };
-        let reads: Vec<SlotRead> = (0..ring.slots.len()).map(|i| ring.read(i)).collect();
+        let n = ring.slots.len();
+        let reads: Vec<SlotRead> = (0..n).map(|i| ring.read(i)).collect();
+        let mut snap = RingSnapshot::default();
         let seen = &mut self.seen[r];
         for (i, read) in reads.iter().enumerate() {
             match *read {
@@ -119,25 +161,32 @@ impl<'d> Follower<'d> {
                 SlotRead::Committed(w) if w[0] > seen[i] => {
                     seen[i] = w[0];
                     snap.committed += 1;
-                    if let Some((event, _)) = event_at(&reads, i) {
-                        snap.events.push(event);
+                    let Some((mut event, _)) = event_at(&reads, i) else {
+                        continue;
+                    };
+                    if event.continuation_lost {
+                        // The continuation may have been committed after its slot was read
+                        // (slot 0 is read before slot n-1): read both again.
+                        let mark = Mark {
+                            stamp: w[0],
+                            slot: i as u32,
+                            continued: true,
+                        };
+                        if let Some(again) = ring.event(mark).filter(|e| !e.continuation_lost) {
+                            event = again;
+                            let j = (i + 1) % n;
+                            if seen[j] < w[0] | 1 {
+                                seen[j] = w[0] | 1;
+                                snap.committed += 1;
+                            }
+                        }
                     }
+                    snap.events.push(event);
                 }
                 _ => {}
             }
         }
         snap.events.sort_by_key(|e| e.stamp);
-        let l = &mut self.rings[r];
-        l.seen += snap.committed;
-        // Positions reserved since following began, neither seen nor being written. Entries
-        // reserved after `head` was read but seen in the scan make this smaller, never larger.
-        let estimate = (snap.head - snap.skipped)
-            .saturating_sub(l.base)
-            .saturating_sub(l.seen + snap.claimed);
-        let confirmed = estimate.min(l.last_estimate);
-        let lost = confirmed.saturating_sub(l.reported);
-        l.reported += lost;
-        l.last_estimate = estimate;
-        (snap, lost)
+        snap
     }
 }

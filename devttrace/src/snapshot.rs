@@ -25,18 +25,24 @@ pub struct Snapshot {
     pub cpus: Vec<RingSnapshot>,
     /// The aux buffer.
     pub aux: AuxSnapshot,
-    /// Messages (info records) at aux offsets from here on belong to this snapshot; a
-    /// [`crate::Follower`] moves it forward so that each message is reported once.
+    /// Why the aux buffer could not be copied, if it could not (strings then show as lost).
+    pub aux_error: Option<String>,
+    /// Messages (info records) at aux offsets from here on belong to this snapshot, but for
+    /// those in `messages_done`; a [`crate::Follower`] moves both so that each message is
+    /// reported once.
     pub messages_from: u64,
+    /// Offsets of messages after `messages_from` reported before (sorted).
+    pub messages_done: Vec<u64>,
 }
 
 impl Snapshot {
-    /// The free-form messages of this snapshot, oldest first.
+    /// The free-form messages of this snapshot, in the order they were written.
     pub fn messages(&self) -> impl Iterator<Item = &AuxRecord> + '_ {
-        self.aux
-            .records
-            .iter()
-            .filter(move |r| r.tag == AuxTag::Info as u16 && r.offset >= self.messages_from)
+        self.aux.records.iter().filter(move |r| {
+            r.tag == AuxTag::Info as u16
+                && r.offset >= self.messages_from
+                && self.messages_done.binary_search(&r.offset).is_err()
+        })
     }
 
     /// Events in all rings.

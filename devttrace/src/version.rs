@@ -90,7 +90,8 @@ impl Clock {
         }
     }
 
-    /// Nanoseconds for a number of ticks, rounded to the nearest.
+    /// Nanoseconds for a number of ticks, to within a nanosecond (rounded to the nearest,
+    /// but for a rounding error of the multiplier below 2^-64 relative).
     #[inline]
     pub fn ticks_to_ns(&self, ticks: u64) -> u64 {
         match (ticks as u128)
@@ -112,13 +113,15 @@ impl Clock {
         (ns as u128 * self.hz as u128 / 1_000_000_000).min(u64::MAX as u128) as u64
     }
 
-    /// Nanoseconds from the anchor (the device's creation) to `ticks`.
+    /// Nanoseconds from the anchor (the device's creation) to `ticks`, saturating at the
+    /// ends of `i64` (about 292 years either way).
     #[inline]
     pub fn since_anchor_ns(&self, ticks: u64) -> i64 {
+        let ns = |d: u64| i64::try_from(self.ticks_to_ns(d)).unwrap_or(i64::MAX);
         if ticks >= self.anchor_ticks {
-            self.ticks_to_ns(ticks - self.anchor_ticks) as i64
+            ns(ticks - self.anchor_ticks)
         } else {
-            -(self.ticks_to_ns(self.anchor_ticks - ticks) as i64)
+            -ns(self.anchor_ticks - ticks)
         }
     }
 

@@ -12,8 +12,8 @@ use ttrace_core::ring::{Event, Mark, RingIndex};
 /// stamp check. It needs 16 bytes per event instead of 128: what a reader that formats a
 /// whole device once (`dump`) wants.
 ///
-/// An event overwritten between the index and its copy is not returned, and is counted in
-/// [`View::vanished`]; nothing else differs from a snapshot.
+/// An event overwritten between the index and its copy is not returned, and its slots are
+/// counted in [`View::vanished`]; nothing else differs from a snapshot.
 pub struct View<'d> {
     dev: &'d Device,
     /// The header.
@@ -28,11 +28,18 @@ pub struct View<'d> {
     pub cpus: Vec<RingIndex>,
     /// The aux buffer.
     pub aux: AuxSnapshot,
+    /// Why the aux buffer could not be copied, if it could not (strings then show as lost).
+    pub aux_error: Option<String>,
     vanished: Vec<Cell<u64>>,
 }
 
 impl<'d> View<'d> {
-    pub(crate) fn new(dev: &'d Device, cpus: Vec<RingIndex>, aux: AuxSnapshot) -> View<'d> {
+    pub(crate) fn new(
+        dev: &'d Device,
+        cpus: Vec<RingIndex>,
+        aux: AuxSnapshot,
+        aux_error: Option<String>,
+    ) -> View<'d> {
         let meta = dev.metadata();
         View {
             dev,
@@ -45,6 +52,7 @@ impl<'d> View<'d> {
             vanished: cpus.iter().map(|_| Cell::new(0)).collect(),
             cpus,
             aux,
+            aux_error,
         }
     }
 
@@ -57,8 +65,13 @@ impl<'d> View<'d> {
     #[inline]
     pub fn event(&self, cpu: usize, mark: Mark) -> Option<Event> {
         let e = self.dev.core().ring(cpu).event(mark);
-        if e.is_none() {
-            self.vanished[cpu].set(self.vanished[cpu].get() + 1);
+        // Slots lost since the index: the whole event, or its continuation.
+        let gone = match &e {
+            None => 1 + mark.continued as u64,
+            Some(e) => (mark.continued && e.continuation_lost) as u64,
+        };
+        if gone > 0 {
+            self.vanished[cpu].set(self.vanished[cpu].get() + gone);
         }
         e
     }
@@ -71,7 +84,8 @@ impl<'d> View<'d> {
             .filter_map(move |&m| self.event(cpu, m))
     }
 
-    /// Events of ring `cpu` indexed but overwritten before they were copied.
+    /// Slots of ring `cpu` indexed but overwritten before they were copied (an event with a
+    /// continuation takes two).
     pub fn vanished(&self, cpu: usize) -> u64 {
         self.vanished[cpu].get()
     }

@@ -224,3 +224,56 @@ fn a_view_copies_events_late_and_counts_those_overwritten_meanwhile() {
     );
     assert_eq!(view.vanished(0), 3);
 }
+
+#[test]
+fn a_follower_started_during_writes_reports_no_false_losses() {
+    const N: u64 = 40_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let w = writer(&tmp.path().join("dev"), 1 << 16);
+    let word = define(&w, "n", 1);
+    let dev = Device::open(w.dir()).unwrap();
+    let (started, wait_started) = std::sync::mpsc::channel();
+    let (following, wait_following) = std::sync::mpsc::channel();
+    let mut reported = Vec::new();
+    let mut lost = 0;
+    std::thread::scope(|s| {
+        let w = &w;
+        let writing = s.spawn(move || {
+            // The first half races with the follower's first scan...
+            for n in 0..N / 2 {
+                if n == N / 20 {
+                    started.send(()).unwrap();
+                }
+                put(w, 0, word, 1000 + n, n);
+            }
+            // ...the second is written once it follows.
+            wait_following.recv().unwrap();
+            for n in N / 2..N {
+                put(w, 0, word, 1000 + n, n);
+            }
+        });
+        wait_started.recv().unwrap();
+        let mut f = Follower::new(&dev);
+        following.send(()).unwrap();
+        // Poll while the writer runs, then twice more once it is done.
+        let mut after = 0;
+        while after < 2 {
+            if writing.is_finished() {
+                after += 1;
+            }
+            let p = f.poll().unwrap();
+            lost += p.lost.iter().sum::<u64>();
+            reported.extend(p.snapshot.cpus[0].events.iter().map(|e| e.args()[0]));
+        }
+    });
+    assert_eq!(
+        lost, 0,
+        "the ring never wrapped: nothing can have been lost"
+    );
+    let distinct: std::collections::BTreeSet<u64> = reported.iter().copied().collect();
+    assert_eq!(distinct.len(), reported.len(), "nothing reported twice");
+    assert!(
+        (N / 2..N).all(|n| distinct.contains(&n)),
+        "every event written after following began is reported"
+    );
+}

@@ -583,3 +583,83 @@ fn output_to_a_closed_pipe_ends_quietly() {
     assert!(child.wait().unwrap().success());
     assert_eq!(err, "");
 }
+
+#[test]
+fn garbage_in_the_rings_aux_and_metadata_is_survived_and_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    run_app(&dir, 50);
+    // Keep every file's header (so the device opens) and scramble what follows it.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut scramble = |path: &Path, from: usize| {
+        edit(path, |b| {
+            for byte in &mut b[from..] {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *byte = x as u8;
+            }
+        })
+    };
+    scramble(&dir.join("cpu0"), 4096);
+    scramble(&dir.join("aux"), 0);
+    // The metadata records start after the header page and the tracepoint table.
+    let max = devttrace::Device::open(&dir)
+        .unwrap()
+        .version()
+        .max_tracepoints;
+    let records = ttrace_layouts::meta::records_offset(max) as usize;
+    scramble(&dir.join("meta"), records + 100);
+    for cmd in ["dump", "stats"] {
+        let out = reader(&[cmd, dir.to_str().unwrap()]);
+        assert!(out.status.success(), "{cmd}: {}", text(out.stderr));
+        assert!(text(out.stdout).lines().count() > 2, "{cmd}");
+    }
+    let out = reader(&["dump", dir.to_str().unwrap()]);
+    let s = text(out.stdout);
+    let cpu0 = s.lines().find(|l| l.starts_with("# cpu0: ")).unwrap();
+    assert!(cpu0.contains(" malformed"), "{cpu0}");
+    assert!(
+        s.lines()
+            .any(|l| l.starts_with("# aux: ") && l.contains("damaged")),
+        "{s}"
+    );
+}
+
+#[test]
+fn extreme_values_are_shown_not_crashed_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let w = ttrace_core::Device::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
+    let (_, word) = w
+        .register_tracepoint(&ttrace_core::meta::Definition {
+            name: "edge",
+            kind: ttrace_core::Kind::Start,
+            classes: 1,
+            format: "u={u} d={d:d} x={x:x} s={s:s}",
+            nargs: 4,
+        })
+        .unwrap();
+    // An unnamed writer whose context is all ones, and extreme argument values.
+    w.emit(
+        word,
+        u64::MAX,
+        &[u64::MAX, i64::MIN as u64, u64::MAX, 12345],
+    );
+    let (lines, _) = dump(&[dir.to_str().unwrap()]);
+    assert_eq!(lines.len(), 1);
+    assert_eq!((lines[0].pid, lines[0].tid), (u32::MAX, u32::MAX));
+    assert_eq!(lines[0].thread, "?");
+    assert_eq!(
+        lines[0].text,
+        format!(
+            "edge(u={} d={} x={:#x} s=<lost>)",
+            u64::MAX,
+            i64::MIN,
+            u64::MAX
+        )
+    );
+    // A time far beyond the trace keeps nothing, and is not an error.
+    let (later, _) = dump(&[dir.to_str().unwrap(), "--since", "9000000000"]);
+    assert!(later.is_empty());
+}

@@ -151,6 +151,8 @@ pub struct AuxSnapshot {
     pub records: Vec<AuxRecord>,
     /// Records still being written when copied.
     pub incomplete: u64,
+    /// Offset of the first of them.
+    pub first_incomplete: Option<u64>,
     /// Whether a malformed header ended the walk early.
     pub corrupt: bool,
 }
@@ -232,6 +234,7 @@ pub fn parse(copy: &[u64], base: u64, from: u64, to: u64) -> AuxSnapshot {
         }
         if path.is_invalid() {
             snap.incomplete += 1;
+            snap.first_incomplete.get_or_insert(off);
         } else {
             let start = ((off - base) / 8 + 3) as usize;
             let Some(payload_words) =

@@ -26,7 +26,7 @@
 //! which changes no word.)
 
 use crate::sync::{AtomicWord, Ordering::*};
-use ttrace_layouts::entry::{Slot, Stamp, MAX_ARGS, SLOT_WORDS};
+use ttrace_layouts::entry::{Slot, Stamp, TypeWord, MAX_ARGS, SLOT_WORDS};
 
 /// Attempts a writer makes to find a free slot before it drops the event (and counts it).
 pub const MAX_ATTEMPTS: u32 = 8;
@@ -367,6 +367,8 @@ pub struct Mark {
     pub stamp: u64,
     /// The parent's slot.
     pub slot: u32,
+    /// Whether the event had its continuation (it takes two slots).
+    pub continued: bool,
 }
 
 /// The time-ordered marks of a ring's complete events, with the counts of a snapshot.
@@ -397,6 +399,7 @@ impl Kept for Mark {
         Mark {
             stamp: event.stamp,
             slot: event.slot,
+            continued: event.type_word.has_continuation() && !event.continuation_lost,
         }
     }
     #[inline]
@@ -422,23 +425,24 @@ impl<T: Kept> RingSnapshot<T> {
     /// orphan if it is a continuation whose parent `prev` is not.
     #[inline]
     fn visit(&mut self, prev: &SlotRead, prev_slot: usize, next: &SlotRead, newer_than: u64) {
-        let parent = match prev {
-            SlotRead::Committed(w) if !Stamp(w[0]).is_continuation() => Some(w),
-            _ => None,
-        };
-        if let Some(w) = parent {
-            match stitch(w, prev_slot, || *next) {
-                Some((e, _)) if e.stamp > newer_than => self.events.push(T::keep(e)),
-                Some(_) => self.older += 1,
-                None => self.malformed += 1,
+        let mut stitched = false;
+        if let SlotRead::Committed(w) = prev {
+            if !Stamp(w[0]).is_continuation() {
+                match stitch(w, prev_slot, || *next) {
+                    Some((e, s)) => {
+                        stitched = s;
+                        if e.stamp > newer_than {
+                            self.events.push(T::keep(e));
+                        } else {
+                            self.older += 1;
+                        }
+                    }
+                    None => self.malformed += 1,
+                }
             }
         }
-        if let SlotRead::Committed(c) = next {
-            if Stamp(c[0]).is_continuation()
-                && parent.is_none_or(|w| c[0] != w[0] | Stamp::CONTINUATION)
-            {
-                self.orphans += 1;
-            }
+        if matches!(next, SlotRead::Committed(c) if Stamp(c[0]).is_continuation()) && !stitched {
+            self.orphans += 1;
         }
     }
 }
@@ -464,7 +468,7 @@ fn stitch(
     i: usize,
     next: impl FnOnce() -> SlotRead,
 ) -> Option<(Event, bool)> {
-    use ttrace_layouts::entry::{TypeWord, ENTRY_ARGS};
+    use ttrace_layouts::entry::ENTRY_ARGS;
     let tw = TypeWord(w[1]);
     if Stamp(w[0]).is_continuation() || !tw.is_valid() {
         return None;
@@ -561,13 +565,31 @@ impl<S: SlotWords> Ring<'_, S> {
             snap.visit(&prev, (i + n - 1) & (n - 1), &r, timestamp);
             prev = r;
         }
-        snap.visit(&prev, (start + n - 1) & (n - 1), &first, timestamp);
+        // The last slot's successor is the first one, read long before: if the last slot
+        // holds a parent that the early read cannot complete, read its successor again (a
+        // continuation is committed before its parent, so the new read finds it unless it
+        // really was overwritten).
+        let last = (start + n - 1) & (n - 1);
+        let successor = match prev {
+            SlotRead::Committed(w)
+                if !Stamp(w[0]).is_continuation()
+                    && TypeWord(w[1]).has_continuation()
+                    && !matches!(first, SlotRead::Committed(c) if c[0] == w[0] | Stamp::CONTINUATION) =>
+            {
+                self.read(start)
+            }
+            _ => first,
+        };
+        snap.visit(&prev, last, &successor, timestamp);
         snap.head = self.head.load(Acquire);
         snap.skipped = self.skipped.load(Acquire);
         snap.dropped = self.dropped.load(Acquire);
-        snap.lost = snap
-            .head
-            .saturating_sub(snap.skipped + snap.committed + snap.claimed);
+        // Saturating: the words of a damaged device can hold anything.
+        snap.lost = snap.head.saturating_sub(
+            snap.skipped
+                .saturating_add(snap.committed)
+                .saturating_add(snap.claimed),
+        );
         // Usually sorted already (slots visited oldest first); the check avoids the sort's
         // scratch buffer, half the size of the events.
         if !snap.events.is_sorted_by_key(T::stamp) {

@@ -156,7 +156,9 @@ fn dump(
         // The rings keep what is after `ns - 1` (an event shown at `ns` was rounded from at
         // least `ns - 0.5`); the exact cut is then made on the time as shown.
         if ns > 0 {
-            newer_than = clock.anchor_ticks + clock.ns_to_ticks(ns as u64 - 1);
+            newer_than = clock
+                .anchor_ticks
+                .saturating_add(clock.ns_to_ticks(ns as u64 - 1));
         }
         filter.since_ns = Some(ns);
     }
@@ -237,7 +239,7 @@ fn stats(dev: &Device) -> Result<String, String> {
     let st = &snap.status;
     s += &format!(
         "aux: {} of {} bytes in use, {} records kept, {} incomplete; since creation {} written, {} truncated, {} dropped\n",
-        snap.aux.last - snap.aux.first,
+        snap.aux.last.saturating_sub(snap.aux.first),
         snap.version.aux_size,
         snap.aux.records.len(),
         snap.aux.incomplete,

@@ -50,6 +50,8 @@ pub struct Context<'s> {
     pub meta: &'s Metadata,
     /// Strings and messages.
     pub aux: &'s AuxSnapshot,
+    /// Why the aux buffer could not be copied, if it could not.
+    pub aux_error: Option<&'s str>,
 }
 
 impl<'s> From<&'s Snapshot> for Context<'s> {
@@ -60,6 +62,7 @@ impl<'s> From<&'s Snapshot> for Context<'s> {
             status: &s.status,
             meta: &s.meta,
             aux: &s.aux,
+            aux_error: s.aux_error.as_deref(),
         }
     }
 }
@@ -72,6 +75,7 @@ impl<'s> From<&'s View<'_>> for Context<'s> {
             status: &v.status,
             meta: &v.meta,
             aux: &v.aux,
+            aux_error: v.aux_error.as_deref(),
         }
     }
 }
@@ -129,8 +133,8 @@ pub struct Decoder<'s> {
     writers: Vec<Text>,
     /// `pid << 32 | tid` → index in `writers`.
     by_ctx: HashMap<u64, usize>,
-    /// Per ring: the last writer seen (writers come in runs).
-    recent: Vec<(u64, usize)>,
+    /// Per ring: the last writer seen (writers come in runs) and its index in `writers`.
+    recent: Vec<Option<(u64, usize)>>,
 }
 
 impl<'s> Decoder<'s> {
@@ -165,7 +169,7 @@ impl<'s> Decoder<'s> {
             tracepoints,
             writers,
             by_ctx,
-            recent: vec![(u64::MAX, 0); cpus + 1],
+            recent: vec![None; cpus + 1],
         }
     }
 
@@ -178,17 +182,21 @@ impl<'s> Decoder<'s> {
         self.time(item.timestamp(), out);
         out.extend_from_slice(b" cpu");
         out::put_u64(out, cpu as u64);
-        if self.recent[slot].0 != ctx {
-            let writers = &mut self.writers;
-            let i = *self.by_ctx.entry(ctx).or_insert_with(|| {
-                writers.push(Text::new(
-                    format!(" {}/{} (?) ", ctx >> 32, ctx as u32).as_bytes(),
-                ));
-                writers.len() - 1
-            });
-            self.recent[slot] = (ctx, i);
-        }
-        out::put_text(out, &self.writers[self.recent[slot].1]);
+        let writer = match self.recent[slot] {
+            Some((c, i)) if c == ctx => i,
+            _ => {
+                let writers = &mut self.writers;
+                let i = *self.by_ctx.entry(ctx).or_insert_with(|| {
+                    writers.push(Text::new(
+                        format!(" {}/{} (?) ", ctx >> 32, ctx as u32).as_bytes(),
+                    ));
+                    writers.len() - 1
+                });
+                self.recent[slot] = Some((ctx, i));
+                i
+            }
+        };
+        out::put_text(out, &self.writers[writer]);
         match item {
             Item::Point { event, .. } => self.point(event, out),
             Item::Message(r) => {
@@ -227,7 +235,7 @@ impl<'s> Decoder<'s> {
                 let ns = self.clock.since_anchor_ns(ticks);
                 let abs = ns.unsigned_abs();
                 let secs = abs / 1_000_000_000;
-                // Right-aligned in 14 columns: at least "    0.000000000".
+                // Right-aligned in 14 columns: "   0.000000000".
                 let width = (secs.max(1).ilog10() as usize + 1) + 10 + (ns < 0) as usize;
                 for _ in width..14 {
                     out.push(b' ');
@@ -305,6 +313,9 @@ pub fn ring_counts<T>(cpu: usize, r: &devttrace::RingSnapshot<T>, vanished: u64)
 /// The aux line of the footer.
 pub fn aux_line<'s>(ctx: impl Into<Context<'s>>) -> String {
     let ctx = ctx.into();
+    if let Some(e) = ctx.aux_error {
+        return format!("# aux: not copied ({e}): strings show as <lost>");
+    }
     format!(
         "# aux: {} records kept, {} incomplete, {} dropped{}",
         ctx.aux.records.len(),

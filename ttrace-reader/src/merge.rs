@@ -51,13 +51,21 @@ impl Run<'_> {
     }
 }
 
+/// Messages in time order: a writer stamps its record after reserving it, so records can be
+/// a little out of time order in the buffer.
+fn by_time<'s>(records: impl Iterator<Item = &'s AuxRecord>) -> Vec<&'s AuxRecord> {
+    let mut v: Vec<&AuxRecord> = records.collect();
+    v.sort_by_key(|r| r.timestamp);
+    v
+}
+
 /// A k-way merge of time-ordered runs; equal timestamps keep ring order, messages last.
 pub struct Merge<'s> {
     runs: Vec<Run<'s>>,
     /// Per run: the next index.
     pos: Vec<usize>,
-    /// Per run: the stamp at `pos`, `u64::MAX` once done (for few runs: a linear scan).
-    next: Vec<u64>,
+    /// Per run: the stamp at `pos`, if any (for few runs: a linear scan).
+    next: Vec<Option<u64>>,
     /// For many runs: a heap of (stamp, run).
     heap: Option<BinaryHeap<Reverse<(u64, usize)>>>,
     view: Option<&'s View<'s>>,
@@ -69,15 +77,14 @@ const SCAN_RUNS: usize = 8;
 
 impl<'s> Merge<'s> {
     fn new(runs: Vec<Run<'s>>, view: Option<&'s View<'s>>, keep: Keep) -> Merge<'s> {
-        let next: Vec<u64> = runs
+        let next: Vec<Option<u64>> = runs
             .iter()
-            .map(|r| if r.len() > 0 { r.stamp(0) } else { u64::MAX })
+            .map(|r| (r.len() > 0).then(|| r.stamp(0)))
             .collect();
         let heap = (runs.len() > SCAN_RUNS).then(|| {
             next.iter()
                 .enumerate()
-                .filter(|(_, &s)| s != u64::MAX)
-                .map(|(i, &s)| Reverse((s, i)))
+                .filter_map(|(i, s)| s.map(|s| Reverse((s, i))))
                 .collect()
         });
         Merge {
@@ -98,7 +105,7 @@ impl<'s> Merge<'s> {
             .map(|c| Run::Events(c, &snap.cpus[c].events))
             .collect();
         if keep.messages {
-            runs.push(Run::Messages(snap.messages().collect()));
+            runs.push(Run::Messages(by_time(snap.messages())));
         }
         Merge::new(runs, None, keep)
     }
@@ -112,13 +119,12 @@ impl<'s> Merge<'s> {
             .map(|c| Run::Marks(c, &view.cpus[c].events))
             .collect();
         if keep.messages {
-            runs.push(Run::Messages(
+            runs.push(Run::Messages(by_time(
                 view.aux
                     .records
                     .iter()
-                    .filter(|r| r.tag == AuxTag::Info as u16)
-                    .collect(),
-            ));
+                    .filter(|r| r.tag == AuxTag::Info as u16),
+            )));
         }
         Merge::new(runs, Some(view), keep)
     }
@@ -128,30 +134,24 @@ impl<'s> Merge<'s> {
     fn pop(&mut self) -> Option<(usize, usize)> {
         let r = match &mut self.heap {
             None => {
-                let (mut r, mut min) = (0, u64::MAX);
-                for (i, &s) in self.next.iter().enumerate() {
-                    if s < min {
-                        (r, min) = (i, s);
+                let mut best: Option<(u64, usize)> = None;
+                for (i, s) in self.next.iter().enumerate() {
+                    if let Some(s) = *s {
+                        if best.is_none_or(|(b, _)| s < b) {
+                            best = Some((s, i));
+                        }
                     }
                 }
-                // Committed stamps and message times are below 2^63, so MAX means "done".
-                if min == u64::MAX {
-                    return None;
-                }
-                r
+                best?.1
             }
             Some(heap) => heap.pop()?.0 .1,
         };
         let i = self.pos[r];
         self.pos[r] += 1;
         let run = &self.runs[r];
-        self.next[r] = if i + 1 < run.len() {
-            run.stamp(i + 1)
-        } else {
-            u64::MAX
-        };
-        if let (Some(heap), true) = (&mut self.heap, i + 1 < run.len()) {
-            heap.push(Reverse((self.next[r], r)));
+        self.next[r] = (i + 1 < run.len()).then(|| run.stamp(i + 1));
+        if let (Some(heap), Some(s)) = (&mut self.heap, self.next[r]) {
+            heap.push(Reverse((s, r)));
         }
         Some((r, i))
     }

@@ -89,18 +89,39 @@ fn digits(v: u64) -> usize {
 }
 
 /// Writes the `n` decimal digits of `v` (with leading zeros) into `dst[..n]`.
+///
+/// Four digits per step of the (dependent) division chain; the two pairs of a step are
+/// independent of each other and done in 32-bit arithmetic.
 #[inline]
 fn write_digits(dst: &mut [MaybeUninit<u8>], mut v: u64, n: usize) {
     let mut i = n;
-    while i >= 2 {
-        let d = (v % 100) as usize * 2;
-        v /= 100;
-        dst[i - 1].write(PAIRS[d + 1]);
-        dst[i - 2].write(PAIRS[d]);
-        i -= 2;
+    while i >= 4 {
+        let c = (v % 10_000) as u32;
+        v /= 10_000;
+        let (hi, lo) = ((c / 100) as usize * 2, (c % 100) as usize * 2);
+        dst[i - 1].write(PAIRS[lo + 1]);
+        dst[i - 2].write(PAIRS[lo]);
+        dst[i - 3].write(PAIRS[hi + 1]);
+        dst[i - 4].write(PAIRS[hi]);
+        i -= 4;
     }
-    if i == 1 {
-        dst[0].write(b'0' + (v % 10) as u8);
+    let v = v as u32;
+    match i {
+        3 => {
+            let d = (v % 100) as usize * 2;
+            dst[2].write(PAIRS[d + 1]);
+            dst[1].write(PAIRS[d]);
+            dst[0].write(b'0' + (v / 100 % 10) as u8);
+        }
+        2 => {
+            let d = (v % 100) as usize * 2;
+            dst[1].write(PAIRS[d + 1]);
+            dst[0].write(PAIRS[d]);
+        }
+        1 => {
+            dst[0].write(b'0' + (v % 10) as u8);
+        }
+        _ => {}
     }
 }
 
