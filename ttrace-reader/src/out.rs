@@ -92,9 +92,10 @@ fn digits(v: u64) -> usize {
 ///
 /// Four digits per step of the (dependent) division chain; the two pairs of a step are
 /// independent of each other and done in 32-bit arithmetic.
-#[inline]
+#[inline(always)]
 fn write_digits(dst: &mut [MaybeUninit<u8>], mut v: u64, n: usize) {
-    let mut i = n;
+    let dst: &mut [MaybeUninit<u8>; 20] = (&mut dst[..20]).try_into().expect("20 bytes");
+    let mut i = n.min(20);
     while i >= 4 {
         let c = (v % 10_000) as u32;
         v /= 10_000;
@@ -146,7 +147,7 @@ pub fn put_i64(out: &mut Vec<u8>, v: i64) {
 /// Appends `v` as exactly nine digits (leading zeros): the nanoseconds of a time.
 #[inline]
 pub fn put_nine_digits(out: &mut Vec<u8>, v: u32) {
-    write_digits(spare(out, 9), v as u64 % 1_000_000_000, 9);
+    write_digits(spare(out, 20), v as u64 % 1_000_000_000, 9);
     // SAFETY: write_digits wrote 9 bytes.
     unsafe { commit(out, 9) }
 }
