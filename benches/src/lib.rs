@@ -1,9 +1,14 @@
-//! Measurement helpers: tight loops timed with a monotonic clock, repeated, summarized.
+//! The measurement harness: tight loops timed with a monotonic clock, repeated, summarized,
+//! printed as a table of ratios to a bare `rdtsc` of the same run; and the peer tracers set
+//! up the way their users would for the cheapest recording.
 
+pub mod peers;
+
+use serde::Serialize;
 use std::time::Instant;
 
 /// Median, minimum and maximum nanoseconds per iteration over the repetitions.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize)]
 pub struct Figure {
     /// Median ns per iteration.
     pub median: f64,
@@ -13,25 +18,145 @@ pub struct Figure {
     pub max: f64,
 }
 
+impl Figure {
+    /// The figure of per-repetition timings (ns per iteration).
+    pub fn of(mut v: Vec<f64>) -> Figure {
+        v.sort_by(|a, b| a.total_cmp(b));
+        Figure {
+            median: v[v.len() / 2],
+            min: v[0],
+            max: v[v.len() - 1],
+        }
+    }
+}
+
 /// Runs `f(i)` `iters` times per repetition, after a warm-up of one repetition, and
 /// returns the per-iteration figures over `reps` repetitions.
 pub fn measure(iters: u64, reps: usize, mut f: impl FnMut(u64)) -> Figure {
     for i in 0..iters {
         f(i);
     }
-    let mut v: Vec<f64> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            for i in 0..iters {
-                f(i);
-            }
-            t.elapsed().as_nanos() as f64 / iters as f64
-        })
-        .collect();
-    v.sort_by(|a, b| a.total_cmp(b));
-    Figure {
-        median: v[v.len() / 2],
-        min: v[0],
-        max: v[v.len() - 1],
+    Figure::of(
+        (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                for i in 0..iters {
+                    f(i);
+                }
+                t.elapsed().as_nanos() as f64 / iters as f64
+            })
+            .collect(),
+    )
+}
+
+/// Runs [`measure`] on `threads` threads at once, thread `k` pinned to CPU `k` (as far as
+/// the machine has CPUs), each starting each repetition together with the others; returns
+/// the per-thread figure of every thread (its cost per iteration while the others run).
+pub fn measure_threads<F>(
+    threads: usize,
+    iters: u64,
+    reps: usize,
+    make: impl Fn(usize) -> F,
+) -> Vec<Figure>
+where
+    F: FnMut(u64) + Send,
+{
+    let barrier = std::sync::Barrier::new(threads);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|k| {
+                let (barrier, mut f) = (&barrier, make(k));
+                s.spawn(move || {
+                    pin(k % cpus);
+                    for i in 0..iters {
+                        f(i);
+                    }
+                    Figure::of(
+                        (0..reps)
+                            .map(|_| {
+                                barrier.wait();
+                                let t = Instant::now();
+                                for i in 0..iters {
+                                    f(i);
+                                }
+                                t.elapsed().as_nanos() as f64 / iters as f64
+                            })
+                            .collect(),
+                    )
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread"))
+            .collect()
+    })
+}
+
+/// Pins the calling thread to `cpu` (best effort).
+pub fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// One row of a results table.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// What was measured.
+    pub path: String,
+    /// The figures, ns per event (per thread for multi-threaded rows).
+    #[serde(flatten)]
+    pub figure: Figure,
+    /// Median over the bare `rdtsc` median of the same run.
+    pub x_rdtsc: f64,
+}
+
+/// A results table: rows, each with its ratio to the run's bare `rdtsc` row.
+#[derive(Debug, Default, Serialize)]
+pub struct Table {
+    /// The run's facts (CPU source, clock).
+    pub notes: Vec<String>,
+    /// The rows, in order.
+    pub rows: Vec<Row>,
+    #[serde(skip)]
+    floor: Option<f64>,
+}
+
+impl Table {
+    /// Adds a row; the first one is the floor the ratios refer to.
+    pub fn row(&mut self, path: impl Into<String>, figure: Figure) {
+        let floor = *self.floor.get_or_insert(figure.median);
+        self.rows.push(Row {
+            path: path.into(),
+            figure,
+            x_rdtsc: figure.median / floor,
+        });
+    }
+
+    /// The table as text: `path  median ns  min  max  x rdtsc` (the format of
+    /// `benches/peers/lttng.sh` too).
+    pub fn text(&self) -> String {
+        let mut s: String = self.notes.iter().map(|n| format!("{n}\n")).collect();
+        s += &format!(
+            "{:<36}{:>10}{:>10}{:>10}{:>9}\n",
+            "path", "median ns", "min", "max", "x rdtsc"
+        );
+        for r in &self.rows {
+            s += &format!(
+                "{:<36}{:>10.2}{:>10.2}{:>10.2}{:>8.2}x\n",
+                r.path, r.figure.median, r.figure.min, r.figure.max, r.x_rdtsc
+            );
+        }
+        s
+    }
+
+    /// The table as JSON.
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a table serializes")
     }
 }

@@ -25,14 +25,27 @@ use ttrace_layouts::aux::{AuxPath, AuxTag, AUX_HEADER_BYTES, AUX_MAX_PAYLOAD};
 /// Tries before an aux write blocked by a record still being written is dropped.
 const BLOCKED_TRIES: u32 = 64;
 
-/// Copies `bytes` into the buffer at `offset` (8-aligned), word by word, wrapping.
+/// Copies `bytes` into the buffer at `offset` (8-aligned), word by word, wrapping at the
+/// end of the buffer (the last word padded with zeros).
 fn store_bytes(words: &[AtomicU64], offset: u64, bytes: &[u8]) {
-    let mask = words.len() as u64 - 1;
-    for (i, chunk) in bytes.chunks(8).enumerate() {
-        let mut w = [0u8; 8];
-        w[..chunk.len()].copy_from_slice(chunk);
+    let start = ((offset / 8) & (words.len() as u64 - 1)) as usize;
+    // The words up to the end of the buffer, then those from its start.
+    let (before, from) = words.split_at(start);
+    let mut dst = from.iter().chain(before);
+    let mut chunks = bytes.chunks_exact(8);
+    // Chunks first: `zip` stops at the first exhausted iterator without taking from the next.
+    for (c, d) in chunks.by_ref().zip(dst.by_ref()) {
         // Relaxed: published by the Release store of the record's valid path.
-        words[((offset / 8 + i as u64) & mask) as usize].store(u64::from_ne_bytes(w), Relaxed);
+        d.store(u64::from_ne_bytes(c.try_into().expect("8 bytes")), Relaxed);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        if let Some(d) = dst.next() {
+            // Relaxed: as above.
+            d.store(u64::from_ne_bytes(w), Relaxed);
+        }
     }
 }
 

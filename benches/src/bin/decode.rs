@@ -76,6 +76,13 @@ fn main() {
         snapshot = snapshot.min((t1 - t0).as_secs_f64());
         format = format.min((t2 - t1).as_secs_f64());
     }
+    let mut one_ring = f64::MAX;
+    for _ in 0..if quick { 1 } else { 5 } {
+        let t0 = Instant::now();
+        let ring = reader.cpu(0).expect("ring");
+        one_ring = one_ring.min(t0.elapsed().as_secs_f64());
+        assert_eq!(ring.events.len() as u64, slots);
+    }
     let rate = |s: f64| events as f64 / s / 1e6;
     println!(
         "decode {events} events to text: {:.2} M events/s (index {:.1} ms = {:.1} M/s, merge + copy + format {:.1} ms = {:.1} M/s)",
@@ -84,6 +91,11 @@ fn main() {
         rate(parts[0]),
         parts[1] * 1e3,
         rate(parts[1]),
+    );
+    println!(
+        "consistent snapshot of one ring ({slots} slots): {:.1} ms = {:.1} ns a slot",
+        one_ring * 1e3,
+        one_ring * 1e9 / slots as f64
     );
     println!(
         "consistent snapshot (every event copied): {:.1} ms = {:.1} M events/s; its merge + format: {:.1} ms = {:.1} M events/s",
