@@ -26,7 +26,8 @@ pub const AUX_REF: u64 = 1 << 63;
 pub struct AuxHeader {
     /// See [`AuxPath`].
     pub path: u64,
-    /// Timestamp of the write, in the device's clock.
+    /// Timestamp of the write, in the device's clock; 0 for a string argument, whose time is
+    /// that of the entry referring to it.
     pub timestamp: u64,
     /// The writer's context, `pid << 32 | tid`. Written with the invalid path under the
     /// reservation lock, so it also names the owner of a record still being written.

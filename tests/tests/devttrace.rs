@@ -104,6 +104,8 @@ fn aux_and_metadata_come_with_the_snapshot() {
     let e = snap.cpus.iter().flat_map(|c| &c.events).next().unwrap();
     let rec = snap.aux.get(e.args()[0] & !AUX_REF).unwrap();
     assert_eq!(rec.bytes, b"hello aux");
+    assert_eq!(rec.timestamp, 0, "a string is timed by its entry");
+    assert_eq!(snap.status.aux_records, 1);
     assert_eq!(snap.meta.tracepoints[0].name, "str");
     assert_eq!(snap.meta.thread_name(7, 1), Some("the-thread"));
     assert_eq!(snap.meta.process_name(7), Some("the-process"));

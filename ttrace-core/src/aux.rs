@@ -109,6 +109,13 @@ impl Device {
             at(start + 16).store(ctx, Relaxed);
             // Release: a reader that loads this `last` sees the invalid header and its length.
             h.aux_last.store(start + rec, Release);
+            // Counted under the lock, which every writer of these counters holds: a plain
+            // increment, not a locked one.
+            let bump = |c: &AtomicU64| c.store(c.load(Relaxed) + 1, Relaxed);
+            bump(&h.aux_records);
+            if truncated {
+                bump(&h.aux_truncated);
+            }
             drop(guard);
             reserved = Some(start);
             break;
@@ -117,13 +124,12 @@ impl Device {
             h.aux_dropped.fetch_add(1, Relaxed);
             return None;
         };
-        at(start + 8).store(self.now(), Relaxed);
+        // A message carries its own time; a string is timed by the entry that refers to it,
+        // which spares a second clock read on the hot path.
+        let timestamp = if tag == AuxTag::String { 0 } else { self.now() };
+        at(start + 8).store(timestamp, Relaxed);
         store_bytes(words, start + AUX_HEADER_BYTES, bytes);
         at(start).store(path.0, Release);
-        h.aux_records.fetch_add(1, Relaxed);
-        if truncated {
-            h.aux_truncated.fetch_add(1, Relaxed);
-        }
         Some(start)
     }
 
@@ -143,7 +149,7 @@ pub struct AuxRecord {
     pub tag: u16,
     /// CPU of the writer.
     pub cpu: u32,
-    /// When it was written.
+    /// When it was written (0 for a string argument: see its entry).
     pub timestamp: u64,
     /// The writer's `pid << 32 | tid`.
     pub ctx: u64,
