@@ -1,4 +1,5 @@
-//! The measurement harness: tight loops timed with a monotonic clock, repeated, summarized,
+//! The measurement harness: tight loops timed with a monotonic clock, repeated (every row
+//! once per round, so that noise falls on all rows alike), summarized as median, min and max,
 //! printed as a table of ratios to a bare `rdtsc` of the same run; and the peer tracers set
 //! up the way their users would for the cheapest recording.
 
@@ -30,34 +31,11 @@ impl Figure {
     }
 }
 
-/// Runs `f(i)` `iters` times per repetition, after a warm-up of one repetition, and
-/// returns the per-iteration figures over `reps` repetitions.
-pub fn measure(iters: u64, reps: usize, mut f: impl FnMut(u64)) -> Figure {
-    for i in 0..iters {
-        f(i);
-    }
-    Figure::of(
-        (0..reps)
-            .map(|_| {
-                let t = Instant::now();
-                for i in 0..iters {
-                    f(i);
-                }
-                t.elapsed().as_nanos() as f64 / iters as f64
-            })
-            .collect(),
-    )
-}
-
-/// Runs [`measure`] on `threads` threads at once, thread `k` pinned to CPU `k` (as far as
-/// the machine has CPUs), each starting each repetition together with the others; returns
-/// the per-thread figure of every thread (its cost per iteration while the others run).
-pub fn measure_threads<F>(
-    threads: usize,
-    iters: u64,
-    reps: usize,
-    make: impl Fn(usize) -> F,
-) -> Vec<Figure>
+/// One repetition of `f` on `threads` threads at once, thread `k` pinned to CPU `k` (as far
+/// as the machine has CPUs) and running `make(k)`: each thread warms up, waits for the
+/// others, then times `iters` calls. Returns the slowest thread's ns per call: the per-thread
+/// cost while all run.
+pub fn threads_once<F>(threads: usize, iters: u64, make: &(dyn Fn(usize) -> F + Sync)) -> f64
 where
     F: FnMut(u64) + Send,
 {
@@ -66,32 +44,78 @@ where
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|k| {
-                let (barrier, mut f) = (&barrier, make(k));
+                let barrier = &barrier;
                 s.spawn(move || {
+                    let mut f = make(k);
                     pin(k % cpus);
+                    for i in 0..iters / 8 {
+                        f(i);
+                    }
+                    barrier.wait();
+                    let t = Instant::now();
                     for i in 0..iters {
                         f(i);
                     }
-                    Figure::of(
-                        (0..reps)
-                            .map(|_| {
-                                barrier.wait();
-                                let t = Instant::now();
-                                for i in 0..iters {
-                                    f(i);
-                                }
-                                t.elapsed().as_nanos() as f64 / iters as f64
-                            })
-                            .collect(),
-                    )
+                    t.elapsed().as_nanos() as f64 / iters as f64
                 })
             })
             .collect();
         handles
             .into_iter()
             .map(|h| h.join().expect("bench thread"))
-            .collect()
+            .fold(0.0, f64::max)
     })
+}
+
+/// One repetition of a row: returns ns per iteration.
+type Rep = Box<dyn FnMut() -> f64>;
+
+/// A set of measurements run together: each repetition runs every row once, in turn, so
+/// that the machine's slow moments (these machines are shared) fall on all rows alike and
+/// the ratios to the first row, the floor, hold.
+#[derive(Default)]
+pub struct Bench {
+    rows: Vec<(String, Rep)>,
+}
+
+impl Bench {
+    /// A row timing `iters` calls of `f` per repetition.
+    pub fn add(&mut self, path: impl Into<String>, iters: u64, mut f: impl FnMut(u64) + 'static) {
+        self.rows.push((
+            path.into(),
+            Box::new(move || {
+                let t = Instant::now();
+                for i in 0..iters {
+                    f(i);
+                }
+                t.elapsed().as_nanos() as f64 / iters as f64
+            }),
+        ));
+    }
+
+    /// A row whose repetition is `rep` (which returns its ns per iteration).
+    pub fn add_rep(&mut self, path: impl Into<String>, rep: impl FnMut() -> f64 + 'static) {
+        self.rows.push((path.into(), Box::new(rep)));
+    }
+
+    /// Runs one warm-up repetition of every row, then `reps` rounds, and returns the table
+    /// (ratios to the first row).
+    pub fn run(mut self, reps: usize) -> Table {
+        for (_, rep) in &mut self.rows {
+            rep();
+        }
+        let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(reps); self.rows.len()];
+        for _ in 0..reps {
+            for ((_, rep), t) in self.rows.iter_mut().zip(&mut times) {
+                t.push(rep());
+            }
+        }
+        let mut table = Table::default();
+        for ((path, _), t) in self.rows.into_iter().zip(times) {
+            table.row(path, Figure::of(t));
+        }
+        table
+    }
 }
 
 /// Pins the calling thread to `cpu` (best effort).

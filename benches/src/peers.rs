@@ -110,21 +110,33 @@ pub fn fastrace_init() {
     });
 }
 
-/// Runs `f` under a root span and its local-parent guard, replaced every 4096 calls so that
-/// what fastrace collects stays bounded (the root's report goes to [`DropReporter`]).
-pub fn fastrace_rooted(mut f: impl FnMut(u64)) -> impl FnMut(u64) {
+/// One repetition for the harness: `iters` calls of `f` under a root span and its
+/// local-parent guard (replaced every 4096 calls, so that what fastrace collects stays
+/// bounded), timed; then, untimed, the last root is dropped and everything is flushed to
+/// the [`DropReporter`], so that fastrace's collector thread is idle when the next row runs.
+pub fn fastrace_rep(iters: u64, mut f: impl FnMut(u64) + 'static) -> impl FnMut() -> f64 {
     use fastrace::prelude::{Span, SpanContext};
-    let mut root: Option<(fastrace::local::LocalParentGuard, Span)> = None;
-    move |i| {
-        if i % 4096 == 0 {
-            // The guard goes before its span.
-            if let Some((guard, span)) = root.take() {
-                drop(guard);
-                drop(span);
+    move || {
+        let mut root: Option<(fastrace::local::LocalParentGuard, Span)> = None;
+        let t = std::time::Instant::now();
+        for i in 0..iters {
+            if i % 4096 == 0 {
+                // The guard goes before its span.
+                if let Some((guard, span)) = root.take() {
+                    drop(guard);
+                    drop(span);
+                }
+                let span = Span::root("bench_root", SpanContext::random());
+                root = Some((span.set_local_parent(), span));
             }
-            let span = Span::root("bench_root", SpanContext::random());
-            root = Some((span.set_local_parent(), span));
+            f(i)
         }
-        f(i)
+        let ns = t.elapsed().as_nanos() as f64 / iters as f64;
+        if let Some((guard, span)) = root.take() {
+            drop(guard);
+            drop(span);
+        }
+        fastrace::flush();
+        ns
     }
 }
