@@ -40,7 +40,8 @@ where
     F: FnMut(u64) + Send,
 {
     let barrier = std::sync::Barrier::new(threads);
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // The machine's CPUs, not the calling thread's affinity (which may be one CPU).
+    let cpus = ttrace_core::device::configured_cpus() as usize;
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|k| {
