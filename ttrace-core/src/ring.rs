@@ -213,6 +213,7 @@ impl<'a, S: SlotWords> Ring<'a, S> {
     /// Records a parent entry and its continuation in two consecutive slots of one
     /// reservation. The continuation is committed first, with the parent's stamp | 1.
     /// Returns the parent's stamp, or `None` if the event was dropped (and counted).
+    #[inline(always)]
     pub fn write_pair(
         &self,
         timestamp: u64,
