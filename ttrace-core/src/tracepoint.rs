@@ -114,7 +114,7 @@ impl<const N: usize> Tracepoint<N> {
     /// Inlined into each trace point, behind its enabled test: measured, this is cheaper for
     /// both paths than a call (the arguments stay in registers, and the disabled loop keeps
     /// no spills around a call it never makes): 1.13x a bare `rdtsc` for 5 words against
-    /// 1.30x, and 0.03x against 0.06x disabled. It costs about 250 bytes of code per trace
+    /// 1.30x, and 0.03x against 0.06x disabled. It costs about 600 bytes of code per trace
     /// point; the registration and a contended ring stay out of line.
     #[inline(always)]
     pub fn record(&'static self, word: u64, args: [u64; N]) {
