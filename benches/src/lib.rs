@@ -119,15 +119,7 @@ impl Bench {
     }
 }
 
-/// Pins the calling thread to `cpu` (best effort).
-pub fn pin(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
+pub use ttrace_reader::demo::pin;
 
 /// One row of a results table.
 #[derive(Clone, Debug, Serialize)]

@@ -185,6 +185,13 @@ impl Device {
         self.dev.tracepoint_enabled(id)
     }
 
+    /// Whether each tracepoint defined in `meta` (by id) records now.
+    pub fn enabled_all(&self, meta: &Metadata) -> Vec<bool> {
+        (0..meta.tracepoints.len() as u16)
+            .map(|id| self.enabled(id))
+            .collect()
+    }
+
     /// The control state as text: `setmask <mask> <all bits>` then one line per rule; writing
     /// these lines back with [`Device::ctl_write`] restores it.
     pub fn ctl(&self) -> String {
@@ -228,9 +235,7 @@ impl Device {
             dir: self.dir().to_path_buf(),
             version: self.version(),
             status: self.status(),
-            enabled: (0..meta.tracepoints.len() as u16)
-                .map(|id| self.enabled(id))
-                .collect(),
+            enabled: self.enabled_all(&meta),
             meta,
             cpus,
             aux,

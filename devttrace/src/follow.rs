@@ -120,9 +120,7 @@ impl<'d> Follower<'d> {
             dir: self.dev.dir().to_path_buf(),
             version: self.dev.version(),
             status: self.dev.status(),
-            enabled: (0..meta.tracepoints.len() as u16)
-                .map(|id| self.dev.enabled(id))
-                .collect(),
+            enabled: self.dev.enabled_all(&meta),
             meta,
             cpus,
             messages_from: self.messages_from,

@@ -45,9 +45,7 @@ impl<'d> View<'d> {
             dev,
             version: dev.version(),
             status: dev.status(),
-            enabled: (0..meta.tracepoints.len() as u16)
-                .map(|id| dev.enabled(id))
-                .collect(),
+            enabled: dev.enabled_all(&meta),
             meta,
             vanished: cpus.iter().map(|_| Cell::new(0)).collect(),
             cpus,

@@ -17,8 +17,8 @@ tracepoint!(
     "b0={b0} b1={b1} b2={b2} b3={b3} b4={b4} b5={b5} b6={b6} b7={b7} b8={b8} b9={b9} b10={b10} b11={b11}"
 );
 
-/// Pins the calling thread to `cpu` (best effort: the demo still runs where that fails).
-fn pin(cpu: usize) {
+/// Pins the calling thread to `cpu` (best effort: the caller still runs where that fails).
+pub fn pin(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();

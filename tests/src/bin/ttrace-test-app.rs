@@ -8,6 +8,7 @@
 
 use std::sync::mpsc;
 use ttrace_core::{point, tracepoint};
+use ttrace_reader::demo::pin;
 
 tracepoint!(static PING: Start = "pingpong", "seq={seq} by={by:s}");
 tracepoint!(static OPEN: Entry = "file_open", "path={path:s} flags={flags:x} delta={delta:d}");
@@ -16,15 +17,6 @@ tracepoint!(
     static WIDE: Start = "wide",
     "a0={a0} a1={a1} a2={a2} a3={a3} a4={a4} a5={a5:x} a6={a6} a7={a7} a8={a8} a9={a9} a10={a10:d} a11={a11}"
 );
-
-fn pin(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
 
 fn spawn<T: Send + 'static>(
     name: &str,
