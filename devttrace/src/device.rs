@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering::Acquire;
 use ttrace_core::aux::AuxSnapshot;
 use ttrace_core::meta::Metadata;
 use ttrace_core::ring::RingSnapshot;
+pub use ttrace_core::{device::Access, Trust};
 
 /// A ttrace device directory opened for reading (and, if asked, for control).
 ///
@@ -84,6 +85,14 @@ impl Device {
     pub fn open(dir: impl AsRef<Path>) -> Result<Device> {
         let dir = dir.as_ref();
         checked(dir, ttrace_core::Device::attach_read_only(dir))
+    }
+
+    /// Opens with an explicit access and trust: [`Trust::Any`] opts in to devices of other
+    /// users (the other open functions refuse them, and symlinks, and files others may
+    /// write).
+    pub fn open_with(dir: impl AsRef<Path>, access: Access, trust: Trust) -> Result<Device> {
+        let dir = dir.as_ref();
+        checked(dir, ttrace_core::Device::attach_with(dir, access, trust))
     }
 
     /// Opens the user's default device (`$TTRACE_DIR`, else `/dev/shm/ttrace-<uid>`).

@@ -23,7 +23,7 @@ mod snapshot;
 mod version;
 mod view;
 
-pub use device::{default_dir, Device, Status};
+pub use device::{default_dir, Access, Device, Status, Trust};
 pub use error::{Error, Problem, Result};
 pub use follow::{Follower, Poll};
 pub use snapshot::Snapshot;

@@ -142,6 +142,67 @@ pub enum Access {
     ReadOnly,
 }
 
+/// Whose devices a process accepts to open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trust {
+    /// Only a device that belongs to the calling user: directory and files owned by the
+    /// effective user, none writable by group or others, the directory not a symlink (as ssh
+    /// treats its keys). The default: a device in a shared directory could otherwise be one
+    /// planted by another user, to read what is recorded or to feed readers a hostile file.
+    Own,
+    /// Any device the operating system lets this process open (an explicit opt-in, to read
+    /// another user's trace).
+    Any,
+}
+
+/// Checks that `meta` (of `path`) is the calling user's and writable by nobody else.
+fn check_trust(path: &Path, meta: &std::fs::Metadata, trust: Trust, uid: u32) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if trust == Trust::Any {
+        return Ok(());
+    }
+    if meta.file_type().is_symlink() {
+        return Err(bad(path, Problem::Symlink));
+    }
+    if meta.uid() != uid {
+        return Err(bad(
+            path,
+            Problem::Owner {
+                owner: meta.uid(),
+                user: uid,
+            },
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(bad(
+            path,
+            Problem::Writable {
+                mode: meta.mode() & 0o7777,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// The effective user id.
+fn euid() -> u32 {
+    // SAFETY: geteuid has no arguments and no memory effects.
+    unsafe { libc::geteuid() }
+}
+
+/// Opens a file of an existing device, refusing one that is not the user's (see [`Trust`]).
+fn open_existing(path: &Path, access: Access, trust: Trust) -> Result<File> {
+    let file = open_file(path, None, access).map_err(|e| match e {
+        // O_NOFOLLOW refuses a symlink with ELOOP.
+        Error::Io { path, source } if source.raw_os_error() == Some(libc::ELOOP) => {
+            bad(&path, Problem::Symlink)
+        }
+        e => e,
+    })?;
+    check_trust(path, &file.metadata().map_err(io(path))?, trust, euid())?;
+    Ok(file)
+}
+
 fn open_file(path: &Path, create_len: Option<u64>, access: Access) -> Result<File> {
     let mut opts = OpenOptions::new();
     opts.read(true)
@@ -204,18 +265,22 @@ impl Device {
 
     /// Attaches to an existing device; refuses one whose layout versions differ.
     pub fn attach(dir: &Path) -> Result<Device> {
-        Device::attach_with(dir, Access::ReadWrite)
+        Device::attach_with(dir, Access::ReadWrite, Trust::Own)
     }
 
     /// Attaches to an existing device for reading only (see [`Access::ReadOnly`]): what a
     /// reader uses on a running device, or on one whose writers died.
     pub fn attach_read_only(dir: &Path) -> Result<Device> {
-        Device::attach_with(dir, Access::ReadOnly)
+        Device::attach_with(dir, Access::ReadOnly, Trust::Own)
     }
 
-    fn attach_with(dir: &Path, access: Access) -> Result<Device> {
+    /// Attaches with an explicit [`Access`] and [`Trust`] (the other attach functions trust
+    /// only the user's own devices).
+    pub fn attach_with(dir: &Path, access: Access, trust: Trust) -> Result<Device> {
+        let meta = std::fs::symlink_metadata(dir).map_err(io(dir))?;
+        check_trust(dir, &meta, trust, euid())?;
         let hpath = dir.join("header");
-        let hfile = open_file(&hpath, None, access)?;
+        let hfile = open_existing(&hpath, access, trust)?;
         let mut hmap = map(&hpath, &hfile, HEADER_BYTES as u64, access)?;
         let header = DeviceHeader::read_from_bytes(&hmap[..])
             .map_err(|_| bad(&hpath, Problem::Misaligned))?;
@@ -226,7 +291,7 @@ impl Device {
                 .map_err(|_| bad(&hpath, Problem::Misaligned))?,
         );
         maps.push(hmap);
-        let mut dev = Device::assemble(dir, header_ptr, &header, maps, access)?;
+        let mut dev = Device::assemble(dir, header_ptr, &header, maps, access, trust)?;
         dev.check_files()?;
         Ok(dev)
     }
@@ -238,11 +303,12 @@ impl Device {
         h: &DeviceHeader,
         mut maps: Vec<MmapMut>,
         access: Access,
+        trust: Trust,
     ) -> Result<Device> {
         let mut rings = Vec::with_capacity(h.num_cpus as usize);
         for cpu in 0..h.num_cpus {
             let path = dir.join(format!("cpu{cpu}"));
-            let file = open_file(&path, None, access)?;
+            let file = open_existing(&path, access, trust)?;
             let mut m = map(&path, &file, ring_file_bytes(h.ring_slots), access)?;
             let (head, rest) = m.split_at_mut(RING_HEADER_BYTES);
             let header = NonNull::from(
@@ -255,14 +321,24 @@ impl Device {
             maps.push(m);
         }
         let path = dir.join("aux");
-        let mut m = map(&path, &open_file(&path, None, access)?, h.aux_size, access)?;
+        let mut m = map(
+            &path,
+            &open_existing(&path, access, trust)?,
+            h.aux_size,
+            access,
+        )?;
         let aux = NonNull::from(
             <[AtomicU64]>::mut_from_bytes(&mut m[..])
                 .map_err(|_| bad(&path, Problem::Misaligned))?,
         );
         maps.push(m);
         let path = dir.join("meta");
-        let mut m = map(&path, &open_file(&path, None, access)?, h.meta_size, access)?;
+        let mut m = map(
+            &path,
+            &open_existing(&path, access, trust)?,
+            h.meta_size,
+            access,
+        )?;
         let mh = MetaHeader::read_from_prefix(&m[..])
             .map_err(|_| bad(&path, Problem::Misaligned))?
             .0;
@@ -364,7 +440,7 @@ impl Device {
                     DeviceHeader::mut_from_bytes(&mut maps[0][..])
                         .map_err(|_| bad(dir, Problem::Misaligned))?,
                 );
-                Device::assemble(dir, header_ptr, &h, maps, Access::ReadWrite)
+                Device::assemble(dir, header_ptr, &h, maps, Access::ReadWrite, Trust::Own)
             }
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&tmp);

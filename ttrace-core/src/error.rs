@@ -62,6 +62,24 @@ pub enum Problem {
     /// The file is missing from the device directory.
     #[error("missing")]
     Missing,
+    /// The device directory or a file of it is a symbolic link (refused: one planted in a
+    /// shared directory could lead anywhere).
+    #[error("is a symbolic link (refused; open it by its real path, or trust any owner)")]
+    Symlink,
+    /// The file belongs to another user (refused unless any owner is trusted explicitly).
+    #[error("is owned by uid {owner}, not by this user (uid {user}); refused unless any owner is trusted")]
+    Owner {
+        /// Its owner.
+        owner: u32,
+        /// The calling user.
+        user: u32,
+    },
+    /// Group or others may write the file (refused, as ssh refuses such keys).
+    #[error("is writable by group or others (mode {mode:o}); refused unless any owner is trusted")]
+    Writable {
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The file's own header contradicts the device header.
     #[error("its header does not match the device header")]
     Mismatch,

@@ -35,7 +35,7 @@ pub mod sync;
 mod thread;
 mod tracepoint;
 
-pub use device::{default_dir, Config, Device};
+pub use device::{default_dir, Config, Device, Trust};
 pub use error::{Error, Problem, Result};
 pub use global::{device, device_or_init, init};
 pub use thread::rename_thread;

@@ -3,7 +3,7 @@
 use crate::decode::{self, Decoder, TimeFormat};
 use crate::merge::{Filter, Merge};
 use clap::{Args, Parser, Subcommand};
-use devttrace::{Device, Follower, View};
+use devttrace::{Access, Device, Follower, Trust, View};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,6 +19,10 @@ use std::time::Duration;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Open devices of other users too (by default a device must belong to this user, be
+    /// writable by nobody else, and not be reached through a symlink).
+    #[arg(long, global = true)]
+    any_owner: bool,
 }
 
 #[derive(Subcommand)]
@@ -103,8 +107,24 @@ const CTL_COMMANDS: [&str; 6] = [
     "setmask", "setbits", "clrbits", "enable", "disable", "reset",
 ];
 
+/// Whose devices this run opens (`--any-owner`).
+static TRUST: std::sync::OnceLock<Trust> = std::sync::OnceLock::new();
+
+fn trust() -> Trust {
+    *TRUST.get().unwrap_or(&Trust::Own)
+}
+
 fn open(device: Option<PathBuf>) -> Result<Device, String> {
-    Device::open(device.unwrap_or_else(devttrace::default_dir)).map_err(|e| e.to_string())
+    open_as(device, Access::ReadOnly)
+}
+
+fn open_as(device: Option<PathBuf>, access: Access) -> Result<Device, String> {
+    Device::open_with(
+        device.unwrap_or_else(devttrace::default_dir),
+        access,
+        trust(),
+    )
+    .map_err(|e| e.to_string())
 }
 
 fn filter(dev: &Device, select: Select) -> Result<Filter, String> {
@@ -280,13 +300,12 @@ fn ctl(mut words: Vec<String>) -> Result<(), String> {
         Some(w) if !CTL_COMMANDS.contains(&w.as_str()) => Some(PathBuf::from(words.remove(0))),
         _ => None,
     };
-    let dir = device.unwrap_or_else(devttrace::default_dir);
-    let dev = if words.is_empty() {
-        Device::open(&dir)
+    let access = if words.is_empty() {
+        Access::ReadOnly
     } else {
-        Device::open_for_control(&dir)
-    }
-    .map_err(|e| e.to_string())?;
+        Access::ReadWrite
+    };
+    let dev = open_as(device, access)?;
     if !words.is_empty() {
         dev.ctl_write(&words.join(" ")).map_err(|e| e.to_string())?;
     }
@@ -321,6 +340,11 @@ fn demo(
 }
 
 fn run(cli: Cli) -> Result<(), String> {
+    let _ = TRUST.set(if cli.any_owner {
+        Trust::Any
+    } else {
+        Trust::Own
+    });
     match cli.command {
         Command::Demo {
             threads,

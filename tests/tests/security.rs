@@ -1,0 +1,154 @@
+//! Devices that are not the user's own are refused, unless any owner is trusted explicitly.
+
+use devttrace::{Access, Device, Error, Problem, Trust};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
+
+fn make(dir: &Path) {
+    let w = ttrace_core::Device::open(&ttrace_tests::config(dir, 64, 2)).unwrap();
+    let (_, word) = w
+        .register_tracepoint(&ttrace_core::meta::Definition {
+            name: "hello",
+            kind: ttrace_core::Kind::Start,
+            classes: 1,
+            format: "n={n}",
+            nargs: 1,
+        })
+        .unwrap();
+    w.emit(word, 1 << 32 | 2, &[7]);
+}
+
+fn problem(r: Result<Device, Error>) -> (std::path::PathBuf, Problem) {
+    match r {
+        Err(Error::Invalid { path, problem }) => (path, problem),
+        other => panic!("expected a refusal, got {:?}", other.err()),
+    }
+}
+
+/// `dump` without and with `--any-owner`: (refused with this message, then accepted).
+fn cli_refuses_then_accepts(dir: &Path, why: &str) {
+    let out = Command::new(READER)
+        .args(["dump", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(why) && err.lines().count() == 1, "{err}");
+    let out = Command::new(READER)
+        .args(["dump", "--any-owner", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("hello(n=7)"));
+}
+
+#[test]
+fn a_file_others_may_write_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make(&dir);
+    std::fs::set_permissions(dir.join("aux"), std::fs::Permissions::from_mode(0o620)).unwrap();
+    let (path, p) = problem(Device::open(&dir));
+    assert_eq!(path, dir.join("aux"));
+    assert_eq!(p, Problem::Writable { mode: 0o620 });
+    assert!(Device::open_with(&dir, Access::ReadOnly, Trust::Any).is_ok());
+    cli_refuses_then_accepts(
+        &dir,
+        "aux: not a usable ttrace device: is writable by group or others (mode 620)",
+    );
+}
+
+#[test]
+fn a_directory_others_may_write_is_refused_by_writers_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make(&dir);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (path, p) = problem(Device::open(&dir));
+    assert_eq!((path, p), (dir.clone(), Problem::Writable { mode: 0o777 }));
+    // A writer would otherwise record into a device another user controls.
+    match ttrace_core::Device::open(&ttrace_tests::config(&dir, 64, 2)) {
+        Err(ttrace_core::Error::BadDevice { problem, .. }) => {
+            assert_eq!(problem, Problem::Writable { mode: 0o777 })
+        }
+        other => panic!("a writer attached: {:?}", other.err()),
+    }
+}
+
+#[test]
+fn a_device_reached_through_a_symlink_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("real");
+    make(&real);
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let (path, p) = problem(Device::open(&link));
+    assert_eq!((path, p), (link.clone(), Problem::Symlink));
+    cli_refuses_then_accepts(
+        &link,
+        "link: not a usable ttrace device: is a symbolic link",
+    );
+    // A writer neither attaches through it nor creates a device behind it.
+    assert!(ttrace_core::Device::open(&ttrace_tests::config(&link, 64, 2)).is_err());
+    let dangling = tmp.path().join("dangling");
+    std::os::unix::fs::symlink(tmp.path().join("nowhere"), &dangling).unwrap();
+    assert!(ttrace_core::Device::open(&ttrace_tests::config(&dangling, 64, 2)).is_err());
+    assert!(
+        !tmp.path().join("nowhere").exists(),
+        "nothing was created behind the link"
+    );
+}
+
+#[test]
+fn a_file_of_the_device_replaced_by_a_symlink_is_refused_even_when_trusting_any_owner() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make(&dir);
+    std::fs::rename(dir.join("cpu1"), tmp.path().join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("elsewhere"), dir.join("cpu1")).unwrap();
+    for trust in [Trust::Own, Trust::Any] {
+        let (path, p) = problem(Device::open_with(&dir, Access::ReadOnly, trust));
+        assert_eq!((path, p), (dir.join("cpu1"), Problem::Symlink));
+    }
+}
+
+#[test]
+fn a_device_of_another_user_is_refused() {
+    // SAFETY: geteuid has no arguments and no memory effects.
+    let me = unsafe { libc::geteuid() };
+    let tmp = tempfile::tempdir().unwrap();
+    if me == 0 {
+        // Root can give a device away: it is then another user's.
+        let dir = tmp.path().join("dev");
+        make(&dir);
+        std::os::unix::fs::chown(&dir, Some(4242), None).unwrap();
+        let (path, p) = problem(Device::open(&dir));
+        assert_eq!(
+            (path, p),
+            (
+                dir.clone(),
+                Problem::Owner {
+                    owner: 4242,
+                    user: 0
+                }
+            )
+        );
+        cli_refuses_then_accepts(&dir, "is owned by uid 4242, not by this user (uid 0)");
+    } else {
+        // Anyone else finds a directory of root's: refused for its owner before anything else.
+        let (path, p) = problem(Device::open("/"));
+        assert_eq!(
+            (path, p),
+            ("/".into(), Problem::Owner { owner: 0, user: me })
+        );
+    }
+}
