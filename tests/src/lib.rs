@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 use ttrace_core::Config;
+use zerocopy::FromBytes;
 
 /// A small device configuration for tests: short calibration, given ring size and CPUs.
 pub fn config(dir: &Path, ring_slots: u64, cpus: u32) -> Config {
@@ -23,4 +24,53 @@ pub fn mix(writer: u64, seq: u64, index: u64) -> u64 {
     x ^= x >> 31;
     x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 29)
+}
+
+/// The text of the aux string the crash writer records with event `seq` of incarnation `inc`.
+pub fn crash_string(inc: u64, seq: u64) -> String {
+    format!("incarnation {inc} event {seq} {:x}", mix(inc, seq, 7))
+}
+
+/// A crash writer's progress, in a small file shared with the test that kills it.
+pub struct Progress {
+    /// Events recorded.
+    pub done: &'static std::sync::atomic::AtomicU64,
+    /// [`Progress::RUNNING`], [`Progress::IN_AUX`] or [`Progress::FINISHED`].
+    pub state: &'static std::sync::atomic::AtomicU64,
+    /// The slowest trace point, in ns (set when finished).
+    pub slowest_ns: &'static std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    /// Recording events.
+    pub const RUNNING: u64 = 0;
+    /// About to record an event with an aux string (the aux lock comes next).
+    pub const IN_AUX: u64 = 1;
+    /// All events recorded.
+    pub const FINISHED: u64 = 2;
+
+    /// Maps the progress file at `path` (created, zeroed, if missing).
+    pub fn open(path: &Path) -> std::io::Result<Progress> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        file.set_len(64)?;
+        // SAFETY: the file is only ever accessed through these atomics, by this test's
+        // processes; the mapping is leaked, so the references live as long as the process.
+        let map: &'static mut memmap2::MmapMut =
+            Box::leak(Box::new(unsafe { memmap2::MmapMut::map_mut(&file)? }));
+        let words = <[std::sync::atomic::AtomicU64]>::mut_from_bytes(&mut map[..24])
+            .map_err(|_| std::io::Error::other("misaligned progress map"))?;
+        let [done, state, slowest_ns] = words else {
+            unreachable!("24 bytes are three words")
+        };
+        Ok(Progress {
+            done,
+            state,
+            slowest_ns,
+        })
+    }
 }
