@@ -81,7 +81,7 @@ fn writers_killed_anywhere_leave_an_exact_trace_and_never_block_the_others() {
     let seed: u64 = std::env::var("TTRACE_CRASH_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| std::process::id() as u64 * 0x9e37_79b9 | 1);
+        .unwrap_or_else(|| (std::process::id() as u64 * 0x9e37_79b9) | 1);
     println!("crash test: {kills} kills, seed {seed}");
     let mut rng = Rng(seed);
     // Large enough that nothing is overwritten: every completed event must be there.
