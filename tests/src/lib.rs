@@ -15,6 +15,19 @@ pub fn config(dir: &Path, ring_slots: u64, cpus: u32) -> Config {
     }
 }
 
+/// Registers a `Start` tracepoint of class 1 with `dev` and returns its type word.
+pub fn define(dev: &ttrace_core::Device, name: &'static str, format: &'static str) -> u64 {
+    dev.register_tracepoint(&ttrace_core::meta::Definition {
+        name,
+        kind: ttrace_core::Kind::Start,
+        classes: 1,
+        format,
+        nargs: ttrace_core::count_args(format) as u8,
+    })
+    .expect("tracepoint")
+    .1
+}
+
 /// A well-mixed 64-bit value of three inputs, so that every argument word names exactly one
 /// (writer, sequence, index) and any mix of two writes is visible.
 pub fn mix(writer: u64, seq: u64, index: u64) -> u64 {

@@ -1,8 +1,6 @@
 //! The device interface: what a reader gets from `devttrace` for a device written elsewhere.
 
 use devttrace::{Device, Error, Follower, Problem};
-use ttrace_core::meta::Definition;
-use ttrace_core::Kind;
 use ttrace_layouts::aux::{AuxTag, AUX_REF};
 use ttrace_layouts::entry::TypeWord;
 
@@ -10,16 +8,8 @@ fn writer(dir: &std::path::Path, slots: u64) -> ttrace_core::Device {
     ttrace_core::Device::open(&ttrace_tests::config(dir, slots, 2)).unwrap()
 }
 
-fn define(dev: &ttrace_core::Device, name: &'static str, nargs: u8) -> u64 {
-    dev.register_tracepoint(&Definition {
-        name,
-        kind: Kind::Start,
-        classes: 1,
-        format: "n={n}",
-        nargs,
-    })
-    .unwrap()
-    .1
+fn define(dev: &ttrace_core::Device, name: &'static str) -> u64 {
+    ttrace_tests::define(dev, name, "n={n}")
 }
 
 /// Writes `n` (and `pid << 32 | 1`) into ring `ring` directly at `timestamp`.
@@ -55,7 +45,7 @@ fn version_is_the_header_as_a_value() {
 fn cpu_snapshots_are_time_ordered_counted_and_filterable() {
     let tmp = tempfile::tempdir().unwrap();
     let w = writer(&tmp.path().join("dev"), 8);
-    let word = define(&w, "n", 1);
+    let word = define(&w, "n");
     // Ring 0: 12 entries into 8 slots, timestamps out of position order at the end.
     for i in 0..10 {
         put(&w, 0, word, 1000 + 10 * i, i);
@@ -92,7 +82,7 @@ fn cpu_snapshots_are_time_ordered_counted_and_filterable() {
 fn aux_and_metadata_come_with_the_snapshot() {
     let tmp = tempfile::tempdir().unwrap();
     let w = writer(&tmp.path().join("dev"), 64);
-    let word = define(&w, "str", 1);
+    let word = define(&w, "str");
     w.note_thread(7, 1, "the-thread").unwrap();
     w.note_process(7, "the-process").unwrap();
     let off = w
@@ -117,8 +107,8 @@ fn aux_and_metadata_come_with_the_snapshot() {
 fn ctl_needs_control_access_and_rejects_malformed_commands() {
     let tmp = tempfile::tempdir().unwrap();
     let w = writer(&tmp.path().join("dev"), 64);
-    define(&w, "alpha", 1);
-    define(&w, "beta", 1);
+    define(&w, "alpha");
+    define(&w, "beta");
     let ro = Device::open(w.dir()).unwrap();
     assert!(matches!(ro.ctl_write("clrbits 1"), Err(Error::ReadOnly(_))));
     let ctl = Device::open_for_control(w.dir()).unwrap();
@@ -166,7 +156,7 @@ fn opening_reports_what_is_wrong_with_which_file() {
 fn the_follower_reports_each_event_once_and_counts_what_it_missed() {
     let tmp = tempfile::tempdir().unwrap();
     let w = writer(&tmp.path().join("dev"), 64);
-    let word = define(&w, "n", 1);
+    let word = define(&w, "n");
     put(&w, 0, word, 10, 0);
     let dev = Device::open(w.dir()).unwrap();
     let mut f = Follower::new(&dev);
@@ -207,7 +197,7 @@ fn the_follower_reports_each_event_once_and_counts_what_it_missed() {
 fn a_view_copies_events_late_and_counts_those_overwritten_meanwhile() {
     let tmp = tempfile::tempdir().unwrap();
     let w = writer(&tmp.path().join("dev"), 8);
-    let word = define(&w, "n", 1);
+    let word = define(&w, "n");
     for n in 0..8 {
         put(&w, 0, word, 100 + n, n);
     }
@@ -232,7 +222,7 @@ fn a_follower_started_during_writes_reports_no_false_losses() {
     const N: u64 = 40_000;
     let tmp = tempfile::tempdir().unwrap();
     let w = writer(&tmp.path().join("dev"), 1 << 16);
-    let word = define(&w, "n", 1);
+    let word = define(&w, "n");
     let dev = Device::open(w.dir()).unwrap();
     let (started, wait_started) = std::sync::mpsc::channel();
     let (following, wait_following) = std::sync::mpsc::channel();

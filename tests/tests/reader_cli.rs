@@ -631,15 +631,7 @@ fn extreme_values_are_shown_not_crashed_on() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let w = ttrace_core::Device::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
-    let (_, word) = w
-        .register_tracepoint(&ttrace_core::meta::Definition {
-            name: "edge",
-            kind: ttrace_core::Kind::Start,
-            classes: 1,
-            format: "u={u} d={d:d} x={x:x} s={s:s}",
-            nargs: 4,
-        })
-        .unwrap();
+    let word = ttrace_tests::define(&w, "edge", "u={u} d={d:d} x={x:x} s={s:s}");
     // An unnamed writer whose context is all ones, and extreme argument values.
     w.emit(
         word,

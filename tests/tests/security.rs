@@ -9,15 +9,7 @@ const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
 
 fn make(dir: &Path) {
     let w = ttrace_core::Device::open(&ttrace_tests::config(dir, 64, 2)).unwrap();
-    let (_, word) = w
-        .register_tracepoint(&ttrace_core::meta::Definition {
-            name: "hello",
-            kind: ttrace_core::Kind::Start,
-            classes: 1,
-            format: "n={n}",
-            nargs: 1,
-        })
-        .unwrap();
+    let word = ttrace_tests::define(&w, "hello", "n={n}");
     w.emit(word, 1 << 32 | 2, &[7]);
 }
 
