@@ -1,0 +1,176 @@
+//! Damaged devices, table-driven: each damage gives its own clear error, or is skipped and
+//! counted — never a panic, a hang or an unbounded allocation.
+
+use devttrace::{Device, Error, Problem};
+use std::path::Path;
+use ttrace_layouts::aux::{AuxPath, AuxTag};
+use ttrace_layouts::device::{DeviceHeader, HeaderError};
+
+/// A device with one string event, one message and a named thread.
+fn make(dir: &Path) {
+    let w = ttrace_core::Device::open(&ttrace_tests::config(dir, 64, 2)).unwrap();
+    let word = ttrace_tests::define(&w, "hello", "s={s:s}");
+    w.note_thread(1, 2, "worker").unwrap();
+    let off = w.aux_write(AuxTag::String, 1 << 32 | 2, b"text").unwrap();
+    w.emit(word, 1 << 32 | 2, &[ttrace_layouts::aux::AUX_REF | off]);
+    w.aux_write(AuxTag::Info, 1 << 32 | 2, b"a message")
+        .unwrap();
+}
+
+fn edit(path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
+    let mut bytes = std::fs::read(path).unwrap();
+    f(&mut bytes);
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn put_u64(bytes: &mut [u8], at: usize, v: u64) {
+    bytes[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+}
+
+macro_rules! at {
+    ($field:ident) => {
+        core::mem::offset_of!(DeviceHeader, $field)
+    };
+}
+
+#[test]
+fn header_fields_out_of_range_are_refused_by_name() {
+    for (field, at, value, which) in [
+        (
+            "ring size not a power of two",
+            at!(ring_slots),
+            48u64,
+            "ring size",
+        ),
+        ("ring size of one", at!(ring_slots), 1, "ring size"),
+        (
+            "aux size not a power of two",
+            at!(aux_size),
+            3 << 14,
+            "aux size",
+        ),
+        ("no cpus", at!(num_cpus), 0, "cpu count"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("dev");
+        make(&dir);
+        edit(&dir.join("header"), |h| {
+            if which == "cpu count" {
+                h[at..at + 4].copy_from_slice(&(value as u32).to_ne_bytes());
+            } else {
+                put_u64(h, at, value);
+            }
+        });
+        match Device::open(&dir) {
+            Err(Error::Invalid {
+                path,
+                problem: Problem::Header(HeaderError::Field { which: w, value: v }),
+            }) => {
+                assert_eq!(path, dir.join("header"), "{field}");
+                assert_eq!((w, v), (which, value), "{field}");
+            }
+            other => panic!("{field}: {:?}", other.err()),
+        }
+    }
+}
+
+#[test]
+fn aux_offsets_out_of_range_are_reported_and_the_rings_still_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make(&dir);
+    // `first` after `last`, and `last` more than a buffer ahead of `first`.
+    for (first, last) in [(4096u64, 64u64), (0, 1 << 40)] {
+        edit(&dir.join("header"), |h| {
+            put_u64(h, at!(aux_first), first);
+            put_u64(h, at!(aux_last), last);
+        });
+        let dev = Device::open(&dir).unwrap();
+        assert!(matches!(dev.aux(), Err(Error::Aux { .. })));
+        let snap = dev.snapshot().unwrap();
+        assert_eq!(
+            snap.events(),
+            1,
+            "the rings do not depend on the aux buffer"
+        );
+        assert!(snap
+            .aux_error
+            .as_deref()
+            .unwrap()
+            .contains("aux offsets out of range"));
+    }
+}
+
+#[test]
+fn aux_records_whose_length_points_past_the_buffer_end_the_walk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make(&dir);
+    let dev = Device::open(&dir).unwrap();
+    let second = dev.aux().unwrap().records[1].offset as usize;
+    drop(dev);
+    // Each damage ends the walk there: the record before it is kept, nothing after it is
+    // trusted. (A zero length is a well-formed empty record; the bytes after its header are
+    // the old payload, which does not parse as a header.)
+    for damage in [
+        // A length past `last` (and past the whole buffer for a reader that trusted it).
+        AuxPath::new(AuxTag::Info, 0, 4000, false).0,
+        // Reserved bits set: not a header this code wrote.
+        u64::MAX,
+        // A length of zero: the walk advances by the header alone, into the old payload.
+        AuxPath::new(AuxTag::Info, 0, 0, false).0,
+    ] {
+        edit(&dir.join("aux"), |a| put_u64(a, second, damage));
+        let aux = Device::open(&dir).unwrap().aux().unwrap();
+        assert_eq!(
+            aux.records[0].bytes, b"text",
+            "the record before the damage is kept"
+        );
+        assert!(aux.corrupt, "{damage:#x}: {aux:?}");
+        assert!(aux.records.len() <= 2, "{aux:?}");
+    }
+}
+
+#[test]
+fn names_that_are_not_utf8_are_shown_with_replacement_characters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make(&dir);
+    edit(&dir.join("meta"), |m| {
+        let at = m.windows(6).position(|w| w == b"worker").unwrap();
+        m[at + 1] = 0xff;
+    });
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ttrace-reader-cli"))
+        .args(["dump", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("1/2 (w\u{fffd}rker) hello(s=\"text\")"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_file_grown_after_the_device_was_made_is_refused_at_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make(&dir);
+    let f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("cpu0"))
+        .unwrap();
+    let len = f.metadata().unwrap().len();
+    f.set_len(len + 4096).unwrap();
+    match Device::open(&dir) {
+        Err(Error::Invalid {
+            path,
+            problem: Problem::Length { found, expected },
+        }) => {
+            assert_eq!(path, dir.join("cpu0"));
+            assert_eq!((found, expected), (len + 4096, len));
+        }
+        other => panic!("{:?}", other.err()),
+    }
+}
