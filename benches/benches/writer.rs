@@ -17,9 +17,7 @@ tracepoint!(static PS: Start = "bench_str", "s={s:s}");
 tracepoint!(static FIRST: Start = "bench_first", "a={a}");
 
 fn device() -> &'static ttrace_core::Device {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"));
-    let dev = ttrace_core::init(&Config::at(dir.path().join("dev"))).expect("device");
+    let dev = ttrace_benches::device();
     point!(OFF, 0);
     dev.apply_text("disable bench_off").expect("ctl");
     dev

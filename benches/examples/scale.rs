@@ -3,18 +3,12 @@
 //! `cargo run --release -p ttrace-benches --example scale`
 
 use ttrace_benches::{pin, threads_once};
-use ttrace_core::{point, tracepoint, Config};
+use ttrace_core::{point, tracepoint};
 
 tracepoint!(static P5: Start = "bench_p5", "a={a} b={b} c={c} d={d} e={e}");
 
 fn main() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let dev = ttrace_core::init(&Config {
-        cpus: None,
-        ..Config::at(tmp.path().join("dev"))
-    })
-    .expect("device");
-    ttrace_core::cpu::detect();
+    let dev = ttrace_benches::device();
     let w5 = ttrace_layouts::entry::TypeWord::new(ttrace_core::Kind::Start, 5, 0).0;
     let iters = 5_000_000;
     let row = |name: &str, one: f64, two: f64| {

@@ -121,6 +121,16 @@ impl Bench {
 
 pub use ttrace_reader::demo::pin;
 
+/// Installs the process's device in a fresh temporary directory (kept for the life of the
+/// process), with the default sizes and one ring per CPU, and detects the CPU-id source.
+pub fn device() -> &'static ttrace_core::Device {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"));
+    let dev = ttrace_core::init(&ttrace_core::Config::at(dir.path().join("dev"))).expect("device");
+    ttrace_core::cpu::detect();
+    dev
+}
+
 /// One row of a results table.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {

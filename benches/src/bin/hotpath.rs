@@ -5,7 +5,7 @@
 
 use std::hint::black_box;
 use ttrace_benches::{peers, threads_once, Bench};
-use ttrace_core::{point, tracepoint, Config};
+use ttrace_core::{point, tracepoint};
 
 tracepoint!(static P0: Start = "bench_p0", "");
 tracepoint!(static P1: Start = "bench_p1", "a={a}");
@@ -28,13 +28,7 @@ fn main() {
         args.iter().any(|a| a == "--json"),
     );
     let (iters, reps) = if quick { (20_000, 3) } else { (5_000_000, 7) };
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let dev = ttrace_core::init(&Config {
-        cpus: None,
-        ..Config::at(tmp.path().join("dev"))
-    })
-    .expect("device");
-    ttrace_core::cpu::detect();
+    let dev = ttrace_benches::device();
     point!(OFF, 0);
     dev.apply_text("disable bench_off").expect("ctl");
 
