@@ -34,6 +34,9 @@ pub use ttrace_core::{device::Access, Trust};
 /// ```
 pub struct Device {
     dev: ttrace_core::Device,
+    /// The header's facts, read once at open: they never change, and a header truncated
+    /// later must not change them.
+    version: Version,
 }
 
 /// The device's counters and control words at one moment.
@@ -66,7 +69,10 @@ fn checked(dir: &Path, r: ttrace_core::Result<ttrace_core::Device>) -> Result<De
         return Err(Error::Missing(dir.to_path_buf()));
     }
     match r {
-        Ok(dev) => Ok(Device { dev }),
+        Ok(dev) => Ok(Device {
+            version: Version::of(dev.header()),
+            dev,
+        }),
         Err(ttrace_core::Error::Io { path, source })
             if source.kind() == std::io::ErrorKind::NotFound =>
         {
@@ -118,7 +124,7 @@ impl Device {
 
     /// The header as a value.
     pub fn version(&self) -> Version {
-        Version::of(self.dev.header())
+        self.version
     }
 
     /// Counters and control words.
@@ -158,21 +164,32 @@ impl Device {
     /// of its stamp that agree), continuations stitched to their parents, in time order, with
     /// exact counts of what was overwritten and of what was incomplete.
     pub fn cpu(&self, cpu: usize) -> Result<RingSnapshot> {
-        Ok(self.ring(cpu)?.snapshot())
+        self.cpu_newer_than(cpu, 0)
     }
 
     /// [`Device::cpu`], keeping only the events stamped after `timestamp` (Akaros's
     /// `settimestamp`). See [`crate::Follower`] for reading exactly what is new.
     pub fn cpu_newer_than(&self, cpu: usize, timestamp: u64) -> Result<RingSnapshot> {
-        Ok(self.ring(cpu)?.snapshot_newer_than(timestamp))
+        let snap = self.ring(cpu)?.snapshot_newer_than(timestamp);
+        self.check_intact()?;
+        Ok(snap)
     }
 
     /// A consistent copy of the aux buffer: the records complete and within `[first, last)`.
     pub fn aux(&self) -> Result<AuxSnapshot> {
-        self.dev.aux_snapshot().map_err(|source| Error::Aux {
+        let aux = self.dev.aux_snapshot().map_err(|source| Error::Aux {
             path: self.dir().join("aux"),
             source,
-        })
+        });
+        self.check_intact()?;
+        aux
+    }
+
+    /// Fails with [`Problem::Shrunk`] if a file of the device shrank while it was being read
+    /// (another process truncated it). The pages lost read as zeros, so what was read since
+    /// is incomplete; a reader that copies events late (a [`View`]) checks this at the end.
+    pub fn check_intact(&self) -> Result<()> {
+        Ok(self.dev.check_intact()?)
     }
 
     /// The aux buffer, or an empty one and why: a whole-device read does not fail because
@@ -223,6 +240,7 @@ impl Device {
             .map(|n| Ok(self.ring(n)?.index_newer_than(timestamp)))
             .collect::<Result<Vec<_>>>()?;
         let (aux, aux_error) = self.aux_or_empty();
+        self.check_intact()?;
         Ok(View::new(self, cpus, aux, aux_error))
     }
 
@@ -240,6 +258,7 @@ impl Device {
             .collect::<Result<Vec<_>>>()?;
         let (aux, aux_error) = self.aux_or_empty();
         let meta = self.metadata();
+        self.check_intact()?;
         Ok(Snapshot {
             dir: self.dir().to_path_buf(),
             version: self.version(),

@@ -116,6 +116,7 @@ impl<'d> Follower<'d> {
             Err(e) => (Default::default(), Some(e.to_string())),
         };
         let meta = self.dev.metadata();
+        self.dev.check_intact()?;
         let mut snapshot = Snapshot {
             dir: self.dev.dir().to_path_buf(),
             version: self.dev.version(),

@@ -174,3 +174,81 @@ fn a_file_grown_after_the_device_was_made_is_refused_at_open() {
         other => panic!("{:?}", other.err()),
     }
 }
+
+fn cut(path: &Path, len: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
+#[test]
+fn a_file_cut_while_it_is_read_is_reported_not_a_crash() {
+    // A page past the new end of a mapped file raises SIGBUS; the reader survives it, reads
+    // zeros, and reports the file.
+    for (file, len) in [
+        ("header", 0),
+        ("cpu0", 4096),
+        ("cpu1", 0),
+        ("aux", 0),
+        ("meta", 4096),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("dev");
+        make(&dir);
+        let dev = Device::open(&dir).unwrap();
+        let before = dev.snapshot().unwrap();
+        assert_eq!(before.events(), 1, "{file}");
+        cut(&dir.join(file), len);
+        match dev.snapshot() {
+            Err(Error::Invalid {
+                path,
+                problem: Problem::Shrunk,
+            }) => assert_eq!(path, dir.join(file)),
+            other => panic!("{file}: {:?}", other.map(|s| s.events())),
+        }
+        // The version was read at open and stays as it was.
+        assert_eq!(dev.version(), before.version, "{file}");
+        assert!(matches!(
+            dev.check_intact(),
+            Err(Error::Invalid {
+                problem: Problem::Shrunk,
+                ..
+            })
+        ));
+    }
+}
+
+#[test]
+fn follow_stops_with_one_line_when_a_ring_file_is_cut() {
+    use std::io::{BufRead, BufReader, Read};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make(&dir);
+    let mut follow = std::process::Command::new(env!("CARGO_BIN_EXE_ttrace-reader-cli"))
+        .args(["follow", dir.to_str().unwrap(), "--interval-ms", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    let header = lines.next().unwrap().unwrap();
+    assert!(header.starts_with("# following "), "{header}");
+    cut(&dir.join("cpu0"), 4096);
+    let status = follow.wait().unwrap();
+    let mut err = String::new();
+    follow
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("{}: ", dir.join("cpu0").display())) && err.contains("shrank"),
+        "{err}"
+    );
+}

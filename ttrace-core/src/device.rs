@@ -122,6 +122,9 @@ pub struct Device {
     access: Access,
     cpu_mode: i64,
     ring_mask: u64,
+    /// A read-only device's mappings, watched for their files shrinking, with the files'
+    /// paths (dropped before the mappings).
+    watches: Vec<(PathBuf, crate::sigbus::Watch)>,
     _maps: Vec<MmapMut>,
 }
 
@@ -292,6 +295,18 @@ impl Device {
         );
         maps.push(hmap);
         let mut dev = Device::assemble(dir, header_ptr, &header, maps, access, trust)?;
+        if access == Access::ReadOnly {
+            // The maps are, in order: header, cpu0.., aux, meta.
+            let names = std::iter::once("header".to_string())
+                .chain((0..header.num_cpus).map(|c| format!("cpu{c}")))
+                .chain(["aux".to_string(), "meta".to_string()]);
+            dev.watches = names
+                .zip(&dev._maps)
+                .filter_map(|(name, m)| {
+                    Some((dir.join(name), crate::sigbus::watch(m.as_ptr(), m.len())?))
+                })
+                .collect();
+        }
         dev.check_files()?;
         Ok(dev)
     }
@@ -371,6 +386,7 @@ impl Device {
             access,
             cpu_mode: crate::cpu::mode(),
             ring_mask: h.ring_slots - 1,
+            watches: Vec::new(),
             _maps: maps,
         })
     }
@@ -577,6 +593,23 @@ impl Device {
     pub fn ring_header(&self, index: usize) -> &RingHeader {
         // SAFETY: as in `ring`.
         unsafe { self.rings[index].header.as_ref() }
+    }
+
+    /// The first of a read-only device's files found to have shrunk while mapped: what was
+    /// read since it shrank is not to be trusted ([`Problem::Shrunk`]).
+    pub fn shrunk(&self) -> Option<&Path> {
+        self.watches
+            .iter()
+            .find(|(_, w)| w.faults() > 0)
+            .map(|(p, _)| p.as_path())
+    }
+
+    /// Fails with [`Problem::Shrunk`] if a file of the device shrank while mapped.
+    pub fn check_intact(&self) -> Result<()> {
+        match self.shrunk() {
+            Some(path) => Err(bad(path, Problem::Shrunk)),
+            None => Ok(()),
+        }
     }
 
     /// The aux buffer as words.

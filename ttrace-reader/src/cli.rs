@@ -146,17 +146,10 @@ fn time_format(utc: bool) -> TimeFormat {
     }
 }
 
-/// Writes a dump: header, events, footer.
+/// Writes a dump to standard output.
 fn print(view: &View<'_>, filter: &Filter, time: TimeFormat) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", decode::header_line(view))?;
-    Decoder::new(view, time).write_all(Merge::view(view, filter), &mut out)?;
-    for (cpu, r) in view.cpus.iter().enumerate() {
-        if filter.cpus.is_empty() || filter.cpus.contains(&cpu) {
-            writeln!(out, "# {}", decode::ring_counts(cpu, r, view.vanished(cpu)))?;
-        }
-    }
-    writeln!(out, "{}", decode::aux_line(view))?;
+    decode::dump(view, filter, time, &mut out)?;
     out.flush()
 }
 
@@ -183,7 +176,9 @@ fn dump(
         filter.since_ns = Some(ns);
     }
     let view = dev.view_newer_than(newer_than).map_err(|e| e.to_string())?;
-    quiet_pipe(print(&view, &filter, time_format(utc)))
+    quiet_pipe(print(&view, &filter, time_format(utc)))?;
+    // Events are copied as they are printed: a file cut meanwhile made some read as empty.
+    dev.check_intact().map_err(|e| e.to_string())
 }
 
 fn follow(

@@ -4,7 +4,7 @@
 //! <tracepoint>(<arguments>)`, the arguments rendered with the tracepoint's format string.
 
 use crate::format::{self, parse, Piece, Spec};
-use crate::merge::Merge;
+use crate::merge::{Filter, Merge};
 use crate::out::{self, Text};
 use devttrace::{AuxRecord, AuxSnapshot, Clock, Event, Metadata, Snapshot, Status, Version, View};
 use std::collections::HashMap;
@@ -267,6 +267,24 @@ impl<'s> Decoder<'s> {
         out.write_all(&buf)?;
         Ok(n)
     }
+}
+
+/// Writes what `ttrace-reader dump` prints of `view`: the header line, one line per event
+/// that `filter` keeps, the per-CPU counts and the aux line.
+pub fn dump(
+    view: &View<'_>,
+    filter: &Filter,
+    time: TimeFormat,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    writeln!(out, "{}", header_line(view))?;
+    Decoder::new(view, time).write_all(Merge::view(view, filter), out)?;
+    for (cpu, r) in view.cpus.iter().enumerate() {
+        if filter.cpus.is_empty() || filter.cpus.contains(&cpu) {
+            writeln!(out, "# {}", ring_counts(cpu, r, view.vanished(cpu)))?;
+        }
+    }
+    writeln!(out, "{}", aux_line(view))
 }
 
 /// The header line of a dump: the device's facts.
