@@ -252,3 +252,23 @@ fn follow_stops_with_one_line_when_a_ring_file_is_cut() {
         "{err}"
     );
 }
+
+#[test]
+fn control_rules_with_empty_or_foreign_lines_are_skipped() {
+    // Found by the `open` fuzz target: a rule line starting with a multi-byte character
+    // made `ctl` panic.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make(&dir);
+    let rules = "\n\u{e9}x\n+a*\n\n-b\u{e9}\n";
+    edit(&dir.join("header"), |h| {
+        put_u64(h, at!(rules_len), rules.len() as u64);
+        h[at!(rules)..at!(rules) + rules.len()].copy_from_slice(rules.as_bytes());
+    });
+    let ctl = Device::open(&dir).unwrap().ctl();
+    assert_eq!(
+        ctl.lines().skip(1).collect::<Vec<_>>(),
+        ["enable a*", "disable b\u{e9}"],
+        "{ctl}"
+    );
+}

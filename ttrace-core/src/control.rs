@@ -128,11 +128,12 @@ impl Device {
     /// then one `enable` / `disable` line per rule.
     pub fn control_text(&self) -> String {
         let mut s = format!("setmask {:#x} {:#x}\n", self.mask(), u64::MAX);
+        // The rules live in a shared file: a line may be empty or start with any character.
         for l in self.rules_text().lines() {
-            match l.split_at(1) {
-                ("+", p) => s += &format!("enable {p}\n"),
-                ("-", p) => s += &format!("disable {p}\n"),
-                _ => {}
+            if let Some(p) = l.strip_prefix('+') {
+                s += &format!("enable {p}\n");
+            } else if let Some(p) = l.strip_prefix('-') {
+                s += &format!("disable {p}\n");
             }
         }
         s
