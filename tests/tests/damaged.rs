@@ -222,6 +222,26 @@ fn a_file_cut_while_it_is_read_is_reported_not_a_crash() {
 }
 
 #[test]
+fn a_file_grown_while_it_is_read_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    make(&dir);
+    let dev = Device::open(&dir).unwrap();
+    let before = dev.snapshot().unwrap();
+    for file in ["header", "cpu0", "aux", "meta"] {
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(file))
+            .unwrap();
+        f.set_len(f.metadata().unwrap().len() + 8192).unwrap();
+    }
+    let after = dev.snapshot().unwrap();
+    assert_eq!(after.events(), before.events());
+    assert_eq!(after.aux, before.aux);
+    dev.check_intact().unwrap();
+}
+
+#[test]
 fn follow_stops_with_one_line_when_a_ring_file_is_cut() {
     use std::io::{BufRead, BufReader, Read};
     let tmp = tempfile::tempdir().unwrap();
