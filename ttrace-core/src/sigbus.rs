@@ -153,14 +153,25 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     // SAFETY: set (to a leaked, valid sigaction) before this handler was installed.
     let prev = unsafe { &*prev };
     let h = prev.sa_sigaction;
+    // SAFETY: as at the top.
+    let sent = unsafe { (*info).si_code } <= 0; // by kill() or raise(), not by a fault
+    if h == libc::SIG_IGN && sent {
+        return;
+    }
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
-        // Restore the default and return: the fault recurs and takes the default action
-        // (a SIGBUS from a bad access cannot be ignored).
+        // Restore the default action. On return, a fault recurs and takes it (a SIGBUS from
+        // a bad access cannot be ignored); a sent signal is sent again, and taken when this
+        // handler returns and unblocks it.
         // SAFETY: a zeroed sigaction with SIG_DFL is valid.
         let mut dfl: libc::sigaction = unsafe { core::mem::zeroed() };
         dfl.sa_sigaction = libc::SIG_DFL;
-        // SAFETY: valid action, no old action wanted.
-        unsafe { libc::sigaction(libc::SIGBUS, &dfl, core::ptr::null_mut()) };
+        // SAFETY: valid action, no old action wanted; raise is async-signal-safe.
+        unsafe {
+            libc::sigaction(libc::SIGBUS, &dfl, core::ptr::null_mut());
+            if sent {
+                libc::raise(libc::SIGBUS);
+            }
+        }
     } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the previous handler was installed with SA_SIGINFO, so it has this type.
         let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
@@ -204,5 +215,42 @@ mod tests {
         );
         assert_eq!(w.faults(), 2);
         drop(w);
+    }
+
+    #[test]
+    fn a_fault_outside_every_watched_mapping_still_kills_with_sigbus() {
+        let mut watched = tempfile::tempfile().unwrap();
+        let mut other = tempfile::tempfile().unwrap();
+        watched.write_all(&[1u8; 4096]).unwrap();
+        other.write_all(&[2u8; 8192]).unwrap();
+        // SAFETY: private test files, truncated on purpose.
+        let (wm, om) = unsafe {
+            (
+                memmap2::MmapOptions::new()
+                    .map_copy_read_only(&watched)
+                    .unwrap(),
+                memmap2::MmapOptions::new()
+                    .map_copy_read_only(&other)
+                    .unwrap(),
+            )
+        };
+        let _w = watch(wm.as_ptr(), wm.len()).expect("watched");
+        other.set_len(0).unwrap();
+        // Everything is set up before the fork: the child only reads and exits.
+        // SAFETY: the child calls only async-signal-safe functions (a load, _exit).
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: in bounds of the mapping; the page is past the file's end.
+            let v = unsafe { core::ptr::read_volatile(om.as_ptr().add(4096)) };
+            // SAFETY: _exit is async-signal-safe.
+            unsafe { libc::_exit(v as i32) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGBUS,
+            "status {status:#x}"
+        );
     }
 }
