@@ -14,6 +14,9 @@
 //! load `first` again, and keep only valid records at or after the second `first`: everything
 //! before it may have been overwritten during the copy; nothing after it was, because the
 //! writer moves `first` before it writes over a record (see `docs/DESIGN.md`).
+//!
+//! Both halves are written once, over any [`AtomicWord`] ([`Aux`]): the device runs them on
+//! its mapped words, and `tests/loom_aux.rs` model-checks the very same code with loom.
 
 use crate::device::Device;
 use crate::lock::{lock, owner_alive};
@@ -27,7 +30,8 @@ const BLOCKED_TRIES: u32 = 64;
 
 /// Copies `bytes` into the buffer at `offset` (8-aligned), word by word, wrapping at the
 /// end of the buffer (the last word padded with zeros).
-fn store_bytes(words: &[AtomicU64], offset: u64, bytes: &[u8]) {
+#[inline]
+fn store_bytes<W: AtomicWord>(words: &[W], offset: u64, bytes: &[u8]) {
     let start = ((offset / 8) & (words.len() as u64 - 1)) as usize;
     // The words up to the end of the buffer, then those from its start.
     let (before, from) = words.split_at(start);
@@ -49,94 +53,247 @@ fn store_bytes(words: &[AtomicU64], offset: u64, bytes: &[u8]) {
     }
 }
 
+/// The aux buffer with its offsets and counters, over any atomic word: the device's (see
+/// [`Device::aux_write`]), or a [`HeapAux`] for tests and model checks. The writer half of the
+/// protocol is [`reserve`](Aux::reserve) then [`commit`](Aux::commit); the reader half is
+/// [`snapshot`](Aux::snapshot).
+pub struct Aux<'a, W> {
+    /// Offset of the oldest record.
+    pub first: &'a W,
+    /// Offset one past the newest record.
+    pub last: &'a W,
+    /// Records reserved.
+    pub records: &'a W,
+    /// Records truncated.
+    pub truncated: &'a W,
+    /// Writes dropped.
+    pub dropped: &'a W,
+    /// The buffer (a power-of-two number of words).
+    pub words: &'a [W],
+}
+
+impl<'a, W: AtomicWord> Aux<'a, W> {
+    /// The word at byte offset `off` (masked).
+    #[inline(always)]
+    fn at(&self, off: u64) -> &'a W {
+        &self.words[((off / 8) & (self.words.len() as u64 - 1)) as usize]
+    }
+
+    /// Reserves a record for `path` (a valid path) on behalf of the writer `ctx`: up to `tries`
+    /// times, takes the aux lock with `lock` (whose guard unlocks on drop; `None` gives up)
+    /// and tries [`reserve_locked`](Aux::reserve_locked), calling `wait` after each blocked
+    /// try. Returns the record's offset, or `None` if the write was dropped (and counted).
+    #[inline]
+    pub fn reserve<G>(
+        &self,
+        path: AuxPath,
+        ctx: u64,
+        tries: u32,
+        mut lock: impl FnMut() -> Option<G>,
+        alive: impl Fn(u64) -> bool,
+        mut wait: impl FnMut(),
+    ) -> Option<u64> {
+        for _ in 0..tries {
+            let Some(guard) = lock() else {
+                break;
+            };
+            let reserved = self.reserve_locked(path, ctx, &alive);
+            drop(guard);
+            if reserved.is_some() {
+                return reserved;
+            }
+            wait();
+        }
+        // Relaxed: a counter, read only as a statistic.
+        self.dropped.fetch_add(1, Relaxed);
+        None
+    }
+
+    /// The reservation proper; the caller holds the aux lock. Advances `first` past the
+    /// records the new one will overwrite, stamps the new record's header invalid (with its
+    /// length and `ctx`), moves `last` past it and counts it. Returns its offset, or `None`
+    /// (changing nothing) if that would overtake a record still being written by a writer
+    /// that is `alive`.
+    #[inline]
+    pub fn reserve_locked(
+        &self,
+        path: AuxPath,
+        ctx: u64,
+        alive: impl Fn(u64) -> bool,
+    ) -> Option<u64> {
+        let size = self.words.len() as u64 * 8;
+        let rec = path.record_bytes();
+        // Relaxed: the lock orders these with every earlier reservation.
+        let start = self.last.load(Relaxed);
+        // Relaxed: as above.
+        let old_first = self.first.load(Relaxed);
+        // Offsets a damaged device could hold (first past last, or more than a buffer
+        // apart) are repaired by dropping every record, never trusted.
+        let mut first = if old_first > start || start - old_first > size || old_first % 8 != 0 {
+            start
+        } else {
+            old_first
+        };
+        while start + rec - first > size {
+            // Acquire: if the record is complete, its payload stores happen-before the
+            // stores with which we are about to overwrite it.
+            let p = AuxPath(self.at(first).load(Acquire));
+            // Relaxed: the ident was stored under the lock (which orders it before us) with
+            // the invalid path, and no later store changes it while the path is invalid.
+            if p.is_invalid() && alive(self.at(first + 16).load(Relaxed)) {
+                return None;
+            }
+            // A malformed length (a damaged buffer) drops everything up to `start`.
+            first = if p.is_well_formed() {
+                first + p.record_bytes()
+            } else {
+                start
+            };
+        }
+        if first != old_first {
+            // Release: a reader that loads this `first` also sees a `last` at least `start`
+            // (stored before our lock), so its retry after finding `first` past the `last` it
+            // loaded earlier makes progress. (The fence below orders the overwriting stores.)
+            self.first.store(first, Release);
+            // Release fence: a reader that sees any of our stores below also sees the
+            // new `first`, and so drops the records we overwrite.
+            W::fence(Release);
+        }
+        // Relaxed: published to readers by the Release store of `last` below.
+        self.at(start).store(path.invalid().0, Relaxed);
+        // Relaxed: as above.
+        self.at(start + 16).store(ctx, Relaxed);
+        // Release: a reader that loads this `last` sees the invalid header and its length.
+        self.last.store(start + rec, Release);
+        // Counted under the lock, which every writer of these counters holds: a plain
+        // increment, not a locked one. Relaxed: statistics, ordered among writers by the lock.
+        let bump = |c: &W| c.store(c.load(Relaxed) + 1, Relaxed);
+        bump(self.records);
+        if path.is_truncated() {
+            bump(self.truncated);
+        }
+        Some(start)
+    }
+
+    /// Completes the record reserved at `start` for `path` (the valid path given to
+    /// [`reserve`](Aux::reserve)): stores the timestamp and the payload (`path.len()` bytes),
+    /// then the valid path (Release). No lock is held.
+    #[inline]
+    pub fn commit(&self, start: u64, path: AuxPath, timestamp: u64, bytes: &[u8]) {
+        debug_assert_eq!(bytes.len() as u64, path.len());
+        // Relaxed: published by the Release store of the valid path below.
+        self.at(start + 8).store(timestamp, Relaxed);
+        store_bytes(self.words, start + AUX_HEADER_BYTES, bytes);
+        // Release: a reader that acquires the valid path sees the timestamp and payload.
+        self.at(start).store(path.valid().0, Release);
+    }
+
+    /// A consistent snapshot of the buffer (see [`snapshot`]).
+    pub fn snapshot(&self) -> Result<AuxSnapshot, AuxError> {
+        snapshot(self.first, self.last, self.words)
+    }
+}
+
+/// An aux buffer with its offsets and counters on the heap: the protocol without a device,
+/// for tests and model checks (any [`AtomicWord`], loom's included).
+///
+/// ```
+/// use core::sync::atomic::AtomicU64;
+/// use ttrace_layouts::aux::{AuxPath, AuxTag};
+/// let mem = ttrace_core::aux::HeapAux::<AtomicU64>::new(16);
+/// let (aux, lock) = (mem.aux(), std::sync::Mutex::new(()));
+/// let path = AuxPath::new(AuxTag::Info, 0, 5, false);
+/// let at = aux.reserve(path, 7, 1, || lock.lock().ok(), |_| true, || {});
+/// aux.commit(at.unwrap(), path, 1000, b"hello");
+/// assert_eq!(aux.snapshot().unwrap().records[0].bytes, b"hello");
+/// ```
+pub struct HeapAux<W> {
+    /// Offset of the oldest record.
+    pub first: W,
+    /// Offset one past the newest record.
+    pub last: W,
+    /// Records reserved.
+    pub records: W,
+    /// Records truncated.
+    pub truncated: W,
+    /// Writes dropped.
+    pub dropped: W,
+    /// The buffer.
+    pub words: Vec<W>,
+}
+
+impl<W: AtomicWord> HeapAux<W> {
+    /// An empty buffer of `words` words (a power of two).
+    pub fn new(words: usize) -> HeapAux<W> {
+        assert!(
+            words.is_power_of_two(),
+            "an aux buffer has a power-of-two number of words"
+        );
+        HeapAux {
+            first: W::new(0),
+            last: W::new(0),
+            records: W::new(0),
+            truncated: W::new(0),
+            dropped: W::new(0),
+            words: (0..words).map(|_| W::new(0)).collect(),
+        }
+    }
+
+    /// The view the protocol works on.
+    pub fn aux(&self) -> Aux<'_, W> {
+        Aux {
+            first: &self.first,
+            last: &self.last,
+            records: &self.records,
+            truncated: &self.truncated,
+            dropped: &self.dropped,
+            words: &self.words,
+        }
+    }
+}
+
 impl Device {
+    /// The device's aux buffer, offsets and counters.
+    #[inline]
+    fn aux(&self) -> Aux<'_, AtomicU64> {
+        let h = self.header();
+        Aux {
+            first: &h.aux_first,
+            last: &h.aux_last,
+            records: &h.aux_records,
+            truncated: &h.aux_truncated,
+            dropped: &h.aux_dropped,
+            words: self.aux_words(),
+        }
+    }
+
     /// Appends an aux record holding `bytes` (truncated to 4072 bytes and flagged if longer)
     /// for the writer `ctx` (`pid << 32 | tid`). Returns its offset, or `None` if the write
     /// was dropped (and counted in the header's `aux_dropped`).
     pub fn aux_write(&self, tag: AuxTag, ctx: u64, bytes: &[u8]) -> Option<u64> {
-        let h = self.header();
-        let words = self.aux_words();
-        let (size, wmask) = (words.len() as u64 * 8, words.len() as u64 - 1);
-        let at = |off: u64| &words[((off / 8) & wmask) as usize];
+        let aux = self.aux();
         let truncated = bytes.len() as u64 > AUX_MAX_PAYLOAD;
         let bytes = &bytes[..bytes.len().min(AUX_MAX_PAYLOAD as usize)];
         let path = AuxPath::new(tag, self.cpu(), bytes.len() as u64, truncated);
-        let rec = path.record_bytes();
         let backoff = Backoff::new();
-        let mut reserved = None;
-        for _ in 0..BLOCKED_TRIES {
-            let Some(guard) = lock(&h.aux_lock) else {
-                break;
-            };
-            // Relaxed: the lock orders these with every earlier reservation.
-            let start = h.aux_last.load(Relaxed);
-            let old_first = h.aux_first.load(Relaxed);
-            // Offsets a damaged device could hold (first past last, or more than a buffer
-            // apart) are repaired by dropping every record, never trusted.
-            let mut first = if old_first > start || start - old_first > size || old_first % 8 != 0 {
-                start
-            } else {
-                old_first
-            };
-            let mut blocked = false;
-            while start + rec - first > size {
-                // Acquire: if the record is complete, its payload stores happen-before the
-                // stores with which we are about to overwrite it.
-                let p = AuxPath(at(first).load(Acquire));
-                if p.is_invalid() && owner_alive(at(first + 16).load(Relaxed)) {
-                    blocked = true;
-                    break;
-                }
-                // A malformed length (a damaged buffer) drops everything up to `start`.
-                first = if p.is_well_formed() {
-                    first + p.record_bytes()
-                } else {
-                    start
-                };
-            }
-            if blocked {
-                drop(guard);
-                backoff.snooze();
-                continue;
-            }
-            if first != old_first {
-                h.aux_first.store(first, Relaxed);
-                // Release fence: a reader that sees any of our stores below also sees the
-                // new `first`, and so drops the records we overwrite.
-                core::sync::atomic::fence(Release);
-            }
-            at(start).store(path.invalid().0, Relaxed);
-            at(start + 16).store(ctx, Relaxed);
-            // Release: a reader that loads this `last` sees the invalid header and its length.
-            h.aux_last.store(start + rec, Release);
-            // Counted under the lock, which every writer of these counters holds: a plain
-            // increment, not a locked one.
-            let bump = |c: &AtomicU64| c.store(c.load(Relaxed) + 1, Relaxed);
-            bump(&h.aux_records);
-            if truncated {
-                bump(&h.aux_truncated);
-            }
-            drop(guard);
-            reserved = Some(start);
-            break;
-        }
-        let Some(start) = reserved else {
-            h.aux_dropped.fetch_add(1, Relaxed);
-            return None;
-        };
+        let start = aux.reserve(
+            path,
+            ctx,
+            BLOCKED_TRIES,
+            || lock(&self.header().aux_lock),
+            owner_alive,
+            || backoff.snooze(),
+        )?;
         // A message carries its own time; a string is timed by the entry that refers to it,
         // which spares a second clock read on the hot path.
         let timestamp = if tag == AuxTag::String { 0 } else { self.now() };
-        at(start + 8).store(timestamp, Relaxed);
-        store_bytes(words, start + AUX_HEADER_BYTES, bytes);
-        at(start).store(path.0, Release);
+        aux.commit(start, path, timestamp, bytes);
         Some(start)
     }
 
     /// A consistent snapshot of the aux buffer.
     pub fn aux_snapshot(&self) -> Result<AuxSnapshot, AuxError> {
-        let h = self.header();
-        snapshot(&h.aux_first, &h.aux_last, self.aux_words())
+        self.aux().snapshot()
     }
 }
 
@@ -208,15 +365,24 @@ pub fn snapshot<W: AtomicWord>(first: &W, last: &W, words: &[W]) -> Result<AuxSn
     let wmask = words.len() as u64 - 1;
     let mut bad = None;
     for _ in 0..16 {
+        // Acquire: the invalid headers (with their lengths) of the records before `l` are
+        // visible to the copy.
         let l = last.load(Acquire);
+        // Acquire: keeps the copy's loads after this one (free on x86); correctness rests on
+        // the re-load of `first` after the copy, not on this ordering.
         let f0 = first.load(Acquire);
         if f0 > l || l - f0 > size || f0 % 8 != 0 || l % 8 != 0 {
             bad = Some(AuxError::Offsets { first: f0, last: l });
             continue;
         }
         let copy: Vec<u64> = (f0 / 8..l / 8)
+            // Acquire: a valid path copied makes its record's timestamp and payload visible
+            // (the writer's Release store of the path).
             .map(|i| words[(i & wmask) as usize].load(Acquire))
             .collect();
+        // Acquire fence: if the copy saw any store of a writer that overwrote a record, it
+        // synchronizes with that writer's Release fence, so the load below sees the `first`
+        // it moved past the record before overwriting it. Relaxed suffices for that load.
         W::fence(Acquire);
         let f1 = first.load(Relaxed);
         if f1 > l {

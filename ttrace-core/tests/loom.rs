@@ -174,7 +174,7 @@ fn continuation_split_by_a_lapping_writer_is_never_stitched_to_another_parent() 
                 );
             } else {
                 let mut copy = [e.stamp, e.type_word.0, e.ctx, 0, 0, 0, 0, 0];
-                copy[3..].copy_from_slice(&e.args());
+                copy[3..].copy_from_slice(e.args());
                 assert_is_a_write(&copy, &singles);
             }
         }
