@@ -85,11 +85,35 @@ enum Command {
         )]
         words: Vec<String>,
     },
+    /// Write the trace in another tool's format: `chrome` (Chrome Trace Event JSON, for
+    /// Perfetto UI and chrome://tracing; a file) or `ctf` (Common Trace Format 1.8, for
+    /// babeltrace2 and Trace Compass; a directory).
+    Export {
+        /// The output format.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// The device directory.
+        device: Option<PathBuf>,
+        /// Where to write (`-` for standard output).
+        #[arg(short, long, value_name = "PATH")]
+        output: PathBuf,
+        #[command(flatten)]
+        select: Select,
+    },
     /// Per-CPU entries, lost and incomplete counts, time span; aux use; tracepoints.
     Stats {
         /// The device directory.
         device: Option<PathBuf>,
     },
+}
+
+/// Formats of `export`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ExportFormat {
+    /// Chrome Trace Event JSON.
+    Chrome,
+    /// Common Trace Format 1.8.
+    Ctf,
 }
 
 /// What to show.
@@ -375,7 +399,86 @@ fn run(cli: Cli) -> Result<(), String> {
             quiet_pipe(std::io::stdout().lock().write_all(text.as_bytes()))
         }
         Command::Ctl { words } => ctl(words),
+        Command::Export {
+            format,
+            device,
+            output,
+            select,
+        } => export(format, device, &output, select),
     }
+}
+
+/// A progress bar on a terminal, counting events; hidden when standard error is not one.
+fn progress_bar(total: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40} {human_pos}/{human_len} events, {per_sec}, {eta} left",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn export(
+    format: ExportFormat,
+    device: Option<PathBuf>,
+    output: &std::path::Path,
+    select: Select,
+) -> Result<(), String> {
+    let dev = open(device)?;
+    let filter = filter(&dev, select)?;
+    let view = dev.view_newer_than(0).map_err(|e| e.to_string())?;
+    let total = view.cpus.iter().map(|r| r.events.len() as u64).sum();
+    let bar = progress_bar(total);
+    let progress = |n: u64| bar.set_position(n);
+    let written = |r: std::io::Result<_>| r.map_err(|e| format!("{}: {e}", output.display()));
+    let done = match format {
+        ExportFormat::Chrome => {
+            let write = |out: &mut dyn Write| -> std::io::Result<()> {
+                let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
+                let items = Merge::view(&view, &filter);
+                crate::export::chrome::write(
+                    (&view).into(),
+                    &view.cpus,
+                    items,
+                    &mut out,
+                    progress,
+                )?;
+                out.flush()
+            };
+            if output == std::path::Path::new("-") {
+                quiet_pipe(write(&mut std::io::stdout().lock()))
+            } else {
+                std::fs::File::create(output)
+                    .and_then(|mut file| write(&mut file))
+                    .map_err(|e| format!("{}: {e}", output.display()))
+            }
+        }
+        ExportFormat::Ctf => {
+            if output.exists() && output.read_dir().map_or(true, |mut d| d.next().is_some()) {
+                Err(format!(
+                    "{}: exists and is not an empty directory",
+                    output.display()
+                ))
+            } else {
+                let items = Merge::view(&view, &filter);
+                written(crate::export::ctf::write(
+                    (&view).into(),
+                    &view.cpus,
+                    items,
+                    output,
+                    progress,
+                ))
+                .map(|_| ())
+            }
+        }
+    };
+    bar.finish_and_clear();
+    done?;
+    dev.check_intact().map_err(|e| e.to_string())
 }
 
 /// Output to a closed pipe (`| head`) ends quietly.

@@ -17,6 +17,7 @@
 pub mod cli;
 pub mod decode;
 pub mod demo;
+pub mod export;
 pub mod format;
 pub mod merge;
 pub mod out;

@@ -1,0 +1,428 @@
+//! Chrome Trace Event JSON, for Perfetto UI and `chrome://tracing`.
+//!
+//! - Process and thread names are metadata events (`"ph":"M"`).
+//! - An entry and the exit that closes it (see [`Pairing`]) are one complete slice
+//!   (`"ph":"X"`) on their thread, with the entry's arguments and, under the exit's name,
+//!   the exit's.
+//! - A half whose other half is not in the trace (overwritten, or not yet written) is an
+//!   async slice (`"ph":"b"`/`"e"`, category `unpaired`) from the start of the trace to the
+//!   exit, or from the entry to the end of the trace.
+//! - Other trace points, and messages, are instant events (`"ph":"i"`) on their thread.
+//! - `ts` is in microseconds since the device was created, with three decimals: to the
+//!   nanosecond. `otherData` holds the device's facts and per-ring losses.
+//!
+//! The output is written as the items come; memory holds only the entries still open.
+
+use super::{names, Pairing, Schema, Written};
+use crate::decode::{Context, Item};
+use crate::format::Spec;
+use crate::merge::Merge;
+use crate::out::{self, Text};
+use devttrace::{AuxSnapshot, Clock, Event, RingIndex};
+use std::collections::HashMap;
+use std::io::Write;
+use ttrace_layouts::aux::{AUX_NONE, AUX_REF};
+use ttrace_layouts::entry::Kind;
+
+/// Appends `bytes` as the contents of a JSON string (no quotes); invalid UTF-8 becomes
+/// U+FFFD.
+pub fn escape(out: &mut Vec<u8>, bytes: &[u8]) {
+    if bytes
+        .iter()
+        .all(|&b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.extend_from_slice(bytes);
+        return;
+    }
+    for c in String::from_utf8_lossy(bytes).chars() {
+        match c {
+            '"' => out.extend_from_slice(b"\\\""),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            '\n' => out.extend_from_slice(b"\\n"),
+            '\t' => out.extend_from_slice(b"\\t"),
+            '\r' => out.extend_from_slice(b"\\r"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => {
+                let mut b = [0; 4];
+                out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+            }
+        }
+    }
+}
+
+/// `"text"` as JSON.
+fn string(s: &str) -> String {
+    let mut v = b"\"".to_vec();
+    escape(&mut v, s.as_bytes());
+    v.push(b'"');
+    String::from_utf8(v).expect("escaped text is UTF-8")
+}
+
+/// Largest integer a JSON reader that uses doubles (JavaScript, Perfetto) keeps exactly.
+const EXACT: u64 = 1 << 53;
+
+/// One argument word as a JSON value.
+fn value(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshot) {
+    match spec {
+        Spec::Unsigned if w <= EXACT => out::put_u64(out, w),
+        Spec::Signed if (w as i64).unsigned_abs() <= EXACT => out::put_i64(out, w as i64),
+        Spec::Unsigned => {
+            out.push(b'"');
+            out::put_u64(out, w);
+            out.push(b'"');
+        }
+        Spec::Signed => {
+            out.push(b'"');
+            out::put_i64(out, w as i64);
+            out.push(b'"');
+        }
+        Spec::Hex => {
+            out.push(b'"');
+            out::put_hex(out, w);
+            out.push(b'"');
+        }
+        Spec::Float => {
+            let f = f64::from_bits(w);
+            if f.is_finite() {
+                let _ = write!(out, "{f:?}");
+            } else {
+                let _ = write!(out, "\"{f}\"");
+            }
+        }
+        Spec::Str => {
+            out.push(b'"');
+            match (w != AUX_NONE && w & AUX_REF != 0)
+                .then(|| aux.get(w & !AUX_REF))
+                .flatten()
+            {
+                Some(r) => {
+                    escape(out, &r.bytes);
+                    if r.truncated {
+                        out.extend_from_slice(b"...");
+                    }
+                }
+                None => out.extend_from_slice(b"<lost>"),
+            }
+            out.push(b'"');
+        }
+    }
+}
+
+/// A tracepoint's JSON pieces, prepared once.
+struct Compiled {
+    /// `{"name":"<name>","cat":"<kind>","ph":"i","s":"t","ts":`
+    instant: Text,
+    /// `{"name":"<name>","cat":"entry","ph":"X","ts":`
+    slice: Text,
+    /// `"<name>"`
+    name: Text,
+    /// Per argument: `"<arg>":`, with a leading comma after the first.
+    keys: Vec<(Spec, Text)>,
+}
+
+impl Compiled {
+    fn new(s: &Schema) -> Compiled {
+        let name = string(&s.name);
+        Compiled {
+            instant: Text::new(
+                format!(
+                    "{{\"name\":{name},\"cat\":\"{}\",\"ph\":\"i\",\"s\":\"t\",\"ts\":",
+                    s.kind.name()
+                )
+                .as_bytes(),
+            ),
+            slice: Text::new(
+                format!("{{\"name\":{name},\"cat\":\"entry\",\"ph\":\"X\",\"ts\":").as_bytes(),
+            ),
+            name: Text::new(name.as_bytes()),
+            keys: s
+                .args
+                .iter()
+                .enumerate()
+                .map(|(i, (n, spec))| {
+                    let comma = if i > 0 { "," } else { "" };
+                    (
+                        *spec,
+                        Text::new(format!("{comma}{}:", string(n)).as_bytes()),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Writes a view's items as Chrome JSON.
+struct Writer<'s> {
+    aux: &'s AuxSnapshot,
+    clock: Clock,
+    tracepoints: Vec<Compiled>,
+    /// `,"pid":P,"tid":T` per writer.
+    writers: HashMap<u64, Text>,
+    pairing: Pairing,
+    next_id: u64,
+    written: Written,
+    buf: Vec<u8>,
+    /// Elements written to `traceEvents` so far.
+    elements: u64,
+}
+
+impl Writer<'_> {
+    /// Starts an element of `traceEvents`: a comma before all but the first.
+    fn element(&mut self) {
+        self.buf
+            .extend_from_slice(if self.elements == 0 { b"\n" } else { b",\n" });
+        self.elements += 1;
+    }
+
+    fn ts(&mut self, ticks: u64) {
+        let ns = self.clock.since_anchor_ns(ticks);
+        let out = &mut self.buf;
+        if ns < 0 {
+            out.push(b'-');
+        }
+        let abs = ns.unsigned_abs();
+        out::put_u64(out, abs / 1000);
+        let frac = abs % 1000;
+        out.extend_from_slice(&[
+            b'.',
+            b'0' + (frac / 100) as u8,
+            b'0' + (frac / 10 % 10) as u8,
+            b'0' + (frac % 10) as u8,
+        ]);
+    }
+
+    fn who(&mut self, ctx: u64) {
+        let t = self.writers.entry(ctx).or_insert_with(|| {
+            Text::new(format!(",\"pid\":{},\"tid\":{}", ctx >> 32, ctx as u32).as_bytes())
+        });
+        out::put_text(&mut self.buf, t);
+    }
+
+    /// The arguments of `event` as `"key":value` pairs; whether there were any.
+    fn fields(&mut self, event: &Event) -> bool {
+        let args = event.args();
+        match self.tracepoints.get(event.type_word.tracepoint() as usize) {
+            Some(tp) => {
+                for (i, (spec, key)) in tp.keys.iter().enumerate() {
+                    let Some(&w) = args.get(i) else {
+                        break;
+                    };
+                    out::put_text(&mut self.buf, key);
+                    value(&mut self.buf, *spec, w, self.aux);
+                }
+            }
+            None => {
+                let _ = write!(self.buf, "\"words\":\"{args:x?}\"");
+            }
+        }
+        let mut any = !args.is_empty();
+        if event.continuation_lost {
+            if any {
+                self.buf.push(b',');
+            }
+            self.buf.extend_from_slice(b"\"continuation\":\"lost\"");
+            any = true;
+        }
+        any
+    }
+
+    /// The JSON string of `event`'s tracepoint name.
+    fn name(&mut self, event: &Event) {
+        match self.tracepoints.get(event.type_word.tracepoint() as usize) {
+            Some(tp) => out::put_text(&mut self.buf, &tp.name),
+            None => {
+                let _ = write!(self.buf, "\"tracepoint#{}\"", event.type_word.tracepoint());
+            }
+        }
+    }
+
+    fn instant(&mut self, event: &Event) {
+        self.element();
+        match self.tracepoints.get(event.type_word.tracepoint() as usize) {
+            Some(tp) => out::put_text(&mut self.buf, &tp.instant),
+            None => {
+                let _ = write!(
+                    self.buf,
+                    "{{\"name\":\"tracepoint#{}\",\"ph\":\"i\",\"s\":\"t\",\"ts\":",
+                    event.type_word.tracepoint()
+                );
+            }
+        }
+        self.ts(event.stamp);
+        self.who(event.ctx);
+        self.buf.extend_from_slice(b",\"args\":{");
+        self.fields(event);
+        self.buf.extend_from_slice(b"}}");
+    }
+
+    fn slice(&mut self, entry: &Event, exit: &Event) {
+        let id = entry.type_word.tracepoint() as usize;
+        if id >= self.tracepoints.len() {
+            return self.instant(entry);
+        }
+        self.element();
+        out::put_text(&mut self.buf, &self.tracepoints[id].slice);
+        self.ts(entry.stamp);
+        self.buf.extend_from_slice(b",\"dur\":");
+        let dur = self
+            .clock
+            .ticks_to_ns(exit.stamp.saturating_sub(entry.stamp));
+        let (us, frac) = (dur / 1000, dur % 1000);
+        out::put_u64(&mut self.buf, us);
+        let _ = write!(self.buf, ".{frac:03}");
+        self.who(entry.ctx);
+        self.buf.extend_from_slice(b",\"args\":{");
+        if self.fields(entry) {
+            self.buf.push(b',');
+        }
+        self.name(exit);
+        self.buf.extend_from_slice(b":{");
+        self.fields(exit);
+        self.buf.extend_from_slice(b"}}}");
+        self.written.pairs += 1;
+    }
+
+    /// An async slice for a half whose other half is missing.
+    fn unpaired(&mut self, event: &Event, begin: u64, end: u64, missing: &str) {
+        self.next_id += 1;
+        let id = self.next_id;
+        for (ph, at) in [("b", begin), ("e", end)] {
+            self.element();
+            self.buf.extend_from_slice(b"{\"name\":");
+            self.name(event);
+            let _ = write!(
+                self.buf,
+                ",\"cat\":\"unpaired\",\"ph\":\"{ph}\",\"id\":{id},\"ts\":"
+            );
+            self.ts(at);
+            self.who(event.ctx);
+            if (ph == "b") == (missing == "exit") {
+                self.buf.extend_from_slice(b",\"args\":{");
+                if self.fields(event) {
+                    self.buf.push(b',');
+                }
+                let _ = write!(self.buf, "\"missing\":\"{missing}\"}}}}");
+            } else {
+                self.buf.push(b'}');
+            }
+        }
+        self.written.unpaired += 1;
+    }
+}
+
+/// Writes the items of `ctx` (merged by `items`) to `out` as Chrome JSON; `rings` gives the
+/// per-ring counts for `otherData`.
+pub fn write(
+    ctx: Context<'_>,
+    rings: &[RingIndex],
+    items: Merge<'_>,
+    out: &mut impl Write,
+    mut progress: impl FnMut(u64),
+) -> std::io::Result<Written> {
+    let schemas = Schema::all(ctx.meta);
+    let mut w = Writer {
+        aux: ctx.aux,
+        clock: ctx.version.clock,
+        tracepoints: schemas.iter().map(Compiled::new).collect(),
+        writers: HashMap::new(),
+        pairing: Pairing::default(),
+        next_id: 0,
+        written: Written::default(),
+        buf: Vec::with_capacity(1 << 17),
+        elements: 0,
+    };
+    let v = ctx.version;
+    let _ = write!(
+        w.buf,
+        "{{\"displayTimeUnit\":\"ns\",\"otherData\":{{\"source\":{},\"clock_hz\":{},\"creator_pid\":{}",
+        string(&ctx.dir.display().to_string()),
+        v.clock.hz,
+        v.creator_pid
+    );
+    for (cpu, r) in rings.iter().enumerate() {
+        let _ = write!(
+            w.buf,
+            ",\"cpu{cpu}\":\"{} events, {} entries lost, {} incomplete\"",
+            r.events.len(),
+            r.lost,
+            r.claimed
+        );
+    }
+    w.buf.extend_from_slice(b"},\"traceEvents\":[");
+    let (processes, threads) = names(&ctx);
+    let mut processes: Vec<_> = processes.into_iter().collect();
+    processes.sort();
+    for (pid, name) in processes {
+        w.element();
+        let _ = write!(
+            w.buf,
+            "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":{}}}}}",
+            string(&name)
+        );
+    }
+    let mut threads: Vec<_> = threads.into_iter().collect();
+    threads.sort();
+    for (c, name) in threads {
+        w.element();
+        let _ = write!(
+            w.buf,
+            "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":{}}}}}",
+            c >> 32,
+            c as u32,
+            string(&name)
+        );
+    }
+    let (mut first, mut last) = (None, 0);
+    items.try_for_each_ref(|item| {
+        first.get_or_insert(item.timestamp());
+        last = last.max(item.timestamp());
+        w.written.events += 1;
+        match item {
+            Item::Point { event, .. } => {
+                let kind = w
+                    .tracepoints
+                    .get(event.type_word.tracepoint() as usize)
+                    .map(|_| schemas[event.type_word.tracepoint() as usize].kind);
+                match kind {
+                    Some(Kind::Entry) => {
+                        w.pairing.enter(event);
+                    }
+                    Some(Kind::Exit) => match w.pairing.exit(event) {
+                        Some((open, _)) => w.slice(&open.event, event),
+                        None => {
+                            let begin = first.unwrap_or(event.stamp);
+                            w.unpaired(event, begin, event.stamp, "entry")
+                        }
+                    },
+                    _ => w.instant(event),
+                }
+            }
+            Item::Message(r) => {
+                w.element();
+                w.buf.extend_from_slice(
+                    b"{\"name\":\"info\",\"cat\":\"message\",\"ph\":\"i\",\"s\":\"t\",\"ts\":",
+                );
+                w.ts(r.timestamp);
+                w.who(r.ctx);
+                w.buf.extend_from_slice(b",\"args\":{\"message\":\"");
+                escape(&mut w.buf, &r.bytes);
+                w.buf.extend_from_slice(b"\"}}");
+            }
+        }
+        if w.buf.len() >= 1 << 16 {
+            out.write_all(&w.buf)?;
+            w.buf.clear();
+            progress(w.written.events);
+        }
+        Ok::<(), std::io::Error>(())
+    })?;
+    for open in std::mem::take(&mut w.pairing).into_open() {
+        w.unpaired(&open.event, open.event.stamp, last, "exit");
+    }
+    w.buf.extend_from_slice(b"\n]}\n");
+    out.write_all(&w.buf)?;
+    progress(w.written.events);
+    Ok(w.written)
+}
