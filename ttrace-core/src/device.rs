@@ -288,13 +288,19 @@ impl Device {
         let header = DeviceHeader::read_from_bytes(&hmap[..])
             .map_err(|_| bad(&hpath, Problem::Misaligned))?;
         header.check().map_err(|e| bad(&hpath, e.into()))?;
-        let mut maps = Vec::new();
         let header_ptr = NonNull::from(
             DeviceHeader::mut_from_bytes(&mut hmap[..])
                 .map_err(|_| bad(&hpath, Problem::Misaligned))?,
         );
-        maps.push(hmap);
-        let mut dev = Device::assemble(dir, header_ptr, &header, maps, access, trust)?;
+        let mut maps = vec![hmap];
+        let mut dev = Device::assemble(
+            dir,
+            header_ptr,
+            &header,
+            access,
+            Device::files(dir, access, trust, &mut maps),
+        )?;
+        dev._maps = maps;
         if access == Access::ReadOnly {
             // The maps are, in order: header, cpu0.., aux, meta.
             let names = std::iter::once("header".to_string())
@@ -311,21 +317,23 @@ impl Device {
         Ok(dev)
     }
 
-    /// Maps the data files named by a checked header.
+    /// Builds a device from the parts named by a checked header: `part(name, len)` returns
+    /// where the part `name` (`cpu0`, `aux`, `meta`) of `len` bytes is mapped, and the path
+    /// to name in errors about it. The caller keeps the mappings alive in `_maps`.
     fn assemble(
         dir: &Path,
         header: NonNull<DeviceHeader>,
         h: &DeviceHeader,
-        mut maps: Vec<MmapMut>,
         access: Access,
-        trust: Trust,
+        mut part: impl FnMut(&str, u64) -> Result<(PathBuf, NonNull<[u8]>)>,
     ) -> Result<Device> {
+        // SAFETY (for each `as_mut` below): the part lies in a live mapping that the caller
+        // moves into the device, and nothing else refers to it yet.
         let mut rings = Vec::with_capacity(h.num_cpus as usize);
         for cpu in 0..h.num_cpus {
-            let path = dir.join(format!("cpu{cpu}"));
-            let file = open_existing(&path, access, trust)?;
-            let mut m = map(&path, &file, ring_file_bytes(h.ring_slots), access)?;
-            let (head, rest) = m.split_at_mut(RING_HEADER_BYTES);
+            let (path, mut m) = part(&format!("cpu{cpu}"), ring_file_bytes(h.ring_slots))?;
+            // SAFETY: see above.
+            let (head, rest) = unsafe { m.as_mut() }.split_at_mut(RING_HEADER_BYTES);
             let header = NonNull::from(
                 RingHeader::mut_from_bytes(head).map_err(|_| bad(&path, Problem::Misaligned))?,
             );
@@ -333,27 +341,16 @@ impl Device {
                 <[Slot]>::mut_from_bytes(rest).map_err(|_| bad(&path, Problem::Misaligned))?,
             );
             rings.push(RingView { header, slots });
-            maps.push(m);
         }
-        let path = dir.join("aux");
-        let mut m = map(
-            &path,
-            &open_existing(&path, access, trust)?,
-            h.aux_size,
-            access,
-        )?;
+        let (path, mut m) = part("aux", h.aux_size)?;
         let aux = NonNull::from(
-            <[AtomicU64]>::mut_from_bytes(&mut m[..])
+            // SAFETY: see above.
+            <[AtomicU64]>::mut_from_bytes(unsafe { m.as_mut() })
                 .map_err(|_| bad(&path, Problem::Misaligned))?,
         );
-        maps.push(m);
-        let path = dir.join("meta");
-        let mut m = map(
-            &path,
-            &open_existing(&path, access, trust)?,
-            h.meta_size,
-            access,
-        )?;
+        let (path, mut m) = part("meta", h.meta_size)?;
+        // SAFETY: see above.
+        let m = unsafe { m.as_mut() };
         let mh = MetaHeader::read_from_prefix(&m[..])
             .map_err(|_| bad(&path, Problem::Misaligned))?
             .0;
@@ -374,7 +371,6 @@ impl Device {
         let meta_records = NonNull::from(
             <[AtomicU64]>::mut_from_bytes(records).map_err(|_| bad(&path, Problem::Misaligned))?,
         );
-        maps.push(m);
         Ok(Device {
             dir: dir.to_path_buf(),
             header,
@@ -387,8 +383,26 @@ impl Device {
             cpu_mode: crate::cpu::mode(),
             ring_mask: h.ring_slots - 1,
             watches: Vec::new(),
-            _maps: maps,
+            _maps: Vec::new(),
         })
+    }
+
+    /// The parts of the device in directory `dir`: its files, each mapped; the mappings are
+    /// pushed to `maps`.
+    fn files<'m>(
+        dir: &'m Path,
+        access: Access,
+        trust: Trust,
+        maps: &'m mut Vec<MmapMut>,
+    ) -> impl FnMut(&str, u64) -> Result<(PathBuf, NonNull<[u8]>)> + 'm {
+        move |name, len| {
+            let path = dir.join(name);
+            let file = open_existing(&path, access, trust)?;
+            let mut m = map(&path, &file, len, access)?;
+            let p = NonNull::from(&mut m[..]);
+            maps.push(m);
+            Ok((path, p))
+        }
     }
 
     fn check_files(&mut self) -> Result<()> {
@@ -456,7 +470,15 @@ impl Device {
                     DeviceHeader::mut_from_bytes(&mut maps[0][..])
                         .map_err(|_| bad(dir, Problem::Misaligned))?,
                 );
-                Device::assemble(dir, header_ptr, &h, maps, Access::ReadWrite, Trust::Own)
+                let mut dev = Device::assemble(
+                    dir,
+                    header_ptr,
+                    &h,
+                    Access::ReadWrite,
+                    Device::files(dir, Access::ReadWrite, Trust::Own, &mut maps),
+                )?;
+                dev._maps = maps;
+                Ok(dev)
             }
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&tmp);
