@@ -85,11 +85,23 @@ fn checked(dir: &Path, r: ttrace_core::Result<ttrace_core::Device>) -> Result<De
     }
 }
 
+/// Opens a snapshot file as a device.
+fn snapshot(path: &Path) -> Result<Device> {
+    let dev = ttrace_core::Device::attach_snapshot(path)?;
+    Ok(Device {
+        version: Version::of(dev.header()),
+        dev,
+    })
+}
+
 impl Device {
     /// Opens the device at `dir` read-only: its files are opened `O_RDONLY` and mapped
     /// private, so nothing can be changed through it, and it still sees every new entry.
     pub fn open(dir: impl AsRef<Path>) -> Result<Device> {
         let dir = dir.as_ref();
+        if dir.is_file() {
+            return snapshot(dir);
+        }
         checked(dir, ttrace_core::Device::attach_read_only(dir))
     }
 
@@ -98,6 +110,12 @@ impl Device {
     /// write).
     pub fn open_with(dir: impl AsRef<Path>, access: Access, trust: Trust) -> Result<Device> {
         let dir = dir.as_ref();
+        if dir.is_file() {
+            if access == Access::ReadWrite {
+                return Err(Error::ReadOnly(dir.to_path_buf()));
+            }
+            return snapshot(dir);
+        }
         checked(dir, ttrace_core::Device::attach_with(dir, access, trust))
     }
 
@@ -109,6 +127,9 @@ impl Device {
     /// Opens the device at `dir` read-write, as [`Device::ctl_write`] needs.
     pub fn open_for_control(dir: impl AsRef<Path>) -> Result<Device> {
         let dir = dir.as_ref();
+        if dir.is_file() {
+            return Err(Error::ReadOnly(dir.to_path_buf()));
+        }
         checked(dir, ttrace_core::Device::attach(dir))
     }
 
@@ -242,6 +263,14 @@ impl Device {
         let (aux, aux_error) = self.aux_or_empty();
         self.check_intact()?;
         Ok(View::new(self, cpus, aux, aux_error))
+    }
+
+    /// Saves a consistent copy of the device to the file `path` (see
+    /// `ttrace_core::snapshot`): every command that reads a device reads it in its place.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<ttrace_core::snapshot::Saved> {
+        let saved = self.dev.save(path.as_ref())?;
+        self.check_intact()?;
+        Ok(saved)
     }
 
     /// Everything at once: every ring, then the aux buffer, then the metadata (in that

@@ -47,6 +47,7 @@ pub mod device;
 pub mod entry;
 pub mod meta;
 pub mod ring;
+pub mod snapshot;
 
 /// Rounds `n` up to the next multiple of 8 (the alignment of aux and metadata records).
 ///

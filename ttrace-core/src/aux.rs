@@ -295,6 +295,12 @@ impl Device {
     pub fn aux_snapshot(&self) -> Result<AuxSnapshot, AuxError> {
         self.aux().snapshot()
     }
+
+    /// A consistent copy of the aux buffer's words (what [`Device::aux_snapshot`] parses).
+    pub fn aux_copy(&self) -> Result<AuxCopy, AuxError> {
+        let a = self.aux();
+        copy(a.first, a.last, a.words)
+    }
 }
 
 /// One complete aux record.
@@ -359,8 +365,27 @@ pub enum AuxError {
     },
 }
 
+/// A consistent copy of the aux buffer's words from offset `base` to `last`: every record
+/// at or after `first` is intact (complete, or still being written and marked so).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuxCopy {
+    /// The words from `base` to `last`.
+    pub words: Vec<u64>,
+    /// Offset of the first word.
+    pub base: u64,
+    /// Offset of the oldest intact record.
+    pub first: u64,
+    /// Offset one past the newest record.
+    pub last: u64,
+}
+
 /// The reader half of the aux protocol over any atomic word type.
 pub fn snapshot<W: AtomicWord>(first: &W, last: &W, words: &[W]) -> Result<AuxSnapshot, AuxError> {
+    copy(first, last, words).map(|c| parse(&c.words, c.base, c.first, c.last))
+}
+
+/// The copy [`snapshot`] parses.
+pub fn copy<W: AtomicWord>(first: &W, last: &W, words: &[W]) -> Result<AuxCopy, AuxError> {
     let size = words.len() as u64 * 8;
     let wmask = words.len() as u64 - 1;
     let mut bad = None;
@@ -389,7 +414,12 @@ pub fn snapshot<W: AtomicWord>(first: &W, last: &W, words: &[W]) -> Result<AuxSn
             bad = Some(AuxError::Busy);
             continue;
         }
-        return Ok(parse(&copy, f0, f1.max(f0), l));
+        return Ok(AuxCopy {
+            words: copy,
+            base: f0,
+            first: f1.max(f0),
+            last: l,
+        });
     }
     Err(bad.unwrap_or(AuxError::Busy))
 }

@@ -116,7 +116,7 @@ pub struct Device {
     header: NonNull<DeviceHeader>,
     rings: Box<[RingView]>,
     aux: NonNull<[AtomicU64]>,
-    tp_words: NonNull<[AtomicU64]>,
+    pub(crate) tp_words: NonNull<[AtomicU64]>,
     meta_records: NonNull<[AtomicU64]>,
     clock: ClockSource,
     access: Access,
@@ -124,8 +124,8 @@ pub struct Device {
     ring_mask: u64,
     /// A read-only device's mappings, watched for their files shrinking, with the files'
     /// paths (dropped before the mappings).
-    watches: Vec<(PathBuf, crate::sigbus::Watch)>,
-    _maps: Vec<MmapMut>,
+    pub(crate) watches: Vec<(PathBuf, crate::sigbus::Watch)>,
+    pub(crate) _maps: Vec<MmapMut>,
 }
 
 // SAFETY: the pointers refer to the mappings in `_maps`, which live as long as the Device
@@ -320,7 +320,7 @@ impl Device {
     /// Builds a device from the parts named by a checked header: `part(name, len)` returns
     /// where the part `name` (`cpu0`, `aux`, `meta`) of `len` bytes is mapped, and the path
     /// to name in errors about it. The caller keeps the mappings alive in `_maps`.
-    fn assemble(
+    pub(crate) fn assemble(
         dir: &Path,
         header: NonNull<DeviceHeader>,
         h: &DeviceHeader,
@@ -405,7 +405,7 @@ impl Device {
         }
     }
 
-    fn check_files(&mut self) -> Result<()> {
+    pub(crate) fn check_files(&mut self) -> Result<()> {
         for (cpu, view) in self.rings.iter().enumerate() {
             // SAFETY: `header` points into a live mapping owned by self (see `Device`).
             let rh = unsafe { view.header.as_ref() };

@@ -32,6 +32,7 @@ pub mod lock;
 pub mod meta;
 pub mod ring;
 pub mod sigbus;
+pub mod snapshot;
 pub mod sync;
 mod thread;
 mod tracepoint;

@@ -14,7 +14,8 @@ use std::time::Duration;
     name = "ttrace-reader",
     version,
     about = "Decode, follow and control ttrace traces",
-    after_help = "DEVICE defaults to $TTRACE_DIR, else /dev/shm/ttrace-<uid>."
+    after_help = "DEVICE defaults to $TTRACE_DIR, else /dev/shm/ttrace-<uid>; a snapshot file \
+                  (`ttrace-reader snapshot`) can be given in its place."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -99,6 +100,15 @@ enum Command {
         output: PathBuf,
         #[command(flatten)]
         select: Select,
+    },
+    /// Save a consistent copy of the device to one file, which `dump`, `stats` and `export`
+    /// read in place of a device (the file to attach to a bug report).
+    Snapshot {
+        /// The device directory.
+        device: Option<PathBuf>,
+        /// The file to write.
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
     },
     /// Per-CPU entries, lost and incomplete counts, time span; aux use; tracepoints.
     Stats {
@@ -399,6 +409,18 @@ fn run(cli: Cli) -> Result<(), String> {
             quiet_pipe(std::io::stdout().lock().write_all(text.as_bytes()))
         }
         Command::Ctl { words } => ctl(words),
+        Command::Snapshot { device, output } => {
+            let dev = open(device)?;
+            let saved = dev.save(&output).map_err(|e| e.to_string())?;
+            println!(
+                "{}: {} entries, {} being written, {} overwritten while copied",
+                output.display(),
+                saved.entries,
+                saved.claimed,
+                saved.changed
+            );
+            Ok(())
+        }
         Command::Export {
             format,
             device,
