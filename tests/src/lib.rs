@@ -1,5 +1,7 @@
 //! Helpers shared by the integration tests.
 
+pub mod fuzz;
+
 use std::path::Path;
 use std::time::Duration;
 use ttrace_core::Config;

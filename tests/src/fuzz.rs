@@ -1,0 +1,528 @@
+//! The fuzz targets' bodies: each takes arbitrary bytes and drives one reader of device
+//! data, asserting what must hold for any input. `fuzz/` runs them under libFuzzer; the
+//! `fuzz_regressions` test replays the saved corpus and every crash input through the very
+//! same functions, so a fixed crash stays fixed.
+//!
+//! | target     | what the bytes are                                   | what it reads   |
+//! |------------|------------------------------------------------------|-----------------|
+//! | `open`     | edits of a real device's files ([`Edit`])            | the whole reader: open, dump, stats, follow |
+//! | `ring`     | a ring's counters and slots                          | ring snapshot, index, late copy |
+//! | `aux`      | aux `first`, `last` and buffer words                 | aux snapshot and parser |
+//! | `metadata` | a metadata records area                              | metadata parser, formats |
+//! | `ctl`      | control command lines                                | ctl parser and `apply` |
+
+use core::sync::atomic::AtomicU64;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use ttrace_core::aux::AuxSnapshot;
+use ttrace_core::ring::HeapRing;
+use ttrace_layouts::aux::{AuxTag, AUX_MAX_PAYLOAD, AUX_REF};
+use ttrace_layouts::entry::MAX_ARGS;
+
+/// A directory on tmpfs where there is one (a device's files are rewritten per input).
+fn scratch() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm).expect("scratch directory")
+    } else {
+        tempfile::tempdir().expect("scratch directory")
+    }
+}
+
+/// A small device holding one of everything: events of 0, 5 and 12 arguments on two rings,
+/// a string argument, a message, names of a thread and a process, and a control rule.
+fn make_device(dir: &Path) -> ttrace_core::Device {
+    let dev = ttrace_core::Device::open(&ttrace_core::Config {
+        aux_bytes: ttrace_layouts::device::MIN_AUX_BYTES,
+        meta_bytes: 12288,
+        max_tracepoints: 8,
+        ..crate::config(dir, 8, 2)
+    })
+    .expect("fuzz device");
+    let ctx = 7 << 32 | 9;
+    let tick = crate::define(&dev, "tick", "");
+    let five = crate::define(&dev, "five", "a={a} b={b:x} c={c:d} d={d:f} e={e}");
+    let twelve = crate::define(
+        &dev,
+        "twelve",
+        "{a} {b} {c} {d} {e} {f} {g} {h} {i} {j} {k} {l:x}",
+    );
+    let text = crate::define(&dev, "text", "s={s:s}");
+    dev.note_thread(7, 9, "worker").expect("thread name");
+    dev.note_process(7, "app").expect("process name");
+    for i in 0..3u64 {
+        dev.emit(tick, ctx, &[]);
+        dev.emit(
+            five,
+            ctx,
+            &[i, 0xff, -3i64 as u64, 1.5f64.to_bits(), u64::MAX],
+        );
+        dev.emit(
+            twelve,
+            ctx,
+            &core::array::from_fn::<u64, 12, _>(|k| k as u64 + i),
+        );
+    }
+    let off = dev
+        .aux_write(AuxTag::String, ctx, b"a \"string\"\n")
+        .expect("aux");
+    dev.emit(text, ctx, &[AUX_REF | off]);
+    dev.aux_write(AuxTag::Info, ctx, b"a message").expect("aux");
+    dev.apply_text("disable fi*").expect("rule");
+    dev
+}
+
+/// The files of a small real device, by name: what [`open`] edits.
+fn base_files() -> &'static [(String, Vec<u8>)] {
+    static FILES: OnceLock<Vec<(String, Vec<u8>)>> = OnceLock::new();
+    FILES.get_or_init(|| {
+        let tmp = scratch();
+        let dir = tmp.path().join("dev");
+        drop(make_device(&dir));
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+            .expect("device directory")
+            .map(|e| {
+                let e = e.expect("entry");
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name, std::fs::read(e.path()).expect("device file"))
+            })
+            .collect();
+        files.sort();
+        files
+    })
+}
+
+/// One edit of a device's files, as [`open`] decodes it from its input. A file is chosen
+/// by index (modulo the number of files) and offsets are taken modulo its length, so every
+/// input means something.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Edit {
+    /// Overwrite bytes at an offset (cut at the end of the file).
+    Write { file: u8, at: u16, bytes: Vec<u8> },
+    /// Store a 64-bit word at an offset rounded down to 8.
+    Word { file: u8, at: u16, value: u64 },
+    /// Cut the file to a length.
+    Truncate { file: u8, len: u16 },
+    /// Append bytes.
+    Append { file: u8, bytes: Vec<u8> },
+    /// Remove the file.
+    Remove { file: u8 },
+    /// Replace the file by a symlink to another one.
+    Symlink { file: u8, to: u8 },
+    /// Make the file group- and world-writable.
+    Writable { file: u8 },
+}
+
+/// Interesting values for [`Edit::Word`]: a byte below 16 picks one, others take the raw
+/// word that follows.
+const WORDS: [u64; 16] = [
+    0,
+    1,
+    2,
+    3,
+    7,
+    8,
+    16,
+    64,
+    4096,
+    1 << 14,
+    1 << 24,
+    1 << 32,
+    u32::MAX as u64,
+    i64::MAX as u64,
+    u64::MAX,
+    u64::MAX - 7,
+];
+
+impl Edit {
+    /// Decodes a list of edits; bytes that do not make a whole edit are ignored.
+    pub fn decode(mut data: &[u8]) -> Vec<Edit> {
+        fn take<'a>(data: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+            let (a, b) = (data.get(..n)?, data.get(n..)?);
+            *data = b;
+            Some(a)
+        }
+        fn u16_at(b: &[u8]) -> u16 {
+            u16::from_le_bytes([b[0], b[1]])
+        }
+        let mut edits = Vec::new();
+        while let Some(&[op, file]) = take(&mut data, 2) {
+            let edit = match op % 7 {
+                0 => take(&mut data, 3).and_then(|h| {
+                    let bytes = take(&mut data, h[2] as usize)?.to_vec();
+                    Some(Edit::Write {
+                        file,
+                        at: u16_at(h),
+                        bytes,
+                    })
+                }),
+                1 => take(&mut data, 3).and_then(|h| {
+                    let value = match WORDS.get(h[2] as usize) {
+                        Some(&v) => v,
+                        None => u64::from_le_bytes(take(&mut data, 8)?.try_into().ok()?),
+                    };
+                    Some(Edit::Word {
+                        file,
+                        at: u16_at(h),
+                        value,
+                    })
+                }),
+                2 => take(&mut data, 2).map(|h| Edit::Truncate {
+                    file,
+                    len: u16_at(h),
+                }),
+                3 => take(&mut data, 1).and_then(|h| {
+                    Some(Edit::Append {
+                        file,
+                        bytes: take(&mut data, h[0] as usize)?.to_vec(),
+                    })
+                }),
+                4 => Some(Edit::Remove { file }),
+                5 => take(&mut data, 1).map(|h| Edit::Symlink { file, to: h[0] }),
+                _ => Some(Edit::Writable { file }),
+            };
+            match edit {
+                Some(e) => edits.push(e),
+                None => break,
+            }
+        }
+        edits
+    }
+}
+
+thread_local! {
+    /// The scratch directory `open` writes devices into, one per thread (tests run in
+    /// parallel threads of one process).
+    static OPEN_DIR: (tempfile::TempDir, PathBuf) = {
+        let tmp = scratch();
+        let dir = tmp.path().join("dev");
+        (tmp, dir)
+    };
+}
+
+/// Writes the base device with `edits` applied into `dir` (replacing what was there).
+fn write_device(dir: &Path, edits: &[Edit]) {
+    let base = base_files();
+    let mut files: Vec<Option<Vec<u8>>> = base.iter().map(|(_, b)| Some(b.clone())).collect();
+    let mut links = Vec::new();
+    let mut writable = Vec::new();
+    let pick = |f: u8| f as usize % base.len();
+    for e in edits {
+        match e {
+            Edit::Write { file, at, bytes } => {
+                if let Some(b) = &mut files[pick(*file)] {
+                    if !b.is_empty() {
+                        let at = *at as usize % b.len();
+                        let n = bytes.len().min(b.len() - at);
+                        b[at..at + n].copy_from_slice(&bytes[..n]);
+                    }
+                }
+            }
+            Edit::Word { file, at, value } => {
+                if let Some(b) = &mut files[pick(*file)] {
+                    if b.len() >= 8 {
+                        let at = (*at as usize % (b.len() - 7)) & !7;
+                        b[at..at + 8].copy_from_slice(&value.to_ne_bytes());
+                    }
+                }
+            }
+            Edit::Truncate { file, len } => {
+                if let Some(b) = &mut files[pick(*file)] {
+                    let len = *len as usize % (b.len() + 1);
+                    b.truncate(len);
+                }
+            }
+            Edit::Append { file, bytes } => {
+                if let Some(b) = &mut files[pick(*file)] {
+                    b.extend_from_slice(bytes);
+                }
+            }
+            Edit::Remove { file } => files[pick(*file)] = None,
+            Edit::Symlink { file, to } => links.push((pick(*file), pick(*to))),
+            Edit::Writable { file } => writable.push(pick(*file)),
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir)
+        .expect("device directory");
+    for ((name, _), bytes) in base.iter().zip(&files) {
+        if let Some(bytes) = bytes {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(dir.join(name))
+                .expect("device file");
+            f.write_all(bytes).expect("device file");
+        }
+    }
+    for (file, to) in links {
+        let path = dir.join(&base[file].0);
+        let _ = std::fs::remove_file(&path);
+        let _ = std::os::unix::fs::symlink(&base[to].0, &path);
+    }
+    for file in writable {
+        let path = dir.join(&base[file].0);
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666));
+    }
+}
+
+/// Runs everything a user can run on a device: open it, dump it in both time formats,
+/// print its stats, follow it twice and read its control file. Any input may be refused
+/// with an error; nothing may panic, hang or allocate beyond the size of the files.
+/// Returns the bytes the dumps wrote, or `None` if the device was refused.
+pub fn read_device(dir: &Path) -> Option<usize> {
+    use ttrace_reader::decode::{self, TimeFormat};
+    use ttrace_reader::merge::{Filter, Merge};
+    let dev = devttrace::Device::open(dir).ok()?;
+    let version = dev.version();
+    let status = dev.status();
+    let _ = (version.clock.realtime_ns(u64::MAX), status.mask);
+    let mut out = Vec::new();
+    if let Ok(view) = dev.view_newer_than(0) {
+        for time in [TimeFormat::Relative, TimeFormat::Utc] {
+            decode::dump(&view, &Filter::default(), time, &mut out).expect("to memory");
+        }
+        let filter = Filter {
+            cpus: vec![0],
+            name: Some("t*".into()),
+            since_ns: Some(1),
+        };
+        decode::dump(&view, &filter, TimeFormat::Relative, &mut out).expect("to memory");
+        for cpu in 0..dev.cpus() {
+            let n = view.events(cpu).count() as u64 + view.vanished(cpu);
+            assert!(n <= dev.version().ring_slots, "more events than slots");
+        }
+    }
+    if let Ok(snap) = dev.snapshot() {
+        let mut decoder = decode::Decoder::new(&snap, TimeFormat::Relative);
+        for item in Merge::snapshot(&snap, &Filter::default()) {
+            decoder.line(&item, &mut out);
+        }
+    }
+    let mut follower = devttrace::Follower::new(&dev);
+    for _ in 0..2 {
+        if let Ok(poll) = follower.poll() {
+            let _ = poll.snapshot.events();
+        }
+    }
+    let _ = dev.ctl();
+    let meta = dev.metadata();
+    let _ = dev.enabled_all(&meta);
+    Some(out.len())
+}
+
+/// Target `open`: a real device's files, edited as the input says ([`Edit::decode`]), read
+/// with [`read_device`].
+pub fn open(data: &[u8]) -> Option<usize> {
+    OPEN_DIR.with(|(_, dir)| {
+        write_device(dir, &Edit::decode(data));
+        read_device(dir)
+    })
+}
+
+fn words(data: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    data.chunks(8).map(|c| {
+        let mut w = [0u8; 8];
+        w[..c.len()].copy_from_slice(c);
+        u64::from_le_bytes(w)
+    })
+}
+
+/// Target `ring`: byte 0 picks the ring size (2 to 64 slots), words 1..4 are `head`,
+/// `skipped` and a time to read newer than, and the rest fill the slots. The snapshot, the
+/// index and the late copies must agree with each other.
+pub fn ring(data: &[u8]) {
+    let Some((&size, rest)) = data.split_first() else {
+        return;
+    };
+    let slots = 2usize << (size % 6);
+    let mut w = words(rest);
+    let mem = HeapRing::<AtomicU64>::new(slots);
+    let (head, skipped, since) = (
+        w.next().unwrap_or(0),
+        w.next().unwrap_or(0),
+        w.next().unwrap_or(0),
+    );
+    mem.head.store(head, core::sync::atomic::Ordering::Relaxed);
+    mem.skipped
+        .store(skipped, core::sync::atomic::Ordering::Relaxed);
+    for (slot, word) in mem.slots.iter().flatten().zip(w) {
+        slot.store(word, core::sync::atomic::Ordering::Relaxed);
+    }
+    let ring = mem.ring();
+    for newer_than in [0, since] {
+        let snap = ring.snapshot_newer_than(newer_than);
+        let index = ring.index_newer_than(newer_than);
+        assert!(snap.events.len() <= slots);
+        assert_eq!(snap.events.len(), index.events.len(), "index and snapshot");
+        for (e, &mark) in snap.events.iter().zip(&index.events) {
+            assert!(e.stamp > newer_than);
+            assert!(e.args().len() <= MAX_ARGS);
+            assert_eq!(ring.event(mark).as_ref(), Some(e), "late copy of {mark:?}");
+        }
+        assert!(
+            snap.events.windows(2).all(|p| p[0].stamp <= p[1].stamp),
+            "time order"
+        );
+    }
+}
+
+/// Target `aux`: byte 0 picks the buffer size (4 to 512 words), words 1..3 are `first` and
+/// `last`, the rest fill the buffer. Every record returned must lie in the buffer, in
+/// order, with a payload no longer than a record can hold.
+pub fn aux(data: &[u8]) {
+    let Some((&size, rest)) = data.split_first() else {
+        return;
+    };
+    let n = 4usize << (size % 8);
+    let mut w = words(rest);
+    let (first, last) = (w.next().unwrap_or(0), w.next().unwrap_or(0));
+    let mut buf: Vec<u64> = w.take(n).collect();
+    buf.resize(n, 0);
+    let atomics: Vec<AtomicU64> = buf.iter().map(|&v| AtomicU64::new(v)).collect();
+    let check = |s: &AuxSnapshot| {
+        let mut at = s.first;
+        for r in &s.records {
+            assert!(r.offset >= at && r.offset < s.last, "record out of order");
+            assert!(r.bytes.len() as u64 <= AUX_MAX_PAYLOAD);
+            assert_eq!(s.get(r.offset), Some(r));
+            at = r.offset + 1;
+        }
+    };
+    if let Ok(s) =
+        ttrace_core::aux::snapshot(&AtomicU64::new(first), &AtomicU64::new(last), &atomics)
+    {
+        check(&s);
+        // Rendered as a string argument, each record is quoted without a panic.
+        let mut out = Vec::new();
+        for r in &s.records {
+            let piece = ttrace_reader::format::parse("{s:s}");
+            ttrace_reader::format::render(&mut out, &piece, &[AUX_REF | r.offset], &s);
+        }
+    }
+    // The parser alone, on the words as a copy starting at `first`.
+    check(&ttrace_core::aux::parse(&buf, first, first, last));
+}
+
+/// Target `metadata`: the bytes are a metadata records area. The walk ends within the
+/// area; every tracepoint's format parses and renders with any argument words.
+pub fn metadata(data: &[u8]) {
+    let mut records = ttrace_layouts::meta::records(data);
+    let mut last = 0;
+    while records.next().is_some() {
+        assert!(records.offset() >= last && records.offset() <= data.len());
+        last = records.offset();
+    }
+    let meta = ttrace_core::meta::Metadata::parse(data);
+    let args: Vec<u64> = words(data).take(MAX_ARGS).collect();
+    let mut out = Vec::new();
+    for t in &meta.tracepoints {
+        let pieces = ttrace_reader::format::parse(&t.format);
+        ttrace_reader::format::render(&mut out, &pieces, &args, &AuxSnapshot::default());
+    }
+    if let Some(t) = meta.threads.first() {
+        let _ = meta.thread_name(t.pid, t.tid);
+    }
+}
+
+/// The writable device `ctl` applies commands to, one per process.
+fn ctl_device() -> &'static ttrace_core::Device {
+    static DEV: OnceLock<(tempfile::TempDir, ttrace_core::Device)> = OnceLock::new();
+    &DEV.get_or_init(|| {
+        let tmp = scratch();
+        let dev = make_device(&tmp.path().join("dev"));
+        (tmp, dev)
+    })
+    .1
+}
+
+/// Target `ctl`: each line is a control command. A command that parses is applied, and
+/// then the mask and the rules are what it says; one that does not changes nothing.
+pub fn ctl(data: &[u8]) {
+    use ttrace_core::control::{rules_enable, Command};
+    let dev = ctl_device();
+    let text = String::from_utf8_lossy(data);
+    for line in text.lines().take(16) {
+        let before = (dev.mask(), dev.rules_text());
+        match line.parse::<Command>() {
+            Err(_) => assert!(dev.apply_text(line).is_err(), "{line:?} parsed once"),
+            Ok(cmd) => {
+                let applied = dev.apply(&cmd);
+                match (&cmd, applied) {
+                    (Command::SetMask { value, mask }, Ok(_)) => {
+                        assert_eq!(dev.mask() & mask, value & mask)
+                    }
+                    (Command::SetBits(b), Ok(_)) => assert_eq!(dev.mask() & b, *b),
+                    (Command::ClearBits(b), Ok(_)) => assert_eq!(dev.mask() & b, 0),
+                    (Command::Enable(p) | Command::Disable(p), Ok(_)) => {
+                        // A pattern matches itself, and the newest rule decides.
+                        let on = matches!(cmd, Command::Enable(_));
+                        assert_eq!(rules_enable(&dev.rules_text(), p), on, "{line:?}");
+                    }
+                    (Command::Reset, Ok(_)) => {
+                        assert_eq!((dev.mask(), dev.rules_text()), (u64::MAX, String::new()))
+                    }
+                    (_, Err(_)) => assert_eq!((dev.mask(), dev.rules_text()), before),
+                }
+            }
+        }
+    }
+    // Keep the rules from filling up across inputs: every input starts from a reset device.
+    dev.apply(&Command::Reset).expect("reset");
+}
+
+/// Seed inputs for each target, made from the small real device: an unedited device, its
+/// rings, its aux buffer, its metadata area and every control command.
+pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let files = base_files();
+    let file = |name: &str| {
+        &files
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("device file {name}"))
+            .1
+    };
+    let word = |b: &[u8], at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().expect("8"));
+    let mut seeds = vec![("open", Vec::new())];
+    for cpu in ["cpu0", "cpu1"] {
+        let b = file(cpu);
+        let mut s = vec![2u8]; // 8 slots
+        for w in [word(b, 128), word(b, 64), 0] {
+            s.extend_from_slice(&w.to_le_bytes());
+        }
+        s.extend_from_slice(&b[ttrace_layouts::ring::RING_HEADER_BYTES..]);
+        seeds.push(("ring", s));
+    }
+    let (h, a) = (file("header"), file("aux"));
+    let mut s = vec![7u8]; // 512 words
+    for at in [264, 272] {
+        s.extend_from_slice(&word(h, at).to_le_bytes());
+    }
+    let start = core::mem::size_of::<ttrace_layouts::aux::AuxHeader>();
+    s.extend_from_slice(&a[start..start + 512 * 8]);
+    seeds.push(("aux", s));
+    let tmp = scratch();
+    seeds.push((
+        "metadata",
+        make_device(&tmp.path().join("dev")).metadata_bytes(),
+    ));
+    seeds.push((
+        "ctl",
+        b"setmask 0x5 0xf\nsetbits 3\nclrbits 1\nenable a*\ndisable b?c\nreset\nsetbits x\n"
+            .to_vec(),
+    ));
+    seeds
+}
+
+/// Index of the device file `name` in [`Edit`]'s numbering.
+pub fn file_index(name: &str) -> u8 {
+    base_files()
+        .iter()
+        .position(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("device file {name}")) as u8
+}
