@@ -86,9 +86,10 @@ enum Command {
         )]
         words: Vec<String>,
     },
-    /// Write the trace in another tool's format: `chrome` (Chrome Trace Event JSON, for
-    /// Perfetto UI and chrome://tracing; a file) or `ctf` (Common Trace Format 1.8, for
-    /// babeltrace2 and Trace Compass; a directory).
+    /// Write the trace in another tool's format: `uftrace` (a uftrace data directory, for
+    /// uftrace replay/report/dump), `ctf` (Common Trace Format 1.8, for babeltrace2 and Trace
+    /// Compass; a directory) or `chrome` (Chrome Trace Event JSON, for Perfetto UI and
+    /// chrome://tracing; a file).
     Export {
         /// The output format.
         #[arg(long, value_enum)]
@@ -120,6 +121,8 @@ enum Command {
 /// Formats of `export`.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum ExportFormat {
+    /// A uftrace data directory.
+    Uftrace,
     /// Chrome Trace Event JSON.
     Chrome,
     /// Common Trace Format 1.8.
@@ -479,7 +482,7 @@ fn export(
                     .map_err(|e| format!("{}: {e}", output.display()))
             }
         }
-        ExportFormat::Ctf => {
+        ExportFormat::Ctf | ExportFormat::Uftrace => {
             if output.exists() && output.read_dir().map_or(true, |mut d| d.next().is_some()) {
                 Err(format!(
                     "{}: exists and is not an empty directory",
@@ -487,13 +490,13 @@ fn export(
                 ))
             } else {
                 let items = Merge::view(&view, &filter);
-                written(crate::export::ctf::write(
-                    (&view).into(),
-                    &view.cpus,
-                    items,
-                    output,
-                    progress,
-                ))
+                let ctx = (&view).into();
+                written(match format {
+                    ExportFormat::Ctf => {
+                        crate::export::ctf::write(ctx, &view.cpus, items, output, progress)
+                    }
+                    _ => crate::export::uftrace::write(ctx, &view.cpus, items, output, progress),
+                })
                 .map(|_| ())
             }
         }

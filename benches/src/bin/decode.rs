@@ -1,5 +1,6 @@
 //! Decode rate: a full device (2 rings × 2^20 entries of 5 arguments) captured and formatted
-//! to text, into a sink. `cargo run --release -p ttrace-benches --bin decode [-- --quick]`
+//! to text, into a sink; and exported to each format (Chrome JSON into a sink, CTF into files
+//! on tmpfs). `cargo run --release -p ttrace-benches --bin decode [-- --quick]`
 
 use std::time::Instant;
 use ttrace_core::meta::Definition;
@@ -83,6 +84,38 @@ fn main() {
         one_ring = one_ring.min(t0.elapsed().as_secs_f64());
         assert_eq!(ring.events.len() as u64, slots);
     }
+    // Exports, end to end from the device (view included).
+    let mut exports = Vec::new();
+    for format in ["chrome", "ctf"] {
+        let mut best = f64::MAX;
+        for round in 0..if quick { 1 } else { 5 } {
+            let out = tmp.path().join(format!("{format}-{round}"));
+            let t0 = Instant::now();
+            let view = reader.view_newer_than(0).expect("view");
+            let items = Merge::view(&view, &Filter::default());
+            let written = match format {
+                "chrome" => ttrace_reader::export::chrome::write(
+                    (&view).into(),
+                    &view.cpus,
+                    items,
+                    &mut Counting(0),
+                    |_| {},
+                ),
+                _ => ttrace_reader::export::ctf::write(
+                    (&view).into(),
+                    &view.cpus,
+                    items,
+                    &out,
+                    |_| {},
+                ),
+            }
+            .expect("export");
+            best = best.min(t0.elapsed().as_secs_f64());
+            assert_eq!(written.events, events);
+            let _ = std::fs::remove_dir_all(&out);
+        }
+        exports.push((format, best));
+    }
     let rate = |s: f64| events as f64 / s / 1e6;
     println!(
         "decode {events} events to text: {:.2} M events/s (index {:.1} ms = {:.1} M/s, merge + copy + format {:.1} ms = {:.1} M/s)",
@@ -92,6 +125,13 @@ fn main() {
         parts[1] * 1e3,
         rate(parts[1]),
     );
+    for (format, secs) in exports {
+        println!(
+            "export {events} events to {format}: {:.2} M events/s ({:.1} ms)",
+            rate(secs),
+            secs * 1e3
+        );
+    }
     println!(
         "consistent snapshot of one ring ({slots} slots): {:.1} ms = {:.1} ns a slot",
         one_ring * 1e3,

@@ -214,10 +214,10 @@ impl Stream {
     fn flush(&mut self, uuid: &[u8; 16]) -> std::io::Result<()> {
         if self.packets == 0 && self.discarded > 0 {
             // An empty packet counting nothing, so that the next one's count is a loss.
-            let content = std::mem::take(&mut self.content);
+            let (content, last) = (std::mem::take(&mut self.content), self.last);
             self.last = self.first;
             self.packet(uuid, 0)?;
-            self.content = content;
+            (self.content, self.last) = (content, last);
         }
         if !self.content.is_empty() {
             let d = self.discarded;

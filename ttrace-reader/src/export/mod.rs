@@ -7,6 +7,7 @@
 
 pub mod chrome;
 pub mod ctf;
+pub mod uftrace;
 
 use crate::decode::Context;
 use crate::format::{self, Piece, Spec};

@@ -1,0 +1,501 @@
+//! `ttrace-reader export`, checked by the tools people open the output with: babeltrace2
+//! for CTF (installed by `.ci/run`; the test fails if it is missing), a JSON parser for the
+//! Chrome format. Each export of a known trace must show, event by event, what `dump` shows:
+//! names, order, arguments, threads and timestamps to the nanosecond.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
+const APP: &str = env!("CARGO_BIN_EXE_ttrace-test-app");
+
+/// Runs `program` with `args`; its standard output. Panics with its error output.
+fn run(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("{program}: {e} (the export tests need it installed: see .ci/run)")
+        });
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A device written by the test application: strings, hex, negative numbers, 12-word
+/// events and entry/exit pairs from three threads.
+fn known_trace(dir: &Path) {
+    let status = Command::new(APP)
+        .arg(dir)
+        .arg("40")
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// One event of a dump: `(time, cpu, pid, tid, text)` where text is `name(args)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Event {
+    time: String,
+    cpu: u32,
+    pid: u32,
+    tid: u32,
+    text: String,
+}
+
+/// The events `dump` shows, with the time column as given (`--utc` or relative).
+fn dump(dev: &str, utc: bool) -> Vec<Event> {
+    let args: Vec<&str> = if utc {
+        vec!["dump", "--utc", dev]
+    } else {
+        vec!["dump", dev]
+    };
+    run(READER, &args)
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            let time = f.next().unwrap().to_string();
+            let cpu = f.next().unwrap()[3..].parse().unwrap();
+            let (pid, tid) = f.next().unwrap().split_once('/').unwrap();
+            let rest = l.split_once(") ").unwrap().1;
+            Event {
+                time,
+                cpu,
+                pid: pid.parse().unwrap(),
+                tid: tid.parse().unwrap(),
+                text: rest.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Splits `s` at `sep` outside double-quoted strings (with `\"` escapes).
+fn split_outside_quotes<'a>(s: &'a str, sep: &str) -> Vec<&'a str> {
+    let (mut parts, mut start, mut quoted, mut escaped) = (Vec::new(), 0, false, false);
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            _ if escaped => escaped = false,
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            _ if !quoted && s[i..].starts_with(sep) => {
+                parts.push(&s[start..i]);
+                start = i + sep.len();
+                i = start;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    parts.push(&s[start..]);
+    parts
+}
+
+/// A babeltrace2 line (`--clock-date --clock-gmt`) as the event `dump --utc` shows:
+/// `[2026-11-21 16:22:03.840697336] (+...) name: { cpu_id = 1 }, { pid = 5, tid = 6 },
+/// { a = 1, s = "x" }` is `2026-11-21T16:22:03.840697336Z`, cpu 1, 5/6, `name(a=1 s="x")`.
+fn babeltrace_event(line: &str) -> Event {
+    let (time, rest) = line[1..].split_once("] ").unwrap();
+    let rest = rest.split_once(") ").unwrap().1;
+    let (name, rest) = rest.split_once(": ").unwrap();
+    let blocks: Vec<&str> = split_outside_quotes(rest, "}, ")
+        .into_iter()
+        .map(|b| {
+            b.trim()
+                .trim_start_matches('{')
+                .trim_end_matches('}')
+                .trim()
+        })
+        .collect();
+    let field = |block: &str, name: &str| -> u32 {
+        split_outside_quotes(block, ", ")
+            .iter()
+            .find_map(|kv| kv.strip_prefix(&format!("{name} = ")))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let args: Vec<String> = blocks
+        .get(2)
+        .filter(|b| !b.is_empty())
+        .map(|b| {
+            split_outside_quotes(b, ", ")
+                .iter()
+                .map(|kv| {
+                    let (k, v) = kv.split_once(" = ").unwrap();
+                    // babeltrace2 writes hexadecimal digits in upper case.
+                    match v.strip_prefix("0x") {
+                        Some(hex) => format!("{k}=0x{}", hex.to_lowercase()),
+                        None => format!("{k}={v}"),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let text = if name == "info" {
+        // A message: `info("text")` in a dump.
+        format!("info({})", args[0].strip_prefix("message=").unwrap())
+    } else {
+        format!("{name}({})", args.join(" "))
+    };
+    Event {
+        time: format!("{}Z", time.replacen(' ', "T", 1)),
+        cpu: field(blocks[0], "cpu_id"),
+        pid: field(blocks[1], "pid"),
+        tid: field(blocks[1], "tid"),
+        text,
+    }
+}
+
+#[test]
+fn babeltrace2_prints_the_ctf_export_event_by_event_as_dump_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("dev");
+    known_trace(&dev);
+    let dev = dev.to_str().unwrap();
+    let ctf = tmp.path().join("ctf");
+    run(
+        READER,
+        &[
+            "export",
+            "--format",
+            "ctf",
+            dev,
+            "-o",
+            ctf.to_str().unwrap(),
+        ],
+    );
+    let printed = run(
+        "babeltrace2",
+        &["--clock-date", "--clock-gmt", ctf.to_str().unwrap()],
+    );
+    let got: Vec<Event> = printed.lines().map(babeltrace_event).collect();
+    let want = dump(dev, true);
+    assert_eq!(got.len(), want.len());
+    assert!(want.len() > 100, "{} events", want.len());
+    // babeltrace2 merges the per-CPU streams by time; events of one instant may come in
+    // another order than dump's, so compare sorted by (time, text) after checking order.
+    assert!(got.windows(2).all(|p| p[0].time <= p[1].time));
+    let key = |e: &Event| (e.time.clone(), e.tid, e.text.clone());
+    let (mut got, mut want) = (got, want);
+    got.sort_by_key(key);
+    want.sort_by_key(key);
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g, w);
+    }
+}
+
+/// Microseconds as Chrome JSON gives them, to nanoseconds.
+fn json_ns(v: &serde_json::Value) -> i64 {
+    // Three decimals exactly: parse the text, not through a float.
+    let s = v.to_string();
+    let (us, frac) = s.split_once('.').unwrap_or((&s, "0"));
+    let frac = format!("{frac:0<3}");
+    us.parse::<i64>().unwrap() * 1000 + frac[..3].parse::<i64>().unwrap()
+}
+
+/// Relative seconds as dump shows them, to nanoseconds.
+fn dump_ns(t: &str) -> i64 {
+    let (s, frac) = t.split_once('.').unwrap();
+    s.parse::<i64>().unwrap() * 1_000_000_000 + frac.parse::<i64>().unwrap()
+}
+
+/// The arguments of a dump text `name(k=v k=v)` as JSON values.
+fn dump_args(text: &str) -> (String, serde_json::Map<String, serde_json::Value>) {
+    let (name, rest) = text.split_once('(').unwrap();
+    let inner = &rest[..rest.len() - 1];
+    let mut args = serde_json::Map::new();
+    if !inner.is_empty() {
+        for kv in split_outside_quotes(inner, " ") {
+            let (k, v) = kv.split_once('=').unwrap();
+            let value = if v.starts_with('"') || v.starts_with("0x") {
+                // Strings (same escapes for what the app writes) and hexadecimal.
+                let v = if v.starts_with('"') {
+                    serde_json::from_str::<String>(v).unwrap()
+                } else {
+                    v.to_string()
+                };
+                serde_json::Value::String(v)
+            } else {
+                serde_json::from_str(v).unwrap()
+            };
+            args.insert(k.to_string(), value);
+        }
+    }
+    (name.to_string(), args)
+}
+
+#[test]
+fn chrome_json_parses_and_pairs_every_entry_with_its_exit_per_thread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("dev");
+    known_trace(&dev);
+    let dev = dev.to_str().unwrap();
+    let json = tmp.path().join("trace.json");
+    run(
+        READER,
+        &[
+            "export",
+            "--format",
+            "chrome",
+            dev,
+            "-o",
+            json.to_str().unwrap(),
+        ],
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    let want = dump(dev, false);
+    // Threads are named.
+    let names: HashMap<u64, &str> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .map(|e| {
+            (
+                e["tid"].as_u64().unwrap(),
+                e["args"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(names.values().any(|n| *n == "files"), "{names:?}");
+    // Every entry is paired with the exit that follows it on its thread, as one slice.
+    let mut open: HashMap<u32, Vec<&Event>> = HashMap::new();
+    let mut slices = Vec::new();
+    let mut instants = Vec::new();
+    for e in &want {
+        if e.text.starts_with("file_open(") {
+            open.entry(e.tid).or_default().push(e);
+        } else if e.text.starts_with("file_close(") {
+            let entry = open
+                .get_mut(&e.tid)
+                .and_then(Vec::pop)
+                .expect("entry before exit");
+            slices.push((entry, e));
+        } else {
+            instants.push(e);
+        }
+    }
+    assert!(open.values().all(Vec::is_empty));
+    let xs: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(xs.len(), slices.len());
+    assert!(!xs.is_empty());
+    for (x, (entry, exit)) in xs.iter().zip(&slices) {
+        assert_eq!(x["tid"].as_u64().unwrap(), entry.tid as u64);
+        assert_eq!(x["pid"].as_u64().unwrap(), entry.pid as u64);
+        assert_eq!(json_ns(&x["ts"]), dump_ns(&entry.time), "{x}");
+        // The duration to the nanosecond (each time rounded separately: within 1 ns).
+        let dur = json_ns(&x["dur"]) - (dump_ns(&exit.time) - dump_ns(&entry.time));
+        assert!(dur.abs() <= 1, "{x}");
+        let (name, mut args) = dump_args(&entry.text);
+        let (exit_name, exit_args) = dump_args(&exit.text);
+        assert_eq!(x["name"], name.as_str());
+        args.insert(exit_name, serde_json::Value::Object(exit_args));
+        assert_eq!(x["args"], serde_json::Value::Object(args));
+    }
+    // Every other event is an instant, in dump's order, with the same arguments.
+    let is: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "i").collect();
+    assert_eq!(is.len(), instants.len());
+    for (i, e) in is.iter().zip(&instants) {
+        let (name, args) = dump_args(&e.text);
+        assert_eq!(i["name"], name.as_str());
+        assert_eq!(i["tid"].as_u64().unwrap(), e.tid as u64);
+        assert_eq!(json_ns(&i["ts"]), dump_ns(&e.time), "{i}");
+        assert_eq!(i["args"], serde_json::Value::Object(args), "{i}");
+    }
+    assert!(events.iter().all(|e| e["ph"] != "b" && e["ph"] != "e"));
+}
+
+/// `uftrace dump` of a uftrace export, per thread: `(time, kind, name, depth)`.
+fn uftrace_dump(dir: &str) -> HashMap<u32, Vec<(String, String, String, u32)>> {
+    let mut per_thread: HashMap<u32, Vec<_>> = HashMap::new();
+    for l in run("uftrace", &["dump", "--no-pager", "-d", dir]).lines() {
+        // `0.004439809   5641: [entry] file_open(400010) depth: 0`
+        let Some((time, rest)) = l.split_once(char::is_whitespace) else {
+            continue;
+        };
+        let Some((tid, rest)) = rest.trim_start().split_once(": [") else {
+            continue;
+        };
+        let (kind, rest) = rest.split_once("] ").unwrap();
+        let (name, rest) = rest.split_once('(').unwrap();
+        let depth = rest.rsplit_once("depth: ").unwrap().1.parse().unwrap();
+        per_thread.entry(tid.parse().unwrap()).or_default().push((
+            time.to_string(),
+            kind.trim().to_string(),
+            name.to_string(),
+            depth,
+        ));
+    }
+    per_thread
+}
+
+/// A uftrace duration (`41.842 us`, `1.250 ms`, `2.000 s`) in nanoseconds.
+fn uftrace_duration(d: &str) -> i64 {
+    let (v, unit) = d.trim().split_once(' ').unwrap();
+    let (whole, frac) = v.split_once('.').unwrap();
+    let thousandths = whole.parse::<i64>().unwrap() * 1000 + frac.parse::<i64>().unwrap();
+    thousandths
+        * match unit {
+            "ns" => 1,
+            "us" => 1,
+            "ms" => 1000,
+            "s" => 1_000_000,
+            _ => panic!("unit {unit}"),
+        }
+        / if unit == "ns" { 1000 } else { 1 }
+}
+
+#[test]
+fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("dev");
+    known_trace(&dev);
+    let dev = dev.to_str().unwrap();
+    let out = tmp.path().join("uftrace.data");
+    let out = out.to_str().unwrap();
+    run(READER, &["export", "--format", "uftrace", dev, "-o", out]);
+    let got = uftrace_dump(out);
+    // What the dump says, per thread, in uftrace's terms.
+    let mut want: HashMap<u32, Vec<(String, String, String, u32)>> = HashMap::new();
+    let mut durations: HashMap<u32, Vec<i64>> = HashMap::new();
+    let mut opened: HashMap<u32, &Event> = HashMap::new();
+    let events = dump(dev, false);
+    for e in &events {
+        let name = e.text.split_once('(').unwrap().0;
+        let (kind, name) = match name {
+            "file_open" => {
+                opened.insert(e.tid, e);
+                ("entry", name.to_string())
+            }
+            "file_close" => {
+                let entry = opened.remove(&e.tid).unwrap();
+                durations
+                    .entry(e.tid)
+                    .or_default()
+                    .push(dump_ns(&e.time) - dump_ns(&entry.time));
+                ("exit", "file_open".to_string())
+            }
+            other => ("event", format!("ttrace:{other}")),
+        };
+        want.entry(e.tid)
+            .or_default()
+            .push((e.time.trim().to_string(), kind.to_string(), name, 0));
+    }
+    assert_eq!(got.len(), 3, "three threads");
+    assert_eq!(got, want);
+    // replay: each entry/exit pair is one call, with its duration.
+    let mut replayed: HashMap<u32, Vec<i64>> = HashMap::new();
+    for l in run("uftrace", &["replay", "--no-pager", "-d", out]).lines() {
+        // `  41.842 us [  5641] | file_open();`
+        if let Some((left, call)) = l.split_once(" | ") {
+            if call.trim() == "file_open();" {
+                let (d, tid) = left.split_once('[').unwrap();
+                let tid = tid.trim_end_matches(']').trim().parse().unwrap();
+                replayed.entry(tid).or_default().push(uftrace_duration(d));
+            }
+        }
+    }
+    // uftrace shows durations to the nanosecond (three decimals of a microsecond).
+    assert_eq!(replayed, durations);
+}
+
+/// A one-ring device of 8 slots that lost the beginning of a call tree: an outer entry,
+/// ten entry/exit pairs and the outer exit, of which the last 8 entries remain (an exit
+/// whose entry was overwritten, three pairs, and the outer exit).
+fn wrapped_trace(dir: &Path) -> ttrace_core::Device {
+    let w = ttrace_core::Device::open(&ttrace_tests::config(dir, 8, 1)).unwrap();
+    let def = |name, kind| {
+        w.register_tracepoint(&ttrace_core::meta::Definition {
+            name,
+            kind,
+            classes: 1,
+            format: "n={n}",
+            nargs: 1,
+        })
+        .unwrap()
+        .1
+    };
+    let (entry, exit) = (
+        def("call", ttrace_core::Kind::Entry),
+        def("call_done", ttrace_core::Kind::Exit),
+    );
+    let ctx = 1 << 32 | 2;
+    w.note_thread(1, 2, "caller").unwrap();
+    w.emit(entry, ctx, &[100]);
+    for n in 0..10 {
+        w.emit(entry, ctx, &[n]);
+        w.emit(exit, ctx, &[n]);
+    }
+    w.emit(exit, ctx, &[100]);
+    w
+}
+
+#[test]
+fn losses_and_unpaired_halves_show_in_every_format() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("dev");
+    let _w = wrapped_trace(&dev);
+    let dev = dev.to_str().unwrap();
+    let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+    let lost = 22 - 8;
+    // uftrace: a LOST record first, then the orphan exit at depth 0, three calls at depth 0,
+    // and the outer exit.
+    run(
+        READER,
+        &["export", "--format", "uftrace", dev, "-o", &path("u")],
+    );
+    let got = uftrace_dump(&path("u"));
+    let kinds: Vec<(&str, &str, u32)> = got[&2]
+        .iter()
+        .map(|(_, k, n, d)| (k.as_str(), n.as_str(), *d))
+        .collect();
+    // uftrace shows the count in hexadecimal.
+    let lost_hex = format!("<{lost:x}>");
+    let mut want = vec![("lost", lost_hex.as_str(), 0), ("exit", "call_done", 0)];
+    for _ in 0..3 {
+        want.extend([("entry", "call", 0), ("exit", "call", 0)]);
+    }
+    want.push(("exit", "call_done", 0));
+    assert_eq!(kinds, want);
+    // CTF: the ring's losses are the stream's discarded events, which babeltrace2 reports.
+    run(
+        READER,
+        &["export", "--format", "ctf", dev, "-o", &path("c")],
+    );
+    let out = Command::new("babeltrace2").arg(path("c")).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains(&format!("discarded {lost} events")), "{said}");
+    // Chrome: three slices, and each unpaired exit an async slice from the trace's start.
+    run(
+        READER,
+        &["export", "--format", "chrome", dev, "-o", &path("t.json")],
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path("t.json")).unwrap()).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    let count = |ph: &str| events.iter().filter(|e| e["ph"] == ph).count();
+    assert_eq!((count("X"), count("b"), count("e")), (3, 2, 2));
+    for e in events.iter().filter(|e| e["ph"] == "e") {
+        assert_eq!(e["name"], "call_done");
+        assert_eq!(e["args"]["missing"], "entry");
+    }
+    assert!(doc["otherData"]["cpu0"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("{lost} entries lost")));
+}
