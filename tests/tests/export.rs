@@ -407,6 +407,45 @@ fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
     }
     // uftrace shows durations to the nanosecond (three decimals of a microsecond).
     assert_eq!(replayed, durations);
+    // report: one line per function, with its number of calls.
+    let report = run("uftrace", &["report", "--no-pager", "-d", out]);
+    let calls = durations.values().map(Vec::len).sum::<usize>();
+    assert!(
+        report
+            .lines()
+            .any(|l| l.trim_end().ends_with(&format!("{calls}  file_open"))),
+        "{report}"
+    );
+}
+
+#[test]
+fn exports_print_nothing_when_not_on_a_terminal() {
+    // The progress bar is drawn only on a terminal: with standard error piped, an export
+    // writes nothing there.
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("dev");
+    known_trace(&dev);
+    for format in ["chrome", "ctf", "uftrace"] {
+        let out = tmp.path().join(format);
+        let done = Command::new(READER)
+            .args(["export", "--format", format, dev.to_str().unwrap(), "-o"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(done.status.success(), "{format}");
+        assert_eq!(String::from_utf8_lossy(&done.stderr), "", "{format}");
+        assert_eq!(String::from_utf8_lossy(&done.stdout), "", "{format}");
+    }
+    // An export into a directory that holds something is refused, with one line.
+    let done = Command::new(READER)
+        .args(["export", "--format", "ctf", dev.to_str().unwrap(), "-o"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(done.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not an empty directory"), "{err}");
 }
 
 /// A one-ring device of 8 slots that lost the beginning of a call tree: an outer entry,
