@@ -85,8 +85,14 @@ fn checked(dir: &Path, r: ttrace_core::Result<ttrace_core::Device>) -> Result<De
     }
 }
 
-/// Opens a snapshot file as a device.
+/// Opens a snapshot file as a device; a file that does not start like one is no device.
 fn snapshot(path: &Path) -> Result<Device> {
+    use std::io::Read;
+    let mut magic = [0u8; 8];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic));
+    if read.is_err() || !ttrace_layouts::snapshot::SnapshotHeader::is_snapshot(&magic) {
+        return Err(Error::Missing(path.to_path_buf()));
+    }
     let dev = ttrace_core::Device::attach_snapshot(path)?;
     Ok(Device {
         version: Version::of(dev.header()),
