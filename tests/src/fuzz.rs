@@ -298,6 +298,19 @@ pub fn read_device(dir: &Path) -> Option<usize> {
             assert!(n <= dev.version().ring_slots, "more events than slots");
         }
     }
+    if let Ok(view) = dev.view_newer_than(0) {
+        // The Chrome export is always valid JSON; the CTF metadata always builds.
+        let mut json = Vec::new();
+        let items = Merge::view(&view, &Filter::default());
+        ttrace_reader::export::chrome::write((&view).into(), &view.cpus, items, &mut json, |_| {})
+            .expect("to memory");
+        if let Err(e) = serde_json::from_slice::<serde_json::Value>(&json) {
+            panic!("invalid JSON ({e}): {}", String::from_utf8_lossy(&json));
+        }
+        let schemas = ttrace_reader::export::Schema::all(&view.meta);
+        let _ = ttrace_reader::export::ctf::metadata(&schemas, &[0; 16], &(&view).into());
+        out.extend_from_slice(&json);
+    }
     if let Ok(snap) = dev.snapshot() {
         let mut decoder = decode::Decoder::new(&snap, TimeFormat::Relative);
         for item in Merge::snapshot(&snap, &Filter::default()) {

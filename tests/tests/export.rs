@@ -538,3 +538,32 @@ fn losses_and_unpaired_halves_show_in_every_format() {
         .unwrap()
         .contains(&format!("{lost} entries lost")));
 }
+
+#[test]
+fn a_snapshot_exports_as_its_device_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("dev");
+    known_trace(&dev);
+    let dev = dev.to_str().unwrap();
+    let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+    run(READER, &["snapshot", dev, "-o", &path("s.ttrace")]);
+    for (source, json) in [(dev.to_string(), "d.json"), (path("s.ttrace"), "s.json")] {
+        run(
+            READER,
+            &["export", "--format", "chrome", &source, "-o", &path(json)],
+        );
+    }
+    let events = |json: &str| -> serde_json::Value {
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path(json)).unwrap()).unwrap();
+        doc["traceEvents"].clone()
+    };
+    assert_eq!(events("s.json"), events("d.json"));
+    for (source, dir) in [(dev.to_string(), "d.uf"), (path("s.ttrace"), "s.uf")] {
+        run(
+            READER,
+            &["export", "--format", "uftrace", &source, "-o", &path(dir)],
+        );
+    }
+    assert_eq!(uftrace_dump(&path("s.uf")), uftrace_dump(&path("d.uf")));
+}

@@ -202,6 +202,7 @@ impl Writer<'_> {
 
     /// The arguments of `event` as `"key":value` pairs; whether there were any.
     fn fields(&mut self, event: &Event) -> bool {
+        let start = self.buf.len();
         let args = event.args();
         match self.tracepoints.get(event.type_word.tracepoint() as usize) {
             Some(tp) => {
@@ -217,15 +218,13 @@ impl Writer<'_> {
                 let _ = write!(self.buf, "\"words\":\"{args:x?}\"");
             }
         }
-        let mut any = !args.is_empty();
         if event.continuation_lost {
-            if any {
+            if self.buf.len() > start {
                 self.buf.push(b',');
             }
             self.buf.extend_from_slice(b"\"continuation\":\"lost\"");
-            any = true;
         }
-        any
+        self.buf.len() > start
     }
 
     /// The JSON string of `event`'s tracepoint name.
