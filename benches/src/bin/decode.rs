@@ -1,6 +1,6 @@
 //! Decode rate: a full device (2 rings × 2^20 entries of 5 arguments) captured and formatted
-//! to text, into a sink; and exported to each format (Chrome JSON into a sink, CTF into files
-//! on tmpfs). `cargo run --release -p ttrace-benches --bin decode [-- --quick]`
+//! to text, into a sink; and exported to each format (Chrome JSON into a sink, CTF and uftrace
+//! into files in the temporary directory). `cargo run --release -p ttrace-benches --bin decode [-- --quick]`
 
 use std::time::Instant;
 use ttrace_core::meta::Definition;
@@ -86,7 +86,7 @@ fn main() {
     }
     // Exports, end to end from the device (view included).
     let mut exports = Vec::new();
-    for format in ["chrome", "ctf"] {
+    for format in ["chrome", "ctf", "uftrace"] {
         let mut best = f64::MAX;
         for round in 0..if quick { 1 } else { 5 } {
             let out = tmp.path().join(format!("{format}-{round}"));
@@ -99,6 +99,13 @@ fn main() {
                     &view.cpus,
                     items,
                     &mut Counting(0),
+                    |_| {},
+                ),
+                "uftrace" => ttrace_reader::export::uftrace::write(
+                    (&view).into(),
+                    &view.cpus,
+                    items,
+                    &out,
                     |_| {},
                 ),
                 _ => ttrace_reader::export::ctf::write(

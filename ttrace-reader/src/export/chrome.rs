@@ -158,8 +158,11 @@ struct Writer<'s> {
     aux: &'s AuxSnapshot,
     clock: Clock,
     tracepoints: Vec<Compiled>,
-    /// `,"pid":P,"tid":T` per writer.
-    writers: HashMap<u64, Text>,
+    /// `,"pid":P,"tid":T` per writer, and the index of each writer's.
+    writers: Vec<Text>,
+    by_ctx: HashMap<u64, usize>,
+    /// The last writer seen (`ctx`, index): events come in runs of one thread.
+    recent: Option<(u64, usize)>,
     pairing: Pairing,
     next_id: u64,
     written: Written,
@@ -194,10 +197,21 @@ impl Writer<'_> {
     }
 
     fn who(&mut self, ctx: u64) {
-        let t = self.writers.entry(ctx).or_insert_with(|| {
-            Text::new(format!(",\"pid\":{},\"tid\":{}", ctx >> 32, ctx as u32).as_bytes())
-        });
-        out::put_text(&mut self.buf, t);
+        let i = match self.recent {
+            Some((c, i)) if c == ctx => i,
+            _ => {
+                let writers = &mut self.writers;
+                let i = *self.by_ctx.entry(ctx).or_insert_with(|| {
+                    writers.push(Text::new(
+                        format!(",\"pid\":{},\"tid\":{}", ctx >> 32, ctx as u32).as_bytes(),
+                    ));
+                    writers.len() - 1
+                });
+                self.recent = Some((ctx, i));
+                i
+            }
+        };
+        out::put_text(&mut self.buf, &self.writers[i]);
     }
 
     /// The arguments of `event` as `"key":value` pairs; whether there were any.
@@ -325,7 +339,9 @@ pub fn write(
         aux: ctx.aux,
         clock: ctx.version.clock,
         tracepoints: schemas.iter().map(Compiled::new).collect(),
-        writers: HashMap::new(),
+        writers: Vec::new(),
+        by_ctx: HashMap::new(),
+        recent: None,
         pairing: Pairing::default(),
         next_id: 0,
         written: Written::default(),
