@@ -30,6 +30,15 @@ pub fn define(dev: &ttrace_core::Device, name: &'static str, format: &'static st
     .1
 }
 
+/// Sets the length of the file at `path` (cutting or growing it), as another process might.
+pub fn set_len(path: &Path, len: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_len(len))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
 /// A well-mixed 64-bit value of three inputs, so that every argument word names exactly one
 /// (writer, sequence, index) and any mix of two writes is visible.
 pub fn mix(writer: u64, seq: u64, index: u64) -> u64 {

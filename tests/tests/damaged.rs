@@ -175,15 +175,6 @@ fn a_file_grown_after_the_device_was_made_is_refused_at_open() {
     }
 }
 
-fn cut(path: &Path, len: u64) {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_len(len)
-        .unwrap();
-}
-
 #[test]
 fn a_file_cut_while_it_is_read_is_reported_not_a_crash() {
     // A page past the new end of a mapped file raises SIGBUS; the reader survives it, reads
@@ -201,7 +192,7 @@ fn a_file_cut_while_it_is_read_is_reported_not_a_crash() {
         let dev = Device::open(&dir).unwrap();
         let before = dev.snapshot().unwrap();
         assert_eq!(before.events(), 1, "{file}");
-        cut(&dir.join(file), len);
+        ttrace_tests::set_len(&dir.join(file), len);
         match dev.snapshot() {
             Err(Error::Invalid {
                 path,
@@ -256,7 +247,7 @@ fn follow_stops_with_one_line_when_a_ring_file_is_cut() {
     let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
     let header = lines.next().unwrap().unwrap();
     assert!(header.starts_with("# following "), "{header}");
-    cut(&dir.join("cpu0"), 4096);
+    ttrace_tests::set_len(&dir.join("cpu0"), 4096);
     let status = follow.wait().unwrap();
     let mut err = String::new();
     follow

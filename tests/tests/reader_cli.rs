@@ -338,15 +338,6 @@ fn edit(path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
     std::fs::write(path, bytes).unwrap();
 }
 
-fn truncate(path: &Path, len: u64) {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_len(len)
-        .unwrap();
-}
-
 type Damage = Box<dyn Fn(&Path)>;
 
 #[test]
@@ -388,7 +379,7 @@ fn bad_devices_give_one_clear_line_and_a_failure_status() {
         ),
         (
             "truncated header",
-            with(Box::new(|d| truncate(&d.join("header"), 100))),
+            with(Box::new(|d| ttrace_tests::set_len(&d.join("header"), 100))),
             "header: not a usable ttrace device: is 100 bytes, expected 4096",
         ),
         (
@@ -414,12 +405,12 @@ fn bad_devices_give_one_clear_line_and_a_failure_status() {
         ),
         (
             "truncated ring",
-            with(Box::new(|d| truncate(&d.join("cpu1"), 4096))),
+            with(Box::new(|d| ttrace_tests::set_len(&d.join("cpu1"), 4096))),
             "cpu1: not a usable ttrace device: is 4096 bytes",
         ),
         (
             "truncated aux",
-            with(Box::new(|d| truncate(&d.join("aux"), 0))),
+            with(Box::new(|d| ttrace_tests::set_len(&d.join("aux"), 0))),
             "aux: not a usable ttrace device: is 0 bytes",
         ),
         (

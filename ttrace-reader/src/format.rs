@@ -1,7 +1,7 @@
 //! A tracepoint's format string, parsed once and rendered for every event.
 
 use crate::out;
-use ttrace_core::aux::AuxSnapshot;
+use ttrace_core::aux::{AuxRecord, AuxSnapshot};
 use ttrace_layouts::aux::{AUX_NONE, AUX_REF};
 
 /// How one argument is shown.
@@ -102,6 +102,14 @@ pub fn render(out: &mut Vec<u8>, pieces: &[Piece], args: &[u64], aux: &AuxSnapsh
     }
 }
 
+/// The aux record a string argument word refers to, if the snapshot still holds it.
+#[inline]
+pub fn string_arg(aux: &AuxSnapshot, w: u64) -> Option<&AuxRecord> {
+    (w != AUX_NONE && w & AUX_REF != 0)
+        .then(|| aux.get(w & !AUX_REF))
+        .flatten()
+}
+
 /// Writes one argument word as `spec` says.
 #[inline(always)]
 pub fn word(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshot) {
@@ -113,10 +121,7 @@ pub fn word(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshot) {
             use std::io::Write;
             let _ = write!(out, "{}", f64::from_bits(w));
         }
-        Spec::Str => match (w != AUX_NONE && w & AUX_REF != 0)
-            .then(|| aux.get(w & !AUX_REF))
-            .flatten()
-        {
+        Spec::Str => match string_arg(aux, w) {
             Some(r) => {
                 quoted(out, &r.bytes);
                 if r.truncated {

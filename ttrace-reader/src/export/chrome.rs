@@ -21,7 +21,6 @@ use crate::out::{self, Text};
 use devttrace::{AuxSnapshot, Clock, Event, RingIndex};
 use std::collections::HashMap;
 use std::io::Write;
-use ttrace_layouts::aux::{AUX_NONE, AUX_REF};
 use ttrace_layouts::entry::Kind;
 
 /// Appends `bytes` as the contents of a JSON string (no quotes); invalid UTF-8 becomes
@@ -93,10 +92,7 @@ fn value(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshot) {
         }
         Spec::Str => {
             out.push(b'"');
-            match (w != AUX_NONE && w & AUX_REF != 0)
-                .then(|| aux.get(w & !AUX_REF))
-                .flatten()
-            {
+            match crate::format::string_arg(aux, w) {
                 Some(r) => {
                     escape(out, &r.bytes);
                     if r.truncated {

@@ -24,7 +24,6 @@ use devttrace::{AuxSnapshot, Event, RingIndex};
 use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
-use ttrace_layouts::aux::{AUX_NONE, AUX_REF};
 use ttrace_layouts::entry::ENTRY_ARGS;
 
 /// Packet header magic.
@@ -330,10 +329,7 @@ fn fields(out: &mut Vec<u8>, event: &Event, schemas: &[Schema], aux: &AuxSnapsho
         // An argument the event lacks (a damaged entry) is written as zero.
         let w = args.get(i).copied().unwrap_or(0);
         match spec {
-            Spec::Str => match (w != AUX_NONE && w & AUX_REF != 0)
-                .then(|| aux.get(w & !AUX_REF))
-                .flatten()
-            {
+            Spec::Str => match crate::format::string_arg(aux, w) {
                 Some(r) if r.truncated => {
                     let mut b = r.bytes.clone();
                     b.extend_from_slice(b"...");
