@@ -94,9 +94,10 @@ enum Command {
         /// The output format.
         #[arg(long, value_enum)]
         format: ExportFormat,
-        /// The device directory.
+        /// The device directory, or a snapshot file.
         device: Option<PathBuf>,
-        /// Where to write (`-` for standard output).
+        /// Where to write: a file for `chrome` (`-` for standard output), a new or empty
+        /// directory for `ctf` and `uftrace`.
         #[arg(short, long, value_name = "PATH")]
         output: PathBuf,
         #[command(flatten)]
