@@ -62,9 +62,10 @@ impl Watch {
 impl Drop for Watch {
     fn drop(&mut self) {
         let r = &WATCHED[self.index];
-        // Release: the entry stops matching before it is freed for another mapping.
-        r.end.store(0, Release);
-        r.start.store(0, Release);
+        // SeqCst (see `on_sigbus`): the entry stops matching before it is freed for another
+        // mapping.
+        r.end.store(0, SeqCst);
+        r.start.store(0, SeqCst);
     }
 }
 
@@ -76,14 +77,14 @@ pub fn watch(ptr: *const u8, len: usize) -> Option<Watch> {
         return None;
     }
     let index = WATCHED.iter().position(|r| {
-        // Acquire: pairs with the Release of `Watch::drop`, so a free entry is really free.
-        r.start.compare_exchange(0, start, Acquire, Relaxed).is_ok()
+        // SeqCst (see `on_sigbus`); Relaxed on failure: the entry is in use and not looked at.
+        r.start.compare_exchange(0, start, SeqCst, Relaxed).is_ok()
     })?;
     let r = &WATCHED[index];
     // Relaxed: nothing can fault in the range before `watch` returns to the caller.
     r.faults.store(0, Relaxed);
-    // Release: publishes `start` and `faults` to a handler that sees this `end`.
-    r.end.store(start.saturating_add(len), Release);
+    // SeqCst (see `on_sigbus`): publishes `start` and `faults` to a handler that sees it.
+    r.end.store(start.saturating_add(len), SeqCst);
     Some(Watch { index })
 }
 
@@ -96,6 +97,8 @@ fn install() -> bool {
         if page <= 0 {
             return false;
         }
+        // Relaxed: stored before `sigaction` installs the handler, which therefore runs only
+        // after this store (the installing system call orders it, in every thread).
         PAGE.store(page as usize, Relaxed);
         // SAFETY: a zeroed sigaction is a valid value (no handler, empty mask, no flags).
         let mut new: libc::sigaction = unsafe { core::mem::zeroed() };
@@ -118,12 +121,17 @@ fn install() -> bool {
 extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
     let addr = unsafe { (*info).si_addr() } as usize;
+    // Relaxed: stored once before the handler was installed (see `install`).
     let page = PAGE.load(Relaxed);
     for r in &WATCHED {
-        // Acquire: pairs with `watch`'s Release of `end`.
-        let end = r.end.load(Acquire);
-        let start = r.start.load(Relaxed);
-        if start == 0 || !(start..end).contains(&addr) {
+        // SeqCst, off the hot path: `end` read twice around `start`. `watch` stores `start`
+        // before `end`, and `Watch::drop` clears `end` before `start`, so equal reads of
+        // `end` around a nonzero `start` give a range that was watched as a whole (if the
+        // entry was reused meanwhile with the same end, `start` is the old or the new one,
+        // each with that end).
+        let end = r.end.load(SeqCst);
+        let start = r.start.load(SeqCst);
+        if start == 0 || r.end.load(SeqCst) != end || !(start..end).contains(&addr) {
             continue;
         }
         let base = addr & !(page - 1);
