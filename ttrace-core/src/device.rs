@@ -116,7 +116,7 @@ pub struct Device {
     header: NonNull<DeviceHeader>,
     rings: Box<[RingView]>,
     aux: NonNull<[AtomicU64]>,
-    pub(crate) tp_words: NonNull<[AtomicU64]>,
+    tp_words: NonNull<[AtomicU64]>,
     meta_records: NonNull<[AtomicU64]>,
     clock: ClockSource,
     access: Access,
@@ -232,15 +232,41 @@ fn map(path: &Path, file: &File, expected_len: u64, access: Access) -> Result<Mm
             },
         ));
     }
+    // The length checked, not the file's length now: a file cut in between still gives a
+    // mapping of the size the layout needs (its lost pages fault; see `sigbus`).
+    let mut opts = memmap2::MmapOptions::new();
+    opts.len(expected_len as usize);
     match access {
         // SAFETY: the file is a device file shared with other ttrace processes; they only
         // change it through atomics, and nothing truncates it while it is mapped (a process
         // that did would be outside the device protocol; the mapping would fault, not corrupt).
-        Access::ReadWrite => unsafe { MmapMut::map_mut(file) },
+        Access::ReadWrite => unsafe { opts.map_mut(file) },
         // SAFETY: as above; the mapping is private, so nothing done through it reaches the file.
-        Access::ReadOnly => unsafe { memmap2::MmapOptions::new().map_copy(file) },
+        Access::ReadOnly => unsafe { opts.map_copy(file) },
     }
     .map_err(io(path))
+}
+
+/// The mappings of a device being opened; each read-only one is watched for its file
+/// shrinking from the moment it is mapped. The watches drop before the mappings.
+#[derive(Default)]
+pub(crate) struct Maps {
+    pub(crate) watches: Vec<(PathBuf, crate::sigbus::Watch)>,
+    pub(crate) maps: Vec<MmapMut>,
+}
+
+impl Maps {
+    /// Keeps `m` (the file `path`); where its bytes are.
+    fn add(&mut self, path: &Path, mut m: MmapMut, access: Access) -> NonNull<[u8]> {
+        if access == Access::ReadOnly {
+            if let Some(w) = crate::sigbus::watch(m.as_ptr(), m.len()) {
+                self.watches.push((path.to_path_buf(), w));
+            }
+        }
+        let p = NonNull::from(&mut m[..]);
+        self.maps.push(m);
+        p
+    }
 }
 
 fn bad(path: &Path, problem: Problem) -> Error {
@@ -284,15 +310,21 @@ impl Device {
         check_trust(dir, &meta, trust, euid())?;
         let hpath = dir.join("header");
         let hfile = open_existing(&hpath, access, trust)?;
-        let mut hmap = map(&hpath, &hfile, HEADER_BYTES as u64, access)?;
-        let header = DeviceHeader::read_from_bytes(&hmap[..])
+        let mut maps = Maps::default();
+        let mut hmap = maps.add(
+            &hpath,
+            map(&hpath, &hfile, HEADER_BYTES as u64, access)?,
+            access,
+        );
+        // SAFETY: `hmap` is the header mapping just kept in `maps`, which the device will
+        // own; nothing else refers to it yet.
+        let hbytes = unsafe { hmap.as_mut() };
+        let header = DeviceHeader::read_from_bytes(&hbytes[..])
             .map_err(|_| bad(&hpath, Problem::Misaligned))?;
         header.check().map_err(|e| bad(&hpath, e.into()))?;
         let header_ptr = NonNull::from(
-            DeviceHeader::mut_from_bytes(&mut hmap[..])
-                .map_err(|_| bad(&hpath, Problem::Misaligned))?,
+            DeviceHeader::mut_from_bytes(hbytes).map_err(|_| bad(&hpath, Problem::Misaligned))?,
         );
-        let mut maps = vec![hmap];
         let mut dev = Device::assemble(
             dir,
             header_ptr,
@@ -300,19 +332,7 @@ impl Device {
             access,
             Device::files(dir, access, trust, &mut maps),
         )?;
-        dev._maps = maps;
-        if access == Access::ReadOnly {
-            // The maps are, in order: header, cpu0.., aux, meta.
-            let names = std::iter::once("header".to_string())
-                .chain((0..header.num_cpus).map(|c| format!("cpu{c}")))
-                .chain(["aux".to_string(), "meta".to_string()]);
-            dev.watches = names
-                .zip(&dev._maps)
-                .filter_map(|(name, m)| {
-                    Some((dir.join(name), crate::sigbus::watch(m.as_ptr(), m.len())?))
-                })
-                .collect();
-        }
+        (dev.watches, dev._maps) = (maps.watches, maps.maps);
         dev.check_files()?;
         Ok(dev)
     }
@@ -393,14 +413,12 @@ impl Device {
         dir: &'m Path,
         access: Access,
         trust: Trust,
-        maps: &'m mut Vec<MmapMut>,
+        maps: &'m mut Maps,
     ) -> impl FnMut(&str, u64) -> Result<(PathBuf, NonNull<[u8]>)> + 'm {
         move |name, len| {
             let path = dir.join(name);
             let file = open_existing(&path, access, trust)?;
-            let mut m = map(&path, &file, len, access)?;
-            let p = NonNull::from(&mut m[..]);
-            maps.push(m);
+            let p = maps.add(&path, map(&path, &file, len, access)?, access);
             Ok((path, p))
         }
     }
@@ -465,9 +483,12 @@ impl Device {
         });
         match outcome {
             Ok(maps) => {
-                let mut maps = maps;
+                let mut maps = Maps {
+                    watches: Vec::new(),
+                    maps,
+                };
                 let header_ptr = NonNull::from(
-                    DeviceHeader::mut_from_bytes(&mut maps[0][..])
+                    DeviceHeader::mut_from_bytes(&mut maps.maps[0][..])
                         .map_err(|_| bad(dir, Problem::Misaligned))?,
                 );
                 let mut dev = Device::assemble(
@@ -477,7 +498,7 @@ impl Device {
                     Access::ReadWrite,
                     Device::files(dir, Access::ReadWrite, Trust::Own, &mut maps),
                 )?;
-                dev._maps = maps;
+                dev._maps = maps.maps;
                 Ok(dev)
             }
             Err(e) => {

@@ -83,11 +83,11 @@ pub enum Problem {
     /// The file's own header contradicts the device header.
     #[error("its header does not match the device header")]
     Mismatch,
-    /// The mapping is not aligned for the layout (it cannot happen with page-aligned maps).
     /// The file shrank while it was mapped: part of it is gone (another process truncated
     /// it). What was read from the lost pages was zeros, and is not trusted.
     #[error("shrank while being read (truncated by another process)")]
     Shrunk,
+    /// The mapping is not aligned for the layout (it cannot happen with page-aligned maps).
     #[error("misaligned mapping")]
     Misaligned,
 }

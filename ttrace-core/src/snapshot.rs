@@ -34,6 +34,8 @@ pub struct Saved {
     pub changed: u64,
     /// Bytes of the file.
     pub bytes: u64,
+    /// Why the aux buffer could not be copied (it is then saved empty), if it could not.
+    pub aux_error: Option<crate::aux::AuxError>,
 }
 
 /// `bytes` bytes at `ptr`, as atomic words.
@@ -71,8 +73,29 @@ fn bad(path: &Path, problem: Problem) -> Error {
 
 impl Device {
     /// Saves a consistent copy of the device to the file `path` (created, or replaced;
-    /// mode 0600). Parts of the file that the device does not use are left as holes.
+    /// mode 0600). Parts of the file that the device does not use are left as holes. The
+    /// copy is written to a new file beside `path` and renamed over it when complete, so a
+    /// failed save leaves `path` as it was, and saving over the file being read is safe.
     pub fn save(&self, path: &Path) -> Result<Saved> {
+        let name = path
+            .file_name()
+            .ok_or_else(|| io(path)(std::io::ErrorKind::InvalidInput.into()))?;
+        let tmp = path.with_file_name(format!(
+            ".{}.tmp-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let saved = self.save_to(&tmp).and_then(|saved| {
+            std::fs::rename(&tmp, path).map_err(io(path))?;
+            Ok(saved)
+        });
+        if saved.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        saved
+    }
+
+    fn save_to(&self, path: &Path) -> Result<Saved> {
         let h = self.header();
         let layout = Layout::of(h).ok_or_else(|| {
             bad(
@@ -85,9 +108,9 @@ impl Device {
         })?;
         let file = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC)
             .open(path)
             .map_err(io(path))?;
         file.set_len(layout.file_len).map_err(io(path))?;
@@ -131,7 +154,10 @@ impl Device {
             put(layout.rings_at + r as u64 * layout.ring_stride, &part)?;
         }
         // Aux: the intact records, at their offsets.
-        let aux = self.aux_copy().unwrap_or_default();
+        let aux = self.aux_copy().unwrap_or_else(|e| {
+            saved.aux_error = Some(e);
+            Default::default()
+        });
         let size = h.aux_size;
         let mut part = vec![0u8; size as usize];
         for (k, w) in aux.words.iter().enumerate() {
@@ -148,8 +174,7 @@ impl Device {
         let mut part = vec![0u8; front];
         let mh = MetaHeader::new(h.max_tracepoints, h.meta_size);
         part[..META_HEADER_BYTES as usize].copy_from_slice(mh.as_bytes());
-        // SAFETY: `tp_words` points into the live meta mapping (see `Device`).
-        let tp = unsafe { self.tp_words.as_ref() };
+        let tp = self.tp_words();
         let table = META_HEADER_BYTES as usize + tp.len() * 8;
         load(tp, &mut part[META_HEADER_BYTES as usize..table]);
         put(layout.meta_at, &part)?;
@@ -200,6 +225,17 @@ impl Device {
         // caught by the SIGBUS watch set below before anything but the checks reads it.
         let mut map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }.map_err(io(path))?;
         let watch = crate::sigbus::watch(map.as_ptr(), map.len());
+        // From here on, the length of the mapping (the file may have changed since `len`).
+        let len = map.len() as u64;
+        if len < min {
+            return Err(bad(
+                path,
+                Problem::Length {
+                    found: len,
+                    expected: min,
+                },
+            ));
+        }
         let (head, _) = SnapshotHeader::read_from_prefix(&map[..])
             .map_err(|_| bad(path, Problem::Misaligned))?;
         if head.magic != SNAPSHOT_MAGIC {
@@ -224,6 +260,10 @@ impl Device {
         }
         let part_path = |name: &str| PathBuf::from(format!("{}[{name}]", path.display()));
         let hpath = part_path("header");
+        // Every layout puts the device header on the second page (`Layout::of`).
+        if head.layout.header_at != PAGE {
+            return Err(bad(path, Problem::Mismatch));
+        }
         let at = PAGE as usize;
         let dh = DeviceHeader::read_from_bytes(&map[at..at + HEADER_BYTES])
             .map_err(|_| bad(&hpath, Problem::Misaligned))?;
@@ -241,11 +281,11 @@ impl Device {
                 },
             ));
         }
-        let header = NonNull::from(
-            DeviceHeader::mut_from_bytes(&mut map[at..at + HEADER_BYTES])
-                .map_err(|_| bad(&hpath, Problem::Misaligned))?,
-        );
+        // Every part is derived from this one pointer to the whole mapping.
         let base = NonNull::from(&mut map[..]).cast::<u8>();
+        // SAFETY: the header lies at `header_at` (a page: aligned) within the mapping, whose
+        // length is `file_len`, and any bytes are a valid `DeviceHeader`.
+        let header = unsafe { base.add(layout.header_at as usize) }.cast::<DeviceHeader>();
         let parts = |name: &str, want: u64| {
             let p = part_path(name);
             match layout.part(&dh, name) {

@@ -423,6 +423,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 saved.claimed,
                 saved.changed
             );
+            if let Some(e) = saved.aux_error {
+                println!("# aux buffer not saved: {e}");
+            }
             Ok(())
         }
         Command::Export {
