@@ -537,6 +537,79 @@ fn losses_and_unpaired_halves_show_in_every_format() {
         .as_str()
         .unwrap()
         .contains(&format!("{lost} entries lost")));
+    // With no event of the ring exported, CTF still reports its losses.
+    let out = path("none");
+    run(
+        READER,
+        &[
+            "export", "--format", "ctf", dev, "--filter", "nothing", "-o", &out,
+        ],
+    );
+    let done = Command::new("babeltrace2").arg(&out).output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&done.stderr).contains(&format!("discarded {lost} events")),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+#[test]
+fn argument_names_that_clash_once_mangled_stay_distinct() {
+    // `{a b}` and `{a_b}` are one CTF field name once mangled, and `{x}` twice one JSON
+    // key: each export keeps them apart (babeltrace2 refuses a trace with duplicate fields).
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let w = ttrace_core::Device::open(&ttrace_tests::config(&dir, 64, 1)).unwrap();
+    let word = ttrace_tests::define(&w, "clash", "{a b} {a_b} {x} {x}");
+    w.emit(word, 1 << 32 | 2, &[1, 2, 3, 4]);
+    let dev = dir.to_str().unwrap();
+    let ctf = tmp.path().join("ctf");
+    run(
+        READER,
+        &[
+            "export",
+            "--format",
+            "ctf",
+            dev,
+            "-o",
+            ctf.to_str().unwrap(),
+        ],
+    );
+    let printed = run("babeltrace2", &[ctf.to_str().unwrap()]);
+    assert!(
+        printed.contains("{ a_b = 1, a_b_1 = 2, x = 3, x_1 = 4 }"),
+        "{printed}"
+    );
+    let json = tmp.path().join("t.json");
+    run(
+        READER,
+        &[
+            "export",
+            "--format",
+            "chrome",
+            dev,
+            "-o",
+            json.to_str().unwrap(),
+        ],
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let args = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "clash")
+        .unwrap()["args"]
+        .clone();
+    assert_eq!(
+        args,
+        serde_json::json!({"a b": 1, "a_b": 2, "x": 3, "x_1": 4})
+    );
 }
 
 #[test]

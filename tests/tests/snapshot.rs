@@ -60,6 +60,16 @@ fn a_saved_device_reads_back_as_the_device_did() {
         live.cpus.iter().map(|r| r.committed).sum::<u64>()
     );
     assert_eq!(snap.ctl(), dev.ctl());
+    // Saving a snapshot over the very file it was opened from is safe: the copy is made
+    // beside it and renamed over it.
+    snap.save(&file).unwrap();
+    drop(snap);
+    let again = Device::open(&file).unwrap().snapshot().unwrap();
+    assert_eq!(again.aux, live.aux);
+    assert_eq!(again.meta, live.meta);
+    for (a, b) in again.cpus.iter().zip(&live.cpus) {
+        assert_eq!(a.events, b.events);
+    }
     // A snapshot cannot be controlled.
     assert!(matches!(
         Device::open_for_control(&file),

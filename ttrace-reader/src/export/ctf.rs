@@ -148,8 +148,12 @@ stream {{
             "\nevent {{\n\tname = {};\n\tid = {id};\n\tstream_id = 0;\n\tfields := struct {{\n",
             literal(name)
         );
+        // Distinct names become one once mangled (`a b`, `a_b`): made unique again.
+        let mut used: Vec<String> = Vec::new();
         for (f, spec) in fields {
-            let _ = writeln!(m, "\t\t{} {};", tsdl_type(*spec), field(f));
+            let name = super::unique(&field(f), |n| used.iter().any(|u| u == n));
+            let _ = writeln!(m, "\t\t{} {name};", tsdl_type(*spec));
+            used.push(name);
         }
         m.push_str("\t};\n};\n");
     };
@@ -217,6 +221,10 @@ impl Stream {
             self.last = self.first;
             self.packet(uuid, 0)?;
             (self.content, self.last) = (content, last);
+            if self.content.is_empty() {
+                // No event of this ring is exported: an empty packet carries the count.
+                return self.packet(uuid, self.discarded);
+            }
         }
         if !self.content.is_empty() {
             let d = self.discarded;

@@ -35,14 +35,12 @@ impl Schema {
                 let mut args: Vec<(String, Spec)> = Vec::new();
                 for p in format::parse(&t.format) {
                     if let Piece::Arg(name, spec) = p {
-                        let mut name = if name.is_empty() {
+                        let base = if name.is_empty() {
                             format!("arg{}", args.len())
                         } else {
                             name
                         };
-                        if args.iter().any(|(n, _)| *n == name) {
-                            name = format!("{name}_{}", args.len());
-                        }
+                        let name = unique(&base, |n| args.iter().any(|(a, _)| a == n));
                         args.push((name, spec));
                     }
                 }
@@ -54,6 +52,17 @@ impl Schema {
             })
             .collect()
     }
+}
+
+/// `base`, or `base_1`, `base_2`, ...: the first that `taken` says is free.
+pub fn unique(base: &str, taken: impl Fn(&str) -> bool) -> String {
+    let mut name = base.to_string();
+    let mut k = 1;
+    while taken(&name) {
+        name = format!("{base}_{k}");
+        k += 1;
+    }
+    name
 }
 
 /// What an exporter wrote.
@@ -125,4 +134,30 @@ pub fn names(ctx: &Context<'_>) -> (HashMap<u32, String>, HashMap<u64, String>) 
         .map(|t| ((t.pid as u64) << 32 | t.tid as u64, t.name.clone()))
         .collect();
     (processes, threads)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argument_names_are_made_unique() {
+        let meta = Metadata {
+            tracepoints: vec![devttrace::TracepointInfo {
+                id: 0,
+                name: "t".into(),
+                kind: Kind::Start,
+                classes: 1,
+                format: "{a} {a} {a_1} {} {}".into(),
+                nargs: 5,
+            }],
+            ..Metadata::default()
+        };
+        let names: Vec<String> = Schema::all(&meta)[0]
+            .args
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect();
+        assert_eq!(names, ["a", "a_1", "a_1_1", "arg3", "arg4"]);
+    }
 }

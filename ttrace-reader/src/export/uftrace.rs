@@ -91,8 +91,8 @@ pub fn write(
         dir,
         buffers: BTreeMap::new(),
     };
-    // pid of each thread, and the first time seen of each process and thread.
-    let mut threads: BTreeMap<u32, (u32, u64)> = BTreeMap::new();
+    // pid, first and last time of each thread.
+    let mut threads: BTreeMap<u32, (u32, u64, u64)> = BTreeMap::new();
     let mut lost: Vec<u64> = rings.iter().map(|r| r.lost).collect();
     let mut pairing = Pairing::default();
     let mut written = Written::default();
@@ -104,7 +104,7 @@ pub fn write(
         };
         let (pid, tid) = ((who >> 32) as u32, who as u32);
         let t = ns(stamp);
-        threads.entry(tid).or_insert((pid, t));
+        threads.entry(tid).or_insert((pid, t, t)).2 = t;
         let out = streams.buffers.entry(tid).or_default();
         if let Some(n) = lost.get_mut(ring).filter(|n| **n > 0) {
             record(out, t, LOST, 0, *n);
@@ -133,6 +133,18 @@ pub fn write(
         Ok::<(), std::io::Error>(())
     })?;
     written.unpaired += pairing.into_open().len() as u64;
+    // Losses of rings none of whose events are exported: at the end of the first thread's
+    // stream (uftrace has no other place for them; with no thread at all there is no trace).
+    let unreported: u64 = lost.iter().sum();
+    if let (true, Some((&tid, &(_, _, t)))) = (unreported > 0, threads.iter().next()) {
+        record(
+            streams.buffers.entry(tid).or_default(),
+            t,
+            LOST,
+            0,
+            unreported,
+        );
+    }
     let tids: Vec<u32> = streams.buffers.keys().copied().collect();
     for tid in tids {
         streams.flush(tid)?;
@@ -203,7 +215,7 @@ fn files(
     dir: &Path,
     ctx: &Context<'_>,
     schemas: &[Schema],
-    threads: &BTreeMap<u32, (u32, u64)>,
+    threads: &BTreeMap<u32, (u32, u64, u64)>,
     process_names: &HashMap<u32, String>,
     events_used: &BTreeMap<u64, String>,
 ) -> std::io::Result<()> {
@@ -233,7 +245,7 @@ fn files(
     std::fs::write(dir.join("info"), info)?;
     // task.txt: a session per process, then its threads, all from time 0.
     let mut task = String::new();
-    let mut pids: Vec<u32> = threads.values().map(|(p, _)| *p).collect();
+    let mut pids: Vec<u32> = threads.values().map(|(p, _, _)| *p).collect();
     pids.sort_unstable();
     pids.dedup();
     let map_end = MAP_START + (0x10 * (schemas.len() as u64 + 2)).div_ceil(0x1000) * 0x1000;
@@ -250,7 +262,7 @@ fn files(
             ),
         )?;
     }
-    for (tid, (pid, _)) in threads {
+    for (tid, (pid, _, _)) in threads {
         task += &format!("TASK timestamp=0.000000000 tid={tid} pid={pid}\n");
     }
     std::fs::write(dir.join("task.txt"), task)?;
