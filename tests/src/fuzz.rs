@@ -387,10 +387,11 @@ pub fn ring(data: &[u8]) {
 
 /// Target `aux`: byte 0 picks the buffer size (4 to 512 words), words 1..3 are `first` and
 /// `last`, the rest fill the buffer. Every record returned must lie in the buffer, in
-/// order, with a payload no longer than a record can hold.
-pub fn aux(data: &[u8]) {
+/// order, with a payload no longer than a record can hold. Returns how many records the
+/// parser found.
+pub fn aux(data: &[u8]) -> usize {
     let Some((&size, rest)) = data.split_first() else {
-        return;
+        return 0;
     };
     let n = 4usize << (size % 8);
     let mut w = words(rest);
@@ -419,7 +420,9 @@ pub fn aux(data: &[u8]) {
         }
     }
     // The parser alone, on the words as a copy starting at `first`.
-    check(&ttrace_core::aux::parse(&buf, first, first, last));
+    let parsed = ttrace_core::aux::parse(&buf, first, first, last);
+    check(&parsed);
+    parsed.records.len()
 }
 
 /// Target `metadata`: the bytes are a metadata records area. The walk ends within the
@@ -516,8 +519,8 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     for at in [264, 272] {
         s.extend_from_slice(&word(h, at).to_le_bytes());
     }
-    let start = core::mem::size_of::<ttrace_layouts::aux::AuxHeader>();
-    s.extend_from_slice(&a[start..start + 512 * 8]);
+    // The aux file is the buffer itself: the records start at offset 0.
+    s.extend_from_slice(&a[..512 * 8]);
     seeds.push(("aux", s));
     let tmp = scratch();
     seeds.push((

@@ -62,7 +62,9 @@ fn ring_corpus_and_crashes_replay_cleanly() {
 
 #[test]
 fn aux_corpus_and_crashes_replay_cleanly() {
-    replay("aux", ttrace_tests::fuzz::aux);
+    replay("aux", |d| {
+        ttrace_tests::fuzz::aux(d);
+    });
 }
 
 #[test]
@@ -129,4 +131,14 @@ fn open_dumps_the_unedited_device_and_refuses_a_bad_magic() {
     assert!(whole > 1000, "{whole} bytes dumped");
     let header = ttrace_tests::fuzz::file_index("header");
     assert_eq!(ttrace_tests::fuzz::open(&[0, header, 0, 0, 1, 0xff]), None);
+}
+
+/// The aux seed is a real buffer: the parser finds its records (a string and a message).
+#[test]
+fn the_aux_seed_holds_the_devices_records() {
+    let (_, seed) = ttrace_tests::fuzz::seeds()
+        .into_iter()
+        .find(|(t, _)| *t == "aux")
+        .unwrap();
+    assert_eq!(ttrace_tests::fuzz::aux(&seed), 2);
 }
