@@ -558,6 +558,208 @@ fn losses_and_unpaired_halves_show_in_every_format() {
     );
 }
 
+/// Registers a one-argument tracepoint of `kind`; its type word.
+fn tracepoint(w: &ttrace_core::Device, name: &'static str, kind: ttrace_core::Kind) -> u64 {
+    w.register_tracepoint(&ttrace_core::meta::Definition {
+        name,
+        kind,
+        classes: 1,
+        format: "n={n}",
+        nargs: 1,
+    })
+    .unwrap()
+    .1
+}
+
+/// Writes an event of `word` for `ctx` into ring `cpu` at `stamp`, whatever CPU this runs on.
+fn put(w: &ttrace_core::Device, cpu: usize, stamp: u64, word: u64, ctx: u64, n: u64) {
+    let word = ttrace_layouts::entry::TypeWord(word).with_cpu(cpu as u32).0;
+    let stamp = w
+        .ring(cpu)
+        .write(stamp, (ctx >> 32) as u32, &[word, ctx, n, 0, 0, 0, 0]);
+    assert!(stamp.is_some());
+}
+
+/// Two rings of 8 slots. Thread 1/2 enters `outer` on ring 0, `inner` on ring 1, leaves
+/// `inner` on ring 0 and, after a call of `later` on ring 0, leaves `outer`. Ring 1 then
+/// takes 8 `tick`s of another thread and loses `inner`'s entry: before the horizon (ring 1's
+/// first remaining event) a thread's events may be missing, and stack order would pair
+/// `outer` with `inner`'s exit.
+fn two_rings_one_wrapped(dir: &Path) -> ttrace_core::Device {
+    use ttrace_core::Kind;
+    let w = ttrace_core::Device::open(&ttrace_tests::config(dir, 8, 2)).unwrap();
+    let (outer, outer_done) = (
+        tracepoint(&w, "outer", Kind::Entry),
+        tracepoint(&w, "outer_done", Kind::Exit),
+    );
+    let (inner, inner_done) = (
+        tracepoint(&w, "inner", Kind::Entry),
+        tracepoint(&w, "inner_done", Kind::Exit),
+    );
+    let (later, later_done) = (
+        tracepoint(&w, "later", Kind::Entry),
+        tracepoint(&w, "later_done", Kind::Exit),
+    );
+    let tick = tracepoint(&w, "tick", Kind::Start);
+    let (t, other) = (1 << 32 | 2, 1 << 32 | 3);
+    w.note_thread(1, 2, "caller").unwrap();
+    let t0 = w.now();
+    put(&w, 0, t0 + 1, outer, t, 1);
+    put(&w, 1, t0 + 2, inner, t, 2);
+    put(&w, 0, t0 + 3, inner_done, t, 2);
+    for k in 0..8 {
+        put(&w, 1, t0 + 10 + k, tick, other, k);
+    }
+    put(&w, 0, t0 + 20, later, t, 3);
+    put(&w, 0, t0 + 21, later_done, t, 3);
+    put(&w, 0, t0 + 30, outer_done, t, 1);
+    w
+}
+
+#[test]
+fn no_exit_is_paired_across_the_horizon_of_a_ring_that_lost_entries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("dev");
+    let _w = two_rings_one_wrapped(&dev);
+    let dev = dev.to_str().unwrap();
+    let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+    // Chrome: `later` is the only slice; `outer` and `inner_done`, before the horizon, are
+    // instant events that say so; `outer_done` has lost its entry.
+    run(
+        READER,
+        &["export", "--format", "chrome", dev, "-o", &path("t.json")],
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path("t.json")).unwrap()).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    let names = |ph: &str| -> Vec<&str> {
+        events
+            .iter()
+            .filter(|e| e["ph"] == ph && e["name"] != "tick")
+            .map(|e| e["name"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(names("X"), ["later"]);
+    assert_eq!(names("i"), ["outer", "inner_done"]);
+    for e in events
+        .iter()
+        .filter(|e| e["ph"] == "i" && e["name"] != "tick")
+    {
+        assert_eq!(e["args"]["unpaired"], "before the horizon");
+    }
+    assert_eq!(
+        (names("b"), names("e")),
+        (vec!["outer_done"], vec!["outer_done"])
+    );
+    assert!(doc["otherData"]["cpu1"]
+        .as_str()
+        .unwrap()
+        .contains("1 entries lost"));
+    // uftrace: the same, with the halves before the horizon as events.
+    run(
+        READER,
+        &["export", "--format", "uftrace", dev, "-o", &path("u")],
+    );
+    let got = uftrace_dump(&path("u"));
+    let kinds: Vec<(&str, &str, u32)> = got[&2]
+        .iter()
+        .map(|(_, k, n, d)| (k.as_str(), n.as_str(), *d))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("event", "ttrace:outer", 0),
+            ("event", "ttrace:inner_done", 0),
+            ("entry", "later", 0),
+            ("exit", "later", 0),
+            ("exit", "outer_done", 0),
+        ]
+    );
+}
+
+/// Exports `view` (indexed before ring 1 was overwritten) in every format; the Chrome JSON
+/// and the uftrace and CTF directories.
+fn export_all(
+    view: &devttrace::View<'_>,
+    out: &Path,
+) -> (serde_json::Value, [ttrace_reader::export::Written; 3]) {
+    use ttrace_reader::export::{chrome, ctf, uftrace};
+    use ttrace_reader::merge::{Filter, Merge};
+    let items = || Merge::view(view, &Filter::default());
+    let mut json = Vec::new();
+    let c = chrome::write(view.into(), &view.cpus, items(), &mut json, |_| {}).unwrap();
+    let u = uftrace::write(view.into(), &view.cpus, items(), &out.join("u"), |_| {}).unwrap();
+    let t = ctf::write(view.into(), &view.cpus, items(), &out.join("c"), |_| {}).unwrap();
+    (serde_json::from_slice(&json).unwrap(), [c, u, t])
+}
+
+#[test]
+fn events_overwritten_while_exported_are_counted_and_cut_the_entries_open() {
+    use ttrace_core::Kind;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let w = ttrace_core::Device::open(&ttrace_tests::config(&dir, 8, 2)).unwrap();
+    let (call, call_done) = (
+        tracepoint(&w, "call", Kind::Entry),
+        tracepoint(&w, "call_done", Kind::Exit),
+    );
+    let tick = tracepoint(&w, "tick", Kind::Start);
+    let (t, other) = (1 << 32 | 2, 1 << 32 | 3);
+    let t0 = w.now();
+    // `call` on ring 0 spans two ticks of ring 1.
+    put(&w, 0, t0 + 1, call, t, 1);
+    put(&w, 1, t0 + 2, tick, other, 0);
+    put(&w, 1, t0 + 3, tick, other, 1);
+    put(&w, 0, t0 + 4, call_done, t, 1);
+    let dev = devttrace::Device::open(&dir).unwrap();
+    let view = dev.view_newer_than(0).unwrap();
+    assert_eq!(view.cpus[1].events.len(), 2);
+    // Ring 1 is lapped after the index and before the copy: both ticks vanish, and the
+    // thread of `call` may have lost events there.
+    for k in 0..8 {
+        put(&w, 1, t0 + 10 + k, tick, other, 10 + k);
+    }
+    let (doc, written) = export_all(&view, tmp.path());
+    for w in &written {
+        assert_eq!(w.vanished, 2, "{w:?}");
+        assert_eq!(w.events, 2, "{w:?}");
+    }
+    // Chrome: no slice; `call` is cut, `call_done` has no entry; ring 1's count says 2 lost.
+    let events = doc["traceEvents"].as_array().unwrap();
+    let of = |ph: &str| events.iter().filter(|e| e["ph"] == ph).count();
+    assert_eq!((of("X"), of("i"), of("b"), of("e")), (0, 1, 1, 1));
+    let cut = events.iter().find(|e| e["ph"] == "i").unwrap();
+    assert_eq!(cut["name"], "call");
+    assert_eq!(cut["args"]["unpaired"], "events lost after it");
+    assert_eq!(
+        doc["otherData"]["cpu1"],
+        "0 events, 2 entries lost, 0 incomplete"
+    );
+    assert_eq!((written[0].pairs, written[0].uncertain), (0, 1));
+    // uftrace: the lost slots are a LOST record; `call`'s exit closes nothing.
+    let got = uftrace_dump(tmp.path().join("u").to_str().unwrap());
+    let kinds: Vec<(&str, &str)> = got
+        .values()
+        .flatten()
+        .map(|(_, k, n, _)| (k.as_str(), n.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("entry", "call"), ("exit", "call_done"), ("lost", "<2>")]
+    );
+    // CTF: babeltrace2 reports the two slots as discarded.
+    let out = Command::new("babeltrace2")
+        .arg(tmp.path().join("c"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("discarded 2 events"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn argument_names_that_clash_once_mangled_stay_distinct() {
     // `{a b}` and `{a_b}` are one CTF field name once mangled, and `{x}` twice one JSON

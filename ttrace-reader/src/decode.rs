@@ -23,6 +23,17 @@ pub enum Item<'s> {
     },
     /// A message from the aux buffer.
     Message(&'s AuxRecord),
+    /// An event of ring `cpu` at `stamp` that was overwritten between the index of a live
+    /// [`View`] and its copy: `slots` slots lost there. Events of any thread may be missing
+    /// at that time.
+    Gap {
+        /// The ring.
+        cpu: usize,
+        /// The stamp the event had when it was indexed.
+        stamp: u64,
+        /// Slots lost (2 for an event with a continuation).
+        slots: u64,
+    },
 }
 
 impl Item<'_> {
@@ -32,6 +43,7 @@ impl Item<'_> {
         match self {
             Item::Point { event, .. } => event.stamp,
             Item::Message(r) => r.timestamp,
+            Item::Gap { stamp, .. } => *stamp,
         }
     }
 }
@@ -178,6 +190,8 @@ impl<'s> Decoder<'s> {
         let (ctx, cpu, slot) = match item {
             Item::Point { event, cpu } => (event.ctx, event.type_word.cpu(), (*cpu).min(self.cpus)),
             Item::Message(r) => (r.ctx, r.cpu, self.cpus),
+            // Counted in the ring's footer (`View::vanished`).
+            Item::Gap { .. } => return,
         };
         self.time(item.timestamp(), out);
         out.extend_from_slice(b" cpu");
@@ -204,6 +218,7 @@ impl<'s> Decoder<'s> {
                 format::quoted(out, &r.bytes);
                 out.push(b')');
             }
+            Item::Gap { .. } => {}
         }
         out.push(b'\n');
     }
@@ -256,6 +271,9 @@ impl<'s> Decoder<'s> {
         let mut buf = Vec::with_capacity(1 << 17);
         let mut n = 0;
         items.try_for_each_ref(|item| {
+            if matches!(item, Item::Gap { .. }) {
+                return Ok(());
+            }
             n += 1;
             self.line(item, &mut buf);
             if buf.len() >= 1 << 16 {

@@ -159,7 +159,8 @@ impl<'s> Merge<'s> {
 
 impl<'s> Merge<'s> {
     /// Calls `f` with each item in turn, by reference (which spares the copies of an
-    /// iterator's by-value items), until it returns an error.
+    /// iterator's by-value items), until it returns an error. Unlike the iterator, which
+    /// skips them, this passes on the [gaps](Item::Gap) of a live view.
     pub fn try_for_each_ref<E>(
         mut self,
         mut f: impl FnMut(&Item<'s>) -> Result<(), E>,
@@ -171,7 +172,11 @@ impl<'s> Merge<'s> {
                     let view = self.view.expect("marks come from a view");
                     match view.event(*cpu, marks[i]) {
                         Some(event) => Item::Point { cpu: *cpu, event },
-                        None => continue,
+                        None => Item::Gap {
+                            cpu: *cpu,
+                            stamp: marks[i].stamp,
+                            slots: 1 + marks[i].continued as u64,
+                        },
                     }
                 }
                 Run::Events(cpu, events) => Item::Point {
@@ -268,6 +273,8 @@ impl Keep {
                 self.names.get(id).copied().unwrap_or(self.unnamed)
             }
             Item::Message(_) => true,
+            // Whatever it held, a gap matters to every event around it.
+            Item::Gap { .. } => return true,
         };
         named && self.time(item.timestamp())
     }

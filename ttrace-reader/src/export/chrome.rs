@@ -7,13 +7,16 @@
 //! - A half whose other half is not in the trace (overwritten, or not yet written) is an
 //!   async slice (`"ph":"b"`/`"e"`, category `unpaired`) from the start of the trace to the
 //!   exit, or from the entry to the end of the trace.
+//! - An entry or exit that cannot be paired, before the horizon or open at a gap, is an
+//!   instant event whose `unpaired` argument says why.
 //! - Other trace points, and messages, are instant events (`"ph":"i"`) on their thread.
 //! - `ts` is in microseconds since the device was created, with three decimals: to the
-//!   nanosecond. `otherData` holds the device's facts and per-ring losses.
+//!   nanosecond. `otherData`, after the events, holds the device's facts and per-ring
+//!   losses, those of the export included.
 //!
 //! The output is written as the items come; memory holds only the entries still open.
 
-use super::{names, Pairing, Schema, Written};
+use super::{names, Closes, Pairing, Schema, Written};
 use crate::decode::{Context, Item};
 use crate::format::Spec;
 use crate::merge::Merge;
@@ -58,6 +61,11 @@ fn string(s: &str) -> String {
     v.push(b'"');
     String::from_utf8(v).expect("escaped text is UTF-8")
 }
+
+/// Why an entry or exit is not paired: events may be missing before it ...
+const BEFORE_HORIZON: &str = "before the horizon";
+/// ... or after it, before its other half.
+const CUT: &str = "events lost after it";
 
 /// Largest integer a JSON reader that uses doubles (JavaScript, Perfetto) keeps exactly.
 const EXACT: u64 = 1 << 53;
@@ -248,6 +256,17 @@ impl Writer<'_> {
     }
 
     fn instant(&mut self, event: &Event) {
+        self.noted_instant(event, None);
+    }
+
+    /// An entry or exit that cannot be paired (see [`Pairing`]): an instant event, with
+    /// `why` as its `unpaired` argument.
+    fn uncertain(&mut self, event: &Event, why: &str) {
+        self.noted_instant(event, Some(why));
+        self.written.uncertain += 1;
+    }
+
+    fn noted_instant(&mut self, event: &Event, note: Option<&str>) {
         self.element();
         match self.tracepoints.get(event.type_word.tracepoint() as usize) {
             Some(tp) => out::put_text(&mut self.buf, &tp.instant),
@@ -262,7 +281,13 @@ impl Writer<'_> {
         self.ts(event.stamp);
         self.who(event.ctx);
         self.buf.extend_from_slice(b",\"args\":{");
-        self.fields(event);
+        let any = self.fields(event);
+        if let Some(note) = note {
+            if any {
+                self.buf.push(b',');
+            }
+            let _ = write!(self.buf, "\"unpaired\":\"{note}\"");
+        }
         self.buf.extend_from_slice(b"}}");
     }
 
@@ -338,30 +363,15 @@ pub fn write(
         writers: Vec::new(),
         by_ctx: HashMap::new(),
         recent: None,
-        pairing: Pairing::default(),
+        pairing: Pairing::new(rings),
         next_id: 0,
         written: Written::default(),
         buf: Vec::with_capacity(1 << 17),
         elements: 0,
     };
-    let v = ctx.version;
-    let _ = write!(
-        w.buf,
-        "{{\"displayTimeUnit\":\"ns\",\"otherData\":{{\"source\":{},\"clock_hz\":{},\"creator_pid\":{}",
-        string(&ctx.dir.display().to_string()),
-        v.clock.hz,
-        v.creator_pid
-    );
-    for (cpu, r) in rings.iter().enumerate() {
-        let _ = write!(
-            w.buf,
-            ",\"cpu{cpu}\":\"{} events, {} entries lost, {} incomplete\"",
-            r.events.len(),
-            r.lost,
-            r.claimed
-        );
-    }
-    w.buf.extend_from_slice(b"},\"traceEvents\":[");
+    // The device's facts and the losses follow the events, once they are all known.
+    w.buf
+        .extend_from_slice(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
     let (processes, threads) = names(&ctx);
     let mut processes: Vec<_> = processes.into_iter().collect();
     processes.sort();
@@ -386,7 +396,18 @@ pub fn write(
         );
     }
     let (mut first, mut last) = (None, 0);
+    let mut vanished = vec![0u64; rings.len()];
     items.try_for_each_ref(|item| {
+        if let Item::Gap { cpu, slots, .. } = *item {
+            w.written.vanished += slots;
+            if let Some(v) = vanished.get_mut(cpu) {
+                *v += slots;
+            }
+            for open in w.pairing.cut() {
+                w.uncertain(&open.event, CUT);
+            }
+            return Ok(());
+        }
         first.get_or_insert(item.timestamp());
         last = last.max(item.timestamp());
         w.written.events += 1;
@@ -398,14 +419,17 @@ pub fn write(
                     .map(|_| schemas[event.type_word.tracepoint() as usize].kind);
                 match kind {
                     Some(Kind::Entry) => {
-                        w.pairing.enter(event);
+                        if w.pairing.enter(event).is_none() {
+                            w.uncertain(event, BEFORE_HORIZON);
+                        }
                     }
                     Some(Kind::Exit) => match w.pairing.exit(event) {
-                        Some((open, _)) => w.slice(&open.event, event),
-                        None => {
+                        Closes::Entry(open, _) => w.slice(&open.event, event),
+                        Closes::Nothing => {
                             let begin = first.unwrap_or(event.stamp);
                             w.unpaired(event, begin, event.stamp, "entry")
                         }
+                        Closes::Uncertain => w.uncertain(event, BEFORE_HORIZON),
                     },
                     _ => w.instant(event),
                 }
@@ -421,6 +445,7 @@ pub fn write(
                 escape(&mut w.buf, &r.bytes);
                 w.buf.extend_from_slice(b"\"}}");
             }
+            Item::Gap { .. } => {} // Handled above.
         }
         if w.buf.len() >= 1 << 16 {
             out.write_all(&w.buf)?;
@@ -432,7 +457,25 @@ pub fn write(
     for open in std::mem::take(&mut w.pairing).into_open() {
         w.unpaired(&open.event, open.event.stamp, last, "exit");
     }
-    w.buf.extend_from_slice(b"\n]}\n");
+    let v = ctx.version;
+    let _ = write!(
+        w.buf,
+        "\n],\"otherData\":{{\"source\":{},\"clock_hz\":{},\"creator_pid\":{}",
+        string(&ctx.dir.display().to_string()),
+        v.clock.hz,
+        v.creator_pid
+    );
+    for (cpu, r) in rings.iter().enumerate() {
+        let gone = vanished[cpu];
+        let _ = write!(
+            w.buf,
+            ",\"cpu{cpu}\":\"{} events, {} entries lost, {} incomplete\"",
+            r.events.len() as u64 - gone.min(r.events.len() as u64),
+            r.lost + gone,
+            r.claimed
+        );
+    }
+    w.buf.extend_from_slice(b"}}\n");
     out.write_all(&w.buf)?;
     progress(w.written.events);
     Ok(w.written)

@@ -11,7 +11,8 @@
 //!   device's calibration, so that what babeltrace2 shows is, to the nanosecond, what
 //!   `ttrace-reader dump --utc` shows.
 //! - Entries a ring lost are its stream's discarded events: an empty first packet with a
-//!   count of 0, then the count, so that readers report them ("discarded N events").
+//!   count of 0, then the count, so that readers report them ("discarded N events"). Events
+//!   overwritten while they are exported ([`Item::Gap`]) add to the next packet's count.
 //!
 //! Field names are written with a leading `_`, which CTF readers remove: a field may then be
 //! named like a TSDL keyword.
@@ -268,9 +269,17 @@ pub fn write(
     let n = schemas.len();
     let mut written = Written::default();
     items.try_for_each_ref(|item| {
-        let (cpu, stamp, who) = match item {
-            Item::Point { cpu, event } => (*cpu, event.stamp, event.ctx),
+        let (cpu, stamp, who) = match *item {
+            Item::Point { cpu, ref event } => (cpu, event.stamp, event.ctx),
             Item::Message(r) => (r.cpu as usize, r.timestamp, r.ctx),
+            Item::Gap { cpu, slots, .. } => {
+                // Counted in the stream's next packet.
+                if let Some(s) = streams.get_mut(cpu) {
+                    s.discarded += slots;
+                }
+                written.vanished += slots;
+                return Ok(());
+            }
         };
         let s = &mut streams[cpu.min(cpus - 1)];
         let ns = clock.realtime_ns(stamp);
@@ -282,6 +291,7 @@ pub fn write(
         let id = match item {
             Item::Point { event, .. } => class_of(event, &schemas),
             Item::Message(_) => 2 * n,
+            Item::Gap { .. } => return Ok(()), // Handled above.
         };
         out.extend_from_slice(&(id as u32).to_le_bytes());
         out.extend_from_slice(&ns.to_le_bytes());
@@ -290,6 +300,7 @@ pub fn write(
         match item {
             Item::Point { event, .. } => fields(out, event, &schemas, ctx.aux),
             Item::Message(r) => string(out, &r.bytes),
+            Item::Gap { .. } => {}
         }
         written.events += 1;
         if out.len() >= PACKET_BYTES {

@@ -11,7 +11,7 @@ pub mod uftrace;
 
 use crate::decode::Context;
 use crate::format::{self, Piece, Spec};
-use devttrace::{Event, Metadata};
+use devttrace::{Event, Metadata, RingIndex};
 use std::collections::HashMap;
 use ttrace_layouts::entry::Kind;
 
@@ -74,6 +74,11 @@ pub struct Written {
     pub pairs: u64,
     /// Entries whose exit is not in the trace, and exits whose entry is not.
     pub unpaired: u64,
+    /// Entries and exits left unpaired because events of their thread may be missing
+    /// around them (see [`Pairing`]).
+    pub uncertain: u64,
+    /// Slots overwritten between the trace's index and their copy (a live device).
+    pub vanished: u64,
 }
 
 /// An entry not yet matched by its exit.
@@ -83,27 +88,88 @@ pub struct Open {
     pub event: Event,
 }
 
-/// Matches exits to entries, per thread, innermost first: an exit closes the entry opened
-/// last on its thread. An exit with no open entry (its entry was overwritten, or recorded
-/// before the trace begins) is unpaired.
+/// What an exit closes.
+#[derive(Clone, Copy, Debug)]
+pub enum Closes {
+    /// This entry, opened at this depth (0 outermost).
+    Entry(Open, usize),
+    /// Nothing: no entry is open on its thread (the entry was lost, cut by a gap, or
+    /// recorded before the trace begins).
+    Nothing,
+    /// Nothing that can be told: the exit is before the horizon.
+    Uncertain,
+}
+
+/// Matches exits to entries per thread, innermost first, where the trace makes that exact.
+///
+/// Stack order pairs an exit with its own entry only if none of the thread's events between
+/// them is missing; a missing inner exit would make the outer exit close the inner entry.
+/// A ring that lost its oldest entries may have held any thread's events from before its
+/// first remaining one, so:
+/// - before the *horizon*, the latest first event of the rings that lost entries, nothing
+///   is paired: entries and exits there are [uncertain](Closes::Uncertain);
+/// - a *gap* (an event overwritten while the trace was being read) [cuts](Pairing::cut)
+///   every open entry: none of them is paired with a later exit;
+/// - an exit with no open entry on its thread [closes nothing](Closes::Nothing).
+///
+/// A pair the trace does hold whole is never split, and no exit is ever matched to an
+/// entry that is not its own, as long as writers nest entries and exits per thread.
 #[derive(Default)]
 pub struct Pairing {
     stacks: HashMap<u64, Vec<Open>>,
+    horizon: u64,
 }
 
 impl Pairing {
-    /// Opens `event` (an entry) on its thread; returns the depth it opens at (0 outermost).
-    pub fn enter(&mut self, event: &Event) -> usize {
-        let s = self.stacks.entry(event.ctx).or_default();
-        s.push(Open { event: *event });
-        s.len() - 1
+    /// Pairing for a trace of the rings `rings`.
+    pub fn new(rings: &[RingIndex]) -> Pairing {
+        let horizon = rings
+            .iter()
+            .filter(|r| r.lost > 0)
+            // A ring that lost every entry gives no time after which it is complete.
+            .map(|r| r.events.first().map_or(u64::MAX, |m| m.stamp))
+            .max()
+            .unwrap_or(0);
+        Pairing {
+            stacks: HashMap::new(),
+            horizon,
+        }
     }
 
-    /// Closes the innermost open entry of `event`'s thread: it and its depth, if any.
-    pub fn exit(&mut self, event: &Event) -> Option<(Open, usize)> {
-        let s = self.stacks.get_mut(&event.ctx)?;
-        let open = s.pop()?;
-        Some((open, s.len()))
+    /// The stamp from which every ring holds all it was given (0: the whole trace).
+    pub fn horizon(&self) -> u64 {
+        self.horizon
+    }
+
+    /// Opens `event` (an entry) on its thread: the depth it opens at (0 outermost), or
+    /// `None` if it is before the horizon and stays unpaired.
+    pub fn enter(&mut self, event: &Event) -> Option<usize> {
+        if event.stamp < self.horizon {
+            return None;
+        }
+        let s = self.stacks.entry(event.ctx).or_default();
+        s.push(Open { event: *event });
+        Some(s.len() - 1)
+    }
+
+    /// Closes the innermost open entry of `event`'s thread, if the trace can tell it.
+    pub fn exit(&mut self, event: &Event) -> Closes {
+        if event.stamp < self.horizon {
+            return Closes::Uncertain;
+        }
+        let Some(s) = self.stacks.get_mut(&event.ctx) else {
+            return Closes::Nothing;
+        };
+        match s.pop() {
+            Some(open) => Closes::Entry(open, s.len()),
+            None => Closes::Nothing,
+        }
+    }
+
+    /// A gap: events of any thread may be missing here. Every open entry is given up, per
+    /// thread outermost first, threads in `ctx` order.
+    pub fn cut(&mut self) -> Vec<Open> {
+        outermost_first(std::mem::take(&mut self.stacks))
     }
 
     /// The number of entries open on the thread `ctx`.
@@ -113,10 +179,15 @@ impl Pairing {
 
     /// Every entry still open, per thread outermost first, threads in `ctx` order.
     pub fn into_open(self) -> Vec<Open> {
-        let mut threads: Vec<(u64, Vec<Open>)> = self.stacks.into_iter().collect();
-        threads.sort_by_key(|(ctx, _)| *ctx);
-        threads.into_iter().flat_map(|(_, s)| s).collect()
+        outermost_first(self.stacks)
     }
+}
+
+/// The entries of `stacks`, per thread outermost first, threads in `ctx` order.
+fn outermost_first(stacks: HashMap<u64, Vec<Open>>) -> Vec<Open> {
+    let mut threads: Vec<(u64, Vec<Open>)> = stacks.into_iter().collect();
+    threads.sort_unstable_by_key(|(ctx, _)| *ctx);
+    threads.into_iter().flat_map(|(_, s)| s).collect()
 }
 
 /// The process and thread names of a trace, by `pid` and `pid << 32 | tid` (latest wins).
@@ -139,6 +210,26 @@ pub fn names(ctx: &Context<'_>) -> (HashMap<u32, String>, HashMap<u64, String>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_horizon_is_the_latest_first_event_of_the_rings_that_lost_entries() {
+        let ring = |lost, first: Option<u64>| RingIndex {
+            lost,
+            events: first
+                .map(|stamp| devttrace::Mark {
+                    stamp,
+                    ..Default::default()
+                })
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        };
+        let horizon = |rings: &[RingIndex]| Pairing::new(rings).horizon();
+        assert_eq!(horizon(&[ring(0, Some(5)), ring(0, None)]), 0);
+        assert_eq!(horizon(&[ring(3, Some(5)), ring(0, Some(9))]), 5);
+        assert_eq!(horizon(&[ring(3, Some(5)), ring(1, Some(7))]), 7);
+        assert_eq!(horizon(&[ring(1, None), ring(0, Some(9))]), u64::MAX);
+    }
 
     #[test]
     fn argument_names_are_made_unique() {

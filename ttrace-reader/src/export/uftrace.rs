@@ -5,11 +5,13 @@
 //!   (`tracepoints.sym`) names it: the tracepoint with id `i` is at offset `0x10 * (i + 1)`.
 //! - An entry is an ENTRY record at its thread's depth; the exit that closes it (see
 //!   [`Pairing`]) is an EXIT record of the same function and depth. An exit whose entry is
-//!   not in the trace is an EXIT at depth 0 of its own tracepoint.
+//!   not in the trace is an EXIT at depth 0 of its own tracepoint. Entries and exits before
+//!   the horizon, which cannot be paired, are user events.
 //! - Other trace points are user events (`ttrace:<name>` in `events.txt`), and messages the
 //!   event `ttrace:info`; uftrace events carry no data.
 //! - The entries a ring lost are a LOST record, in the stream of the first thread seen on
-//!   that ring, before its first event.
+//!   that ring, before its first event; those overwritten while exported ([`Item::Gap`]),
+//!   one before the ring's next event.
 //! - Times are nanoseconds since the device was created, as `dump` shows them; one process
 //!   is one session (`sid-<pid>.map`), one thread one `<tid>.dat` of 16-byte records.
 //!
@@ -17,7 +19,7 @@
 //! `/proc/<pid>/maps`-style map files, `nm`-style symbol files, and `struct uftrace_record`
 //! (see uftrace's `uftrace.h`).
 
-use super::{names, Pairing, Schema, Written};
+use super::{names, Closes, Pairing, Schema, Written};
 use crate::decode::{Context, Item};
 use crate::merge::Merge;
 use devttrace::{Event, RingIndex};
@@ -94,13 +96,23 @@ pub fn write(
     // pid, first and last time of each thread.
     let mut threads: BTreeMap<u32, (u32, u64, u64)> = BTreeMap::new();
     let mut lost: Vec<u64> = rings.iter().map(|r| r.lost).collect();
-    let mut pairing = Pairing::default();
+    let mut pairing = Pairing::new(rings);
     let mut written = Written::default();
     let mut events_used = BTreeMap::new();
     items.try_for_each_ref(|item| {
-        let (ring, who, stamp) = match item {
-            Item::Point { cpu, event } => (*cpu, event.ctx, event.stamp),
+        let (ring, who, stamp) = match *item {
+            Item::Point { cpu, ref event } => (cpu, event.ctx, event.stamp),
             Item::Message(r) => (r.cpu as usize, r.ctx, r.timestamp),
+            Item::Gap { cpu, slots, .. } => {
+                // A LOST record before the ring's next event; entries still open are
+                // given up (their ENTRY records stay, as in a trace cut short).
+                if let Some(n) = lost.get_mut(cpu) {
+                    *n += slots;
+                }
+                written.vanished += slots;
+                written.uncertain += pairing.cut().len() as u64;
+                return Ok(());
+            }
         };
         let (pid, tid) = ((who >> 32) as u32, who as u32);
         let t = ns(stamp);
@@ -124,6 +136,7 @@ pub fn write(
                 record(out, t, EVENT, pairing.depth(who), INFO_EVENT);
                 events_used.insert(INFO_EVENT, "info".to_string());
             }
+            Item::Gap { .. } => {} // Handled above.
         }
         written.events += 1;
         if out.len() >= FLUSH {
@@ -166,35 +179,39 @@ fn point(
     written: &mut Written,
 ) {
     let id = event.type_word.tracepoint();
-    match schemas.get(id as usize).map(|s| s.kind) {
+    let kind = schemas.get(id as usize).map(|s| s.kind);
+    match kind {
         Some(Kind::Entry) => {
-            let depth = pairing.enter(event);
-            record(out, t, ENTRY, depth, addr(id));
+            if let Some(depth) = pairing.enter(event) {
+                return record(out, t, ENTRY, depth, addr(id));
+            }
+            written.uncertain += 1;
         }
         Some(Kind::Exit) => match pairing.exit(event) {
-            Some((open, depth)) => {
-                record(out, t, EXIT, depth, addr(open.event.type_word.tracepoint()));
+            Closes::Entry(open, depth) => {
                 written.pairs += 1;
+                return record(out, t, EXIT, depth, addr(open.event.type_word.tracepoint()));
             }
-            None => {
-                record(out, t, EXIT, 0, addr(id));
+            Closes::Nothing => {
                 written.unpaired += 1;
+                return record(out, t, EXIT, 0, addr(id));
             }
+            Closes::Uncertain => written.uncertain += 1,
         },
-        _ => {
-            let name = schemas
-                .get(id as usize)
-                .map_or_else(|| format!("tracepoint#{id}"), |s| s.name.clone());
-            events_used.entry(USER_EVENTS + id as u64).or_insert(name);
-            record(
-                out,
-                t,
-                EVENT,
-                pairing.depth(event.ctx),
-                USER_EVENTS + id as u64,
-            );
-        }
+        _ => {}
     }
+    // Any other point, and an entry or exit before the horizon: an event.
+    let name = schemas
+        .get(id as usize)
+        .map_or_else(|| format!("tracepoint#{id}"), |s| s.name.clone());
+    events_used.entry(USER_EVENTS + id as u64).or_insert(name);
+    record(
+        out,
+        t,
+        EVENT,
+        pairing.depth(event.ctx),
+        USER_EVENTS + id as u64,
+    );
 }
 
 /// A name as uftrace's text files can hold it: one line, no quotes or backslashes.
