@@ -27,6 +27,18 @@ fn run(program: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Runs `ttrace-reader export --format <format> <source> -o <out>`.
+fn export(format: &str, source: &str, out: impl AsRef<Path>) {
+    let out = out.as_ref().to_str().unwrap();
+    run(READER, &["export", "--format", format, source, "-o", out]);
+}
+
+/// Exports `source` as Chrome JSON to `out`, and parses it.
+fn chrome(source: &str, out: impl AsRef<Path>) -> serde_json::Value {
+    export("chrome", source, &out);
+    serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap()
+}
+
 /// A device written by the test application: strings, hex, negative numbers, 12-word
 /// events and entry/exit pairs from three threads.
 fn known_trace(dir: &Path) {
@@ -163,17 +175,7 @@ fn babeltrace2_prints_the_ctf_export_event_by_event_as_dump_does() {
     known_trace(&dev);
     let dev = dev.to_str().unwrap();
     let ctf = tmp.path().join("ctf");
-    run(
-        READER,
-        &[
-            "export",
-            "--format",
-            "ctf",
-            dev,
-            "-o",
-            ctf.to_str().unwrap(),
-        ],
-    );
+    export("ctf", dev, &ctf);
     let printed = run(
         "babeltrace2",
         &["--clock-date", "--clock-gmt", ctf.to_str().unwrap()],
@@ -241,19 +243,7 @@ fn chrome_json_parses_and_pairs_every_entry_with_its_exit_per_thread() {
     known_trace(&dev);
     let dev = dev.to_str().unwrap();
     let json = tmp.path().join("trace.json");
-    run(
-        READER,
-        &[
-            "export",
-            "--format",
-            "chrome",
-            dev,
-            "-o",
-            json.to_str().unwrap(),
-        ],
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = chrome(dev, &json);
     let events = doc["traceEvents"].as_array().unwrap();
     let want = dump(dev, false);
     // Threads are named.
@@ -363,7 +353,7 @@ fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
     let dev = dev.to_str().unwrap();
     let out = tmp.path().join("uftrace.data");
     let out = out.to_str().unwrap();
-    run(READER, &["export", "--format", "uftrace", dev, "-o", out]);
+    export("uftrace", dev, out);
     let got = uftrace_dump(out);
     // What the dump says, per thread, in uftrace's terms.
     let mut want: HashMap<u32, Vec<(String, String, String, u32)>> = HashMap::new();
@@ -489,10 +479,7 @@ fn losses_and_unpaired_halves_show_in_every_format() {
     let lost = 22 - 8;
     // uftrace: a LOST record first, then the orphan exit at depth 0, three calls at depth 0,
     // and the outer exit.
-    run(
-        READER,
-        &["export", "--format", "uftrace", dev, "-o", &path("u")],
-    );
+    export("uftrace", dev, path("u"));
     let got = uftrace_dump(&path("u"));
     let kinds: Vec<(&str, &str, u32)> = got[&2]
         .iter()
@@ -507,10 +494,7 @@ fn losses_and_unpaired_halves_show_in_every_format() {
     want.push(("exit", "call_done", 0));
     assert_eq!(kinds, want);
     // CTF: the ring's losses are the stream's discarded events, which babeltrace2 reports.
-    run(
-        READER,
-        &["export", "--format", "ctf", dev, "-o", &path("c")],
-    );
+    export("ctf", dev, path("c"));
     let out = Command::new("babeltrace2").arg(path("c")).output().unwrap();
     assert!(
         out.status.success(),
@@ -520,12 +504,7 @@ fn losses_and_unpaired_halves_show_in_every_format() {
     let said = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
     assert!(said.contains(&format!("discarded {lost} events")), "{said}");
     // Chrome: three slices, and each unpaired exit an async slice from the trace's start.
-    run(
-        READER,
-        &["export", "--format", "chrome", dev, "-o", &path("t.json")],
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path("t.json")).unwrap()).unwrap();
+    let doc = chrome(dev, path("t.json"));
     let events = doc["traceEvents"].as_array().unwrap();
     let count = |ph: &str| events.iter().filter(|e| e["ph"] == ph).count();
     assert_eq!((count("X"), count("b"), count("e")), (3, 2, 2));
@@ -625,12 +604,7 @@ fn no_exit_is_paired_across_the_horizon_of_a_ring_that_lost_entries() {
     let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
     // Chrome: `later` is the only slice; `outer` and `inner_done`, before the horizon, are
     // instant events that say so; `outer_done` has lost its entry.
-    run(
-        READER,
-        &["export", "--format", "chrome", dev, "-o", &path("t.json")],
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path("t.json")).unwrap()).unwrap();
+    let doc = chrome(dev, path("t.json"));
     let events = doc["traceEvents"].as_array().unwrap();
     let names = |ph: &str| -> Vec<&str> {
         events
@@ -656,10 +630,7 @@ fn no_exit_is_paired_across_the_horizon_of_a_ring_that_lost_entries() {
         .unwrap()
         .contains("1 entries lost"));
     // uftrace: the same, with the halves before the horizon as events.
-    run(
-        READER,
-        &["export", "--format", "uftrace", dev, "-o", &path("u")],
-    );
+    export("uftrace", dev, path("u"));
     let got = uftrace_dump(&path("u"));
     let kinds: Vec<(&str, &str, u32)> = got[&2]
         .iter()
@@ -771,36 +742,14 @@ fn argument_names_that_clash_once_mangled_stay_distinct() {
     w.emit(word, 1 << 32 | 2, &[1, 2, 3, 4]);
     let dev = dir.to_str().unwrap();
     let ctf = tmp.path().join("ctf");
-    run(
-        READER,
-        &[
-            "export",
-            "--format",
-            "ctf",
-            dev,
-            "-o",
-            ctf.to_str().unwrap(),
-        ],
-    );
+    export("ctf", dev, &ctf);
     let printed = run("babeltrace2", &[ctf.to_str().unwrap()]);
     assert!(
         printed.contains("{ a_b = 1, a_b_1 = 2, x = 3, x_1 = 4 }"),
         "{printed}"
     );
     let json = tmp.path().join("t.json");
-    run(
-        READER,
-        &[
-            "export",
-            "--format",
-            "chrome",
-            dev,
-            "-o",
-            json.to_str().unwrap(),
-        ],
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = chrome(dev, &json);
     let args = doc["traceEvents"]
         .as_array()
         .unwrap()
@@ -823,10 +772,7 @@ fn a_snapshot_exports_as_its_device_does() {
     let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
     run(READER, &["snapshot", dev, "-o", &path("s.ttrace")]);
     for (source, json) in [(dev.to_string(), "d.json"), (path("s.ttrace"), "s.json")] {
-        run(
-            READER,
-            &["export", "--format", "chrome", &source, "-o", &path(json)],
-        );
+        export("chrome", &source, path(json));
     }
     let events = |json: &str| -> serde_json::Value {
         let doc: serde_json::Value =
@@ -835,10 +781,7 @@ fn a_snapshot_exports_as_its_device_does() {
     };
     assert_eq!(events("s.json"), events("d.json"));
     for (source, dir) in [(dev.to_string(), "d.uf"), (path("s.ttrace"), "s.uf")] {
-        run(
-            READER,
-            &["export", "--format", "uftrace", &source, "-o", &path(dir)],
-        );
+        export("uftrace", &source, path(dir));
     }
     assert_eq!(uftrace_dump(&path("s.uf")), uftrace_dump(&path("d.uf")));
 }

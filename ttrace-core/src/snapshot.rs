@@ -212,14 +212,17 @@ impl Device {
             .map_err(io(path))?;
         let len = file.metadata().map_err(io(path))?.len();
         let min = PAGE + HEADER_BYTES as u64;
-        if len < min {
-            return Err(bad(
+        let too_short = |found| {
+            bad(
                 path,
                 Problem::Length {
-                    found: len,
+                    found,
                     expected: min,
                 },
-            ));
+            )
+        };
+        if len < min {
+            return Err(too_short(len));
         }
         // SAFETY: a private mapping of a file only read here; a file shrunk under it is
         // caught by the SIGBUS watch set below before anything but the checks reads it.
@@ -228,13 +231,7 @@ impl Device {
         // From here on, the length of the mapping (the file may have changed since `len`).
         let len = map.len() as u64;
         if len < min {
-            return Err(bad(
-                path,
-                Problem::Length {
-                    found: len,
-                    expected: min,
-                },
-            ));
+            return Err(too_short(len));
         }
         let (head, _) = SnapshotHeader::read_from_prefix(&map[..])
             .map_err(|_| bad(path, Problem::Misaligned))?;

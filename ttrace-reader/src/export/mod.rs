@@ -112,8 +112,8 @@ pub enum Closes {
 ///   every open entry: none of them is paired with a later exit;
 /// - an exit with no open entry on its thread [closes nothing](Closes::Nothing).
 ///
-/// A pair the trace does hold whole is never split, and no exit is ever matched to an
-/// entry that is not its own, as long as writers nest entries and exits per thread.
+/// So no exit is ever matched to an entry that is not its own, as long as writers nest
+/// entries and exits per thread: what the trace cannot tell is left unpaired, not guessed.
 #[derive(Default)]
 pub struct Pairing {
     stacks: HashMap<u64, Vec<Open>>,
