@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use ttrace_layouts::aux::AuxTag;
 
 const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
 const APP: &str = env!("CARGO_BIN_EXE_ttrace-test-app");
@@ -317,6 +318,10 @@ fn uftrace_dump(dir: &str) -> HashMap<u32, Vec<(String, String, String, u32)>> {
             continue;
         };
         let (kind, rest) = rest.split_once("] ").unwrap();
+        if kind.trim() == "args" {
+            // `[args ] length = 48`, then one line per argument: not a record.
+            continue;
+        }
         let (name, rest) = rest.split_once('(').unwrap();
         let depth = rest.rsplit_once("depth: ").unwrap().1.parse().unwrap();
         per_thread.entry(tid.parse().unwrap()).or_default().push((
@@ -383,20 +388,45 @@ fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
     }
     assert_eq!(got.len(), 3, "three threads");
     assert_eq!(got, want);
-    // replay: each entry/exit pair is one call, with its duration.
-    let mut replayed: HashMap<u32, Vec<i64>> = HashMap::new();
+    // replay: each entry/exit pair is one call, with its duration and the entry's
+    // arguments (strings in quotes, as they are).
+    let mut replayed: HashMap<u32, Vec<(i64, String)>> = HashMap::new();
     for l in run("uftrace", &["replay", "--no-pager", "-d", out]).lines() {
-        // `  41.842 us [  5641] | file_open();`
+        // `  41.842 us [  5641] | file_open("/data/0/log "0"", 0x8000, -25);`
         if let Some((left, call)) = l.split_once(" | ") {
-            if call.trim() == "file_open();" {
+            if let Some(args) = call.trim().strip_prefix("file_open(") {
                 let (d, tid) = left.split_once('[').unwrap();
                 let tid = tid.trim_end_matches(']').trim().parse().unwrap();
-                replayed.entry(tid).or_default().push(uftrace_duration(d));
+                let args = args.strip_suffix(");").unwrap().to_string();
+                replayed
+                    .entry(tid)
+                    .or_default()
+                    .push((uftrace_duration(d), args));
             }
         }
     }
+    let mut want: HashMap<u32, Vec<(i64, String)>> = HashMap::new();
+    for (tid, d) in &durations {
+        let opens = events
+            .iter()
+            .filter(|e| e.tid == *tid && e.text.starts_with("file_open("));
+        for (d, e) in d.iter().zip(opens) {
+            let inner = &e.text["file_open(".len()..e.text.len() - 1];
+            let args: Vec<String> = split_outside_quotes(inner, " ")
+                .into_iter()
+                .map(|kv| {
+                    let v = kv.split_once('=').unwrap().1;
+                    match v.starts_with('"') {
+                        true => format!("\"{}\"", serde_json::from_str::<String>(v).unwrap()),
+                        false => v.to_string(),
+                    }
+                })
+                .collect();
+            want.entry(*tid).or_default().push((*d, args.join(", ")));
+        }
+    }
     // uftrace shows durations to the nanosecond (three decimals of a microsecond).
-    assert_eq!(replayed, durations);
+    assert_eq!(replayed, want);
     // report: one line per function, with its number of calls.
     let report = run("uftrace", &["report", "--no-pager", "-d", out]);
     let calls = durations.values().map(Vec::len).sum::<usize>();
@@ -645,6 +675,68 @@ fn no_exit_is_paired_across_the_horizon_of_a_ring_that_lost_entries() {
             ("exit", "later", 0),
             ("exit", "outer_done", 0),
         ]
+    );
+}
+
+#[test]
+fn uftrace_shows_entry_arguments_within_its_limits() {
+    use ttrace_core::meta::Definition;
+    use ttrace_core::Kind;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let w = ttrace_core::Device::open(&ttrace_tests::config(&dir, 64, 1)).unwrap();
+    let def = |name, format, nargs| {
+        let d = Definition {
+            name,
+            kind: Kind::Entry,
+            classes: 1,
+            format,
+            nargs,
+        };
+        w.register_tracepoint(&d).unwrap().1
+    };
+    // Twelve strings of 1000 bytes: uftrace 0.13 replay crashes past about 2 KiB of
+    // argument data, so each keeps its share (80 bytes) and ends with `...`.
+    let many = def(
+        "many",
+        "{a:s} {b:s} {c:s} {d:s} {e:s} {f:s} {g:s} {h:s} {i:s} {j:s} {k:s} {l:s}",
+        12,
+    );
+    let wide = def("wide", "{s:s} {x:f}", 2);
+    // uftrace reads `.` in an argspec as a pattern: no arguments for this one.
+    let dotted = def("dotted.name", "{n}", 1);
+    let ctx = 1 << 32 | 2;
+    let string = |bytes: &[u8]| {
+        let off = w.aux_write(AuxTag::String, ctx, bytes).unwrap();
+        ttrace_layouts::aux::AUX_REF | off
+    };
+    let long: Vec<u64> = (0..12).map(|_| string(&[b'x'; 1000])).collect();
+    w.emit(many, ctx, &<[u64; 12]>::try_from(long).unwrap());
+    // 1000 bytes of two-byte characters: cut between characters, not inside one.
+    let text = "é".repeat(500);
+    w.emit(wide, ctx, &[string(text.as_bytes()), 2.5f64.to_bits()]);
+    w.emit(dotted, ctx, &[7]);
+    let dev = dir.to_str().unwrap();
+    let out = tmp.path().join("u");
+    export("uftrace", dev, &out);
+    let replay = run(
+        "uftrace",
+        &["replay", "--no-pager", "-d", out.to_str().unwrap()],
+    );
+    // Three entries, each inside the one before, none closed.
+    let calls: Vec<&str> = replay
+        .lines()
+        .filter_map(|l| l.split_once(" | ").map(|(_, c)| c.trim()))
+        .collect();
+    let x = format!("\"{}...\"", "x".repeat(77));
+    let e = format!("\"{}...\"", "é".repeat(478));
+    assert_eq!(
+        calls,
+        [
+            &format!("many({}) {{", vec![x; 12].join(", ")),
+            &format!("wide({e}, 2.500000) {{"),
+            "dotted.name() {",
+        ][..]
     );
 }
 

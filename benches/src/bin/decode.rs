@@ -1,6 +1,6 @@
 //! Decode rate: a full device (2 rings × 2^20 entries of 5 arguments) captured and formatted
 //! to text, into a sink; and exported to each format (Chrome JSON into a sink, CTF and uftrace
-//! into files in the temporary directory). `cargo run --release -p ttrace-benches --bin decode [-- --quick]`
+//! into files in the temporary directory), as are a device of entry/exit pairs. `cargo run --release -p ttrace-benches --bin decode [-- --quick]`
 
 use std::time::Instant;
 use ttrace_core::meta::Definition;
@@ -8,31 +8,49 @@ use ttrace_core::{Config, Device, Kind};
 use ttrace_reader::decode::{Decoder, TimeFormat};
 use ttrace_reader::merge::{Filter, Merge};
 
-fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let slots = if quick { 1 << 12 } else { 1 << 20 };
-    let tmp = tempfile::tempdir().expect("tempdir");
+/// What the events of a benchmark device are.
+#[derive(Clone, Copy, PartialEq)]
+enum Trace {
+    /// Instants (`request`, a START point).
+    Instants,
+    /// Calls: `call` (ENTRY) and `call_done` (EXIT) in turn, one thread per ring.
+    Calls,
+}
+
+/// A device in `dir` whose 2 rings of `slots` are full of `trace` events of 5 arguments
+/// (decimal, hex, signed).
+fn device(dir: &std::path::Path, slots: u64, trace: Trace) -> Device {
     let dev = Device::open(&Config {
         ring_slots: slots,
         cpus: Some(2),
-        ..Config::at(tmp.path().join("dev"))
+        ..Config::at(dir)
     })
     .expect("device");
-    let (_, word) = dev
-        .register_tracepoint(&Definition {
-            name: "request",
-            kind: Kind::Start,
+    let define = |name, kind| {
+        dev.register_tracepoint(&Definition {
+            name,
+            kind,
             classes: 1,
             format: "id={id} size={size} flags={flags:x} delta={delta:d} user={user}",
             nargs: 5,
         })
-        .expect("tracepoint");
+        .expect("tracepoint")
+        .1
+    };
+    let words = match trace {
+        Trace::Instants => [define("request", Kind::Start); 2],
+        Trace::Calls => [define("call", Kind::Entry), define("call_done", Kind::Exit)],
+    };
     dev.note_thread(1, 2, "worker").expect("thread");
     for ring in 0..2 {
+        let ctx = match trace {
+            Trace::Instants => 1 << 32 | 2,
+            Trace::Calls => 1 << 32 | (2 + ring as u64),
+        };
         for i in 0..slots {
             let w = [
-                word,
-                1 << 32 | 2,
+                words[i as usize % 2],
+                ctx,
                 i,
                 i * 3,
                 i ^ 0xff,
@@ -43,6 +61,14 @@ fn main() {
                 .write(1_000_000 + i * 100 + ring as u64, 1, &w);
         }
     }
+    dev
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let slots = if quick { 1 << 12 } else { 1 << 20 };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dev = device(&tmp.path().join("dev"), slots, Trace::Instants);
     let events = 2 * slots;
     let reader = devttrace::Device::open(dev.dir()).expect("open read-only");
     let mut best = f64::MAX;
@@ -84,12 +110,53 @@ fn main() {
         one_ring = one_ring.min(t0.elapsed().as_secs_f64());
         assert_eq!(ring.events.len() as u64, slots);
     }
-    // Exports, end to end from the device (view included).
+    let rate = |s: f64| events as f64 / s / 1e6;
+    println!(
+        "decode {events} events to text: {:.2} M events/s (index {:.1} ms = {:.1} M/s, merge + copy + format {:.1} ms = {:.1} M/s)",
+        rate(best),
+        parts[0] * 1e3,
+        rate(parts[0]),
+        parts[1] * 1e3,
+        rate(parts[1]),
+    );
+    let calls = device(&tmp.path().join("calls"), slots, Trace::Calls);
+    let calls = devttrace::Device::open(calls.dir()).expect("open read-only");
+    for (reader, what) in [(&reader, "events"), (&calls, "entry/exit events")] {
+        for (format, secs) in exports(reader, tmp.path(), events, quick) {
+            println!(
+                "export {events} {what} to {format}: {:.2} M events/s ({:.1} ms)",
+                rate(secs),
+                secs * 1e3
+            );
+        }
+    }
+    println!(
+        "consistent snapshot of one ring ({slots} slots): {:.1} ms = {:.1} ns a slot",
+        one_ring * 1e3,
+        one_ring * 1e9 / slots as f64
+    );
+    println!(
+        "consistent snapshot (every event copied): {:.1} ms = {:.1} M events/s; its merge + format: {:.1} ms = {:.1} M events/s",
+        snapshot * 1e3,
+        rate(snapshot),
+        format * 1e3,
+        rate(format)
+    );
+}
+
+/// The best time of each export of `reader`'s `events`, end to end (view included); CTF and
+/// uftrace write into `tmp`.
+fn exports(
+    reader: &devttrace::Device,
+    tmp: &std::path::Path,
+    events: u64,
+    quick: bool,
+) -> Vec<(&'static str, f64)> {
     let mut exports = Vec::new();
     for format in ["chrome", "ctf", "uftrace"] {
         let mut best = f64::MAX;
         for round in 0..if quick { 1 } else { 5 } {
-            let out = tmp.path().join(format!("{format}-{round}"));
+            let out = tmp.join(format!("{format}-{round}"));
             let t0 = Instant::now();
             let view = reader.view_newer_than(0).expect("view");
             let items = Merge::view(&view, &Filter::default());
@@ -123,34 +190,7 @@ fn main() {
         }
         exports.push((format, best));
     }
-    let rate = |s: f64| events as f64 / s / 1e6;
-    println!(
-        "decode {events} events to text: {:.2} M events/s (index {:.1} ms = {:.1} M/s, merge + copy + format {:.1} ms = {:.1} M/s)",
-        rate(best),
-        parts[0] * 1e3,
-        rate(parts[0]),
-        parts[1] * 1e3,
-        rate(parts[1]),
-    );
-    for (format, secs) in exports {
-        println!(
-            "export {events} events to {format}: {:.2} M events/s ({:.1} ms)",
-            rate(secs),
-            secs * 1e3
-        );
-    }
-    println!(
-        "consistent snapshot of one ring ({slots} slots): {:.1} ms = {:.1} ns a slot",
-        one_ring * 1e3,
-        one_ring * 1e9 / slots as f64
-    );
-    println!(
-        "consistent snapshot (every event copied): {:.1} ms = {:.1} M events/s; its merge + format: {:.1} ms = {:.1} M events/s",
-        snapshot * 1e3,
-        rate(snapshot),
-        format * 1e3,
-        rate(format)
-    );
+    exports
 }
 
 /// A sink that counts the bytes written to it.

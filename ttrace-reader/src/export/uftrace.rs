@@ -7,6 +7,11 @@
 //!   [`Pairing`]) is an EXIT record of the same function and depth. An exit whose entry is
 //!   not in the trace is an EXIT at depth 0 of its own tracepoint. Entries and exits before
 //!   the horizon, which cannot be paired, are user events.
+//! - An ENTRY record carries its entry's arguments, typed from the format string, as the
+//!   `argspec` in `info` describes them (`uftrace replay` shows `file_open("/etc/hosts",
+//!   0x8000, -25)`); not for a name uftrace would read as a pattern (other characters than
+//!   letters, digits, `_` and `:`), nor for an event whose continuation was lost. Strings
+//!   share 960 bytes per event: uftrace 0.13 crashes on much more.
 //! - Other trace points are user events (`ttrace:<name>` in `events.txt`), and messages the
 //!   event `ttrace:info`; uftrace events carry no data.
 //! - The entries a ring lost are a LOST record, in the stream of the first thread seen on
@@ -21,8 +26,9 @@
 
 use super::{names, Closes, Pairing, Schema, Written};
 use crate::decode::{Context, Item};
+use crate::format::Spec;
 use crate::merge::Merge;
-use devttrace::{Event, RingIndex};
+use devttrace::{AuxSnapshot, Event, RingIndex};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -42,12 +48,101 @@ const USER_EVENTS: u64 = 1_000_000;
 const INFO_EVENT: u64 = 1_999_999;
 /// Bytes buffered per thread before they are appended to its file.
 const FLUSH: usize = 1 << 16;
+/// The `more` bit of a record word: argument data follows the record.
+const MORE: u64 = 1 << 2;
+/// Feature bit: records may carry arguments.
+const FEAT_ARGUMENT: u64 = 1 << 3;
+/// Info bit: the `argspec` section, which says how to read them.
+const INFO_ARG_SPEC: u64 = 1 << 10;
+/// String bytes one entry's arguments may carry in all: `uftrace replay` 0.13 overruns a
+/// buffer (and crashes) past about 2 KiB of argument data.
+const STRING_BUDGET: usize = 960;
 
 /// The 16-byte record.
 fn record(out: &mut Vec<u8>, ns: u64, kind: u64, depth: usize, addr: u64) {
     let word = kind | MAGIC << 3 | (depth.min(1023) as u64) << 6 | (addr & ((1 << 48) - 1)) << 16;
     out.extend_from_slice(&ns.to_le_bytes());
     out.extend_from_slice(&word.to_le_bytes());
+}
+
+/// The argument type uftrace reads for `spec`.
+fn arg_type(spec: Spec) -> &'static str {
+    match spec {
+        Spec::Unsigned => "u64",
+        Spec::Signed => "i64",
+        Spec::Hex => "x64",
+        Spec::Float => "f64",
+        Spec::Str => "s",
+    }
+}
+
+/// Whether uftrace's argspec can name `name`: it matches other characters (`.`, `-`, `$`
+/// ...) as patterns, and then finds no spec for the function.
+fn spec_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// The `argspec` of the entries whose records carry their arguments (`name@arg1/u64,...`
+/// joined by `;`), and, by tracepoint id, whether an entry's record does.
+fn argspec(schemas: &[Schema]) -> (String, Vec<bool>) {
+    let mut specs = Vec::new();
+    let with_args = schemas
+        .iter()
+        .map(|s| {
+            let ok = s.kind == Kind::Entry && !s.args.is_empty() && spec_name(&s.name);
+            if ok {
+                let args: Vec<String> = s
+                    .args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, spec))| format!("arg{}/{}", i + 1, arg_type(*spec)))
+                    .collect();
+                specs.push(format!("{}@{}", s.name, args.join(",")));
+            }
+            ok
+        })
+        .collect();
+    (specs.join(";"), with_args)
+}
+
+/// Appends the arguments of `event` as uftrace reads them after a record with [`MORE`], in
+/// the order of its argspec: integers in 8 bytes, a string as a `u16` length, its bytes (up
+/// to its share of [`STRING_BUDGET`], cut with `...`; `<lost>` if overwritten) and zeros to
+/// 4 bytes; all padded to 8 bytes.
+fn arguments(out: &mut Vec<u8>, event: &Event, schema: &Schema, aux: &AuxSnapshot) {
+    let strings = schema.args.iter().filter(|(_, s)| *s == Spec::Str).count();
+    let share = STRING_BUDGET / strings.max(1);
+    let start = out.len();
+    for (&w, (_, spec)) in event.args().iter().zip(&schema.args) {
+        if *spec != Spec::Str {
+            out.extend_from_slice(&w.to_le_bytes());
+            continue;
+        }
+        let bytes: &[u8] = crate::format::string_arg(aux, w).map_or(b"<lost>", |r| &r.bytes);
+        // A C string for uftrace: up to the first NUL.
+        let bytes = &bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len())];
+        let (kept, cut) = if bytes.len() > share {
+            let mut end = share - 3;
+            // Not inside a UTF-8 sequence.
+            while end > 0 && bytes[end] & 0xc0 == 0x80 {
+                end -= 1;
+            }
+            (&bytes[..end], true)
+        } else {
+            (bytes, false)
+        };
+        let len = kept.len() + if cut { 3 } else { 0 };
+        out.extend_from_slice(&(len as u16).to_le_bytes());
+        out.extend_from_slice(kept);
+        if cut {
+            out.extend_from_slice(b"...");
+        }
+        out.resize(out.len() + (4 - (out.len() - start) % 4) % 4, 0);
+    }
+    out.resize(out.len() + (8 - (out.len() - start) % 8) % 8, 0);
 }
 
 fn addr(tracepoint: impl Into<u64>) -> u64 {
@@ -96,9 +191,15 @@ pub fn write(
     // pid, first and last time of each thread.
     let mut threads: BTreeMap<u32, (u32, u64, u64)> = BTreeMap::new();
     let mut lost: Vec<u64> = rings.iter().map(|r| r.lost).collect();
-    let mut pairing = Pairing::new(rings);
-    let mut written = Written::default();
-    let mut events_used = BTreeMap::new();
+    let (spec, with_args) = argspec(&schemas);
+    let mut p = Points {
+        schemas,
+        with_args,
+        aux: ctx.aux,
+        pairing: Pairing::new(rings),
+        events_used: BTreeMap::new(),
+        written: Written::default(),
+    };
     items.try_for_each_ref(|item| {
         let (ring, who, stamp) = match *item {
             Item::Point { cpu, ref event } => (cpu, event.ctx, event.stamp),
@@ -109,8 +210,8 @@ pub fn write(
                 if let Some(n) = lost.get_mut(cpu) {
                     *n += slots;
                 }
-                written.vanished += slots;
-                written.uncertain += pairing.cut().len() as u64;
+                p.written.vanished += slots;
+                p.written.uncertain += p.pairing.cut().len() as u64;
                 return Ok(());
             }
         };
@@ -123,29 +224,21 @@ pub fn write(
             *n = 0;
         }
         match item {
-            Item::Point { event, .. } => point(
-                out,
-                t,
-                event,
-                &schemas,
-                &mut pairing,
-                &mut events_used,
-                &mut written,
-            ),
+            Item::Point { event, .. } => p.point(out, t, event),
             Item::Message(_) => {
-                record(out, t, EVENT, pairing.depth(who), INFO_EVENT);
-                events_used.insert(INFO_EVENT, "info".to_string());
+                record(out, t, EVENT, p.pairing.depth(who), INFO_EVENT);
+                p.events_used.insert(INFO_EVENT, "info".to_string());
             }
             Item::Gap { .. } => {} // Handled above.
         }
-        written.events += 1;
+        p.written.events += 1;
         if out.len() >= FLUSH {
             streams.flush(tid)?;
-            progress(written.events);
+            progress(p.written.events);
         }
         Ok::<(), std::io::Error>(())
     })?;
-    written.unpaired += pairing.into_open().len() as u64;
+    p.written.unpaired += std::mem::take(&mut p.pairing).into_open().len() as u64;
     // Losses of rings none of whose events are exported: at the end of the first thread's
     // stream (uftrace has no other place for them; with no thread at all there is no trace).
     let unreported: u64 = lost.iter().sum();
@@ -163,55 +256,67 @@ pub fn write(
         streams.flush(tid)?;
     }
     let (process_names, _) = names(&ctx);
-    files(dir, &ctx, &schemas, &threads, &process_names, &events_used)?;
-    progress(written.events);
-    Ok(written)
+    files(dir, &ctx, &p, &spec, &threads, &process_names)?;
+    progress(p.written.events);
+    Ok(p.written)
 }
 
-/// The records of one trace point.
-fn point(
-    out: &mut Vec<u8>,
-    t: u64,
-    event: &Event,
-    schemas: &[Schema],
-    pairing: &mut Pairing,
-    events_used: &mut BTreeMap<u64, String>,
-    written: &mut Written,
-) {
-    let id = event.type_word.tracepoint();
-    let kind = schemas.get(id as usize).map(|s| s.kind);
-    match kind {
-        Some(Kind::Entry) => {
-            if let Some(depth) = pairing.enter(event) {
-                return record(out, t, ENTRY, depth, addr(id));
+/// What the records of trace points need from one event to the next.
+struct Points<'s> {
+    schemas: Vec<Schema>,
+    /// By tracepoint id: whether its entries' records carry their arguments.
+    with_args: Vec<bool>,
+    aux: &'s AuxSnapshot,
+    pairing: Pairing,
+    /// The user events used, by id: their names.
+    events_used: BTreeMap<u64, String>,
+    written: Written,
+}
+
+impl Points<'_> {
+    /// Appends the records of `event`, at `t`, to its thread's stream `out`.
+    fn point(&mut self, out: &mut Vec<u8>, t: u64, event: &Event) {
+        let id = event.type_word.tracepoint();
+        let schema = self.schemas.get(id as usize);
+        match schema.map(|s| s.kind) {
+            Some(Kind::Entry) => {
+                if let Some(depth) = self.pairing.enter(event) {
+                    return match schema {
+                        // Every argument the spec names is there (not a lost continuation).
+                        Some(s)
+                            if self.with_args[id as usize]
+                                && event.args().len() >= s.args.len() =>
+                        {
+                            record(out, t, ENTRY | MORE, depth, addr(id));
+                            arguments(out, event, s, self.aux);
+                        }
+                        _ => record(out, t, ENTRY, depth, addr(id)),
+                    };
+                }
+                self.written.uncertain += 1;
             }
-            written.uncertain += 1;
+            Some(Kind::Exit) => match self.pairing.exit(event) {
+                Closes::Entry(open, depth) => {
+                    self.written.pairs += 1;
+                    let entry = open.event.type_word.tracepoint();
+                    return record(out, t, EXIT, depth, addr(entry));
+                }
+                Closes::Nothing => {
+                    self.written.unpaired += 1;
+                    return record(out, t, EXIT, 0, addr(id));
+                }
+                Closes::Uncertain => self.written.uncertain += 1,
+            },
+            _ => {}
         }
-        Some(Kind::Exit) => match pairing.exit(event) {
-            Closes::Entry(open, depth) => {
-                written.pairs += 1;
-                return record(out, t, EXIT, depth, addr(open.event.type_word.tracepoint()));
-            }
-            Closes::Nothing => {
-                written.unpaired += 1;
-                return record(out, t, EXIT, 0, addr(id));
-            }
-            Closes::Uncertain => written.uncertain += 1,
-        },
-        _ => {}
+        // Any other point, and an entry or exit before the horizon: an event.
+        let name = schema.map_or_else(|| format!("tracepoint#{id}"), |s| s.name.clone());
+        self.events_used
+            .entry(USER_EVENTS + id as u64)
+            .or_insert(name);
+        let depth = self.pairing.depth(event.ctx);
+        record(out, t, EVENT, depth, USER_EVENTS + id as u64);
     }
-    // Any other point, and an entry or exit before the horizon: an event.
-    let name = schemas
-        .get(id as usize)
-        .map_or_else(|| format!("tracepoint#{id}"), |s| s.name.clone());
-    events_used.entry(USER_EVENTS + id as u64).or_insert(name);
-    record(
-        out,
-        t,
-        EVENT,
-        pairing.depth(event.ctx),
-        USER_EVENTS + id as u64,
-    );
 }
 
 /// A name as uftrace's text files can hold it: one line, no quotes or backslashes.
@@ -231,11 +336,12 @@ fn plain(s: &str) -> String {
 fn files(
     dir: &Path,
     ctx: &Context<'_>,
-    schemas: &[Schema],
+    points: &Points<'_>,
+    argspec: &str,
     threads: &BTreeMap<u32, (u32, u64, u64)>,
     process_names: &HashMap<u32, String>,
-    events_used: &BTreeMap<u64, String>,
 ) -> std::io::Result<()> {
+    let (schemas, events_used) = (&points.schemas, &points.events_used);
     const MODULE: &str = "/ttrace/tracepoints";
     // info: the header, then a text section for each bit of the info mask, in bit order.
     let (exe_name, cmdline, taskinfo) = (1u64 << 0, 1u64 << 3, 1u64 << 7);
@@ -247,8 +353,13 @@ fn files(
     info.extend_from_slice(&40u16.to_le_bytes());
     info.push(1); // little-endian
     info.push(2); // 64-bit
-    info.extend_from_slice(&(task_session | sym_rel_addr | max_stack | event).to_le_bytes());
-    info.extend_from_slice(&(exe_name | cmdline | taskinfo).to_le_bytes());
+    let (argument, arg_spec) = match argspec.is_empty() {
+        true => (0, 0),
+        false => (FEAT_ARGUMENT, INFO_ARG_SPEC),
+    };
+    let features = task_session | argument | sym_rel_addr | max_stack | event;
+    info.extend_from_slice(&features.to_le_bytes());
+    info.extend_from_slice(&(exe_name | cmdline | taskinfo | arg_spec).to_le_bytes());
     info.extend_from_slice(&1024u16.to_le_bytes());
     info.extend_from_slice(&[0; 6]);
     let tids: Vec<String> = threads.keys().map(u32::to_string).collect();
@@ -259,6 +370,9 @@ fn files(
         tids.len(),
         tids.join(",")
     );
+    if !argspec.is_empty() {
+        let _ = write!(info, "argspec:lines=1\nargspec:{argspec}\n");
+    }
     std::fs::write(dir.join("info"), info)?;
     // task.txt: a session per process, then its threads, all from time 0.
     let mut task = String::new();
