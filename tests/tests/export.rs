@@ -705,6 +705,8 @@ fn uftrace_shows_entry_arguments_within_its_limits() {
     let wide = def("wide", "{s:s} {x:f}", 2);
     // uftrace reads `.` in an argspec as a pattern: no arguments for this one.
     let dotted = def("dotted.name", "{n}", 1);
+    // uftrace would merge the specs of two tracepoints of one name: neither gets one.
+    let twins = [def("twin", "{n}", 1), def("twin", "{s:s}", 1)];
     let ctx = 1 << 32 | 2;
     let string = |bytes: &[u8]| {
         let off = w.aux_write(AuxTag::String, ctx, bytes).unwrap();
@@ -716,6 +718,8 @@ fn uftrace_shows_entry_arguments_within_its_limits() {
     let text = "é".repeat(500);
     w.emit(wide, ctx, &[string(text.as_bytes()), 2.5f64.to_bits()]);
     w.emit(dotted, ctx, &[7]);
+    w.emit(twins[0], ctx, &[8]);
+    w.emit(twins[1], ctx, &[string(b"twin")]);
     let dev = dir.to_str().unwrap();
     let out = tmp.path().join("u");
     export("uftrace", dev, &out);
@@ -723,7 +727,7 @@ fn uftrace_shows_entry_arguments_within_its_limits() {
         "uftrace",
         &["replay", "--no-pager", "-d", out.to_str().unwrap()],
     );
-    // Three entries, each inside the one before, none closed.
+    // Entries, each inside the one before, none closed.
     let calls: Vec<&str> = replay
         .lines()
         .filter_map(|l| l.split_once(" | ").map(|(_, c)| c.trim()))
@@ -736,6 +740,8 @@ fn uftrace_shows_entry_arguments_within_its_limits() {
             &format!("many({}) {{", vec![x; 12].join(", ")),
             &format!("wide({e}, 2.500000) {{"),
             "dotted.name() {",
+            "twin() {",
+            "twin() {",
         ][..]
     );
 }

@@ -88,11 +88,19 @@ fn spec_name(name: &str) -> bool {
 /// The `argspec` of the entries whose records carry their arguments (`name@arg1/u64,...`
 /// joined by `;`), and, by tracepoint id, whether an entry's record does.
 fn argspec(schemas: &[Schema]) -> (String, Vec<bool>) {
+    // uftrace merges the specs of one name: a name two tracepoints share gets none.
+    let mut uses: HashMap<&str, usize> = HashMap::new();
+    for s in schemas {
+        *uses.entry(&s.name).or_default() += 1;
+    }
     let mut specs = Vec::new();
     let with_args = schemas
         .iter()
         .map(|s| {
-            let ok = s.kind == Kind::Entry && !s.args.is_empty() && spec_name(&s.name);
+            let ok = s.kind == Kind::Entry
+                && !s.args.is_empty()
+                && spec_name(&s.name)
+                && uses[s.name.as_str()] == 1;
             if ok {
                 let args: Vec<String> = s
                     .args
