@@ -310,6 +310,12 @@ pub fn read_device(dir: &Path) -> Option<usize> {
         let schemas = ttrace_reader::export::Schema::all(&view.meta);
         let _ = ttrace_reader::export::ctf::metadata(&schemas, &[0; 16], &(&view).into());
         out.extend_from_slice(&json);
+        // The uftrace export (records, argument data, text files) writes whatever it read.
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let items = Merge::view(&view, &Filter::default());
+        let uftrace = dir.path().join("u");
+        ttrace_reader::export::uftrace::write((&view).into(), &view.cpus, items, &uftrace, |_| {})
+            .expect("to a temporary directory");
     }
     if let Ok(snap) = dev.snapshot() {
         let mut decoder = decode::Decoder::new(&snap, TimeFormat::Relative);
