@@ -148,9 +148,9 @@ fn arguments(out: &mut Vec<u8>, event: &Event, schema: &Schema, aux: &AuxSnapsho
         if cut {
             out.extend_from_slice(b"...");
         }
-        out.resize(out.len() + (4 - (out.len() - start) % 4) % 4, 0);
+        out.resize(start + (out.len() - start).next_multiple_of(4), 0);
     }
-    out.resize(out.len() + (8 - (out.len() - start) % 8) % 8, 0);
+    out.resize(start + (out.len() - start).next_multiple_of(8), 0);
 }
 
 fn addr(tracepoint: impl Into<u64>) -> u64 {
