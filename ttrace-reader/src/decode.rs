@@ -7,7 +7,7 @@ use crate::format::{self, parse, Piece, Spec};
 use crate::merge::{Filter, Merge};
 use crate::out::{self, Text};
 use devttrace::{AuxRecord, AuxSnapshot, Clock, Event, Metadata, Snapshot, Status, Version, View};
-use rustc_hash::FxHashMap;
+use foldhash::HashMap as FoldHashMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -144,7 +144,7 @@ pub struct Decoder<'s> {
     /// ` pid/tid (name) ` of every writer seen.
     writers: Vec<Text>,
     /// `pid << 32 | tid` → index in `writers`.
-    by_ctx: FxHashMap<u64, usize>,
+    by_ctx: FoldHashMap<u64, usize>,
     /// Per ring: the last writer seen (writers come in runs) and its index in `writers`.
     recent: Vec<Option<(u64, usize)>>,
 }
@@ -159,7 +159,7 @@ impl<'s> Decoder<'s> {
             .iter()
             .map(|t| Compiled::new(&t.name, &t.format))
             .collect();
-        let (mut writers, mut by_ctx) = (Vec::new(), FxHashMap::default());
+        let (mut writers, mut by_ctx) = (Vec::new(), FoldHashMap::default());
         // Later records win: a thread renamed shows its latest name.
         for t in &ctx.meta.threads {
             let ctx = (t.pid as u64) << 32 | t.tid as u64;

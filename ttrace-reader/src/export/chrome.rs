@@ -22,7 +22,7 @@ use crate::format::Spec;
 use crate::merge::Merge;
 use crate::out::{self, Text};
 use devttrace::{AuxSnapshot, Clock, Event, RingIndex};
-use rustc_hash::FxHashMap;
+use foldhash::HashMap as FoldHashMap;
 use std::io::Write;
 use ttrace_layouts::entry::Kind;
 
@@ -164,7 +164,7 @@ struct Writer<'s> {
     tracepoints: Vec<Compiled>,
     /// `,"pid":P,"tid":T` per writer, and the index of each writer's.
     writers: Vec<Text>,
-    by_ctx: FxHashMap<u64, usize>,
+    by_ctx: FoldHashMap<u64, usize>,
     /// The last writer seen (`ctx`, index): events come in runs of one thread.
     recent: Option<(u64, usize)>,
     pairing: Pairing,
@@ -361,7 +361,7 @@ pub fn write(
         clock: ctx.version.clock,
         tracepoints: schemas.iter().map(Compiled::new).collect(),
         writers: Vec::new(),
-        by_ctx: FxHashMap::default(),
+        by_ctx: FoldHashMap::default(),
         recent: None,
         pairing: Pairing::new(rings),
         next_id: 0,

@@ -12,7 +12,7 @@ pub mod uftrace;
 use crate::decode::Context;
 use crate::format::{self, Piece, Spec};
 use devttrace::{Event, Metadata, RingIndex};
-use rustc_hash::FxHashMap;
+use foldhash::HashMap as FoldHashMap;
 use std::collections::HashMap;
 use ttrace_layouts::entry::Kind;
 
@@ -117,8 +117,9 @@ pub enum Closes {
 /// entries and exits per thread: what the trace cannot tell is left unpaired, not guessed.
 #[derive(Default)]
 pub struct Pairing {
-    /// By thread (`ctx`; a hash of one multiply: one lookup per entry and exit).
-    stacks: FxHashMap<u64, Vec<Open>>,
+    /// By thread (`ctx`): foldhash, fast on one word, and randomly seeded, so that a
+    /// hostile trace cannot choose threads that collide.
+    stacks: FoldHashMap<u64, Vec<Open>>,
     horizon: u64,
 }
 
@@ -133,7 +134,7 @@ impl Pairing {
             .max()
             .unwrap_or(0);
         Pairing {
-            stacks: FxHashMap::default(),
+            stacks: FoldHashMap::default(),
             horizon,
         }
     }
@@ -186,7 +187,7 @@ impl Pairing {
 }
 
 /// The entries of `stacks`, per thread outermost first, threads in `ctx` order.
-fn outermost_first(stacks: FxHashMap<u64, Vec<Open>>) -> Vec<Open> {
+fn outermost_first(stacks: FoldHashMap<u64, Vec<Open>>) -> Vec<Open> {
     let mut threads: Vec<(u64, Vec<Open>)> = stacks.into_iter().collect();
     threads.sort_unstable_by_key(|(ctx, _)| *ctx);
     threads.into_iter().flat_map(|(_, s)| s).collect()
