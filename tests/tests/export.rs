@@ -473,20 +473,9 @@ fn exports_print_nothing_when_not_on_a_terminal() {
 /// whose entry was overwritten, three pairs, and the outer exit).
 fn wrapped_trace(dir: &Path) -> ttrace_core::Device {
     let w = ttrace_core::Device::open(&ttrace_tests::config(dir, 8, 1)).unwrap();
-    let def = |name, kind| {
-        w.register_tracepoint(&ttrace_core::meta::Definition {
-            name,
-            kind,
-            classes: 1,
-            format: "n={n}",
-            nargs: 1,
-        })
-        .unwrap()
-        .1
-    };
     let (entry, exit) = (
-        def("call", ttrace_core::Kind::Entry),
-        def("call_done", ttrace_core::Kind::Exit),
+        tracepoint(&w, "call", ttrace_core::Kind::Entry),
+        tracepoint(&w, "call_done", ttrace_core::Kind::Exit),
     );
     let ctx = 1 << 32 | 2;
     w.note_thread(1, 2, "caller").unwrap();
