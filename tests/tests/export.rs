@@ -52,6 +52,13 @@ fn known_trace(dir: &Path) {
     assert!(status.success());
 }
 
+/// The device `known_trace` writes in `dir/dev`: its path.
+fn known_device(dir: &Path) -> String {
+    let dev = dir.join("dev");
+    known_trace(&dev);
+    dev.to_str().unwrap().to_string()
+}
+
 /// One event of a dump: `(time, cpu, pid, tid, text)` where text is `name(args)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Event {
@@ -172,9 +179,7 @@ fn babeltrace_event(line: &str) -> Event {
 #[test]
 fn babeltrace2_prints_the_ctf_export_event_by_event_as_dump_does() {
     let tmp = tempfile::tempdir().unwrap();
-    let dev = tmp.path().join("dev");
-    known_trace(&dev);
-    let dev = dev.to_str().unwrap();
+    let dev = &known_device(tmp.path());
     let ctf = tmp.path().join("ctf");
     export("ctf", dev, &ctf);
     let printed = run(
@@ -240,9 +245,7 @@ fn dump_args(text: &str) -> (String, serde_json::Map<String, serde_json::Value>)
 #[test]
 fn chrome_json_parses_and_pairs_every_entry_with_its_exit_per_thread() {
     let tmp = tempfile::tempdir().unwrap();
-    let dev = tmp.path().join("dev");
-    known_trace(&dev);
-    let dev = dev.to_str().unwrap();
+    let dev = &known_device(tmp.path());
     let json = tmp.path().join("trace.json");
     let doc = chrome(dev, &json);
     let events = doc["traceEvents"].as_array().unwrap();
@@ -353,9 +356,7 @@ fn uftrace_duration(d: &str) -> i64 {
 #[test]
 fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
     let tmp = tempfile::tempdir().unwrap();
-    let dev = tmp.path().join("dev");
-    known_trace(&dev);
-    let dev = dev.to_str().unwrap();
+    let dev = &known_device(tmp.path());
     let out = tmp.path().join("uftrace.data");
     let out = out.to_str().unwrap();
     export("uftrace", dev, out);
@@ -853,9 +854,7 @@ fn argument_names_that_clash_once_mangled_stay_distinct() {
 #[test]
 fn a_snapshot_exports_as_its_device_does() {
     let tmp = tempfile::tempdir().unwrap();
-    let dev = tmp.path().join("dev");
-    known_trace(&dev);
-    let dev = dev.to_str().unwrap();
+    let dev = &known_device(tmp.path());
     let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
     run(READER, &["snapshot", dev, "-o", &path("s.ttrace")]);
     for (source, json) in [(dev.to_string(), "d.json"), (path("s.ttrace"), "s.json")] {
