@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests.
 
+pub mod ctf;
 pub mod fuzz;
+pub mod uftrace;
+pub mod viewer;
 
 use std::path::Path;
 use std::time::Duration;

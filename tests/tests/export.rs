@@ -1,28 +1,32 @@
-//! `ttrace-reader export`, checked by the tools people open the output with: babeltrace2
-//! for CTF (installed by `.ci/run`; the test fails if it is missing), a JSON parser for the
-//! Chrome format. Each export of a known trace must show, event by event, what `dump` shows:
-//! names, order, arguments, threads and timestamps to the nanosecond.
+//! `ttrace-reader export`: each export of a known trace must hold, event by event, what
+//! `dump` shows: names, order, arguments, threads and timestamps to the nanosecond.
+//!
+//! Every machine checks the content: CTF through our own CTF reader (`ttrace_tests::ctf`),
+//! uftrace data through our own reader of its files (`ttrace_tests::uftrace`), Chrome JSON
+//! through a JSON parser. The tests marked `#[ignore = "needs ..."]` check, with the viewers
+//! installed (`cargo test --workspace -- --include-ignored`, as CI does), that babeltrace2
+//! and uftrace read every export as our readers do, and what only a viewer can show
+//! (`uftrace replay` and `report`).
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use ttrace_layouts::aux::AuxTag;
+use ttrace_tests::{ctf, uftrace, viewer};
 
 const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
 const APP: &str = env!("CARGO_BIN_EXE_ttrace-test-app");
 
-/// Runs `program` with `args`; its standard output. Panics with its error output.
-fn run(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program)
+/// Runs `ttrace-reader` with `args`; its standard output. Panics with its error output.
+fn reader(args: &[&str]) -> String {
+    let out = Command::new(READER)
         .args(args)
         .stderr(Stdio::piped())
         .output()
-        .unwrap_or_else(|e| {
-            panic!("{program}: {e} (the export tests need it installed: see .ci/run)")
-        });
+        .unwrap();
     assert!(
         out.status.success(),
-        "{program} {args:?}: {}",
+        "ttrace-reader {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
@@ -31,7 +35,17 @@ fn run(program: &str, args: &[&str]) -> String {
 /// Runs `ttrace-reader export --format <format> <source> -o <out>`.
 fn export(format: &str, source: &str, out: impl AsRef<Path>) {
     let out = out.as_ref().to_str().unwrap();
-    run(READER, &["export", "--format", format, source, "-o", out]);
+    reader(&["export", "--format", format, source, "-o", out]);
+}
+
+/// The CTF trace in `dir`, as our reader reads it.
+fn read_ctf(dir: impl AsRef<Path>) -> ctf::Trace {
+    ctf::read(dir.as_ref()).unwrap_or_else(|e| panic!("{}: {e}", dir.as_ref().display()))
+}
+
+/// The uftrace data in `dir`, as our reader reads it.
+fn read_uftrace(dir: impl AsRef<Path>) -> uftrace::Data {
+    uftrace::read(dir.as_ref()).unwrap_or_else(|e| panic!("{}: {e}", dir.as_ref().display()))
 }
 
 /// Exports `source` as Chrome JSON to `out`, and parses it.
@@ -76,7 +90,7 @@ fn dump(dev: &str, utc: bool) -> Vec<Event> {
     } else {
         vec!["dump", dev]
     };
-    run(READER, &args)
+    reader(&args)
         .lines()
         .filter(|l| !l.starts_with('#'))
         .map(|l| {
@@ -176,30 +190,186 @@ fn babeltrace_event(line: &str) -> Event {
     }
 }
 
-#[test]
-fn babeltrace2_prints_the_ctf_export_event_by_event_as_dump_does() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dev = &known_device(tmp.path());
-    let ctf = tmp.path().join("ctf");
-    export("ctf", dev, &ctf);
-    let printed = run(
-        "babeltrace2",
-        &["--clock-date", "--clock-gmt", ctf.to_str().unwrap()],
-    );
-    let got: Vec<Event> = printed.lines().map(babeltrace_event).collect();
-    let want = dump(dev, true);
-    assert_eq!(got.len(), want.len());
+/// Checks that `got` holds the events of `want` (a dump) and is in time order. Events of
+/// one instant may be merged in another order than dump's, so the two are compared sorted
+/// by (time, thread, text).
+fn assert_same_events(got: Vec<Event>, mut want: Vec<Event>) {
     assert!(want.len() > 100, "{} events", want.len());
-    // babeltrace2 merges the per-CPU streams by time; events of one instant may come in
-    // another order than dump's, so compare sorted by (time, text) after checking order.
+    assert_eq!(got.len(), want.len());
     assert!(got.windows(2).all(|p| p[0].time <= p[1].time));
     let key = |e: &Event| (e.time.clone(), e.tid, e.text.clone());
-    let (mut got, mut want) = (got, want);
+    let mut got = got;
     got.sort_by_key(key);
     want.sort_by_key(key);
     for (g, w) in got.iter().zip(&want) {
         assert_eq!(g, w);
     }
+}
+
+/// A CTF event as the event `dump --utc` shows: strings quoted as dump quotes them, hex in
+/// lower case, a message `info("text")`.
+fn ctf_as_dump(e: &ctf::Event) -> Event {
+    let value = |v: &ctf::Value| match v {
+        ctf::Value::Str(s) => {
+            let mut out = Vec::new();
+            ttrace_reader::format::quoted(&mut out, s.as_bytes());
+            String::from_utf8(out).unwrap()
+        }
+        ctf::Value::Hex(h) => format!("{h:#x}"),
+        ctf::Value::Float(f) => f.to_string(),
+        other => other.to_string(),
+    };
+    let text = match (e.name.as_str(), &e.fields[..]) {
+        ("info", [(_, message)]) => format!("info({})", value(message)),
+        _ => {
+            let args: Vec<String> = e
+                .fields
+                .iter()
+                .map(|(k, v)| format!("{k}={}", value(v)))
+                .collect();
+            format!("{}({})", e.name, args.join(" "))
+        }
+    };
+    Event {
+        time: ttrace_reader::decode::utc(e.ns),
+        cpu: e.cpu,
+        pid: e.pid,
+        tid: e.tid,
+        text,
+    }
+}
+
+#[test]
+fn the_ctf_export_holds_every_event_as_dump_shows_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = &known_device(tmp.path());
+    let dir = tmp.path().join("ctf");
+    export("ctf", dev, &dir);
+    let trace = read_ctf(&dir);
+    assert_eq!(trace.discarded, []);
+    assert_same_events(
+        trace.events.iter().map(ctf_as_dump).collect(),
+        dump(dev, true),
+    );
+}
+
+#[test]
+#[ignore = "needs babeltrace2: apt install babeltrace2"]
+fn babeltrace2_prints_the_ctf_export_event_by_event_as_dump_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = &known_device(tmp.path());
+    let ctf = tmp.path().join("ctf");
+    export("ctf", dev, &ctf);
+    let (printed, _) = viewer::run(
+        "babeltrace2",
+        &["--clock-date", "--clock-gmt", ctf.to_str().unwrap()],
+    );
+    let got: Vec<Event> = printed.lines().map(babeltrace_event).collect();
+    assert_same_events(got, dump(dev, true));
+}
+
+/// What babeltrace2 prints of the CTF trace `dir` (`--clock-date --clock-gmt`), each line
+/// without the time since the previous event, sorted; and the losses it reports.
+fn babeltrace2(dir: &Path) -> (Vec<String>, Vec<u64>) {
+    let (out, err) = viewer::run(
+        "babeltrace2",
+        &["--clock-date", "--clock-gmt", dir.to_str().unwrap()],
+    );
+    let mut lines: Vec<String> = out
+        .lines()
+        .map(|l| {
+            let (time, rest) = l.split_once("] (+").unwrap();
+            format!("{time}] {}", rest.split_once(") ").unwrap().1)
+        })
+        .collect();
+    lines.sort();
+    (lines, discarded_counts(&err))
+}
+
+/// The counts of `discarded N events` a CTF reader's messages report, sorted.
+fn discarded_counts(text: &str) -> Vec<u64> {
+    let mut counts: Vec<u64> = text
+        .split("discarded ")
+        .skip(1)
+        .filter_map(|r| r.split_once(" event")?.0.parse().ok())
+        .collect();
+    counts.sort_unstable();
+    counts
+}
+
+/// What our reader reads of the CTF trace `dir`, as babeltrace2 prints it (see
+/// [`babeltrace2`]).
+fn ctf_as_babeltrace2(dir: &Path) -> (Vec<String>, Vec<u64>) {
+    let trace = read_ctf(dir);
+    let mut lines: Vec<String> = trace
+        .events
+        .iter()
+        .map(|e| {
+            let time = ttrace_reader::decode::utc(e.ns).replacen('T', " ", 1);
+            let fields: Vec<String> = e.fields.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            format!(
+                "[{}] {}: {{ cpu_id = {} }}, {{ pid = {}, tid = {} }}, {{ {} }}",
+                time.trim_end_matches('Z'),
+                e.name,
+                e.cpu,
+                e.pid,
+                e.tid,
+                fields.join(", ")
+            )
+        })
+        .collect();
+    lines.sort();
+    let mut counts: Vec<u64> = trace.discarded.iter().map(|d| d.1).collect();
+    counts.sort_unstable();
+    (lines, counts)
+}
+
+#[test]
+#[ignore = "needs babeltrace2: apt install babeltrace2"]
+fn babeltrace2_reads_every_ctf_export_as_our_reader_does() {
+    // Every CTF trace the tests below check with our reader: babeltrace2 prints the same
+    // events, fields and losses.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut traces = ctf_exports(tmp.path());
+    assert!(traces.len() >= 5);
+    for dir in traces.drain(..) {
+        assert_eq!(
+            babeltrace2(&dir),
+            ctf_as_babeltrace2(&dir),
+            "{}",
+            dir.display()
+        );
+    }
+}
+
+/// The CTF exports the tests of this file read, made again in `tmp`: their directories.
+fn ctf_exports(tmp: &Path) -> Vec<std::path::PathBuf> {
+    let known = tmp.join("known");
+    export("ctf", &known_device(tmp), &known);
+    let wrapped = tmp.join("wrapped");
+    let _w = wrapped_trace(&tmp.join("w"));
+    let w = tmp.join("w");
+    export("ctf", w.to_str().unwrap(), &wrapped);
+    let none = tmp.join("none");
+    reader(&[
+        "export",
+        "--format",
+        "ctf",
+        w.to_str().unwrap(),
+        "--filter",
+        "nothing",
+        "-o",
+        none.to_str().unwrap(),
+    ]);
+    let (_, overwritten) = overwritten_while_exported(&tmp.join("o"));
+    let clash = clashing_names(&tmp.join("cl"));
+    vec![
+        known,
+        wrapped,
+        none,
+        overwritten.join("c"),
+        clash.join("ctf"),
+    ]
 }
 
 /// Microseconds as Chrome JSON gives them, to nanoseconds.
@@ -309,10 +479,23 @@ fn chrome_json_parses_and_pairs_every_entry_with_its_exit_per_thread() {
     assert!(events.iter().all(|e| e["ph"] != "b" && e["ph"] != "e"));
 }
 
-/// `uftrace dump` of a uftrace export, per thread: `(time, kind, name, depth)`.
-fn uftrace_dump(dir: &str) -> HashMap<u32, Vec<(String, String, String, u32)>> {
-    let mut per_thread: HashMap<u32, Vec<_>> = HashMap::new();
-    for l in run("uftrace", &["dump", "--no-pager", "-d", dir]).lines() {
+/// One record as `uftrace dump` shows it: `(time, kind, name, depth)`, and for an entry
+/// the arguments as `TYPE: VALUE` lines.
+type DumpRecord = ((String, String, String, u32), Vec<String>);
+
+/// `uftrace dump` of a uftrace export, per thread.
+fn uftrace_dump(dir: &str) -> HashMap<u32, Vec<DumpRecord>> {
+    let mut per_thread: HashMap<u32, Vec<DumpRecord>> = HashMap::new();
+    let (out, _) = viewer::run("uftrace", &["dump", "--no-pager", "-d", dir]);
+    let mut last_tid = None;
+    for l in out.lines() {
+        // `  args[0] str: /data/0/log "0"`: an argument of the entry before.
+        if let Some(arg) = l.trim_start().strip_prefix("args[") {
+            let arg = arg.split_once("] ").unwrap().1.to_string();
+            let records = per_thread.get_mut(&last_tid.unwrap()).unwrap();
+            records.last_mut().unwrap().1.push(arg);
+            continue;
+        }
         // `0.004439809   5641: [entry] file_open(400010) depth: 0`
         let Some((time, rest)) = l.split_once(char::is_whitespace) else {
             continue;
@@ -322,19 +505,61 @@ fn uftrace_dump(dir: &str) -> HashMap<u32, Vec<(String, String, String, u32)>> {
         };
         let (kind, rest) = rest.split_once("] ").unwrap();
         if kind.trim() == "args" {
-            // `[args ] length = 48`, then one line per argument: not a record.
+            // `[args ] length = 48`: the arguments follow.
             continue;
         }
         let (name, rest) = rest.split_once('(').unwrap();
         let depth = rest.rsplit_once("depth: ").unwrap().1.parse().unwrap();
-        per_thread.entry(tid.parse().unwrap()).or_default().push((
-            time.to_string(),
-            kind.trim().to_string(),
-            name.to_string(),
-            depth,
+        let tid = tid.parse().unwrap();
+        last_tid = Some(tid);
+        per_thread.entry(tid).or_default().push((
+            (
+                time.to_string(),
+                kind.trim().to_string(),
+                name.to_string(),
+                depth,
+            ),
+            Vec::new(),
         ));
     }
     per_thread
+}
+
+/// What our reader reads of the uftrace data `dir`, as `uftrace dump` shows it.
+fn uftrace_as_dump(dir: &str) -> HashMap<u32, Vec<DumpRecord>> {
+    let arg = |a: &uftrace::Arg| match a {
+        uftrace::Arg::Str(s) => format!("str: {s}"),
+        uftrace::Arg::Unsigned(v) => format!("u64: {v:#018x}"),
+        uftrace::Arg::Signed(v) => format!("i64: {v:#018x}"),
+        uftrace::Arg::Hex(v) => format!("x64: {v:#018x}"),
+        uftrace::Arg::Float(v) => format!("f64: {:#018x}", v.to_bits()),
+    };
+    read_uftrace(dir)
+        .threads
+        .iter()
+        .map(|(tid, records)| {
+            let records = records
+                .iter()
+                .map(|r| {
+                    let args = match &r.kind {
+                        uftrace::Kind::Entry(args) => args.iter().map(arg).collect(),
+                        _ => Vec::new(),
+                    };
+                    (r.dump_line(), args)
+                })
+                .collect();
+            (*tid, records)
+        })
+        .collect()
+}
+
+/// `uftrace dump`'s view of each thread's records, without the arguments.
+fn records_of(
+    dump: &HashMap<u32, Vec<DumpRecord>>,
+) -> HashMap<u32, Vec<(String, String, String, u32)>> {
+    dump.iter()
+        .map(|(tid, r)| (*tid, r.iter().map(|(r, _)| r.clone()).collect()))
+        .collect()
 }
 
 /// A uftrace duration (`41.842 us`, `1.250 ms`, `2.000 s`) in nanoseconds.
@@ -353,29 +578,33 @@ fn uftrace_duration(d: &str) -> i64 {
         / if unit == "ns" { 1000 } else { 1 }
 }
 
-#[test]
-fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dev = &known_device(tmp.path());
-    let out = tmp.path().join("uftrace.data");
-    let out = out.to_str().unwrap();
-    export("uftrace", dev, out);
-    let got = uftrace_dump(out);
-    // What the dump says, per thread, in uftrace's terms.
-    let mut want: HashMap<u32, Vec<(String, String, String, u32)>> = HashMap::new();
-    let mut durations: HashMap<u32, Vec<i64>> = HashMap::new();
+/// What a uftrace export of the known trace must hold, from its dump: per thread, its
+/// records as `uftrace dump` shows them, the duration of each `file_open` call and the
+/// `file_open` events that made them.
+struct UftraceWant {
+    records: HashMap<u32, Vec<(String, String, String, u32)>>,
+    durations: HashMap<u32, Vec<i64>>,
+    opens: HashMap<u32, Vec<Event>>,
+}
+
+fn uftrace_want(events: &[Event]) -> UftraceWant {
+    let mut want = UftraceWant {
+        records: HashMap::new(),
+        durations: HashMap::new(),
+        opens: HashMap::new(),
+    };
     let mut opened: HashMap<u32, &Event> = HashMap::new();
-    let events = dump(dev, false);
-    for e in &events {
+    for e in events {
         let name = e.text.split_once('(').unwrap().0;
         let (kind, name) = match name {
             "file_open" => {
                 opened.insert(e.tid, e);
+                want.opens.entry(e.tid).or_default().push(e.clone());
                 ("entry", name.to_string())
             }
             "file_close" => {
                 let entry = opened.remove(&e.tid).unwrap();
-                durations
+                want.durations
                     .entry(e.tid)
                     .or_default()
                     .push(dump_ns(&e.time) - dump_ns(&entry.time));
@@ -383,16 +612,80 @@ fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
             }
             other => ("event", format!("ttrace:{other}")),
         };
-        want.entry(e.tid)
-            .or_default()
-            .push((e.time.trim().to_string(), kind.to_string(), name, 0));
+        want.records.entry(e.tid).or_default().push((
+            e.time.trim().to_string(),
+            kind.to_string(),
+            name,
+            0,
+        ));
     }
+    want
+}
+
+#[test]
+fn the_uftrace_export_holds_every_event_as_dump_shows_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = &known_device(tmp.path());
+    let out = tmp.path().join("uftrace.data");
+    export("uftrace", dev, &out);
+    let data = read_uftrace(&out);
+    let events = dump(dev, false);
+    let want = uftrace_want(&events);
+    assert_eq!(data.threads.len(), 3, "three threads");
+    assert_eq!(data.dump_lines(), want.records);
+    // One session, the test application's, and its three threads.
+    let pid = events[0].pid;
+    assert_eq!(data.sessions, [(pid, "ttrace-test-app".to_string())]);
+    let mut tasks: Vec<(u32, u32)> = data.threads.keys().map(|t| (*t, pid)).collect();
+    tasks.sort_unstable();
+    assert_eq!(data.tasks, tasks);
+    // Each entry carries the arguments dump shows, typed as the format says.
+    for (tid, opens) in &want.opens {
+        let entries: Vec<&Vec<uftrace::Arg>> = data.threads[tid]
+            .iter()
+            .filter_map(|r| match &r.kind {
+                uftrace::Kind::Entry(args) => Some(args),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(entries.len(), opens.len());
+        for (args, e) in entries.iter().zip(opens) {
+            let as_json: serde_json::Map<String, serde_json::Value> = ["path", "flags", "delta"]
+                .iter()
+                .zip(args.iter())
+                .map(|(k, a)| {
+                    let v = match a {
+                        uftrace::Arg::Str(s) => serde_json::json!(s),
+                        uftrace::Arg::Hex(h) => serde_json::json!(format!("{h:#x}")),
+                        uftrace::Arg::Signed(v) => serde_json::json!(v),
+                        other => panic!("{other:?}"),
+                    };
+                    (k.to_string(), v)
+                })
+                .collect();
+            assert_eq!(as_json, dump_args(&e.text).1, "{}", e.text);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs uftrace: apt install uftrace"]
+fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = &known_device(tmp.path());
+    let out = tmp.path().join("uftrace.data");
+    let out = out.to_str().unwrap();
+    export("uftrace", dev, out);
+    let want = uftrace_want(&dump(dev, false));
+    let got = uftrace_dump(out);
     assert_eq!(got.len(), 3, "three threads");
-    assert_eq!(got, want);
+    assert_eq!(records_of(&got), want.records);
+    assert_eq!(got, uftrace_as_dump(out));
     // replay: each entry/exit pair is one call, with its duration and the entry's
     // arguments (strings in quotes, as they are).
     let mut replayed: HashMap<u32, Vec<(i64, String)>> = HashMap::new();
-    for l in run("uftrace", &["replay", "--no-pager", "-d", out]).lines() {
+    let (replay, _) = viewer::run("uftrace", &["replay", "--no-pager", "-d", out]);
+    for l in replay.lines() {
         // `  41.842 us [  5641] | file_open("/data/0/log "0"", 0x8000, -25);`
         if let Some((left, call)) = l.split_once(" | ") {
             if let Some(args) = call.trim().strip_prefix("file_open(") {
@@ -406,12 +699,9 @@ fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
             }
         }
     }
-    let mut want: HashMap<u32, Vec<(i64, String)>> = HashMap::new();
-    for (tid, d) in &durations {
-        let opens = events
-            .iter()
-            .filter(|e| e.tid == *tid && e.text.starts_with("file_open("));
-        for (d, e) in d.iter().zip(opens) {
+    let mut calls: HashMap<u32, Vec<(i64, String)>> = HashMap::new();
+    for (tid, d) in &want.durations {
+        for (d, e) in d.iter().zip(&want.opens[tid]) {
             let inner = &e.text["file_open(".len()..e.text.len() - 1];
             let args: Vec<String> = split_outside_quotes(inner, " ")
                 .into_iter()
@@ -423,20 +713,49 @@ fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
                     }
                 })
                 .collect();
-            want.entry(*tid).or_default().push((*d, args.join(", ")));
+            calls.entry(*tid).or_default().push((*d, args.join(", ")));
         }
     }
     // uftrace shows durations to the nanosecond (three decimals of a microsecond).
-    assert_eq!(replayed, want);
+    assert_eq!(replayed, calls);
     // report: one line per function, with its number of calls.
-    let report = run("uftrace", &["report", "--no-pager", "-d", out]);
-    let calls = durations.values().map(Vec::len).sum::<usize>();
+    let (report, _) = viewer::run("uftrace", &["report", "--no-pager", "-d", out]);
+    let calls = want.durations.values().map(Vec::len).sum::<usize>();
     assert!(
         report
             .lines()
             .any(|l| l.trim_end().ends_with(&format!("{calls}  file_open"))),
         "{report}"
     );
+}
+
+#[test]
+#[ignore = "needs uftrace: apt install uftrace"]
+fn uftrace_reads_every_uftrace_export_as_our_reader_does() {
+    // Every uftrace export the tests of this file read with our reader: `uftrace dump`
+    // shows the same records, names, depths, losses and arguments.
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = uftrace_exports(tmp.path());
+    assert!(dirs.len() >= 5);
+    for dir in dirs {
+        let dir = dir.to_str().unwrap();
+        assert_eq!(uftrace_dump(dir), uftrace_as_dump(dir), "{dir}");
+    }
+}
+
+/// The uftrace exports the tests of this file read, made again in `tmp`: their directories.
+fn uftrace_exports(tmp: &Path) -> Vec<std::path::PathBuf> {
+    let known = tmp.join("known");
+    export("uftrace", &known_device(tmp), &known);
+    let wrapped = tmp.join("wrapped");
+    let _w = wrapped_trace(&tmp.join("w"));
+    export("uftrace", tmp.join("w").to_str().unwrap(), &wrapped);
+    let horizon = tmp.join("horizon");
+    let _h = two_rings_one_wrapped(&tmp.join("h"));
+    export("uftrace", tmp.join("h").to_str().unwrap(), &horizon);
+    let (_, overwritten) = overwritten_while_exported(&tmp.join("o"));
+    let limits = uftrace_limits(&tmp.join("l"));
+    vec![known, wrapped, horizon, overwritten.join("u"), limits]
 }
 
 #[test]
@@ -500,7 +819,7 @@ fn losses_and_unpaired_halves_show_in_every_format() {
     // uftrace: a LOST record first, then the orphan exit at depth 0, three calls at depth 0,
     // and the outer exit.
     export("uftrace", dev, path("u"));
-    let got = uftrace_dump(&path("u"));
+    let got = read_uftrace(path("u")).dump_lines();
     let kinds: Vec<(&str, &str, u32)> = got[&2]
         .iter()
         .map(|(_, k, n, d)| (k.as_str(), n.as_str(), *d))
@@ -513,16 +832,11 @@ fn losses_and_unpaired_halves_show_in_every_format() {
     }
     want.push(("exit", "call_done", 0));
     assert_eq!(kinds, want);
-    // CTF: the ring's losses are the stream's discarded events, which babeltrace2 reports.
+    // CTF: the ring's losses are the stream's discarded events, which CTF readers report.
     export("ctf", dev, path("c"));
-    let out = Command::new("babeltrace2").arg(path("c")).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let said = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains(&format!("discarded {lost} events")), "{said}");
+    let trace = read_ctf(path("c"));
+    assert_eq!(trace.discarded, [(0, lost)]);
+    assert_eq!(trace.events.len(), 8);
     // Chrome: three slices, and each unpaired exit an async slice from the trace's start.
     let doc = chrome(dev, path("t.json"));
     let events = doc["traceEvents"].as_array().unwrap();
@@ -538,23 +852,11 @@ fn losses_and_unpaired_halves_show_in_every_format() {
         .contains(&format!("{lost} entries lost")));
     // With no event of the ring exported, CTF still reports its losses.
     let out = path("none");
-    run(
-        READER,
-        &[
-            "export", "--format", "ctf", dev, "--filter", "nothing", "-o", &out,
-        ],
-    );
-    let done = Command::new("babeltrace2").arg(&out).output().unwrap();
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&done.stderr).contains(&format!("discarded {lost} events")),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
+    reader(&[
+        "export", "--format", "ctf", dev, "--filter", "nothing", "-o", &out,
+    ]);
+    let trace = read_ctf(&out);
+    assert_eq!((trace.events.len(), trace.discarded), (0, vec![(0, lost)]));
 }
 
 /// Registers a one-argument tracepoint of `kind`; its type word.
@@ -651,7 +953,7 @@ fn no_exit_is_paired_across_the_horizon_of_a_ring_that_lost_entries() {
         .contains("1 entries lost"));
     // uftrace: the same, with the halves before the horizon as events.
     export("uftrace", dev, path("u"));
-    let got = uftrace_dump(&path("u"));
+    let got = read_uftrace(path("u")).dump_lines();
     let kinds: Vec<(&str, &str, u32)> = got[&2]
         .iter()
         .map(|(_, k, n, d)| (k.as_str(), n.as_str(), *d))
@@ -668,13 +970,17 @@ fn no_exit_is_paired_across_the_horizon_of_a_ring_that_lost_entries() {
     );
 }
 
-#[test]
-fn uftrace_shows_entry_arguments_within_its_limits() {
+/// A uftrace export (in `dir`, its device in `dir/dev`) of entries whose arguments reach
+/// uftrace's limits: twelve strings of 1000 bytes (uftrace 0.13 replay crashes past about
+/// 2 KiB of argument data, so each keeps its share, 80 bytes, and ends with `...`), 1000
+/// bytes of two-byte characters with a float, a dotted name (uftrace reads `.` in an argspec
+/// as a pattern) and two tracepoints of one name (uftrace would merge their specs).
+fn uftrace_limits(dir: &Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
     use ttrace_core::meta::Definition;
     use ttrace_core::Kind;
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("dev");
-    let w = ttrace_core::Device::open(&ttrace_tests::config(&dir, 64, 1)).unwrap();
+    let dev = dir.join("dev");
+    let w = ttrace_core::Device::open(&ttrace_tests::config(&dev, 64, 1)).unwrap();
     let def = |name, format, nargs| {
         let d = Definition {
             name,
@@ -685,17 +991,13 @@ fn uftrace_shows_entry_arguments_within_its_limits() {
         };
         w.register_tracepoint(&d).unwrap().1
     };
-    // Twelve strings of 1000 bytes: uftrace 0.13 replay crashes past about 2 KiB of
-    // argument data, so each keeps its share (80 bytes) and ends with `...`.
     let many = def(
         "many",
         "{a:s} {b:s} {c:s} {d:s} {e:s} {f:s} {g:s} {h:s} {i:s} {j:s} {k:s} {l:s}",
         12,
     );
     let wide = def("wide", "{s:s} {x:f}", 2);
-    // uftrace reads `.` in an argspec as a pattern: no arguments for this one.
     let dotted = def("dotted.name", "{n}", 1);
-    // uftrace would merge the specs of two tracepoints of one name: neither gets one.
     let twins = [def("twin", "{n}", 1), def("twin", "{s:s}", 1)];
     let ctx = 1 << 32 | 2;
     let string = |bytes: &[u8]| {
@@ -704,16 +1006,47 @@ fn uftrace_shows_entry_arguments_within_its_limits() {
     };
     let long: Vec<u64> = (0..12).map(|_| string(&[b'x'; 1000])).collect();
     w.emit(many, ctx, &<[u64; 12]>::try_from(long).unwrap());
-    // 1000 bytes of two-byte characters: cut between characters, not inside one.
+    // Cut between characters, not inside one.
     let text = "é".repeat(500);
     w.emit(wide, ctx, &[string(text.as_bytes()), 2.5f64.to_bits()]);
     w.emit(dotted, ctx, &[7]);
     w.emit(twins[0], ctx, &[8]);
     w.emit(twins[1], ctx, &[string(b"twin")]);
-    let dev = dir.to_str().unwrap();
-    let out = tmp.path().join("u");
-    export("uftrace", dev, &out);
-    let replay = run(
+    let out = dir.join("u");
+    export("uftrace", dev.to_str().unwrap(), &out);
+    out
+}
+
+#[test]
+fn uftrace_entries_carry_their_arguments_within_uftraces_limits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = read_uftrace(uftrace_limits(tmp.path()));
+    // Entries, each inside the one before, none closed.
+    let x = uftrace::Arg::Str(format!("{}...", "x".repeat(77)));
+    let e = uftrace::Arg::Str(format!("{}...", "é".repeat(478)));
+    let entries: Vec<(&str, u32, &uftrace::Kind)> = data.threads[&2]
+        .iter()
+        .map(|r| (r.name.as_str(), r.depth, &r.kind))
+        .collect();
+    use uftrace::Kind::Entry;
+    assert_eq!(
+        entries,
+        [
+            ("many", 0, &Entry(vec![x; 12])),
+            ("wide", 1, &Entry(vec![e, uftrace::Arg::Float(2.5)])),
+            ("dotted.name", 2, &Entry(vec![])),
+            ("twin", 3, &Entry(vec![])),
+            ("twin", 4, &Entry(vec![])),
+        ]
+    );
+}
+
+#[test]
+#[ignore = "needs uftrace: apt install uftrace"]
+fn uftrace_replay_shows_entry_arguments_within_its_limits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = uftrace_limits(tmp.path());
+    let (replay, _) = viewer::run(
         "uftrace",
         &["replay", "--no-pager", "-d", out.to_str().unwrap()],
     );
@@ -752,12 +1085,20 @@ fn export_all(
     (serde_json::from_slice(&json).unwrap(), [c, u, t])
 }
 
-#[test]
-fn events_overwritten_while_exported_are_counted_and_cut_the_entries_open() {
+/// Ring 0 holds `call` and its exit, ring 1 two ticks of another thread during the call; a
+/// view of the device in `dir/dev` is indexed, then ring 1 is lapped before the view is
+/// exported (in every format, into `dir`): the two ticks vanish, and the thread of `call`
+/// may have lost events there. The Chrome JSON and what each format wrote; `dir`.
+fn overwritten_while_exported(
+    dir: &Path,
+) -> (
+    (serde_json::Value, [ttrace_reader::export::Written; 3]),
+    std::path::PathBuf,
+) {
     use ttrace_core::Kind;
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("dev");
-    let w = ttrace_core::Device::open(&ttrace_tests::config(&dir, 8, 2)).unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    let dev = dir.join("dev");
+    let w = ttrace_core::Device::open(&ttrace_tests::config(&dev, 8, 2)).unwrap();
     let (call, call_done) = (
         tracepoint(&w, "call", Kind::Entry),
         tracepoint(&w, "call_done", Kind::Exit),
@@ -765,20 +1106,23 @@ fn events_overwritten_while_exported_are_counted_and_cut_the_entries_open() {
     let tick = tracepoint(&w, "tick", Kind::Start);
     let (t, other) = (1 << 32 | 2, 1 << 32 | 3);
     let t0 = w.now();
-    // `call` on ring 0 spans two ticks of ring 1.
     put(&w, 0, t0 + 1, call, t, 1);
     put(&w, 1, t0 + 2, tick, other, 0);
     put(&w, 1, t0 + 3, tick, other, 1);
     put(&w, 0, t0 + 4, call_done, t, 1);
-    let dev = devttrace::Device::open(&dir).unwrap();
-    let view = dev.view_newer_than(0).unwrap();
+    let reading = devttrace::Device::open(&dev).unwrap();
+    let view = reading.view_newer_than(0).unwrap();
     assert_eq!(view.cpus[1].events.len(), 2);
-    // Ring 1 is lapped after the index and before the copy: both ticks vanish, and the
-    // thread of `call` may have lost events there.
     for k in 0..8 {
         put(&w, 1, t0 + 10 + k, tick, other, 10 + k);
     }
-    let (doc, written) = export_all(&view, tmp.path());
+    (export_all(&view, dir), dir.to_path_buf())
+}
+
+#[test]
+fn events_overwritten_while_exported_are_counted_and_cut_the_entries_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ((doc, written), dir) = overwritten_while_exported(tmp.path());
     for w in &written {
         assert_eq!(w.vanished, 2, "{w:?}");
         assert_eq!(w.events, 2, "{w:?}");
@@ -796,7 +1140,7 @@ fn events_overwritten_while_exported_are_counted_and_cut_the_entries_open() {
     );
     assert_eq!((written[0].pairs, written[0].uncertain), (0, 1));
     // uftrace: the lost slots are a LOST record; `call`'s exit closes nothing.
-    let got = uftrace_dump(tmp.path().join("u").to_str().unwrap());
+    let got = read_uftrace(dir.join("u")).dump_lines();
     let kinds: Vec<(&str, &str)> = got
         .values()
         .flatten()
@@ -806,38 +1150,47 @@ fn events_overwritten_while_exported_are_counted_and_cut_the_entries_open() {
         kinds,
         [("entry", "call"), ("exit", "call_done"), ("lost", "<2>")]
     );
-    // CTF: babeltrace2 reports the two slots as discarded.
-    let out = Command::new("babeltrace2")
-        .arg(tmp.path().join("c"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("discarded 2 events"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // CTF: the two slots are ring 1's discarded events.
+    let trace = read_ctf(dir.join("c"));
+    assert_eq!(trace.discarded, [(1, 2)]);
+    let names: Vec<&str> = trace.events.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["call", "call_done"]);
+}
+
+/// A CTF export (`dir/ctf`, its device `dir/dev`) of an event whose argument names clash:
+/// `{a b}` and `{a_b}` are one CTF field name once mangled, and `{x}` twice one JSON key.
+fn clashing_names(dir: &Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let dev = dir.join("dev");
+    let w = ttrace_core::Device::open(&ttrace_tests::config(&dev, 64, 1)).unwrap();
+    let word = ttrace_tests::define(&w, "clash", "{a b} {a_b} {x} {x}");
+    w.emit(word, 1 << 32 | 2, &[1, 2, 3, 4]);
+    export("ctf", dev.to_str().unwrap(), dir.join("ctf"));
+    dir.to_path_buf()
 }
 
 #[test]
 fn argument_names_that_clash_once_mangled_stay_distinct() {
-    // `{a b}` and `{a_b}` are one CTF field name once mangled, and `{x}` twice one JSON
-    // key: each export keeps them apart (babeltrace2 refuses a trace with duplicate fields).
+    // Each export keeps them apart (babeltrace2 refuses a trace with duplicate fields).
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("dev");
-    let w = ttrace_core::Device::open(&ttrace_tests::config(&dir, 64, 1)).unwrap();
-    let word = ttrace_tests::define(&w, "clash", "{a b} {a_b} {x} {x}");
-    w.emit(word, 1 << 32 | 2, &[1, 2, 3, 4]);
-    let dev = dir.to_str().unwrap();
-    let ctf = tmp.path().join("ctf");
-    export("ctf", dev, &ctf);
-    let printed = run("babeltrace2", &[ctf.to_str().unwrap()]);
-    assert!(
-        printed.contains("{ a_b = 1, a_b_1 = 2, x = 3, x_1 = 4 }"),
-        "{printed}"
+    let dir = clashing_names(tmp.path());
+    let trace = read_ctf(dir.join("ctf"));
+    let fields: Vec<(&str, &ctf::Value)> = trace.events[0]
+        .fields
+        .iter()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    use ctf::Value::Unsigned;
+    assert_eq!(
+        fields,
+        [
+            ("a_b", &Unsigned(1)),
+            ("a_b_1", &Unsigned(2)),
+            ("x", &Unsigned(3)),
+            ("x_1", &Unsigned(4))
+        ]
     );
-    let json = tmp.path().join("t.json");
-    let doc = chrome(dev, &json);
+    let doc = chrome(dir.join("dev").to_str().unwrap(), dir.join("t.json"));
     let args = doc["traceEvents"]
         .as_array()
         .unwrap()
@@ -856,7 +1209,7 @@ fn a_snapshot_exports_as_its_device_does() {
     let tmp = tempfile::tempdir().unwrap();
     let dev = &known_device(tmp.path());
     let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
-    run(READER, &["snapshot", dev, "-o", &path("s.ttrace")]);
+    reader(&["snapshot", dev, "-o", &path("s.ttrace")]);
     for (source, json) in [(dev.to_string(), "d.json"), (path("s.ttrace"), "s.json")] {
         export("chrome", &source, path(json));
     }
@@ -866,8 +1219,12 @@ fn a_snapshot_exports_as_its_device_does() {
         doc["traceEvents"].clone()
     };
     assert_eq!(events("s.json"), events("d.json"));
-    for (source, dir) in [(dev.to_string(), "d.uf"), (path("s.ttrace"), "s.uf")] {
-        export("uftrace", &source, path(dir));
+    for (format, dir) in [("uftrace", "uf"), ("ctf", "ctf")] {
+        for (source, prefix) in [(dev.to_string(), "d."), (path("s.ttrace"), "s.")] {
+            export(format, &source, path(&format!("{prefix}{dir}")));
+        }
     }
-    assert_eq!(uftrace_dump(&path("s.uf")), uftrace_dump(&path("d.uf")));
+    assert_eq!(read_uftrace(path("s.uf")), read_uftrace(path("d.uf")));
+    assert_eq!(read_ctf(path("s.ctf")), read_ctf(path("d.ctf")));
+    assert!(read_ctf(path("d.ctf")).events.len() > 100);
 }
