@@ -6,7 +6,7 @@ use crate::version::Version;
 use crate::view::View;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Acquire;
-use ttrace_core::aux::AuxSnapshot;
+use ttrace_core::aux::AuxSnapshots;
 use ttrace_core::meta::Metadata;
 use ttrace_core::ring::RingSnapshot;
 pub use ttrace_core::{device::Access, Trust};
@@ -46,15 +46,16 @@ pub struct Status {
     pub mask: u64,
     /// Control changes so far.
     pub ctl_generation: u64,
-    /// Offset of the oldest intact aux record.
-    pub aux_first: u64,
-    /// Offset one past the newest aux record.
-    pub aux_last: u64,
-    /// Aux records written since creation.
+    /// Aux bytes written since creation, in all buffers.
+    pub aux_bytes: u64,
+    /// Aux records written since creation into the shared rings' buffers (those of the
+    /// restartable rings are counted in what a reader finds: a restartable sequence cannot
+    /// keep a second counter exact).
     pub aux_records: u64,
-    /// Aux records whose payload was truncated.
+    /// Of those, records whose payload was truncated.
     pub aux_truncated: u64,
-    /// Aux writes dropped.
+    /// Aux writes dropped (only a shared ring's buffer drops: it does not overtake a record
+    /// still being written).
     pub aux_dropped: u64,
     /// Bytes of metadata records.
     pub meta_used: u64,
@@ -158,23 +159,32 @@ impl Device {
     pub fn status(&self) -> Status {
         let h = self.dev.header();
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Acquire);
+        let rings = || (0..self.dev.num_rings()).map(|r| self.dev.ring_header(r));
+        let sum = |f: fn(&ttrace_layouts::ring::RingHeader) -> &std::sync::atomic::AtomicU64| {
+            rings().map(|r| load(f(r))).fold(0u64, u64::wrapping_add)
+        };
         Status {
             mask: load(&h.type_mask),
             ctl_generation: load(&h.ctl_generation),
-            aux_first: load(&h.aux_first),
-            aux_last: load(&h.aux_last),
-            aux_records: load(&h.aux_records),
-            aux_truncated: load(&h.aux_truncated),
-            aux_dropped: load(&h.aux_dropped),
+            aux_bytes: sum(|r| &r.aux_last),
+            aux_records: sum(|r| &r.aux_records),
+            aux_truncated: sum(|r| &r.aux_truncated),
+            aux_dropped: sum(|r| &r.aux_dropped),
             meta_used: load(&h.meta_used),
             meta_dropped: load(&h.meta_dropped),
             tracepoints: load(&h.tp_count),
         }
     }
 
-    /// Number of rings (`cpu0` .. `cpu{n-1}`).
+    /// Number of rings: for a device of `n` CPUs, `cpu0` .. `cpu{n-1}` (restartable) then
+    /// `cpu0.shared` .. (see `ttrace_layouts::ring`).
     pub fn cpus(&self) -> usize {
         self.dev.num_rings()
+    }
+
+    /// The name of ring `index` (`cpu3`, `cpu3.shared`).
+    pub fn ring_name(&self, index: usize) -> String {
+        self.version.ring_name(index)
     }
 
     fn ring(&self, cpu: usize) -> Result<ttrace_core::ring::Ring<'_, ttrace_layouts::entry::Slot>> {
@@ -202,8 +212,8 @@ impl Device {
         Ok(snap)
     }
 
-    /// A consistent copy of the aux buffer: the records complete and within `[first, last)`.
-    pub fn aux(&self) -> Result<AuxSnapshot> {
+    /// A consistent copy of every aux buffer: the records complete and within `[first, last)`.
+    pub fn aux(&self) -> Result<AuxSnapshots> {
         let aux = self.dev.aux_snapshot().map_err(|source| Error::Aux {
             path: self.dir().join("aux"),
             source,
@@ -221,10 +231,10 @@ impl Device {
 
     /// The aux buffer, or an empty one and why: a whole-device read does not fail because
     /// strings were overwritten faster than they could be copied.
-    fn aux_or_empty(&self) -> (AuxSnapshot, Option<String>) {
+    fn aux_or_empty(&self) -> (AuxSnapshots, Option<String>) {
         match self.aux() {
             Ok(aux) => (aux, None),
-            Err(e) => (AuxSnapshot::default(), Some(e.to_string())),
+            Err(e) => (AuxSnapshots::default(), Some(e.to_string())),
         }
     }
 
@@ -303,7 +313,7 @@ impl Device {
             cpus,
             aux,
             aux_error,
-            messages_from: 0,
+            messages_from: Vec::new(),
             messages_done: Vec::new(),
         })
     }

@@ -21,7 +21,10 @@ use crate::error::Result;
 use crate::snapshot::Snapshot;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering::Acquire;
-use ttrace_core::ring::{event_at, Mark, RingSnapshot, SlotRead};
+use ttrace_core::ring::{
+    event_at, holds_position, restartable_position, Mark, RingSnapshot, SlotRead,
+};
+use ttrace_layouts::entry::Stamp;
 
 /// Follows one device.
 pub struct Follower<'d> {
@@ -30,11 +33,12 @@ pub struct Follower<'d> {
     seen: Vec<Vec<u64>>,
     /// Per ring: the loss accounting.
     rings: Vec<Losses>,
-    /// Aux offset from which messages may be new: the first record that was still being
-    /// written at the last poll, or the end of the buffer.
-    messages_from: u64,
-    /// Messages at or after `messages_from` already reported.
-    messages_done: BTreeSet<u64>,
+    /// Per aux buffer, the offset from which messages may be new: the first record that was
+    /// still being written at the last poll, or the end of the buffer.
+    messages_from: Vec<u64>,
+    /// Messages `(buffer, offset)` at or after their buffer's `messages_from` already
+    /// reported.
+    messages_done: BTreeSet<(u32, u64)>,
 }
 
 /// The loss accounting of one ring.
@@ -76,7 +80,9 @@ impl<'d> Follower<'d> {
             dev,
             seen: vec![vec![0; dev.version().ring_slots as usize]; dev.cpus()],
             rings: vec![Losses::default(); dev.cpus()],
-            messages_from: dev.core().header().aux_last.load(Acquire),
+            messages_from: (0..dev.cpus())
+                .map(|r| dev.core().ring_header(r).aux_last.load(Acquire))
+                .collect(),
             messages_done: BTreeSet::new(),
         };
         for r in 0..dev.cpus() {
@@ -124,23 +130,24 @@ impl<'d> Follower<'d> {
             enabled: self.dev.enabled_all(&meta),
             meta,
             cpus,
-            messages_from: self.messages_from,
+            messages_from: self.messages_from.clone(),
             messages_done: Vec::new(),
             aux,
             aux_error,
         };
         if snapshot.aux_error.is_none() {
             snapshot.messages_done = self.messages_done.iter().copied().collect();
-            let fresh: Vec<u64> = snapshot.messages().map(|r| r.offset).collect();
+            let fresh: Vec<(u32, u64)> =
+                snapshot.messages().map(|r| (r.buffer, r.offset)).collect();
             self.messages_done.extend(fresh);
             // Messages still being written are looked at again next time.
-            let from = snapshot
-                .aux
-                .first_incomplete
-                .unwrap_or(snapshot.aux.last)
-                .max(self.messages_from);
-            self.messages_done = self.messages_done.split_off(&from);
-            self.messages_from = from;
+            for (b, aux) in snapshot.aux.buffers.iter().enumerate() {
+                let from = aux.first_incomplete.unwrap_or(aux.last);
+                self.messages_from[b] = self.messages_from[b].max(from);
+            }
+            let from = &self.messages_from;
+            self.messages_done
+                .retain(|&(b, off)| off >= from.get(b as usize).copied().unwrap_or(0));
         }
         Ok(Poll { snapshot, lost })
     }
@@ -150,10 +157,19 @@ impl<'d> Follower<'d> {
     fn scan(&mut self, r: usize) -> RingSnapshot {
         let ring = self.dev.core().ring(r);
         let n = ring.slots.len();
+        // A restartable ring's parents are accepted only with their position's tag
+        // (`ttrace_core::ring`).
+        let h1 = ring.head.load(Acquire);
         let reads: Vec<SlotRead> = (0..n).map(|i| ring.read(i)).collect();
         let mut snap = RingSnapshot::default();
         let seen = &mut self.seen[r];
         for (i, read) in reads.iter().enumerate() {
+            if ring.restartable
+                && matches!(read, SlotRead::Committed(w) if !Stamp(w[0]).is_continuation())
+                && !restartable_position(n, i, h1).is_some_and(|p| holds_position(read, p))
+            {
+                continue;
+            }
             match *read {
                 SlotRead::Claimed(_) => snap.claimed += 1,
                 SlotRead::Changed => snap.changed += 1,

@@ -10,8 +10,8 @@
 //! ```no_run
 //! let dev = devttrace::Device::open_default()?;
 //! let snap = dev.snapshot()?;
-//! for (cpu, ring) in snap.cpus.iter().enumerate() {
-//!     println!("cpu{cpu}: {} events, {} lost", ring.events.len(), ring.lost);
+//! for (r, ring) in snap.cpus.iter().enumerate() {
+//!     println!("{}: {} events, {} lost", dev.ring_name(r), ring.events.len(), ring.lost);
 //! }
 //! # Ok::<(), devttrace::Error>(())
 //! ```
@@ -27,7 +27,7 @@ pub use device::{default_dir, Access, Device, Status, Trust};
 pub use error::{Error, Problem, Result};
 pub use follow::{Follower, Poll};
 pub use snapshot::Snapshot;
-pub use ttrace_core::aux::{AuxRecord, AuxSnapshot};
+pub use ttrace_core::aux::{AuxRecord, AuxSnapshot, AuxSnapshots};
 pub use ttrace_core::meta::{Metadata, TaskInfo, TracepointInfo};
 pub use ttrace_core::ring::{Event, Mark, RingIndex, RingSnapshot};
 pub use version::{Clock, Version};

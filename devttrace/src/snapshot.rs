@@ -3,7 +3,7 @@
 use crate::device::Status;
 use crate::version::Version;
 use std::path::PathBuf;
-use ttrace_core::aux::{AuxRecord, AuxSnapshot};
+use ttrace_core::aux::{AuxRecord, AuxSnapshots};
 use ttrace_core::meta::Metadata;
 use ttrace_core::ring::RingSnapshot;
 use ttrace_layouts::aux::AuxTag;
@@ -23,25 +23,33 @@ pub struct Snapshot {
     pub enabled: Vec<bool>,
     /// One snapshot per ring.
     pub cpus: Vec<RingSnapshot>,
-    /// The aux buffer.
-    pub aux: AuxSnapshot,
+    /// The aux buffers.
+    pub aux: AuxSnapshots,
     /// Why the aux buffer could not be copied, if it could not (strings then show as lost).
     pub aux_error: Option<String>,
-    /// Messages (info records) at aux offsets from here on belong to this snapshot, but for
-    /// those in `messages_done`; a [`crate::Follower`] moves both so that each message is
-    /// reported once.
-    pub messages_from: u64,
-    /// Offsets of messages after `messages_from` reported before (sorted).
-    pub messages_done: Vec<u64>,
+    /// Per aux buffer: messages (info records) at offsets from here on belong to this
+    /// snapshot, but for those in `messages_done` (a buffer not listed: all of them); a
+    /// [`crate::Follower`] moves both so that each message is reported once.
+    pub messages_from: Vec<u64>,
+    /// `(buffer, offset)` of messages after `messages_from` reported before (sorted).
+    pub messages_done: Vec<(u32, u64)>,
 }
 
 impl Snapshot {
     /// The free-form messages of this snapshot, in the order they were written.
     pub fn messages(&self) -> impl Iterator<Item = &AuxRecord> + '_ {
-        self.aux.records.iter().filter(move |r| {
+        self.aux.records().filter(move |r| {
             r.tag == AuxTag::Info as u16
-                && r.offset >= self.messages_from
-                && self.messages_done.binary_search(&r.offset).is_err()
+                && r.offset
+                    >= self
+                        .messages_from
+                        .get(r.buffer as usize)
+                        .copied()
+                        .unwrap_or(0)
+                && self
+                    .messages_done
+                    .binary_search(&(r.buffer, r.offset))
+                    .is_err()
         })
     }
 

@@ -29,6 +29,11 @@ pub struct Version {
 
 impl Version {
     /// The identity fields of a (checked) header.
+    /// The name of ring `index` (`cpu3`, `cpu3.shared`; see `ttrace_layouts::ring`).
+    pub fn ring_name(&self, index: usize) -> String {
+        ttrace_layouts::ring::ring_name(index, self.num_cpus)
+    }
+
     pub fn of(h: &DeviceHeader) -> Version {
         Version {
             header_version: h.header_version,

@@ -3,7 +3,7 @@
 use crate::device::{Device, Status};
 use crate::version::Version;
 use std::cell::Cell;
-use ttrace_core::aux::AuxSnapshot;
+use ttrace_core::aux::AuxSnapshots;
 use ttrace_core::meta::Metadata;
 use ttrace_core::ring::{Event, Mark, RingIndex};
 
@@ -27,7 +27,7 @@ pub struct View<'d> {
     /// One index per ring.
     pub cpus: Vec<RingIndex>,
     /// The aux buffer.
-    pub aux: AuxSnapshot,
+    pub aux: AuxSnapshots,
     /// Why the aux buffer could not be copied, if it could not (strings then show as lost).
     pub aux_error: Option<String>,
     vanished: Vec<Cell<u64>>,
@@ -37,7 +37,7 @@ impl<'d> View<'d> {
     pub(crate) fn new(
         dev: &'d Device,
         cpus: Vec<RingIndex>,
-        aux: AuxSnapshot,
+        aux: AuxSnapshots,
         aux_error: Option<String>,
     ) -> View<'d> {
         let meta = dev.metadata();

@@ -1,7 +1,10 @@
-//! Aux records: variable-length byte strings in a power-of-two wrapping buffer.
+//! Aux records: variable-length byte strings in power-of-two wrapping buffers, one per ring
+//! (region `r` of the `aux` file belongs to ring `r`).
 //!
-//! Offsets (`first`, `last`, and the references stored in trace entries) grow without bound;
-//! a record at offset `o` starts at byte `o & mask` of the buffer and may wrap around its end.
+//! Offsets (`first` and `last`) grow without bound; a record at offset `o` starts at byte
+//! `o & mask` of its buffer and may wrap around its end. A trace entry refers to a record
+//! with an [`aux_ref`] word: the buffer's index and the low 48 bits of the offset, which a
+//! reader completes from the buffer's `[first, last)` window (at most one buffer long).
 
 use static_assertions::{assert_eq_size, const_assert_eq};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -14,9 +17,52 @@ pub const AUX_MAX_RECORD: u64 = 4096;
 pub const AUX_MAX_PAYLOAD: u64 = AUX_MAX_RECORD - AUX_HEADER_BYTES;
 /// Argument word of a string that could not be recorded (the aux write was dropped).
 pub const AUX_NONE: u64 = u64::MAX;
-/// Bit set in a trace entry's argument word that refers to an aux record
-/// (the rest of the word is the record's offset).
+/// Bit set in a trace entry's argument word that refers to an aux record.
 pub const AUX_REF: u64 = 1 << 63;
+/// Bits of an [`aux_ref`] word that hold the low bits of the record's offset.
+pub const AUX_REF_OFFSET_BITS: u32 = 48;
+/// Most aux buffers an [`aux_ref`] word can name.
+pub const AUX_REF_BUFFERS: usize = 1 << 15;
+
+/// The argument word that refers to the record at `offset` of aux buffer `buffer`:
+/// [`AUX_REF`], the buffer in bits 48..63, the low 48 bits of the offset.
+///
+/// ```
+/// use ttrace_layouts::aux::{aux_ref, aux_ref_parts};
+/// let w = aux_ref(3, (1 << 50) + 4096);
+/// assert_eq!(aux_ref_parts(w), Some((3, 4096)));
+/// ```
+#[inline(always)]
+pub const fn aux_ref(buffer: usize, offset: u64) -> u64 {
+    AUX_REF
+        | ((buffer as u64 & (AUX_REF_BUFFERS as u64 - 1)) << AUX_REF_OFFSET_BITS)
+        | (offset & ((1 << AUX_REF_OFFSET_BITS) - 1))
+}
+
+/// The buffer and the low 48 offset bits an argument word refers to, if it is a reference.
+pub const fn aux_ref_parts(word: u64) -> Option<(usize, u64)> {
+    if word & AUX_REF == 0 || word == AUX_NONE {
+        return None;
+    }
+    Some((
+        ((word >> AUX_REF_OFFSET_BITS) & (AUX_REF_BUFFERS as u64 - 1)) as usize,
+        word & ((1 << AUX_REF_OFFSET_BITS) - 1),
+    ))
+}
+
+/// The full offset whose low 48 bits are `low`, among the offsets of a buffer whose newest
+/// record ends at `last` (records older than one buffer are gone, so the nearest below
+/// `last` is the one meant).
+pub const fn full_offset(low: u64, last: u64) -> u64 {
+    let span = 1u64 << AUX_REF_OFFSET_BITS;
+    let base = last & !(span - 1);
+    let candidate = base | low;
+    if candidate >= last && candidate >= span {
+        candidate - span
+    } else {
+        candidate
+    }
+}
 
 /// Header of an aux record, followed by `path.len()` payload bytes.
 #[derive(

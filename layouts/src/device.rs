@@ -13,12 +13,16 @@ use zerocopy::{FromBytes, IntoBytes, KnownLayout};
 /// `MAGIC.swap_bytes()` is looking at a device written with the other byte order.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ttrace\x01\x02");
 
-/// Version of this header layout (major in the high 16 bits, minor in the low 16).
-pub const HEADER_VERSION: u32 = 0x0001_0000;
-/// Version of the shared data layouts (aux and metadata files).
-pub const SHARED_DATA_VERSION: u32 = 0x0001_0000;
-/// Version of the per-CPU data layouts (ring files and entries).
-pub const PERCPU_DATA_VERSION: u32 = 0x0001_0000;
+/// Version of this header layout (major in the high 16 bits, minor in the low 16). 2.0:
+/// two rings per CPU and one aux buffer per ring (see [`crate::ring`]).
+pub const HEADER_VERSION: u32 = 0x0002_0000;
+/// Version of the shared data layouts (aux and metadata files). 2.0: the aux file holds one
+/// buffer per ring, and string references name their buffer ([`crate::aux::aux_ref`]).
+pub const SHARED_DATA_VERSION: u32 = 0x0002_0000;
+/// Version of the per-CPU data layouts (ring files and entries). 2.0: restartable rings,
+/// whose entries a reader accepts only below the head ([`crate::ring`]), and each ring's aux
+/// control words in its header.
+pub const PERCPU_DATA_VERSION: u32 = 0x0002_0000;
 
 /// The major part of a version: readers accept any minor version of the major they know.
 pub const fn major(version: u32) -> u16 {
@@ -64,11 +68,14 @@ pub struct DeviceHeader {
     pub shared_data_version: u32,
     /// [`PERCPU_DATA_VERSION`].
     pub percpu_data_version: u32,
-    /// Number of rings (`cpu0` .. `cpu{num_cpus-1}`); higher CPU ids fold onto these.
+    /// Number of CPUs the device has rings for: each CPU `c` has a restartable ring (file
+    /// `cpu{c}`, index `c`) and a shared ring (file `cpu{c}.shared`, index `num_cpus + c`);
+    /// see [`crate::ring`]. Higher CPU ids fold onto the shared rings.
     pub num_cpus: u32,
     /// Slots per ring, a power of two, at least 2.
     pub ring_slots: u64,
-    /// Bytes of the aux buffer, a power of two.
+    /// Bytes of each ring's aux buffer, a power of two (the `aux` file holds one per ring,
+    /// in ring order).
     pub aux_size: u64,
     /// `aux_size - 1`.
     pub aux_mask: u64,
@@ -99,21 +106,8 @@ pub struct DeviceHeader {
     pub ctl_generation: AtomicU64,
     _pad_ctl: [u64; 14],
 
-    // ---- aux control (offset 256), written under `aux_lock` ----
-    /// Aux reservation lock word: 0 free, else the owner's `pid << 32 | tid`.
-    pub aux_lock: AtomicU64,
-    /// Offset of the oldest aux record still intact.
-    pub aux_first: AtomicU64,
-    /// Offset one past the newest aux record (where the next one goes).
-    pub aux_last: AtomicU64,
-    /// Aux records written since creation.
-    pub aux_records: AtomicU64,
-    /// Aux records whose payload was truncated.
-    pub aux_truncated: AtomicU64,
-    /// Aux writes dropped (the oldest record was still being written by a live writer, or
-    /// the lock was held by the interrupted writer itself).
-    pub aux_dropped: AtomicU64,
-    _pad_aux: [u64; 10],
+    // ---- (offset 256) reserved: the aux control words of version 1, now per ring ----
+    _reserved_aux: [u64; 16],
 
     // ---- metadata control (offset 384), written under `meta_lock` ----
     /// Metadata and control lock word: 0 free, else the owner's `pid << 32 | tid`.
@@ -150,10 +144,6 @@ const_assert_eq!(core::mem::offset_of!(DeviceHeader, anchor_realtime_ns), 80);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, anchor_monotonic_ns), 88);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, flags), 100);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, ctl_generation), 136);
-const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_first), 264);
-const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_records), 280);
-const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_truncated), 288);
-const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_dropped), 296);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_used), 392);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_dropped), 400);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, tp_count), 408);
@@ -162,8 +152,6 @@ const_assert_eq!(core::mem::offset_of!(DeviceHeader, ring_slots), 24);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, tsc_hz), 64);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, creator_pid), 96);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, type_mask), 128);
-const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_lock), 256);
-const_assert_eq!(core::mem::offset_of!(DeviceHeader, aux_last), 272);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_lock), 384);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, rules), 512);
 
@@ -216,13 +204,13 @@ impl core::fmt::Display for HeaderError {
 
 impl core::error::Error for HeaderError {}
 
-/// Largest number of rings a device may have.
+/// Largest number of CPUs a device may have rings for (it has twice as many rings).
 pub const MAX_CPUS: u32 = 4096;
 /// Largest number of slots per ring.
 pub const MAX_RING_SLOTS: u64 = 1 << 24;
 /// Smallest aux buffer (it must hold a few maximal records).
 pub const MIN_AUX_BYTES: u64 = 1 << 14;
-/// Largest aux buffer.
+/// Largest aux buffer (of one ring).
 pub const MAX_AUX_BYTES: u64 = 1 << 30;
 /// Largest metadata file.
 pub const MAX_META_BYTES: u64 = 1 << 30;

@@ -191,7 +191,7 @@ impl Kind {
 /// | 4..8   | number of argument words (0..=12)                      |
 /// | 8..20  | CPU the writer ran on (modulo 4096)                    |
 /// | 20..36 | tracepoint id (index into the device's metadata)       |
-/// | 36..64 | reserved (0)                                           |
+/// | 36..64 | position tag: in a restartable ring, the low 28 bits of the entry's ring position (else 0) |
 ///
 /// ```
 /// use ttrace_layouts::entry::{Kind, TypeWord};
@@ -214,7 +214,9 @@ impl TypeWord {
     const TP_SHIFT: u32 = 20;
     /// Number of tracepoint ids a device can hold.
     pub const MAX_TRACEPOINTS: u32 = 1 << 16;
-    const RESERVED: u64 = !((1u64 << 36) - 1);
+    const POSITION_SHIFT: u32 = 36;
+    /// Bits of a ring position a type word keeps ([`TypeWord::with_position`]).
+    pub const POSITION_BITS: u32 = 28;
 
     /// A type word without the CPU field. `nargs` above 5 sets the continuation flag.
     pub const fn new(kind: Kind, nargs: u8, tracepoint: u16) -> TypeWord {
@@ -236,6 +238,35 @@ impl TypeWord {
     #[inline(always)]
     pub const fn with_cpu(self, cpu: u32) -> TypeWord {
         TypeWord(self.0 | ((cpu as u64 & ((1 << Self::CPU_BITS) - 1)) << Self::CPU_SHIFT))
+    }
+
+    /// The same word with the position tag of ring position `pos` (its low 28 bits): what a
+    /// restartable ring's reader checks a slot's entry against (`ttrace_core::ring`).
+    ///
+    /// ```
+    /// use ttrace_layouts::entry::{Kind, TypeWord};
+    /// let w = TypeWord::new(Kind::Start, 1, 7).with_position((1 << 40) + 12345);
+    /// assert_eq!(w.position_tag(), 12345);
+    /// assert_eq!(TypeWord::tag_of((1 << 40) + 12345), 12345);
+    /// ```
+    #[inline(always)]
+    pub const fn with_position(self, pos: u64) -> TypeWord {
+        TypeWord(self.0 | (pos << Self::POSITION_SHIFT))
+    }
+
+    /// The position tag.
+    pub const fn position_tag(self) -> u32 {
+        (self.0 >> Self::POSITION_SHIFT) as u32
+    }
+
+    /// The position tag of ring position `pos`.
+    pub const fn tag_of(pos: u64) -> u32 {
+        (pos & ((1 << Self::POSITION_BITS) - 1)) as u32
+    }
+
+    /// The word without its position tag.
+    pub const fn without_position(self) -> TypeWord {
+        TypeWord(self.0 & ((1 << Self::POSITION_SHIFT) - 1))
     }
 
     /// The entry kind.
@@ -263,13 +294,10 @@ impl TypeWord {
         crate::bits(self.0, Self::TP_SHIFT, 16) as u16
     }
 
-    /// Whether the reserved bits are clear, the argument count is in range and the
+    /// Whether the word is marked present, the argument count is in range and the
     /// continuation flag agrees with it: what a reader checks before trusting the word.
     pub const fn is_valid(self) -> bool {
         let n = self.nargs() as usize;
-        self.0 & Self::RESERVED == 0
-            && self.0 & Self::PRESENT != 0
-            && n <= MAX_ARGS
-            && (n > ENTRY_ARGS) == self.has_continuation()
+        self.0 & Self::PRESENT != 0 && n <= MAX_ARGS && (n > ENTRY_ARGS) == self.has_continuation()
     }
 }

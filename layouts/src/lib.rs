@@ -9,8 +9,9 @@
 //! | file      | layout                                                                 |
 //! |-----------|------------------------------------------------------------------------|
 //! | `header`  | [`DeviceHeader`](device::DeviceHeader), one 4 KiB page                 |
-//! | `cpuN`    | [`RingHeader`](ring::RingHeader) page, then `ring_slots` 64-byte slots |
-//! | `aux`     | `aux_size` bytes of 8-byte aligned [`aux`] records, wrapping           |
+//! | `cpuN`    | [`RingHeader`](ring::RingHeader) page, then `ring_slots` 64-byte slots: CPU N's restartable ring |
+//! | `cpuN.shared` | the same: CPU N's shared ring (see [`ring`])                       |
+//! | `aux`     | one buffer of `aux_size` bytes per ring, in ring order: 8-byte aligned [`aux`] records, wrapping |
 //! | `meta`    | [`MetaHeader`](meta::MetaHeader) page, tracepoint word table, records  |
 //!
 //! # Trace entry (one slot, 64 bytes, one cache line)
@@ -26,8 +27,7 @@
 //! while a writer owns the slot, otherwise the committed timestamp.
 //!
 //! Type word bits: `0..2` kind, `2` has-continuation, `3` present (1), `4..8` argument count,
-//! `8..20` CPU,
-//! `20..36` tracepoint id; the rest is reserved (zero).
+//! `8..20` CPU, `20..36` tracepoint id, `36..64` position tag (restartable rings; else 0).
 //!
 //! # Aux record (8-byte aligned, may wrap at the end of the buffer)
 //!
@@ -41,6 +41,8 @@
 //! See [`meta`].
 #![no_std]
 #![forbid(unsafe_code)]
+
+extern crate alloc;
 
 pub mod aux;
 pub mod device;

@@ -4,8 +4,8 @@
 //! |-----------------|---------------------------------------------------|
 //! | 0               | [`SnapshotHeader`] (one page)                     |
 //! | `header_at`     | the device header ([`HEADER_BYTES`])              |
-//! | `rings_at + i * ring_stride` | ring file `cpu<i>`                   |
-//! | `aux_at`        | the aux buffer                                    |
+//! | `rings_at + i * ring_stride` | ring `i` (file `cpu<i>` or `cpu<i>.shared`) |
+//! | `aux_at`        | the `aux` file (one buffer per ring)              |
 //! | `meta_at`       | the `meta` file                                   |
 //!
 //! Every part starts on a page and holds exactly the bytes of the device file of the same
@@ -21,7 +21,7 @@ use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 /// Magic of a snapshot file (`"ttsnap\0\x01"` in the writer's byte order).
 pub const SNAPSHOT_MAGIC: u64 = u64::from_le_bytes(*b"ttsnap\x00\x01");
 /// Version of this layout: major in the high 16 bits.
-pub const SNAPSHOT_VERSION: u32 = 1 << 16;
+pub const SNAPSHOT_VERSION: u32 = 2 << 16;
 /// Alignment of every part.
 pub const PAGE: u64 = 4096;
 
@@ -56,8 +56,9 @@ impl Layout {
         let header_at = PAGE;
         let rings_at = header_at + page_up(HEADER_BYTES as u64);
         let ring_stride = page_up(ring_file_bytes(h.ring_slots));
-        let aux_at = rings_at.checked_add(ring_stride.checked_mul(h.num_cpus as u64)?)?;
-        let meta_at = aux_at.checked_add(page_up(h.aux_size))?;
+        let rings = crate::ring::num_rings(h.num_cpus) as u64;
+        let aux_at = rings_at.checked_add(ring_stride.checked_mul(rings)?)?;
+        let meta_at = aux_at.checked_add(page_up(h.aux_size.checked_mul(rings)?))?;
         let file_len = meta_at.checked_add(page_up(h.meta_size))?;
         Some(Layout {
             header_at,
@@ -69,16 +70,22 @@ impl Layout {
         })
     }
 
-    /// Offset and length of the part `name` (`header`, `cpu<i>`, `aux`, `meta`) of a device
-    /// with header `h`.
+    /// Offset and length of the part `name` (`header`, `cpu<i>`, `cpu<i>.shared`, `aux`,
+    /// `meta`) of a device with header `h`.
     pub fn part(&self, h: &DeviceHeader, name: &str) -> Option<(u64, u64)> {
+        let rings = crate::ring::num_rings(h.num_cpus) as u64;
         match name {
             "header" => Some((self.header_at, HEADER_BYTES as u64)),
-            "aux" => Some((self.aux_at, h.aux_size)),
+            "aux" => Some((self.aux_at, h.aux_size * rings)),
             "meta" => Some((self.meta_at, h.meta_size)),
             _ => {
-                let i: u64 = name.strip_prefix("cpu")?.parse().ok()?;
-                (i < h.num_cpus as u64).then(|| {
+                let (cpu, shared) = match name.strip_suffix(".shared") {
+                    Some(ring) => (ring, true),
+                    None => (name, false),
+                };
+                let c: u64 = cpu.strip_prefix("cpu")?.parse().ok()?;
+                let i = if shared { h.num_cpus as u64 + c } else { c };
+                (c < h.num_cpus as u64 && i < rings).then(|| {
                     (
                         self.rings_at + i * self.ring_stride,
                         ring_file_bytes(h.ring_slots),

@@ -16,9 +16,9 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use ttrace_core::aux::AuxSnapshot;
+use ttrace_core::aux::{AuxSnapshot, AuxSnapshots};
 use ttrace_core::ring::HeapRing;
-use ttrace_layouts::aux::{AuxTag, AUX_MAX_PAYLOAD, AUX_REF};
+use ttrace_layouts::aux::{aux_ref, AuxTag, AUX_MAX_PAYLOAD};
 use ttrace_layouts::entry::MAX_ARGS;
 
 /// A directory on tmpfs where there is one (a device's files are rewritten per input).
@@ -68,7 +68,7 @@ fn make_device(dir: &Path) -> ttrace_core::Device {
     let off = dev
         .aux_write(AuxTag::String, ctx, b"a \"string\"\n")
         .expect("aux");
-    dev.emit(text, ctx, &[AUX_REF | off]);
+    dev.emit(text, ctx, &[off]);
     dev.aux_write(AuxTag::Info, ctx, b"a message").expect("aux");
     dev.apply_text("disable fi*").expect("rule");
     dev
@@ -420,9 +420,12 @@ pub fn aux(data: &[u8]) -> usize {
         check(&s);
         // Rendered as a string argument, each record is quoted without a panic.
         let mut out = Vec::new();
+        let all = AuxSnapshots {
+            buffers: vec![s.clone()],
+        };
         for r in &s.records {
             let piece = ttrace_reader::format::parse("{s:s}");
-            ttrace_reader::format::render(&mut out, &piece, &[AUX_REF | r.offset], &s);
+            ttrace_reader::format::render(&mut out, &piece, &[aux_ref(0, r.offset)], &all);
         }
     }
     // The parser alone, on the words as a copy starting at `first`.
@@ -445,7 +448,7 @@ pub fn metadata(data: &[u8]) {
     let mut out = Vec::new();
     for t in &meta.tracepoints {
         let pieces = ttrace_reader::format::parse(&t.format);
-        ttrace_reader::format::render(&mut out, &pieces, &args, &AuxSnapshot::default());
+        ttrace_reader::format::render(&mut out, &pieces, &args, &AuxSnapshots::default());
     }
     if let Some(t) = meta.threads.first() {
         let _ = meta.thread_name(t.pid, t.tid);
@@ -520,13 +523,24 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         s.extend_from_slice(&b[ttrace_layouts::ring::RING_HEADER_BYTES..]);
         seeds.push(("ring", s));
     }
-    let (h, a) = (file("header"), file("aux"));
+    // The aux buffer that holds the records (that of the ring the device's writer used):
+    // its `first` and `last` from the ring's header, its words from the aux file.
+    let a = file("aux");
+    let (first, last) = (
+        core::mem::offset_of!(ttrace_layouts::ring::RingHeader, aux_first),
+        core::mem::offset_of!(ttrace_layouts::ring::RingHeader, aux_last),
+    );
+    let ring = (0..4)
+        .find(|&r| word(file(&ttrace_layouts::ring::ring_name(r, 2)), last) > 0)
+        .expect("a buffer with records");
+    let header = file(&ttrace_layouts::ring::ring_name(ring, 2));
     let mut s = vec![7u8]; // 512 words
-    for at in [264, 272] {
-        s.extend_from_slice(&word(h, at).to_le_bytes());
+    for at in [first, last] {
+        s.extend_from_slice(&word(header, at).to_le_bytes());
     }
-    // The aux file is the buffer itself: the records start at offset 0.
-    s.extend_from_slice(&a[..512 * 8]);
+    // The buffer's records start at its offset 0.
+    let base = ring * ttrace_layouts::device::MIN_AUX_BYTES as usize;
+    s.extend_from_slice(&a[base..base + 512 * 8]);
     seeds.push(("aux", s));
     let tmp = scratch();
     seeds.push((

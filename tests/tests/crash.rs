@@ -200,10 +200,7 @@ fn writers_killed_anywhere_leave_an_exact_trace_and_never_block_the_others() {
                 continue; // the registration point before the loop
             }
             if seq % 8 == 0 {
-                let s = snap
-                    .aux
-                    .get(e.args()[2] & !AUX_REF)
-                    .map(|r| r.bytes.clone());
+                let s = snap.aux.get(e.args()[2]).map(|r| r.bytes.clone());
                 assert_eq!(
                     s.as_deref(),
                     Some(crash_string(inc, seq).as_bytes()),

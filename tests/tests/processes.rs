@@ -2,7 +2,6 @@
 
 use std::process::Command;
 use ttrace_core::Device;
-use ttrace_layouts::aux::AUX_REF;
 
 #[test]
 fn two_processes_share_rings_aux_and_tracepoint_ids() {
@@ -63,7 +62,7 @@ fn two_processes_share_rings_aux_and_tracepoint_ids() {
                 Some(format!("writer-{tag}").as_str())
             );
             // Strings resolve while they are still in the aux buffer.
-            if let Some(r) = aux.get(e.args()[2] & !AUX_REF) {
+            if let Some(r) = aux.get(e.args()[2]) {
                 assert_eq!(r.bytes, format!("t{tag}-{}", e.args()[1]).as_bytes());
             }
             seen[tag].push(e.args()[1]);

@@ -3,7 +3,7 @@
 
 use devttrace::{Device, Error, Problem};
 use std::path::Path;
-use ttrace_layouts::aux::{AuxTag, AUX_REF};
+use ttrace_layouts::aux::AuxTag;
 use ttrace_layouts::device::HeaderError;
 
 /// A device whose rings have wrapped, with strings, messages, names and a control rule.
@@ -19,7 +19,7 @@ fn make(dir: &Path) -> ttrace_core::Device {
                 format!("string {n}").as_bytes(),
             )
             .unwrap();
-        w.emit(word, 1 << 32 | 2, &[n, AUX_REF | s]);
+        w.emit(word, 1 << 32 | 2, &[n, s]);
     }
     w.aux_write(AuxTag::Info, 1 << 32 | 2, b"a message")
         .unwrap();

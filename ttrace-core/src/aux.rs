@@ -23,7 +23,9 @@ use crate::lock::{lock, owner_alive};
 use crate::sync::{AtomicWord, Ordering::*};
 use core::sync::atomic::AtomicU64;
 use crossbeam_utils::Backoff;
-use ttrace_layouts::aux::{AuxPath, AuxTag, AUX_HEADER_BYTES, AUX_MAX_PAYLOAD};
+use ttrace_layouts::aux::{
+    aux_ref, aux_ref_parts, full_offset, AuxPath, AuxTag, AUX_HEADER_BYTES, AUX_MAX_PAYLOAD,
+};
 
 /// Tries before an aux write blocked by a record still being written is dropped.
 const BLOCKED_TRIES: u32 = 64;
@@ -253,60 +255,139 @@ impl<W: AtomicWord> HeapAux<W> {
 }
 
 impl Device {
-    /// The device's aux buffer, offsets and counters.
+    /// The aux buffer of ring `index`, with its offsets and counters.
     #[inline]
-    fn aux(&self) -> Aux<'_, AtomicU64> {
-        let h = self.header();
+    pub fn aux(&self, index: usize) -> Aux<'_, AtomicU64> {
+        let h = self.ring_header(index);
         Aux {
             first: &h.aux_first,
             last: &h.aux_last,
             records: &h.aux_records,
             truncated: &h.aux_truncated,
             dropped: &h.aux_dropped,
-            words: self.aux_words(),
+            words: self.aux_words(index),
         }
     }
 
     /// Appends an aux record holding `bytes` (truncated to 4072 bytes and flagged if longer)
-    /// for the writer `ctx` (`pid << 32 | tid`). Returns its offset, or `None` if the write
-    /// was dropped (and counted in the header's `aux_dropped`).
+    /// for the writer `ctx` (`pid << 32 | tid`), to the aux buffer of the ring this thread
+    /// writes to. Returns the argument word that refers to it ([`aux_ref`]), or `None` if the
+    /// write was dropped (and counted in the shared ring's `aux_dropped`).
     pub fn aux_write(&self, tag: AuxTag, ctx: u64, bytes: &[u8]) -> Option<u64> {
-        let aux = self.aux();
         let truncated = bytes.len() as u64 > AUX_MAX_PAYLOAD;
         let bytes = &bytes[..bytes.len().min(AUX_MAX_PAYLOAD as usize)];
-        let path = AuxPath::new(tag, self.cpu(), bytes.len() as u64, truncated);
+        // A message carries its own time; a string is timed by the entry that refers to it,
+        // which spares a second clock read on the hot path.
+        let timestamp = if tag == AuxTag::String { 0 } else { self.now() };
+        #[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom)))]
+        if let Some((offset, table)) = self.rseq() {
+            let path = AuxPath::new(tag, 0, bytes.len() as u64, truncated);
+            let (words, tail) = bytes.split_at(bytes.len() / 8 * 8);
+            let mut last = [0u8; 8];
+            last[..tail.len()].copy_from_slice(tail);
+            let args = crate::rseq::AuxArgs {
+                path: path.0,
+                timestamp,
+                ctx,
+                record_bytes: path.record_bytes(),
+                full_words: words.len() as u64 / 8,
+                tail: u64::from_ne_bytes(last),
+                has_tail: !tail.is_empty() as u64,
+                src: words.as_ptr(),
+            };
+            // SAFETY: `rseq()` gives this process's registered rseq offset and the table of
+            // this device's restartable rings; `src` holds `full_words` words; a record
+            // (at most 4 KiB) fits in a buffer (at least 16 KiB).
+            let (found, start) = unsafe { crate::rseq::aux_write(offset, table, &args) };
+            if found != 0 {
+                return Some(aux_ref(found as usize - 1, start));
+            }
+        }
+        let cpu = self.cpu();
+        let index = self.shared_ring_index(cpu);
+        let aux = self.aux(index);
+        let path = AuxPath::new(tag, cpu, bytes.len() as u64, truncated);
         let backoff = Backoff::new();
         let start = aux.reserve(
             path,
             ctx,
             BLOCKED_TRIES,
-            || lock(&self.header().aux_lock),
+            || lock(&self.ring_header(index).aux_lock),
             owner_alive,
             || backoff.snooze(),
         )?;
-        // A message carries its own time; a string is timed by the entry that refers to it,
-        // which spares a second clock read on the hot path.
-        let timestamp = if tag == AuxTag::String { 0 } else { self.now() };
         aux.commit(start, path, timestamp, bytes);
-        Some(start)
+        Some(aux_ref(index, start))
     }
 
-    /// A consistent snapshot of the aux buffer.
-    pub fn aux_snapshot(&self) -> Result<AuxSnapshot, AuxError> {
-        self.aux().snapshot()
+    /// A consistent snapshot of every ring's aux buffer.
+    pub fn aux_snapshot(&self) -> Result<AuxSnapshots, AuxError> {
+        let buffers = (0..self.num_rings())
+            .map(|r| {
+                let mut b = self.aux(r).snapshot()?;
+                b.records.iter_mut().for_each(|rec| rec.buffer = r as u32);
+                Ok(b)
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(AuxSnapshots { buffers })
     }
 
-    /// A consistent copy of the aux buffer's words (what [`Device::aux_snapshot`] parses).
-    pub fn aux_copy(&self) -> Result<AuxCopy, AuxError> {
-        let a = self.aux();
-        copy(a.first, a.last, a.words)
+    /// A consistent copy of each ring's aux buffer's words (what [`Device::aux_snapshot`]
+    /// parses), by ring.
+    pub fn aux_copies(&self) -> Result<Vec<AuxCopy>, AuxError> {
+        (0..self.num_rings())
+            .map(|r| {
+                let a = self.aux(r);
+                copy(a.first, a.last, a.words)
+            })
+            .collect()
+    }
+}
+
+/// Snapshots of every aux buffer of a device, by ring: what string references resolve
+/// against.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuxSnapshots {
+    /// Each ring's buffer.
+    pub buffers: Vec<AuxSnapshot>,
+}
+
+impl AuxSnapshots {
+    /// The record an argument word refers to ([`aux_ref`]), if the snapshot holds it.
+    #[inline]
+    pub fn get(&self, word: u64) -> Option<&AuxRecord> {
+        let (buffer, low) = aux_ref_parts(word)?;
+        let b = self.buffers.get(buffer)?;
+        b.get(full_offset(low, b.last))
+    }
+
+    /// Every record of every buffer (by buffer, then oldest first).
+    pub fn records(&self) -> impl Iterator<Item = &AuxRecord> + '_ {
+        self.buffers.iter().flat_map(|b| b.records.iter())
+    }
+
+    /// Records still being written when copied, in all buffers.
+    pub fn incomplete(&self) -> u64 {
+        self.buffers.iter().map(|b| b.incomplete).sum()
+    }
+
+    /// Whether a malformed header ended the walk of some buffer early.
+    pub fn corrupt(&self) -> bool {
+        self.buffers.iter().any(|b| b.corrupt)
+    }
+
+    /// Bytes in use, in all buffers.
+    pub fn bytes_in_use(&self) -> u64 {
+        self.buffers.iter().map(|b| b.last - b.first).sum()
     }
 }
 
 /// One complete aux record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuxRecord {
-    /// Its offset (what trace entries refer to).
+    /// The buffer (ring) it is in.
+    pub buffer: u32,
+    /// Its offset in that buffer.
     pub offset: u64,
     /// Raw tag.
     pub tag: u16,
@@ -322,7 +403,7 @@ pub struct AuxRecord {
     pub bytes: Vec<u8>,
 }
 
-/// A snapshot of the aux buffer.
+/// A snapshot of one aux buffer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AuxSnapshot {
     /// Offset of the oldest record that was intact after the copy.
@@ -461,6 +542,7 @@ pub fn parse(copy: &[u64], base: u64, from: u64, to: u64) -> AuxSnapshot {
             let mut bytes: Vec<u8> = payload_words.iter().flat_map(|w| w.to_ne_bytes()).collect();
             bytes.truncate(path.len() as usize);
             snap.records.push(AuxRecord {
+                buffer: 0,
                 offset: off,
                 tag: path.raw_tag(),
                 cpu: path.cpu(),

@@ -123,6 +123,31 @@ fn agrees_with_kernel(f: impl Fn() -> u32) -> bool {
     })
 }
 
+/// glibc's offset of the rseq area from the thread pointer, when this process's threads
+/// have a registered area that holds `rseq_cs` (`__rseq_size` is 20 before glibc 2.40) and
+/// its `cpu_id` agrees with the kernel's: what [`crate::rseq`] needs.
+pub(crate) fn rseq_area_offset() -> Option<i64> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        if detect() == CpuSource::Rseq && rseq_size() >= 20 {
+            return Some(RSEQ_OFFSET.load(Relaxed));
+        }
+    }
+    None
+}
+
+/// glibc's `__rseq_size`: 0 when rseq is not registered.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn rseq_size() -> u32 {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks a symbol up.
+    let size = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_size".as_ptr()) } as *const u32;
+    if size.is_null() {
+        return 0;
+    }
+    // SAFETY: glibc defines `__rseq_size` as an `unsigned int`, constant after start-up.
+    unsafe { *size }
+}
+
 /// glibc's offset of the rseq area from the thread pointer, if glibc registered one.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn rseq_offset() -> Option<i64> {

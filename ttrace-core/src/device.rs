@@ -13,11 +13,17 @@ use std::time::Duration;
 use ttrace_layouts::device::{self as layout, ClockSource, DeviceHeader, HEADER_BYTES};
 use ttrace_layouts::entry::Slot;
 use ttrace_layouts::meta::{MetaHeader, META_MAGIC};
-use ttrace_layouts::ring::{ring_file_bytes, RingHeader, RING_HEADER_BYTES, RING_MAGIC};
+use ttrace_layouts::ring::{
+    num_rings, ring_file_bytes, ring_name, RingHeader, RESTARTABLE, RING_HEADER_BYTES, RING_MAGIC,
+    SHARED,
+};
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 /// Environment variable naming the device directory.
 pub const ENV_DIR: &str = "TTRACE_DIR";
+/// Environment variable that, set to anything but the empty string, makes this process's
+/// writers use the shared rings (the atomic protocol) instead of restartable sequences.
+pub const ENV_NO_RSEQ: &str = "TTRACE_NO_RSEQ";
 
 /// How to create a device (ignored, except `dir`, when attaching to an existing one).
 #[derive(Clone, Debug)]
@@ -26,13 +32,15 @@ pub struct Config {
     pub dir: Option<PathBuf>,
     /// Slots per ring: a power of two, at least 2 (default 16384 = 1 MiB).
     pub ring_slots: u64,
-    /// Bytes of the aux buffer: a power of two (default 1 MiB).
+    /// Bytes of each ring's aux buffer: a power of two (default 256 KiB; the `aux` file holds
+    /// one per ring, two rings per CPU, and pages never written cost nothing).
     pub aux_bytes: u64,
     /// Bytes of the metadata file (default 4 MiB; untouched pages cost nothing).
     pub meta_bytes: u64,
     /// Capacity of the tracepoint table (default 4096).
     pub max_tracepoints: u32,
-    /// Number of rings; `None` means the number of configured CPUs.
+    /// Number of CPUs to make rings for (two each: a restartable and a shared one); `None`
+    /// means the number of configured CPUs.
     pub cpus: Option<u32>,
     /// Clock; `None` means the best one this machine has.
     pub clock: Option<ClockSource>,
@@ -45,7 +53,7 @@ impl Default for Config {
         Config {
             dir: None,
             ring_slots: 16384,
-            aux_bytes: 1 << 20,
+            aux_bytes: 256 << 10,
             meta_bytes: 4 << 20,
             max_tracepoints: 4096,
             cpus: None,
@@ -97,6 +105,7 @@ pub fn configured_cpus() -> u32 {
 struct RingView {
     header: NonNull<RingHeader>,
     slots: NonNull<[Slot]>,
+    aux: NonNull<[AtomicU64]>,
 }
 
 /// An open device: every file of the directory mapped shared, read-write.
@@ -105,7 +114,7 @@ struct RingView {
 /// # let tmp = tempfile::tempdir().unwrap();
 /// use ttrace_core::{Config, Device};
 /// let dev = Device::open(&Config { ring_slots: 64, cpus: Some(2), ..Config::at(tmp.path().join("dev")) })?;
-/// assert_eq!(dev.num_rings(), 2);
+/// assert_eq!(dev.num_rings(), 4); // a restartable and a shared ring per CPU
 /// // A second open of the same directory attaches to the same rings.
 /// let again = Device::open(&Config::at(tmp.path().join("dev")))?;
 /// assert_eq!(again.ring_slots(), 64);
@@ -115,13 +124,17 @@ pub struct Device {
     dir: PathBuf,
     header: NonNull<DeviceHeader>,
     rings: Box<[RingView]>,
-    aux: NonNull<[AtomicU64]>,
     tp_words: NonNull<[AtomicU64]>,
     meta_records: NonNull<[AtomicU64]>,
     clock: ClockSource,
     access: Access,
     cpu_mode: i64,
     ring_mask: u64,
+    num_cpus: u32,
+    /// glibc's rseq area offset when this device takes the restartable path (0: it does not).
+    rseq_offset: i64,
+    /// The table of restartable rings the sections read (see [`crate::rseq`]).
+    rseq_table: crate::rseq::Table,
     /// A read-only device's mappings, watched for their files shrinking, with the files'
     /// paths (dropped before the mappings).
     pub(crate) watches: Vec<(PathBuf, crate::sigbus::Watch)>,
@@ -349,9 +362,15 @@ impl Device {
     ) -> Result<Device> {
         // SAFETY (for each `as_mut` below): the part lies in a live mapping that the caller
         // moves into the device, and nothing else refers to it yet.
-        let mut rings = Vec::with_capacity(h.num_cpus as usize);
-        for cpu in 0..h.num_cpus {
-            let (path, mut m) = part(&format!("cpu{cpu}"), ring_file_bytes(h.ring_slots))?;
+        let n = num_rings(h.num_cpus);
+        let (aux_path, mut m) = part("aux", h.aux_size * n as u64)?;
+        // SAFETY: see above.
+        let aux_all: &mut [AtomicU64] = <[AtomicU64]>::mut_from_bytes(unsafe { m.as_mut() })
+            .map_err(|_| bad(&aux_path, Problem::Misaligned))?;
+        let mut aux_buffers = aux_all.chunks_exact_mut((h.aux_size / 8) as usize);
+        let mut rings = Vec::with_capacity(n);
+        for r in 0..n {
+            let (path, mut m) = part(&ring_name(r, h.num_cpus), ring_file_bytes(h.ring_slots))?;
             // SAFETY: see above.
             let (head, rest) = unsafe { m.as_mut() }.split_at_mut(RING_HEADER_BYTES);
             let header = NonNull::from(
@@ -360,14 +379,13 @@ impl Device {
             let slots = NonNull::from(
                 <[Slot]>::mut_from_bytes(rest).map_err(|_| bad(&path, Problem::Misaligned))?,
             );
-            rings.push(RingView { header, slots });
+            let aux = NonNull::from(
+                aux_buffers
+                    .next()
+                    .ok_or_else(|| bad(&aux_path, Problem::Misaligned))?,
+            );
+            rings.push(RingView { header, slots, aux });
         }
-        let (path, mut m) = part("aux", h.aux_size)?;
-        let aux = NonNull::from(
-            // SAFETY: see above.
-            <[AtomicU64]>::mut_from_bytes(unsafe { m.as_mut() })
-                .map_err(|_| bad(&path, Problem::Misaligned))?,
-        );
         let (path, mut m) = part("meta", h.meta_size)?;
         // SAFETY: see above.
         let m = unsafe { m.as_mut() };
@@ -391,20 +409,26 @@ impl Device {
         let meta_records = NonNull::from(
             <[AtomicU64]>::mut_from_bytes(records).map_err(|_| bad(&path, Problem::Misaligned))?,
         );
-        Ok(Device {
+        let mut dev = Device {
             dir: dir.to_path_buf(),
             header,
             rings: rings.into_boxed_slice(),
-            aux,
             tp_words,
             meta_records,
             clock: ClockSource::from_raw(h.clock).unwrap_or(ClockSource::MonotonicNs),
             access,
             cpu_mode: crate::cpu::mode(),
             ring_mask: h.ring_slots - 1,
+            num_cpus: h.num_cpus,
+            rseq_offset: 0,
+            rseq_table: Box::new([]),
             watches: Vec::new(),
             _maps: Vec::new(),
-        })
+        };
+        if access == Access::ReadWrite {
+            dev.enable_restartable();
+        }
+        Ok(dev)
     }
 
     /// The parts of the device in directory `dir`: its files, each mapped; the mappings are
@@ -424,14 +448,55 @@ impl Device {
     }
 
     pub(crate) fn check_files(&mut self) -> Result<()> {
-        for (cpu, view) in self.rings.iter().enumerate() {
+        let n = self.num_cpus;
+        for (r, view) in self.rings.iter().enumerate() {
             // SAFETY: `header` points into a live mapping owned by self (see `Device`).
             let rh = unsafe { view.header.as_ref() };
-            if rh.magic != RING_MAGIC || rh.cpu as usize != cpu || rh.slots != self.ring_mask + 1 {
-                return Err(bad(&self.dir.join(format!("cpu{cpu}")), Problem::Mismatch));
+            let kind = if r < n as usize { RESTARTABLE } else { SHARED };
+            if rh.magic != RING_MAGIC
+                || rh.index as usize != r
+                || rh.kind != kind
+                || rh.slots != self.ring_mask + 1
+            {
+                return Err(bad(&self.dir.join(ring_name(r, n)), Problem::Mismatch));
             }
         }
         Ok(())
+    }
+
+    /// Takes the restartable path if this thread's process has a registered rseq area, the
+    /// device's clock is the TSC (read inside the sections) and `TTRACE_NO_RSEQ` is unset.
+    fn enable_restartable(&mut self) {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom)))]
+        {
+            let offset = crate::cpu::rseq_area_offset();
+            let wanted = std::env::var_os(ENV_NO_RSEQ).is_none_or(|v| v.is_empty());
+            let Some(offset) = offset.filter(|_| wanted && self.clock == ClockSource::Tsc) else {
+                return;
+            };
+            let n = self.num_cpus as usize;
+            let aux_mask = self.rings[0].aux.len() * 8 - 1;
+            let mut table = vec![[0usize; crate::rseq::TABLE_ENTRY_WORDS]; n + 1];
+            table[0] = [n, self.ring_mask as usize, aux_mask, 0];
+            for (c, entry) in table[1..].iter_mut().enumerate() {
+                let v = &self.rings[c];
+                // SAFETY: as in `ring`.
+                let header = unsafe { v.header.as_ref() };
+                *entry = [
+                    &header.head as *const AtomicU64 as usize,
+                    v.slots.as_ptr() as *const Slot as usize,
+                    &header.aux_first as *const AtomicU64 as usize,
+                    v.aux.as_ptr() as *const AtomicU64 as usize,
+                ];
+            }
+            self.rseq_table = table.into_boxed_slice();
+            self.rseq_offset = offset;
+        }
+    }
+
+    /// Whether writers of this process use the restartable rings (else the shared ones).
+    pub fn restartable(&self) -> bool {
+        self.rseq_offset != 0
     }
 
     /// Creates the device at `dir` (atomically), or attaches if another process won the race.
@@ -527,8 +592,9 @@ impl Device {
             HEADER_BYTES as u64,
             Access::ReadWrite,
         )?;
-        for cpu in 0..h.num_cpus {
-            let path = tmp.join(format!("cpu{cpu}"));
+        let n = num_rings(h.num_cpus);
+        for r in 0..n {
+            let path = tmp.join(ring_name(r, h.num_cpus));
             let len = ring_file_bytes(h.ring_slots);
             let mut m = map(
                 &path,
@@ -539,11 +605,16 @@ impl Device {
             let rh = RingHeader::mut_from_bytes(&mut m[..RING_HEADER_BYTES])
                 .map_err(|_| bad(&path, Problem::Misaligned))?;
             rh.magic = RING_MAGIC;
-            rh.cpu = cpu;
+            rh.index = r as u32;
+            rh.kind = if r < h.num_cpus as usize {
+                RESTARTABLE
+            } else {
+                SHARED
+            };
             rh.slots = h.ring_slots;
         }
         let path = tmp.join("aux");
-        open_file(&path, Some(h.aux_size), Access::ReadWrite)?;
+        open_file(&path, Some(h.aux_size * n as u64), Access::ReadWrite)?;
         let path = tmp.join("meta");
         let mut m = map(
             &path,
@@ -599,18 +670,41 @@ impl Device {
     /// Ring `index` (`index < num_rings()`).
     #[inline(always)]
     pub fn ring(&self, index: usize) -> Ring<'_, Slot> {
-        Self::view(&self.rings[index])
+        let ring = Self::view(&self.rings[index]);
+        Ring {
+            restartable: index < self.num_cpus as usize,
+            ..ring
+        }
     }
 
-    /// The ring a CPU writes to: its own, or, for a CPU id beyond the count fixed when the
-    /// device was created (hot-plug), one it folds onto.
+    /// The index of the shared ring a writer on `cpu` uses when it cannot use a restartable
+    /// sequence: that CPU's, or, for a CPU id beyond the count fixed when the device was
+    /// created (hot-plug), one it folds onto.
     #[inline(always)]
-    pub fn ring_for_cpu(&self, cpu: u32) -> Ring<'_, Slot> {
-        let n = self.rings.len();
+    pub fn shared_ring_index(&self, cpu: u32) -> usize {
+        let n = self.num_cpus as usize;
         let cpu = cpu as usize;
-        let index = if cpu < n { cpu } else { cpu % n };
-        // SAFETY: `index < n`: either `cpu < n`, or a remainder modulo `n` (n >= 1).
+        n + if cpu < n { cpu } else { cpu % n }
+    }
+
+    /// The shared ring of [`shared_ring_index`](Self::shared_ring_index).
+    #[inline(always)]
+    pub fn shared_ring(&self, cpu: u32) -> Ring<'_, Slot> {
+        let index = self.shared_ring_index(cpu);
+        // SAFETY: `index < 2n = rings.len()`: n plus either `cpu < n` or a remainder mod n.
         Self::view(unsafe { self.rings.get_unchecked(index) })
+    }
+
+    /// Number of CPUs the device has rings for (it has twice as many rings).
+    pub fn num_cpus(&self) -> u32 {
+        self.num_cpus
+    }
+
+    /// The restartable-sequence offset and table, when this device takes that path.
+    #[inline(always)]
+    pub(crate) fn rseq(&self) -> Option<(i64, *const usize)> {
+        (self.rseq_offset != 0)
+            .then_some((self.rseq_offset, self.rseq_table.as_ptr() as *const usize))
     }
 
     #[inline(always)]
@@ -619,6 +713,7 @@ impl Device {
         // (see `Device`); the header's mutable fields are atomics and so are the slots.
         let (header, slots) = unsafe { (view.header.as_ref(), view.slots.as_ref()) };
         Ring {
+            restartable: false,
             head: &header.head,
             skipped: &header.skipped,
             dropped: &header.dropped,
@@ -655,10 +750,10 @@ impl Device {
         }
     }
 
-    /// The aux buffer as words.
-    pub(crate) fn aux_words(&self) -> &[AtomicU64] {
+    /// The aux buffer of ring `index` as words.
+    pub(crate) fn aux_words(&self, index: usize) -> &[AtomicU64] {
         // SAFETY: as in `ring`.
-        unsafe { self.aux.as_ref() }
+        unsafe { self.rings[index].aux.as_ref() }
     }
 
     /// The tracepoint word table.

@@ -31,6 +31,7 @@ mod global;
 pub mod lock;
 pub mod meta;
 pub mod ring;
+pub mod rseq;
 pub mod sigbus;
 pub mod snapshot;
 pub mod sync;

@@ -1,9 +1,24 @@
-//! The entry protocol: how writers fill ring slots and how readers copy them.
+//! The entry protocols: how writers fill ring slots and how readers copy them.
 //!
 //! Both halves live here so the argument for their correctness can be read in one place
-//! (also in `docs/DESIGN.md`).
+//! (also in `docs/DESIGN.md`). A device has two kinds of rings (`ttrace_layouts::ring`):
+//! *restartable* rings, one writer at a time per CPU by a restartable sequence
+//! ([`crate::rseq`], modelled by [`Ring::write_restartable`]), and *shared* rings, written by
+//! any number of writers at once with the atomic protocol below.
 //!
-//! **Writer.** Reserve a position with `fetch_add` on the ring's `head`, then *claim* its
+//! **Restartable writer.** `h = head`; invalidate the slot's stamp (`old | CLAIMED`);
+//! store the payload, whose type word carries `h`'s low 28 bits (the position tag); store
+//! the new stamp; commit `head = h + 1`. **Its reader** loads `head` (`h1`, Acquire) before
+//! the copy, expects in each slot the entry of the latest position `p < h1` that maps to it,
+//! and accepts a copy only if the stamp check passes and the type word is tagged `p`. The
+//! Acquire load of `h1` makes every store before the commit of `p` visible, so the copy
+//! holds that entry or a later write; the stamp check rejects a copy mixed with a later
+//! write (as for shared rings, below: every write invalidates the stamp before its payload);
+//! and a whole later write, committed or not (an aborted section leaves its entry in the
+//! slot of position `h - slots`), is tagged with its own position, which differs from `p`
+//! (slots are fewer than 2^28).
+//!
+//! **Shared writer.** Reserve a position with `fetch_add` on the ring's `head`, then *claim* its
 //! slot by a compare-and-exchange of the stamp word from a committed (or empty) value to a
 //! claim. Only the claimant writes the slot's other words; it then commits by storing a stamp
 //! strictly greater than any the slot held before ([`Stamp::next_after`]). A slot still
@@ -57,6 +72,9 @@ impl<W: AtomicWord> SlotWords for [W; SLOT_WORDS] {
 
 /// A ring: its counters and its slots (a power-of-two number of them, at least 2).
 pub struct Ring<'a, S: SlotWords> {
+    /// Whether it is a restartable ring (read with the head rule; written only by
+    /// restartable sequences), or a shared one.
+    pub restartable: bool,
     /// Positions reserved so far.
     pub head: &'a S::Word,
     /// Positions given up because their slot was owned by another writer.
@@ -104,13 +122,22 @@ impl<W: AtomicWord> HeapRing<W> {
         }
     }
 
-    /// The ring view the protocol works on.
+    /// The ring view the protocol works on, as a shared ring.
     pub fn ring(&self) -> Ring<'_, [W; SLOT_WORDS]> {
         Ring {
+            restartable: false,
             head: &self.head,
             skipped: &self.skipped,
             dropped: &self.dropped,
             slots: &self.slots,
+        }
+    }
+
+    /// The same, as a restartable ring (written with [`Ring::write_restartable`]).
+    pub fn restartable_ring(&self) -> Ring<'_, [W; SLOT_WORDS]> {
+        Ring {
+            restartable: true,
+            ..self.ring()
         }
     }
 }
@@ -143,16 +170,20 @@ fn claim<W: AtomicWord>(stamp: &W, pid: u32, pos: u64) -> Option<Stamp> {
         .map(Stamp)
 }
 
-/// Fills a claimed slot and commits it; returns the stamp.
+/// Fills a claimed slot (the type word tagged with position `pos`) and commits it; returns
+/// the stamp.
 #[inline(always)]
 fn commit<W: AtomicWord>(
     slot: &[W; SLOT_WORDS],
     words: &[u64; SLOT_WORDS - 1],
+    pos: u64,
     timestamp: u64,
     old: Stamp,
 ) -> u64 {
     W::fence(Release);
     fill(slot, words);
+    // Relaxed: as in `fill`.
+    slot[1].store(TypeWord(words[0]).with_position(pos).0, Relaxed);
     let stamp = Stamp::next_after(timestamp, old).0;
     slot[0].store(stamp, Release);
     stamp
@@ -184,7 +215,7 @@ impl<'a, S: SlotWords> Ring<'a, S> {
         let pos = self.head.fetch_add(1, Relaxed);
         let slot = self.slot(pos);
         match claim(&slot[0], pid, pos) {
-            Some(old) => Some(commit(slot, words, timestamp, old)),
+            Some(old) => Some(commit(slot, words, pos, timestamp, old)),
             None => self.write_contended(timestamp, pid, words),
         }
     }
@@ -202,7 +233,7 @@ impl<'a, S: SlotWords> Ring<'a, S> {
             let pos = self.head.fetch_add(1, Relaxed);
             let slot = self.slot(pos);
             if let Some(old) = claim(&slot[0], pid, pos) {
-                return Some(commit(slot, words, timestamp, old));
+                return Some(commit(slot, words, pos, timestamp, old));
             }
         }
         self.skipped.fetch_add(1, Relaxed);
@@ -228,6 +259,8 @@ impl<'a, S: SlotWords> Ring<'a, S> {
                 if let Some(old_b) = claim(&b[0], pid, pos + 1) {
                     S::Word::fence(Release);
                     fill(a, parent);
+                    // Relaxed: as in `fill`.
+                    a[1].store(TypeWord(parent[0]).with_position(pos).0, Relaxed);
                     fill(b, cont);
                     let stamp = Stamp::next_after(timestamp, old_a)
                         .max(Stamp::next_after(timestamp, old_b))
@@ -243,6 +276,80 @@ impl<'a, S: SlotWords> Ring<'a, S> {
         }
         self.dropped.fetch_add(1, Relaxed);
         None
+    }
+
+    /// The restartable write of [`crate::rseq`] as Rust code over any atomic word: the same
+    /// stores in the same order, of one entry (`words`, the type word with its CPU; the
+    /// position tag is added here) or, with
+    /// `cont`, of a parent and its continuation. Only `steps` stores are made (a writer
+    /// preempted, or killed, inside its section), so `usize::MAX` is a whole write; returns
+    /// the stamp once the commit is made. The caller is the only writer of the ring while it
+    /// runs (a CPU runs one thread at a time, and a section is restarted when it is not).
+    pub fn write_restartable(
+        &self,
+        timestamp: u64,
+        words: &[u64; SLOT_WORDS - 1],
+        cont: Option<&[u64; SLOT_WORDS - 1]>,
+        steps: usize,
+    ) -> Option<u64> {
+        let mut left = steps;
+        let mut step = || {
+            let go = left > 0;
+            left = left.saturating_sub(1);
+            go
+        };
+        // Relaxed: this thread is the ring's only writer.
+        let h = self.head.load(Relaxed);
+        let slots: &[&[S::Word; SLOT_WORDS]] = match cont {
+            None => &[self.slot(h)],
+            Some(_) => &[self.slot(h), self.slot(h + 1)],
+        };
+        let mut floor = 0;
+        for s in slots {
+            // Relaxed: only this thread stores stamps of this ring.
+            let old = Stamp(s[0].load(Relaxed) & !Stamp::CLAIMED);
+            floor = floor.max(Stamp::next_after(0, old).0);
+            if !step() {
+                return None;
+            }
+            // Relaxed, then a Release fence: a reader that sees any payload word below also
+            // sees the claim (and rejects the copy).
+            s[0].store(old.0 | Stamp::CLAIMED, Relaxed);
+        }
+        S::Word::fence(Release);
+        let mut parent = *words;
+        parent[0] = TypeWord(parent[0]).with_position(h).0;
+        let payloads = [Some(&parent), cont];
+        for (s, payload) in slots.iter().zip(payloads.into_iter().flatten()) {
+            for (dst, &w) in s[1..].iter().zip(payload) {
+                if !step() {
+                    return None;
+                }
+                // Relaxed: published by the stamp's and head's Release stores.
+                dst.store(w, Relaxed);
+            }
+        }
+        let stamp = Stamp::next_after(timestamp, Stamp(floor - 2)).0;
+        for (k, s) in slots.iter().enumerate() {
+            if !step() {
+                return None;
+            }
+            // Release: a reader that acquires the stamp sees the payload.
+            s[0].store(
+                if k == 1 {
+                    stamp | Stamp::CONTINUATION
+                } else {
+                    stamp
+                },
+                Release,
+            );
+        }
+        if !step() {
+            return None;
+        }
+        // Release: the commit; a reader that acquires this head sees the whole entry.
+        self.head.store(h + slots.len() as u64, Release);
+        Some(stamp)
     }
 
     /// Copies slot `index` with the stamp check.
@@ -544,6 +651,9 @@ impl<S: SlotWords> Ring<'_, S> {
     }
 
     fn scan<T: Kept>(&self, timestamp: u64) -> RingSnapshot<T> {
+        if self.restartable {
+            return self.scan_restartable(timestamp);
+        }
         let n = self.slots.len();
         // Relaxed: only a starting point. Visiting the slots oldest first makes the events
         // come out sorted already (in the common case); any value gives the same result.
@@ -598,6 +708,113 @@ impl<S: SlotWords> Ring<'_, S> {
         }
         snap
     }
+
+    /// [`Ring::scan`] of a restartable ring: the positions `head - slots .. head` (`head`
+    /// loaded before the copy), in order; a parent is accepted only if its position tag is
+    /// its position's, a continuation only with its parent (or, at the oldest position,
+    /// whose parent was overwritten last, as an orphan). See the module documentation.
+    fn scan_restartable<T: Kept>(&self, timestamp: u64) -> RingSnapshot<T> {
+        let n = self.slots.len() as u64;
+        // Acquire: every entry below `h1` was committed before, and is visible to, the copy.
+        let h1 = self.head.load(Acquire);
+        let lo = h1.saturating_sub(n);
+        let mut snap = RingSnapshot {
+            events: Vec::with_capacity((h1 - lo) as usize),
+            ..RingSnapshot::default()
+        };
+        // The previous position's read, if it was a parent of the right position.
+        let mut parent: Option<(usize, [u64; SLOT_WORDS])> = None;
+        for p in lo..=h1 {
+            let i = (p & (n - 1)) as usize;
+            let r = if p < h1 {
+                self.read(i)
+            } else {
+                SlotRead::Empty
+            };
+            let mut stitched = false;
+            if let Some((pi, w)) = parent.take() {
+                match stitch(&w, pi, || r) {
+                    Some((e, s)) => {
+                        stitched = s;
+                        if e.stamp > timestamp {
+                            snap.events.push(T::keep(e));
+                        } else {
+                            snap.older += 1;
+                        }
+                    }
+                    None => snap.malformed += 1,
+                }
+            }
+            if p == h1 {
+                break;
+            }
+            match r {
+                SlotRead::Empty => {}
+                SlotRead::Claimed(_) => snap.claimed += 1,
+                SlotRead::Changed => snap.changed += 1,
+                SlotRead::Committed(w) if !Stamp(w[0]).is_continuation() => {
+                    if !TypeWord(w[1]).is_valid() {
+                        // Not a type word a writer made (a damaged device).
+                        snap.committed += 1;
+                        snap.malformed += 1;
+                    } else if TypeWord(w[1]).position_tag() == TypeWord::tag_of(p) {
+                        snap.committed += 1;
+                        parent = Some((i, w));
+                    } else {
+                        // A later position's entry (written since `h1` was loaded, or by
+                        // a section that was aborted): this one's was overwritten.
+                        snap.changed += 1;
+                    }
+                }
+                SlotRead::Committed(_) if stitched => snap.committed += 1,
+                SlotRead::Committed(_) if p == lo => {
+                    snap.committed += 1;
+                    snap.orphans += 1;
+                }
+                // A continuation without its parent after the oldest position: written
+                // with a later position's parent.
+                SlotRead::Committed(_) => snap.changed += 1,
+            }
+        }
+        snap.head = self.head.load(Acquire);
+        snap.skipped = self.skipped.load(Acquire);
+        snap.dropped = self.dropped.load(Acquire);
+        snap.lost = snap.head.saturating_sub(
+            snap.skipped
+                .saturating_add(snap.committed)
+                .saturating_add(snap.claimed),
+        );
+        if !snap.events.is_sorted_by_key(T::stamp) {
+            snap.events.sort_by_key(T::stamp);
+        }
+        snap
+    }
+}
+
+/// In a restartable ring of `slots` slots whose `head` was `h1` before a copy: the position
+/// whose entry slot `index` should hold (the latest below `h1`), if there is one.
+///
+/// ```
+/// use ttrace_core::ring::restartable_position;
+/// // 4 slots, head 6: slots 2, 3, 0, 1 hold positions 2, 3, 4, 5.
+/// let p: Vec<_> = (0..4).map(|i| restartable_position(4, i, 6)).collect();
+/// assert_eq!(p, [Some(4), Some(5), Some(2), Some(3)]);
+/// // Head 2: slots 2 and 3 hold nothing yet.
+/// let p: Vec<_> = (0..4).map(|i| restartable_position(4, i, 2)).collect();
+/// assert_eq!(p, [Some(0), Some(1), None, None]);
+/// ```
+pub fn restartable_position(slots: usize, index: usize, h1: u64) -> Option<u64> {
+    let back = h1.checked_sub(1)?.wrapping_sub(index as u64) & (slots as u64 - 1);
+    (h1 - 1).checked_sub(back)
+}
+
+/// Whether `read`, copied from a restartable ring's slot whose expected position is `pos`
+/// ([`restartable_position`]), holds that position's parent entry (its position tag is
+/// `pos`'s).
+pub fn holds_position(read: &SlotRead, pos: u64) -> bool {
+    matches!(read, SlotRead::Committed(w)
+        if !Stamp(w[0]).is_continuation()
+            && TypeWord(w[1]).position_tag() == TypeWord::tag_of(pos))
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! Each part is copied with its reader protocol, so the file holds only what a reader of
 //! the live device could have accepted: a ring slot is copied with the stamp check (a
 //! complete entry as it was, a slot still being written as its claimed stamp alone, a slot
-//! overwritten during the copy as empty, counted as lost), the aux buffer with the aux
+//! overwritten during the copy as empty, counted as lost), each aux buffer with the aux
 //! protocol (the records at or after the `first` the copy ends with), the metadata up to
 //! the length published when it was copied. The counters (`head`, `last`, ...) are copied
 //! after what they count, and the locks are saved free. See `ttrace_layouts::snapshot` for
@@ -119,8 +119,23 @@ impl Device {
             bytes: layout.file_len,
             ..Saved::default()
         };
-        // Rings: the slots, then the header with the counters.
+        // Rings: each one's aux records, its slots, then its header with the counters.
+        let aux_size = h.aux_size;
         for r in 0..self.num_rings() {
+            let aux = self.aux(r);
+            let aux = crate::aux::copy(aux.first, aux.last, aux.words).unwrap_or_else(|e| {
+                saved.aux_error.get_or_insert(e);
+                Default::default()
+            });
+            let mut part = vec![0u8; aux_size as usize];
+            for (k, w) in aux.words.iter().enumerate() {
+                let off = aux.base + 8 * k as u64;
+                if off >= aux.first {
+                    let at = (off % aux_size) as usize;
+                    part[at..at + 8].copy_from_slice(&w.to_ne_bytes());
+                }
+            }
+            put(layout.aux_at + r as u64 * aux_size, &part)?;
             let ring = self.ring(r);
             let mut part = vec![0u8; RING_HEADER_BYTES + ring.slots.len() * SLOT_WORDS * 8];
             for (i, slot) in part[RING_HEADER_BYTES..]
@@ -151,23 +166,14 @@ impl Device {
                 unsafe { words(rh.cast(), RING_HEADER_BYTES) },
                 &mut part[..RING_HEADER_BYTES],
             );
+            // The aux lock saved free, the offsets those of the records copied.
+            let mut set = |at: usize, v: u64| part[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+            set(core::mem::offset_of!(RingHeader, aux_lock), 0);
+            set(core::mem::offset_of!(RingHeader, aux_first), aux.first);
+            let last = aux.last.max(aux.first);
+            set(core::mem::offset_of!(RingHeader, aux_last), last);
             put(layout.rings_at + r as u64 * layout.ring_stride, &part)?;
         }
-        // Aux: the intact records, at their offsets.
-        let aux = self.aux_copy().unwrap_or_else(|e| {
-            saved.aux_error = Some(e);
-            Default::default()
-        });
-        let size = h.aux_size;
-        let mut part = vec![0u8; size as usize];
-        for (k, w) in aux.words.iter().enumerate() {
-            let off = aux.base + 8 * k as u64;
-            if off >= aux.first {
-                let at = (off % size) as usize;
-                part[at..at + 8].copy_from_slice(&w.to_ne_bytes());
-            }
-        }
-        put(layout.aux_at, &part)?;
         // Metadata: the header page and the tracepoint words, then the records published.
         let records = self.metadata_bytes();
         let front = ttrace_layouts::meta::records_offset(h.max_tracepoints) as usize;
@@ -186,10 +192,7 @@ impl Device {
             unsafe { words((h as *const DeviceHeader).cast(), HEADER_BYTES) },
             copy.as_mut_bytes(),
         );
-        *copy.aux_lock.get_mut() = 0;
         *copy.meta_lock.get_mut() = 0;
-        *copy.aux_first.get_mut() = aux.first;
-        *copy.aux_last.get_mut() = aux.last.max(aux.first);
         *copy.meta_used.get_mut() = records.len() as u64;
         put(layout.header_at, copy.as_mut_bytes())?;
         let source = self.dir().display().to_string();

@@ -13,12 +13,15 @@
 //! The whole hot path, once a tracepoint is registered and its thread known:
 //! [`Tracepoint::word`] (two dependent loads, one branch when disabled), then
 //! [`Tracepoint::record`] → [`Device::emit`] → [`Ring::write`](crate::ring::Ring::write):
-//! `rdtsc`, the CPU id, one `fetch_add`, one compare-and-exchange, eight stores.
+//! a restartable sequence ([`crate::rseq`]) that reads the CPU id, `rdtsc`, and makes nine
+//! plain stores into that CPU's ring and one to its head. Without rseq,
+//! [`Device::emit_shared`]: `rdtsc`, the CPU id, one `fetch_add`, one compare-and-exchange,
+//! eight stores.
 
 use crate::device::Device;
 use crate::meta::Definition;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
-use ttrace_layouts::aux::{AuxTag, AUX_NONE, AUX_REF};
+use ttrace_layouts::aux::{AuxTag, AUX_NONE};
 use ttrace_layouts::entry::{Kind, TypeWord, ENTRY_ARGS, MAX_ARGS, SLOT_WORDS};
 
 /// The word of a tracepoint not yet registered: not zero, so the first trace point takes
@@ -150,15 +153,44 @@ impl<const N: usize> Tracepoint<N> {
 }
 
 impl Device {
-    /// Records one event with type word `word` (from a tracepoint) for the writer `ctx`
-    /// (`pid << 32 | tid`). Up to 5 arguments fill one slot; 6 to 12 add a continuation in
-    /// the next slot. Returns false if the event was dropped (and counted).
+    /// Records one event with type word `word` (from a tracepoint: no CPU in it) for the
+    /// writer `ctx` (`pid << 32 | tid`). Up to 5 arguments fill one slot; 6 to 12 add a
+    /// continuation in the next slot. The event goes to the restartable ring of the CPU the
+    /// thread runs on ([`crate::rseq`]), or, where that cannot be used, to its shared ring.
+    /// Returns false if the event was dropped (and counted).
     #[inline(always)]
     pub fn emit<const N: usize>(&self, word: u64, ctx: u64, args: &[u64; N]) -> bool {
         const { assert!(N <= MAX_ARGS) };
+        #[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom)))]
+        if let Some((offset, table)) = self.rseq() {
+            let mut w = [0u64; 2 * (SLOT_WORDS - 1)];
+            (w[0], w[1]) = (word, ctx);
+            let split = N.min(ENTRY_ARGS);
+            w[2..2 + split].copy_from_slice(&args[..split]);
+            w[SLOT_WORDS - 1..SLOT_WORDS - 1 + N - split].copy_from_slice(&args[split..]);
+            // SAFETY: `rseq()` gives this process's registered rseq offset and the table of
+            // this device's restartable rings, which only restartable sections write.
+            let stamp = unsafe {
+                if N <= ENTRY_ARGS {
+                    crate::rseq::write(offset, table, w[..SLOT_WORDS - 1].try_into().unwrap())
+                } else {
+                    crate::rseq::write_pair(offset, table, &w)
+                }
+            };
+            if stamp != 0 {
+                return true;
+            }
+        }
+        self.emit_shared(word, ctx, args)
+    }
+
+    /// [`Device::emit`] into the shared ring of the calling thread's CPU, with the atomic
+    /// protocol ([`Ring::write`](crate::ring::Ring::write)).
+    #[inline(never)]
+    pub fn emit_shared<const N: usize>(&self, word: u64, ctx: u64, args: &[u64; N]) -> bool {
         let timestamp = self.now();
         let cpu = self.cpu();
-        let ring = self.ring_for_cpu(cpu);
+        let ring = self.shared_ring(cpu);
         let mut parent = [0u64; SLOT_WORDS - 1];
         parent[0] = TypeWord(word).with_cpu(cpu).0;
         parent[1] = ctx;
@@ -258,7 +290,7 @@ fn string_word(bytes: &[u8]) -> u64 {
     };
     let ctx = crate::thread::ctx(dev);
     dev.aux_write(AuxTag::String, ctx, bytes)
-        .map_or(AUX_NONE, |off| AUX_REF | off)
+        .unwrap_or(AUX_NONE)
 }
 
 /// Records a free-form message in the aux buffer of the process's device; readers show it

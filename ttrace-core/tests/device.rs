@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use ttrace_core::meta::Definition;
 use ttrace_core::{Config, Device, Kind};
-use ttrace_layouts::aux::{AuxTag, AUX_MAX_PAYLOAD};
+use ttrace_layouts::aux::{aux_ref_parts, AuxTag, AUX_MAX_PAYLOAD};
 use ttrace_layouts::entry::TypeWord;
 
 fn small(dir: &std::path::Path) -> Config {
@@ -43,7 +43,18 @@ fn device_directory_is_private_and_complete() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names, ["aux", "cpu0", "cpu1", "header", "meta"]);
+    assert_eq!(
+        names,
+        [
+            "aux",
+            "cpu0",
+            "cpu0.shared",
+            "cpu1",
+            "cpu1.shared",
+            "header",
+            "meta"
+        ]
+    );
     for n in names {
         assert_eq!(mode(&dev.dir().join(n)), 0o600);
     }
@@ -57,7 +68,9 @@ fn attaching_shares_rings_and_refuses_another_layout_version() {
     let a = Device::open(&small(tmp.path())).unwrap();
     let b = Device::attach(a.dir()).unwrap();
     assert!(a.emit(TypeWord::new(Kind::Start, 1, 0).0, CTX, &[77]));
-    let s = b.ring(0).snapshot().events.len() + b.ring(1).snapshot().events.len();
+    let s: usize = (0..b.num_rings())
+        .map(|r| b.ring(r).snapshot().events.len())
+        .sum();
     assert_eq!(s, 1, "the second mapping sees the first one's entry");
 
     // A device of another major version is refused with a clear error.
@@ -76,13 +89,13 @@ fn hot_plugged_cpus_fold_onto_existing_rings() {
     let tmp = tempfile::tempdir().unwrap();
     let dev = Device::open(&small(tmp.path())).unwrap();
     let w = TypeWord::new(Kind::Start, 1, 0).0;
-    dev.ring_for_cpu(5).write(10, 1, &[w, CTX, 5, 0, 0, 0, 0]);
-    dev.ring_for_cpu(u32::MAX)
+    dev.shared_ring(5).write(10, 1, &[w, CTX, 5, 0, 0, 0, 0]);
+    dev.shared_ring(u32::MAX)
         .write(20, 1, &[w, CTX, 6, 0, 0, 0, 0]);
     assert_eq!(
-        dev.ring(1).snapshot().events.len(),
+        dev.ring(3).snapshot().events.len(),
         2,
-        "5 % 2 and u32::MAX % 2 are ring 1"
+        "5 % 2 and u32::MAX % 2 are CPU 1, whose shared ring is ring 2 + 1"
     );
 }
 
@@ -93,17 +106,25 @@ fn aux_wraps_and_first_last_describe_exactly_the_records_kept() {
     let size = dev.header().aux_size;
     let mut written = BTreeMap::new();
     let mut total = 0u64;
+    // One CPU's buffer: this thread's, on CPU 0 (its restartable ring's, or its shared one's).
+    pin(0);
+    let buffer = if dev.restartable() { 0 } else { 2 };
     for i in 0..400u64 {
         let text = format!("record {i} {}", "x".repeat((i * 37 % 200) as usize));
-        let off = dev
+        let word = dev
             .aux_write(AuxTag::String, CTX, text.as_bytes())
             .expect("not dropped");
-        assert_eq!(off, total, "records are contiguous");
+        assert_eq!(
+            aux_ref_parts(word),
+            Some((buffer, total)),
+            "records are contiguous"
+        );
         total += ttrace_layouts::align8(24 + text.len() as u64);
-        written.insert(off, text);
+        written.insert(total - ttrace_layouts::align8(24 + text.len() as u64), text);
     }
     assert!(total > 3 * size, "the buffer wrapped several times");
-    let snap = dev.aux_snapshot().unwrap();
+    let all = dev.aux_snapshot().unwrap();
+    let snap = &all.buffers[buffer];
     assert_eq!(snap.last, total);
     assert!(snap.last - snap.first <= size);
     assert_eq!((snap.incomplete, snap.corrupt), (0, false));
@@ -131,16 +152,18 @@ fn long_aux_strings_are_truncated_and_flagged() {
     let tmp = tempfile::tempdir().unwrap();
     let dev = Device::open(&small(tmp.path())).unwrap();
     let long = vec![b'a'; 10_000];
-    let off = dev.aux_write(AuxTag::Info, CTX, &long).unwrap();
+    let word = dev.aux_write(AuxTag::Info, CTX, &long).unwrap();
     let snap = dev.aux_snapshot().unwrap();
-    let r = snap.get(off).unwrap();
+    let r = snap.get(word).unwrap();
     assert!(r.truncated);
     assert_eq!(r.bytes.len() as u64, AUX_MAX_PAYLOAD);
+    // A shared ring's buffer also counts it (a restartable one cannot keep that count).
+    let (buffer, _) = aux_ref_parts(word).unwrap();
     assert_eq!(
-        dev.header()
+        dev.ring_header(buffer)
             .aux_truncated
             .load(std::sync::atomic::Ordering::Relaxed),
-        1
+        u64::from(buffer >= dev.num_cpus() as usize)
     );
 }
 
@@ -321,14 +344,17 @@ fn a_writer_repairs_inconsistent_aux_offsets_instead_of_trusting_them() {
     use std::sync::atomic::Ordering::Relaxed;
     let tmp = tempfile::tempdir().unwrap();
     let dev = Device::open(&small(tmp.path())).unwrap();
-    dev.aux_write(AuxTag::Info, CTX, b"before").unwrap();
+    pin(0);
+    let word = dev.aux_write(AuxTag::Info, CTX, b"before").unwrap();
+    let (buffer, _) = aux_ref_parts(word).unwrap();
     // Damage: `first` beyond `last`.
-    dev.header().aux_first.store(1 << 40, Relaxed);
+    dev.ring_header(buffer).aux_first.store(1 << 40, Relaxed);
     assert!(dev.aux_snapshot().is_err(), "a reader reports the damage");
-    let off = dev.aux_write(AuxTag::Info, CTX, b"after").unwrap();
+    let word = dev.aux_write(AuxTag::Info, CTX, b"after").unwrap();
+    assert_eq!(aux_ref_parts(word).unwrap().0, buffer);
     let snap = dev.aux_snapshot().unwrap();
-    assert_eq!(snap.records.len(), 1);
-    assert_eq!(snap.get(off).unwrap().bytes, b"after");
+    assert_eq!(snap.records().count(), 1);
+    assert_eq!(snap.get(word).unwrap().bytes, b"after");
 }
 
 #[test]
@@ -359,4 +385,17 @@ fn a_read_only_attach_sees_live_updates_and_cannot_change_the_device() {
         reader.apply_text("setbits 1"),
         Err(ttrace_core::Error::ReadOnly(_))
     ));
+}
+
+/// Pins the calling thread to CPU `cpu` (every test machine has CPU 0).
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set),
+            0
+        );
+    }
 }

@@ -166,11 +166,14 @@ fn open_as(device: Option<PathBuf>, access: Access) -> Result<Device, String> {
 }
 
 fn filter(dev: &Device, select: Select) -> Result<Filter, String> {
-    if let Some(&c) = select.cpu.iter().find(|&&c| c >= dev.cpus()) {
-        return Err(format!("no ring cpu{c}: the device has {}", dev.cpus()));
+    let n = dev.version().num_cpus as usize;
+    if let Some(&c) = select.cpu.iter().find(|&&c| c >= n) {
+        return Err(format!("no cpu{c}: the device has {n} cpus"));
     }
+    // Each CPU's rings: its restartable one and its shared one.
+    let rings = select.cpu.iter().flat_map(|&c| [c, n + c]).collect();
     Ok(Filter {
-        cpus: select.cpu,
+        cpus: rings,
         name: select.filter,
         since_ns: None,
     })
@@ -249,11 +252,12 @@ fn follow(
             decoder.line(&item, &mut buf);
             printed += 1;
         }
-        for (cpu, &lost) in poll.lost.iter().enumerate() {
-            if lost > 0 && (filter.cpus.is_empty() || filter.cpus.contains(&cpu)) {
+        for (ring, &lost) in poll.lost.iter().enumerate() {
+            if lost > 0 && (filter.cpus.is_empty() || filter.cpus.contains(&ring)) {
                 let _ = writeln!(
                     buf,
-                    "# cpu{cpu}: {lost} entries lost (overwritten before they were read)"
+                    "# {}: {lost} entries lost (overwritten before they were read)",
+                    poll.snapshot.version.ring_name(ring)
                 );
             }
         }
@@ -280,8 +284,12 @@ fn stats(dev: &Device) -> Result<String, String> {
         )
     };
     let mut s = decode::header_line(&snap) + "\n";
-    for (cpu, r) in snap.cpus.iter().enumerate() {
-        s += &decode::ring_counts(cpu, r, 0);
+    let n = snap.version.num_cpus;
+    for (ring, r) in snap.cpus.iter().enumerate() {
+        if !decode::shown(ring, r, n, &Filter::default()) {
+            continue;
+        }
+        s += &decode::ring_counts(&ttrace_layouts::ring::ring_name(ring, n), r, 0);
         match (r.events.first(), r.events.last()) {
             (Some(a), Some(b)) => {
                 s += &format!(", time {} .. {} s\n", secs(a.stamp), secs(b.stamp))
@@ -291,13 +299,13 @@ fn stats(dev: &Device) -> Result<String, String> {
     }
     let st = &snap.status;
     s += &format!(
-        "aux: {} of {} bytes in use, {} records kept, {} incomplete; since creation {} written, {} truncated, {} dropped\n",
-        snap.aux.last.saturating_sub(snap.aux.first),
-        snap.version.aux_size,
-        snap.aux.records.len(),
-        snap.aux.incomplete,
-        st.aux_records,
-        st.aux_truncated,
+        "aux: {} of {} bytes in use ({} KiB per ring), {} records kept, {} incomplete; since creation {} bytes written, {} dropped\n",
+        snap.aux.bytes_in_use(),
+        snap.version.aux_size * snap.cpus.len() as u64,
+        snap.version.aux_size >> 10,
+        snap.aux.records().count(),
+        snap.aux.incomplete(),
+        st.aux_bytes,
         st.aux_dropped,
     );
     s += &format!(

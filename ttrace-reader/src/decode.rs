@@ -6,10 +6,11 @@
 use crate::format::{self, parse, Piece, Spec};
 use crate::merge::{Filter, Merge};
 use crate::out::{self, Text};
-use devttrace::{AuxRecord, AuxSnapshot, Clock, Event, Metadata, Snapshot, Status, Version, View};
+use devttrace::{AuxRecord, AuxSnapshots, Clock, Event, Metadata, Snapshot, Status, Version, View};
 use foldhash::HashMap as FoldHashMap;
 use std::io::Write;
 use std::path::Path;
+use ttrace_layouts::ring::ring_name;
 
 /// One line of a trace: a trace point from a ring, or a free-form message.
 #[derive(Clone, Copy, Debug)]
@@ -61,7 +62,7 @@ pub struct Context<'s> {
     /// Definitions and names.
     pub meta: &'s Metadata,
     /// Strings and messages.
-    pub aux: &'s AuxSnapshot,
+    pub aux: &'s AuxSnapshots,
     /// Why the aux buffer could not be copied, if it could not.
     pub aux_error: Option<&'s str>,
 }
@@ -136,7 +137,7 @@ impl Compiled {
 
 /// Turns the items of one snapshot into text lines.
 pub struct Decoder<'s> {
-    aux: &'s AuxSnapshot,
+    aux: &'s AuxSnapshots,
     cpus: usize,
     clock: Clock,
     time: TimeFormat,
@@ -172,7 +173,7 @@ impl<'s> Decoder<'s> {
                 }
             }
         }
-        let cpus = ctx.version.num_cpus as usize;
+        let cpus = ttrace_layouts::ring::num_rings(ctx.version.num_cpus);
         Decoder {
             aux: ctx.aux,
             cpus,
@@ -297,9 +298,10 @@ pub fn dump(
 ) -> std::io::Result<()> {
     writeln!(out, "{}", header_line(view))?;
     Decoder::new(view, time).write_all(Merge::view(view, filter), out)?;
-    for (cpu, r) in view.cpus.iter().enumerate() {
-        if filter.cpus.is_empty() || filter.cpus.contains(&cpu) {
-            writeln!(out, "# {}", ring_counts(cpu, r, view.vanished(cpu)))?;
+    for (ring, r) in view.cpus.iter().enumerate() {
+        if shown(ring, r, view.version.num_cpus, filter) {
+            let name = ring_name(ring, view.version.num_cpus);
+            writeln!(out, "# {}", ring_counts(&name, r, view.vanished(ring)))?;
         }
     }
     writeln!(out, "{}", aux_line(view))
@@ -327,11 +329,24 @@ pub fn header_line<'s>(ctx: impl Into<Context<'s>>) -> String {
     )
 }
 
-/// The counts of one ring, as the footer and `stats` show them; `vanished` are events
-/// indexed but overwritten before they could be copied (see [`devttrace::View`]).
-pub fn ring_counts<T>(cpu: usize, r: &devttrace::RingSnapshot<T>, vanished: u64) -> String {
+/// Whether the footer shows ring `ring` (of a device of `num_cpus` CPUs): one `filter`
+/// selects, and, for a shared ring, only one that was written to (a process without
+/// restartable sequences, or a CPU id beyond the device's).
+pub fn shown<T>(
+    ring: usize,
+    r: &devttrace::RingSnapshot<T>,
+    num_cpus: u32,
+    filter: &Filter,
+) -> bool {
+    (filter.cpus.is_empty() || filter.cpus.contains(&ring))
+        && (ring < num_cpus as usize || r.head > 0 || r.dropped > 0)
+}
+
+/// The counts of one ring, named `name`, as the footer and `stats` show them; `vanished`
+/// are events indexed but overwritten before they could be copied (see [`devttrace::View`]).
+pub fn ring_counts<T>(name: &str, r: &devttrace::RingSnapshot<T>, vanished: u64) -> String {
     let mut s = format!(
-        "cpu{cpu}: {} entries, {} lost, {} incomplete, {} dropped",
+        "{name}: {} entries, {} lost, {} incomplete, {} dropped",
         r.committed,
         r.lost + vanished,
         r.claimed,
@@ -354,10 +369,10 @@ pub fn aux_line<'s>(ctx: impl Into<Context<'s>>) -> String {
     }
     format!(
         "# aux: {} records kept, {} incomplete, {} dropped{}",
-        ctx.aux.records.len(),
-        ctx.aux.incomplete,
+        ctx.aux.records().count(),
+        ctx.aux.incomplete(),
         ctx.status.aux_dropped,
-        if ctx.aux.corrupt {
+        if ctx.aux.corrupt() {
             ", walk stopped at a damaged record"
         } else {
             ""

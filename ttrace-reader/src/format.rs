@@ -1,8 +1,7 @@
 //! A tracepoint's format string, parsed once and rendered for every event.
 
 use crate::out;
-use ttrace_core::aux::{AuxRecord, AuxSnapshot};
-use ttrace_layouts::aux::{AUX_NONE, AUX_REF};
+use ttrace_core::aux::{AuxRecord, AuxSnapshots};
 
 /// How one argument is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,7 +88,7 @@ pub fn parse(format: &str) -> Vec<Piece> {
 /// render(&mut out, &parse("a={a} b={b:x} c={c:d} d={d}"), &[7, 255, -3i64 as u64], &Default::default());
 /// assert_eq!(String::from_utf8(out).unwrap(), "a=7 b=0xff c=-3 d=?");
 /// ```
-pub fn render(out: &mut Vec<u8>, pieces: &[Piece], args: &[u64], aux: &AuxSnapshot) {
+pub fn render(out: &mut Vec<u8>, pieces: &[Piece], args: &[u64], aux: &AuxSnapshots) {
     let mut next = args.iter();
     for p in pieces {
         match p {
@@ -104,15 +103,13 @@ pub fn render(out: &mut Vec<u8>, pieces: &[Piece], args: &[u64], aux: &AuxSnapsh
 
 /// The aux record a string argument word refers to, if the snapshot still holds it.
 #[inline]
-pub fn string_arg(aux: &AuxSnapshot, w: u64) -> Option<&AuxRecord> {
-    (w != AUX_NONE && w & AUX_REF != 0)
-        .then(|| aux.get(w & !AUX_REF))
-        .flatten()
+pub fn string_arg(aux: &AuxSnapshots, w: u64) -> Option<&AuxRecord> {
+    aux.get(w)
 }
 
 /// Writes one argument word as `spec` says.
 #[inline(always)]
-pub fn word(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshot) {
+pub fn word(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshots) {
     match spec {
         Spec::Unsigned => out::put_u64(out, w),
         Spec::Signed => out::put_i64(out, w as i64),

@@ -120,10 +120,7 @@ impl<'s> Merge<'s> {
             .collect();
         if keep.messages {
             runs.push(Run::Messages(by_time(
-                view.aux
-                    .records
-                    .iter()
-                    .filter(|r| r.tag == AuxTag::Info as u16),
+                view.aux.records().filter(|r| r.tag == AuxTag::Info as u16),
             )));
         }
         Merge::new(runs, Some(view), keep)

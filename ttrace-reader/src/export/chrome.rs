@@ -21,7 +21,7 @@ use crate::decode::{Context, Item};
 use crate::format::Spec;
 use crate::merge::Merge;
 use crate::out::{self, Text};
-use devttrace::{AuxSnapshot, Clock, Event, RingIndex};
+use devttrace::{AuxSnapshots, Clock, Event, RingIndex};
 use foldhash::HashMap as FoldHashMap;
 use std::io::Write;
 use ttrace_layouts::entry::Kind;
@@ -71,7 +71,7 @@ const CUT: &str = "events lost after it";
 const EXACT: u64 = 1 << 53;
 
 /// One argument word as a JSON value.
-fn value(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshot) {
+fn value(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshots) {
     match spec {
         Spec::Unsigned if w <= EXACT => out::put_u64(out, w),
         Spec::Signed if (w as i64).unsigned_abs() <= EXACT => out::put_i64(out, w as i64),
@@ -159,7 +159,7 @@ impl Compiled {
 
 /// Writes a view's items as Chrome JSON.
 struct Writer<'s> {
-    aux: &'s AuxSnapshot,
+    aux: &'s AuxSnapshots,
     clock: Clock,
     tracepoints: Vec<Compiled>,
     /// `,"pid":P,"tid":T` per writer, and the index of each writer's.
@@ -465,11 +465,15 @@ pub fn write(
         v.clock.hz,
         v.creator_pid
     );
-    for (cpu, r) in rings.iter().enumerate() {
-        let gone = vanished[cpu];
+    for (ring, r) in rings.iter().enumerate() {
+        if !(ring < v.num_cpus as usize || r.head > 0 || r.dropped > 0) {
+            continue; // A shared ring nobody wrote to.
+        }
+        let gone = vanished[ring];
         let _ = write!(
             w.buf,
-            ",\"cpu{cpu}\":\"{} events, {} entries lost, {} incomplete\"",
+            ",\"{}\":\"{} events, {} entries lost, {} incomplete\"",
+            ttrace_layouts::ring::ring_name(ring, v.num_cpus),
             r.events.len() as u64 - gone.min(r.events.len() as u64),
             r.lost + gone,
             r.claimed

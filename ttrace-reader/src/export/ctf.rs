@@ -21,7 +21,7 @@ use super::{Schema, Written};
 use crate::decode::{Context, Item};
 use crate::format::Spec;
 use crate::merge::Merge;
-use devttrace::{AuxSnapshot, Event, RingIndex};
+use devttrace::{AuxSnapshots, Event, RingIndex};
 use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
@@ -183,9 +183,11 @@ stream {{
     m
 }
 
-/// One stream: the packet being filled, and the file.
+/// One stream (a ring): the packet being filled, and the file, created with the first
+/// packet (a shared ring nobody wrote to has none).
 struct Stream {
-    file: std::io::BufWriter<std::fs::File>,
+    path: std::path::PathBuf,
+    file: Option<std::io::BufWriter<std::fs::File>>,
     cpu: u32,
     /// The events of the open packet.
     content: Vec<u8>,
@@ -207,8 +209,15 @@ impl Stream {
             head.extend_from_slice(&v.to_le_bytes());
         }
         head.extend_from_slice(&self.cpu.to_le_bytes());
-        self.file.write_all(&head)?;
-        self.file.write_all(&self.content)?;
+        let file = match &mut self.file {
+            Some(f) => f,
+            None => self.file.insert(std::io::BufWriter::with_capacity(
+                1 << 16,
+                std::fs::File::create(&self.path)?,
+            )),
+        };
+        file.write_all(&head)?;
+        file.write_all(&self.content)?;
         self.content.clear();
         self.packets += 1;
         Ok(())
@@ -248,19 +257,21 @@ pub fn write(
     let schemas = Schema::all(ctx.meta);
     let uuid = uuid(&ctx);
     std::fs::write(dir.join("metadata"), metadata(&schemas, &uuid, &ctx))?;
-    let cpus = ctx.version.num_cpus as usize;
+    let n = ctx.version.num_cpus;
+    let cpus = ttrace_layouts::ring::num_rings(n);
     let mut streams = (0..cpus)
-        .map(|cpu| {
+        .map(|ring| {
             Ok(Stream {
-                file: std::io::BufWriter::with_capacity(
-                    1 << 16,
-                    std::fs::File::create(dir.join(format!("stream_{cpu}")))?,
-                ),
-                cpu: cpu as u32,
+                path: dir.join(format!(
+                    "stream_{}",
+                    ttrace_layouts::ring::ring_name(ring, n)
+                )),
+                file: None,
+                cpu: ttrace_layouts::ring::ring_cpu(ring, n),
                 content: Vec::with_capacity(PACKET_BYTES + 8192),
                 first: 0,
                 last: 0,
-                discarded: rings.get(cpu).map_or(0, |r| r.lost),
+                discarded: rings.get(ring).map_or(0, |r| r.lost),
                 packets: 0,
             })
         })
@@ -311,7 +322,9 @@ pub fn write(
     })?;
     for s in &mut streams {
         s.flush(&uuid)?;
-        s.file.flush()?;
+        if let Some(f) = &mut s.file {
+            f.flush()?;
+        }
     }
     progress(written.events);
     Ok(written)
@@ -329,7 +342,7 @@ fn class_of(event: &Event, schemas: &[Schema]) -> usize {
 }
 
 /// The fields of `event`, as its class says.
-fn fields(out: &mut Vec<u8>, event: &Event, schemas: &[Schema], aux: &AuxSnapshot) {
+fn fields(out: &mut Vec<u8>, event: &Event, schemas: &[Schema], aux: &AuxSnapshots) {
     let args = event.args();
     let Some(s) = schemas.get(event.type_word.tracepoint() as usize) else {
         out.extend_from_slice(&event.type_word.tracepoint().to_le_bytes());

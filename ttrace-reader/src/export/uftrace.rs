@@ -28,7 +28,7 @@ use super::{names, Closes, Pairing, Schema, Written};
 use crate::decode::{Context, Item};
 use crate::format::Spec;
 use crate::merge::Merge;
-use devttrace::{AuxSnapshot, Event, RingIndex};
+use devttrace::{AuxSnapshots, Event, RingIndex};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -120,7 +120,7 @@ fn argspec(schemas: &[Schema]) -> (String, Vec<bool>) {
 /// the order of its argspec: integers in 8 bytes, a string as a `u16` length, its bytes (up
 /// to its share of [`STRING_BUDGET`], cut with `...`; `<lost>` if overwritten) and zeros to
 /// 4 bytes; all padded to 8 bytes.
-fn arguments(out: &mut Vec<u8>, event: &Event, schema: &Schema, aux: &AuxSnapshot) {
+fn arguments(out: &mut Vec<u8>, event: &Event, schema: &Schema, aux: &AuxSnapshots) {
     let strings = schema.args.iter().filter(|(_, s)| *s == Spec::Str).count();
     let share = STRING_BUDGET / strings.max(1);
     let start = out.len();
@@ -274,7 +274,7 @@ struct Points<'s> {
     schemas: Vec<Schema>,
     /// By tracepoint id: whether its entries' records carry their arguments.
     with_args: Vec<bool>,
-    aux: &'s AuxSnapshot,
+    aux: &'s AuxSnapshots,
     pairing: Pairing,
     /// The user events used, by id: their names.
     events_used: BTreeMap<u64, String>,
