@@ -39,16 +39,31 @@ pub fn threads_once<F>(threads: usize, iters: u64, make: &(dyn Fn(usize) -> F + 
 where
     F: FnMut(u64) + Send,
 {
-    let barrier = std::sync::Barrier::new(threads);
     // The machine's CPUs, not the calling thread's affinity (which may be one CPU).
     let cpus = ttrace_core::device::configured_cpus() as usize;
+    let on: Vec<usize> = (0..threads).map(|k| k % cpus).collect();
+    threads_on(&on, iters, make)
+}
+
+/// One repetition of `f` on one thread per entry of `cpus`, thread `k` pinned to CPU
+/// `cpus[k]` and then running `make(k)`: each thread warms up (`iters / 8` calls), waits for
+/// the others, then times `iters` calls. Returns the slowest thread's ns per call: the
+/// per-thread cost while all run.
+pub fn threads_on<F>(cpus: &[usize], iters: u64, make: &(dyn Fn(usize) -> F + Sync)) -> f64
+where
+    F: FnMut(u64) + Send,
+{
+    let barrier = std::sync::Barrier::new(cpus.len());
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|k| {
+        let handles: Vec<_> = cpus
+            .iter()
+            .enumerate()
+            .map(|(k, &cpu)| {
                 let barrier = &barrier;
                 s.spawn(move || {
+                    // Pinned first, so that what `make` allocates is first touched there.
+                    pin(cpu);
                     let mut f = make(k);
-                    pin(k % cpus);
                     for i in 0..iters / 8 {
                         f(i);
                     }
@@ -66,6 +81,23 @@ where
             .map(|h| h.join().expect("bench thread"))
             .fold(0.0, f64::max)
     })
+}
+
+/// The CPUs the calling thread may run on (its affinity mask, in increasing order): the
+/// CPUs a benchmark can pin its threads to. Call it before pinning the thread.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes inside it.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return (0..ttrace_core::device::configured_cpus() as usize).collect();
+        }
+        set
+    };
+    (0..8 * std::mem::size_of::<libc::cpu_set_t>())
+        // SAFETY: CPU_ISSET reads inside the set, `cpu` being below its size in bits.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
 }
 
 /// One repetition of a row: returns ns per iteration.

@@ -59,7 +59,11 @@ pub struct RingHeader {
     /// Positions reserved (shared ring) or committed (restartable ring) so far; position `p`
     /// lives in slot `p & (slots - 1)`.
     pub head: AtomicU64,
-    _pad2: [u64; 15],
+    /// Restartable rings: the last stamp committed (or attempted) in this ring. Each new
+    /// stamp is above it, so stamps strictly increase along the ring, whatever the clock
+    /// does, without reading the slot being overwritten.
+    pub last_stamp: AtomicU64,
+    _pad2: [u64; 14],
     /// The aux buffer's reservation lock (shared rings only): 0 free, else the owner's
     /// `pid << 32 | tid`.
     pub aux_lock: AtomicU64,
@@ -87,6 +91,7 @@ const_assert_eq!(core::mem::offset_of!(RingHeader, slots), 16);
 const_assert_eq!(core::mem::offset_of!(RingHeader, skipped), 64);
 const_assert_eq!(core::mem::offset_of!(RingHeader, dropped), 72);
 const_assert_eq!(core::mem::offset_of!(RingHeader, head), 128);
+const_assert_eq!(core::mem::offset_of!(RingHeader, last_stamp), 136);
 const_assert_eq!(core::mem::offset_of!(RingHeader, aux_lock), 256);
 const_assert_eq!(core::mem::offset_of!(RingHeader, aux_first), 264);
 const_assert_eq!(core::mem::offset_of!(RingHeader, aux_last), 272);

@@ -6,9 +6,10 @@
 //! ([`crate::rseq`], modelled by [`Ring::write_restartable`]), and *shared* rings, written by
 //! any number of writers at once with the atomic protocol below.
 //!
-//! **Restartable writer.** `h = head`; invalidate the slot's stamp (`old | CLAIMED`);
+//! **Restartable writer.** `h = head`; invalidate the slot's stamp (a claim);
 //! store the payload, whose type word carries `h`'s low 28 bits (the position tag); store
-//! the new stamp; commit `head = h + 1`. **Its reader** loads `head` (`h1`, Acquire) before
+//! the new stamp (above the ring's last one) and the ring's `last_stamp`; commit
+//! `head = h + 1`. **Its reader** loads `head` (`h1`, Acquire) before
 //! the copy, expects in each slot the entry of the latest position `p < h1` that maps to it,
 //! and accepts a copy only if the stamp check passes and the type word is tagged `p`. The
 //! Acquire load of `h1` makes every store before the commit of `p` visible, so the copy
@@ -280,13 +281,14 @@ impl<'a, S: SlotWords> Ring<'a, S> {
 
     /// The restartable write of [`crate::rseq`] as Rust code over any atomic word: the same
     /// stores in the same order, of one entry (`words`, the type word with its CPU; the
-    /// position tag is added here) or, with
-    /// `cont`, of a parent and its continuation. Only `steps` stores are made (a writer
+    /// position tag is added here) or, with `cont`, of a parent and its continuation.
+    /// `last_stamp` is the ring's last stamp word. Only `steps` stores are made (a writer
     /// preempted, or killed, inside its section), so `usize::MAX` is a whole write; returns
     /// the stamp once the commit is made. The caller is the only writer of the ring while it
     /// runs (a CPU runs one thread at a time, and a section is restarted when it is not).
     pub fn write_restartable(
         &self,
+        last_stamp: &S::Word,
         timestamp: u64,
         words: &[u64; SLOT_WORDS - 1],
         cont: Option<&[u64; SLOT_WORDS - 1]>,
@@ -304,17 +306,13 @@ impl<'a, S: SlotWords> Ring<'a, S> {
             None => &[self.slot(h)],
             Some(_) => &[self.slot(h), self.slot(h + 1)],
         };
-        let mut floor = 0;
-        for s in slots {
-            // Relaxed: only this thread stores stamps of this ring.
-            let old = Stamp(s[0].load(Relaxed) & !Stamp::CLAIMED);
-            floor = floor.max(Stamp::next_after(0, old).0);
+        for (k, s) in slots.iter().enumerate() {
             if !step() {
                 return None;
             }
             // Relaxed, then a Release fence: a reader that sees any payload word below also
             // sees the claim (and rejects the copy).
-            s[0].store(old.0 | Stamp::CLAIMED, Relaxed);
+            s[0].store(Stamp::CLAIMED | (h + k as u64), Relaxed);
         }
         S::Word::fence(Release);
         let mut parent = *words;
@@ -329,7 +327,8 @@ impl<'a, S: SlotWords> Ring<'a, S> {
                 dst.store(w, Relaxed);
             }
         }
-        let stamp = Stamp::next_after(timestamp, Stamp(floor - 2)).0;
+        // Relaxed: only this thread writes it.
+        let stamp = Stamp::next_after(timestamp, Stamp(last_stamp.load(Relaxed))).0;
         for (k, s) in slots.iter().enumerate() {
             if !step() {
                 return None;
@@ -344,6 +343,11 @@ impl<'a, S: SlotWords> Ring<'a, S> {
                 Release,
             );
         }
+        if !step() {
+            return None;
+        }
+        // Relaxed: read only by this ring's writers, all on this thread's CPU.
+        last_stamp.store(stamp, Relaxed);
         if !step() {
             return None;
         }

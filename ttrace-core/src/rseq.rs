@@ -15,11 +15,12 @@
 //! **Ring write** ([`write`]), for ring `c = cpu_id` read inside the section:
 //!
 //! 1. `h = head`; the slot of position `h` (and `h + 1` for a continued event);
-//! 2. each slot's stamp `old` becomes `old | CLAIMED` (invalid: a reader rejects it);
+//! 2. each slot's stamp becomes a claim, `CLAIMED | position` (a reader rejects it);
 //! 3. the payload words: the type word with the CPU and the position tag (`h`'s low 28
 //!    bits), the context, the arguments;
-//! 4. `rdtsc`, raised above every old stamp (`Stamp::next_after`); the parent's stamp, then
-//!    the continuation's;
+//! 4. `rdtsc`, raised above the ring's `last_stamp` (`Stamp::next_after`), so stamps
+//!    strictly increase along the ring without reading the slot's old line; the parent's
+//!    stamp, then the continuation's; `last_stamp`;
 //! 5. commit: `head = h + 1` (or `h + 2`).
 //!
 //! An aborted section leaves `head` unchanged, so the next writer on that CPU takes the same
@@ -58,8 +59,8 @@ pub const TRIES: u64 = 16;
 pub const TABLE_ENTRY_WORDS: usize = 4;
 
 /// The table the sections find their ring in: entry 0 is `[rings, ring_mask, aux_mask, 0]`,
-/// entry `1 + c` is ring `c`'s `[&head, &slots[0], &aux_first, &aux_words[0]]` (`aux_last`
-/// is the word after `aux_first`).
+/// entry `1 + c` is ring `c`'s `[&head, &slots[0], &aux_first, &aux_words[0]]` (`last_stamp`
+/// is the word after `head`, `aux_last` the word after `aux_first`).
 pub type Table = Box<[[usize; TABLE_ENTRY_WORDS]]>;
 
 /// An aux record to write: what [`aux_write`] reads through one pointer.
@@ -124,12 +125,13 @@ mod imp {
                 "and {slot}, qword ptr [{table} + 8]",
                 "shl {slot}, 6",
                 "add {slot}, qword ptr [{ring} + 40]",
-                // Invalidate: old | CLAIMED; floor = next_after's floor for old.
-                "mov {old}, qword ptr [{slot}]",
-                "mov rdx, {old}",
+                // Invalidate: a claim (CLAIMED | h); the slot's line is only written.
+                "mov rdx, {h}",
                 "bts rdx, 63",
                 "mov qword ptr [{slot}], rdx",
-                "btr {old}, 63",
+                // floor = the ring's last stamp, made odd, plus one.
+                "mov rdx, qword ptr [{ring} + 32]",
+                "mov {old}, qword ptr [rdx + 8]",
                 "or {old}, 1",
                 "add {old}, 1",
                 // Payload: type word | cpu << 8 | h << 36 (the position tag), six words.
@@ -160,8 +162,9 @@ mod imp {
                 "cmp rax, {old}",
                 "cmovb rax, {old}",
                 "mov qword ptr [{slot}], rax",
-                // Commit: head = h + 1.
+                // last_stamp, then the commit: head = h + 1.
                 "mov rdx, qword ptr [{ring} + 32]",
+                "mov qword ptr [rdx + 8], rax",
                 "add {h}, 1",
                 "mov qword ptr [rdx], {h}",
                 "22:",
@@ -236,23 +239,17 @@ mod imp {
                 "and {b}, qword ptr [{table} + 8]",
                 "shl {b}, 6",
                 "add {b}, qword ptr [{ring} + 40]",
-                // Invalidate both; floor = the larger of their floors.
-                "mov rax, qword ptr [{a}]",
-                "mov {old}, qword ptr [{b}]",
-                "mov rdx, rax",
+                // Invalidate both: claims (CLAIMED | h, CLAIMED | h + 1).
+                "mov rdx, {h}",
                 "bts rdx, 63",
                 "mov qword ptr [{a}], rdx",
-                "mov rdx, {old}",
-                "bts rdx, 63",
+                "add rdx, 1",
                 "mov qword ptr [{b}], rdx",
-                "btr rax, 63",
-                "or rax, 1",
-                "add rax, 1",
-                "btr {old}, 63",
+                // floor = the ring's last stamp, made odd, plus one.
+                "mov rdx, qword ptr [{ring} + 32]",
+                "mov {old}, qword ptr [rdx + 8]",
                 "or {old}, 1",
                 "add {old}, 1",
-                "cmp {old}, rax",
-                "cmovb {old}, rax",
                 // Payloads; the type word with its CPU and position tag.
                 "shl {cpu}, 8",
                 "or {cpu}, qword ptr [{w}]",
@@ -297,8 +294,9 @@ mod imp {
                 "mov qword ptr [{a}], rax",
                 "lea rdx, [rax + 1]",
                 "mov qword ptr [{b}], rdx",
-                // Commit: head = h + 2.
+                // last_stamp, then the commit: head = h + 2.
                 "mov rdx, qword ptr [{ring} + 32]",
+                "mov qword ptr [rdx + 8], rax",
                 "add {h}, 2",
                 "mov qword ptr [rdx], {h}",
                 "22:",

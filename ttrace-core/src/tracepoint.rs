@@ -163,19 +163,21 @@ impl Device {
         const { assert!(N <= MAX_ARGS) };
         #[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom)))]
         if let Some((offset, table)) = self.rseq() {
-            let mut w = [0u64; 2 * (SLOT_WORDS - 1)];
-            (w[0], w[1]) = (word, ctx);
-            let split = N.min(ENTRY_ARGS);
-            w[2..2 + split].copy_from_slice(&args[..split]);
-            w[SLOT_WORDS - 1..SLOT_WORDS - 1 + N - split].copy_from_slice(&args[split..]);
-            // SAFETY: `rseq()` gives this process's registered rseq offset and the table of
-            // this device's restartable rings, which only restartable sections write.
-            let stamp = unsafe {
-                if N <= ENTRY_ARGS {
-                    crate::rseq::write(offset, table, w[..SLOT_WORDS - 1].try_into().unwrap())
-                } else {
-                    crate::rseq::write_pair(offset, table, &w)
-                }
+            let stamp = if N <= ENTRY_ARGS {
+                let mut w = [0u64; SLOT_WORDS - 1];
+                (w[0], w[1]) = (word, ctx);
+                w[2..2 + N].copy_from_slice(args);
+                // SAFETY: `rseq()` gives this process's registered rseq offset and the table
+                // of this device's restartable rings, which only restartable sections write.
+                unsafe { crate::rseq::write(offset, table, &w) }
+            } else {
+                let mut w = [0u64; 2 * (SLOT_WORDS - 1)];
+                (w[0], w[1]) = (word, ctx);
+                w[2..SLOT_WORDS - 1].copy_from_slice(&args[..ENTRY_ARGS]);
+                w[SLOT_WORDS - 1..SLOT_WORDS - 1 + N - ENTRY_ARGS]
+                    .copy_from_slice(&args[ENTRY_ARGS..]);
+                // SAFETY: as above.
+                unsafe { crate::rseq::write_pair(offset, table, &w) }
             };
             if stamp != 0 {
                 return true;
