@@ -190,6 +190,72 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
         self.at(start).store(path.valid().0, Release);
     }
 
+    /// The restartable aux write of [`crate::rseq::aux_write`] as Rust code over any atomic
+    /// word: the same loads and stores in the same order, for the record of `path` (valid,
+    /// with its CPU) holding `bytes`. Only `steps` stores are made (a writer preempted or
+    /// killed inside its section), so `usize::MAX` is a whole write; returns the record's
+    /// offset once the commit (`last`) is made. The caller is the buffer's only writer while
+    /// it runs, as for [`crate::ring::Ring::write_restartable`].
+    pub fn write_restartable(
+        &self,
+        path: AuxPath,
+        timestamp: u64,
+        ctx: u64,
+        bytes: &[u8],
+        steps: usize,
+    ) -> Option<u64> {
+        let mut left = steps;
+        let mut step = || {
+            let go = left > 0;
+            left = left.saturating_sub(1);
+            go
+        };
+        let size = self.words.len() as u64 * 8;
+        let rec = path.record_bytes();
+        // Relaxed: this thread is the buffer's only writer.
+        let start = self.last.load(Relaxed);
+        // Relaxed: as above.
+        let old_first = self.first.load(Relaxed);
+        let mut first = if old_first > start || start - old_first > size || old_first % 8 != 0 {
+            start
+        } else {
+            old_first
+        };
+        while start + rec - first > size {
+            // Relaxed: every record of this buffer was written by this CPU's earlier sections.
+            first += AuxPath(self.at(first).load(Relaxed)).record_bytes();
+        }
+        if first != old_first {
+            if !step() {
+                return None;
+            }
+            // Release, and the fence: a reader that sees any of the stores below also sees
+            // this `first`, and drops the records they overwrite.
+            self.first.store(first, Release);
+            W::fence(Release);
+        }
+        let mut header = [path.0, timestamp, ctx].into_iter();
+        let mut payload = bytes.chunks(8).map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_ne_bytes(w)
+        });
+        let words = header.by_ref().chain(payload.by_ref());
+        for (k, w) in words.enumerate() {
+            if !step() {
+                return None;
+            }
+            // Relaxed: published by the Release store of `last` below.
+            self.at(start + 8 * k as u64).store(w, Relaxed);
+        }
+        if !step() {
+            return None;
+        }
+        // Release: the commit; a reader that acquires this `last` sees the whole record.
+        self.last.store(start + rec, Release);
+        Some(start)
+    }
+
     /// A consistent snapshot of the buffer (see [`snapshot`]).
     pub fn snapshot(&self) -> Result<AuxSnapshot, AuxError> {
         snapshot(self.first, self.last, self.words)

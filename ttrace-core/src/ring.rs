@@ -182,17 +182,21 @@ fn commit<W: AtomicWord>(
     old: Stamp,
 ) -> u64 {
     W::fence(Release);
-    fill(slot, words);
-    // Relaxed: as in `fill`.
-    slot[1].store(TypeWord(words[0]).with_position(pos).0, Relaxed);
+    fill(slot, words, Some(pos));
     let stamp = Stamp::next_after(timestamp, old).0;
     slot[0].store(stamp, Release);
     stamp
 }
 
+/// Stores `words` in the slot's payload; a parent's type word (`tag` given) is tagged with
+/// its position.
 #[inline(always)]
-fn fill<W: AtomicWord>(slot: &[W; SLOT_WORDS], words: &[u64; SLOT_WORDS - 1]) {
-    for (dst, &w) in slot[1..].iter().zip(words) {
+fn fill<W: AtomicWord>(slot: &[W; SLOT_WORDS], words: &[u64; SLOT_WORDS - 1], tag: Option<u64>) {
+    for (k, (dst, &w)) in slot[1..].iter().zip(words).enumerate() {
+        let w = match tag {
+            Some(pos) if k == 0 => TypeWord(w).with_position(pos).0,
+            _ => w,
+        };
         // Relaxed: published by the Release store of the stamp; ordered after the claim by
         // the Release fence the caller issues first.
         dst.store(w, Relaxed);
@@ -259,10 +263,8 @@ impl<'a, S: SlotWords> Ring<'a, S> {
             if let Some(old_a) = claim(&a[0], pid, pos) {
                 if let Some(old_b) = claim(&b[0], pid, pos + 1) {
                     S::Word::fence(Release);
-                    fill(a, parent);
-                    // Relaxed: as in `fill`.
-                    a[1].store(TypeWord(parent[0]).with_position(pos).0, Relaxed);
-                    fill(b, cont);
+                    fill(a, parent, Some(pos));
+                    fill(b, cont, None);
                     let stamp = Stamp::next_after(timestamp, old_a)
                         .max(Stamp::next_after(timestamp, old_b))
                         .0;
