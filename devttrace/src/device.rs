@@ -313,8 +313,7 @@ impl Device {
             cpus,
             aux,
             aux_error,
-            messages_from: Vec::new(),
-            messages_done: Vec::new(),
+            messages: None,
         })
     }
 }

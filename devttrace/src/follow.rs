@@ -1,207 +1,365 @@
-//! Following a device live: each poll returns exactly the events committed since the last.
+//! Following a device live: each poll releases, in time order, the events committed since
+//! the last, reading only what is new.
 //!
-//! Every slot's stamp strictly increases with each entry written to it, so remembering the
-//! last stamp seen in each slot is exact: an entry is new if and only if its stamp is above
-//! that mark. Nothing is repeated, and nothing is skipped unless it was overwritten before a
-//! poll could read it, which the per-ring count of lost entries then includes. (A single
-//! "newer than the last timestamp" filter is not exact: a writer preempted between reading
-//! the clock and committing commits an older stamp after newer ones.)
+//! **What is new.** Every ring keeps a cursor, the next position to read. A poll loads each
+//! ring's `head` and reads the positions between the cursor and it, each slot once with the
+//! stamp check and the position tag (`ttrace_core::ring`): an entry tagged with its position
+//! is that position's, whole; one tagged with a later position means that position was
+//! overwritten before it could be read (counted lost). An idle ring costs one load. In a
+//! shared ring a position below `head` may still be being written (writers reserve before
+//! they write): it waits, and is read again at the next polls until it commits, or until it
+//! leaves the ring uncommitted: lost if something was overwritten there, else given up (its
+//! writer skipped it, finding the slot still claimed by a stalled or dead one, or died
+//! before writing). Aux buffers are copied only when their `last` moved, the metadata only
+//! when it grew.
 //!
-//! Losses are counted per ring from positions. Every position reserved before a poll began
-//! (`W = head - skipped`, read after the previous poll's scan) holds an entry that has been
-//! seen, is being written (its slot is claimed), or was overwritten unseen. So at each poll
-//! `W_prev - base - seen - claimed` is a lower bound of the losses so far (entries seen in
-//! this poll may have positions above `W_prev`, which only makes it smaller) and it is exact
-//! once the writers pause. The one case it can count wrongly: a writer that reserved its
-//! position before the previous poll and still had not claimed its slot when this one
-//! scanned (preempted for a whole poll interval between two adjacent instructions).
+//! **Time order.** Events read are held, then released in time order once no ring can still
+//! deliver an older one: the *watermark* is the time of the poll's read, less the reorder
+//! window where a ring has positions still being written, and never earlier than the window
+//! allows. A restartable ring takes its timestamp inside the restartable sequence that
+//! commits it, so its events are never held long; a writer stalled between its timestamp and
+//! its commit for longer than the window (a shared-ring writer preempted, or SIGSTOPped)
+//! commits an event older than what was already released: it is released at once and counted
+//! as *late* ([`Poll::late`]; [`Poll::released_before`] tells which are).
 
 use crate::device::Device;
 use crate::error::Result;
 use crate::snapshot::Snapshot;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Acquire;
-use ttrace_core::ring::{
-    event_at, holds_position, restartable_position, Mark, RingSnapshot, SlotRead,
-};
-use ttrace_layouts::entry::Stamp;
+use ttrace_core::aux::AuxSnapshots;
+use ttrace_core::meta::Metadata;
+use ttrace_core::ring::{event_at, Event, Ring, RingSnapshot, SlotRead};
+use ttrace_layouts::aux::AuxTag;
+use ttrace_layouts::entry::{Slot, Stamp, TypeWord};
+
+/// The default reorder window: how long a read event may wait for older ones.
+pub const DEFAULT_WINDOW_NS: u64 = 30_000_000;
 
 /// Follows one device.
 pub struct Follower<'d> {
     dev: &'d Device,
-    /// Per ring, per slot: the highest stamp already reported.
-    seen: Vec<Vec<u64>>,
-    /// Per ring: the loss accounting.
-    rings: Vec<Losses>,
-    /// Per aux buffer, the offset from which messages may be new: the first record that was
-    /// still being written at the last poll, or the end of the buffer.
+    /// The reorder window, in clock ticks.
+    window: u64,
+    rings: Vec<Cursor>,
+    /// Events read and not yet released: `(ring, event)`.
+    held: Vec<(usize, Event)>,
+    /// Messages read and not yet released: `(timestamp, buffer, offset)`.
+    held_messages: Vec<(u64, u32, u64)>,
+    /// Every event and message released so far is stamped at or before this.
+    released: u64,
+    /// Per aux buffer: where messages may be new (the first record still being written, or
+    /// the end of what was read).
     messages_from: Vec<u64>,
-    /// Messages `(buffer, offset)` at or after their buffer's `messages_from` already
-    /// reported.
-    messages_done: BTreeSet<(u32, u64)>,
+    aux: AuxSnapshots,
+    meta: Metadata,
+    meta_used: u64,
 }
 
-/// The loss accounting of one ring.
-#[derive(Clone, Copy, Default)]
-struct Losses {
-    /// `head - skipped - claimed` after the first scan.
-    base: u64,
-    /// Slots seen (and reported) since then.
-    seen: u64,
-    /// `head - skipped` read after the last scan.
-    reserved: u64,
-    /// Losses reported so far.
-    reported: u64,
+/// One ring's cursor.
+#[derive(Default)]
+struct Cursor {
+    /// The next position to read.
+    next: u64,
+    /// Positions below `next` not yet committed when read (shared rings), and whether their
+    /// slot was found claimed for an older position (so that their writer skips them).
+    waiting: BTreeMap<u64, bool>,
 }
 
 /// What one poll found.
 pub struct Poll {
-    /// The new events (in `cpus[n].events`, in time order) and messages
-    /// ([`Snapshot::messages`]), with the device's current metadata and aux buffer to
+    /// The events released (in `cpus[n].events`, in time order) and messages
+    /// ([`Snapshot::messages`]), with the device's current metadata and aux buffers to
     /// decode them.
     pub snapshot: Snapshot,
-    /// Per ring: entries found overwritten before they could be read, since the last poll
-    /// (found one poll late: see the module documentation).
+    /// Per ring: entries found overwritten before they could be read, since the last poll.
     pub lost: Vec<u64>,
+    /// Per ring: positions that left the ring never written (skipped by their writer, or
+    /// reserved by one that died).
+    pub gave_up: Vec<u64>,
+    /// Events and messages released by this poll that are older than what earlier polls
+    /// released (their writer stalled longer than the window).
+    pub late: u64,
+    /// The watermark of the previous poll: a released item stamped before it is late.
+    pub released_before: u64,
+    /// Whether anything was read or is still held: a caller may poll less often when not.
+    pub active: bool,
 }
 
-/// `head - skipped` of ring `r` now (saturating: `skipped` is bumped before `head` when a
-/// writer moves past a slot it could not claim, and a damaged device may hold anything).
-fn reserved(dev: &Device, r: usize) -> u64 {
-    let ring = dev.core().ring(r);
-    let head = ring.head.load(Acquire);
-    head.saturating_sub(ring.skipped.load(Acquire))
+/// How a position's slot read relates to that position.
+enum Found {
+    /// Its parent entry (maybe with its continuation).
+    Entry(Event, u64),
+    /// Its continuation: read with its parent.
+    Continuation,
+    /// A later position's write: this one was overwritten.
+    Overwritten,
+    /// Not written yet (or being written).
+    Waiting,
+    /// Claimed for an older position: its writer will skip this one (or already did).
+    Blocked,
+}
+
+fn classify(ring: &Ring<'_, Slot>, pos: u64) -> Found {
+    let n = ring.slots.len() as u64;
+    let i = (pos & (n - 1)) as usize;
+    let read = ring.read(i);
+    let later = |tag: u32| {
+        // Tags are positions modulo 2^28: the distance from `pos`, signed.
+        let d = (tag.wrapping_sub(TypeWord::tag_of(pos)) << 4) as i32 >> 4;
+        d > 0
+    };
+    match read {
+        SlotRead::Committed(w) if Stamp(w[0]).is_continuation() => Found::Continuation,
+        SlotRead::Committed(w) => {
+            let tag = TypeWord(w[1]).position_tag();
+            if tag == TypeWord::tag_of(pos) {
+                let next = match TypeWord(w[1]).has_continuation() {
+                    true => ring.read(((pos + 1) & (n - 1)) as usize),
+                    false => SlotRead::Empty,
+                };
+                let reads = [read, next];
+                match event_at(&reads, 0) {
+                    Some((mut e, cont)) => {
+                        e.slot = i as u32;
+                        Found::Entry(e, 1 + cont.is_some() as u64)
+                    }
+                    // A malformed type word: nothing to show, nothing to wait for.
+                    None => Found::Overwritten,
+                }
+            } else if later(tag) {
+                Found::Overwritten
+            } else {
+                Found::Waiting
+            }
+        }
+        SlotRead::Changed => Found::Overwritten,
+        SlotRead::Claimed(c) => {
+            let mine = c.claim_pos() == pos & 0xff_ffff_ffff;
+            if mine {
+                Found::Waiting
+            } else if (c.claim_pos().wrapping_sub(pos) & 0xff_ffff_ffff) < 1 << 39 {
+                Found::Overwritten // a later position's writer has it
+            } else {
+                Found::Blocked
+            }
+        }
+        SlotRead::Empty => Found::Waiting,
+    }
 }
 
 impl<'d> Follower<'d> {
     /// Starts following: what the device holds now counts as seen.
     pub fn new(dev: &'d Device) -> Follower<'d> {
-        let mut f = Follower {
-            dev,
-            seen: vec![vec![0; dev.version().ring_slots as usize]; dev.cpus()],
-            rings: vec![Losses::default(); dev.cpus()],
-            messages_from: (0..dev.cpus())
-                .map(|r| dev.core().ring_header(r).aux_last.load(Acquire))
-                .collect(),
-            messages_done: BTreeSet::new(),
-        };
-        for r in 0..dev.cpus() {
-            let claimed = f.scan(r).claimed;
-            // Read after the scan: every entry it saw has a position below.
-            let w = reserved(dev, r);
-            f.rings[r] = Losses {
-                base: w.saturating_sub(claimed),
-                reserved: w,
-                ..Losses::default()
-            };
-        }
-        f
+        Follower::with_window(dev, DEFAULT_WINDOW_NS)
     }
 
-    /// The events committed and the messages written since the last poll.
-    pub fn poll(&mut self) -> Result<Poll> {
-        let mut cpus = Vec::with_capacity(self.dev.cpus());
-        let mut lost = Vec::with_capacity(self.dev.cpus());
-        for r in 0..self.dev.cpus() {
-            let snap = self.scan(r);
-            let l = &mut self.rings[r];
-            l.seen += snap.committed;
-            let estimate = l
-                .reserved
-                .saturating_sub(l.base)
-                .saturating_sub(l.seen + snap.claimed);
-            lost.push(estimate.saturating_sub(l.reported));
-            l.reported = l.reported.max(estimate);
-            l.reserved = reserved(self.dev, r);
-            cpus.push(snap);
+    /// [`Follower::new`] with a reorder window of `window_ns` nanoseconds.
+    pub fn with_window(dev: &'d Device, window_ns: u64) -> Follower<'d> {
+        let core = dev.core();
+        let rings = (0..dev.cpus())
+            .map(|r| Cursor {
+                next: core.ring(r).head.load(Acquire),
+                ..Cursor::default()
+            })
+            .collect();
+        let messages_from = (0..dev.cpus())
+            .map(|r| core.ring_header(r).aux_last.load(Acquire))
+            .collect();
+        Follower {
+            dev,
+            window: dev.version().clock.ns_to_ticks(window_ns),
+            rings,
+            held: Vec::new(),
+            held_messages: Vec::new(),
+            released: 0,
+            messages_from,
+            aux: AuxSnapshots::default(),
+            meta: dev.metadata(),
+            meta_used: dev.status().meta_used,
         }
-        // A busy aux buffer (overwritten faster than it can be copied) must not lose the
-        // events already taken from the rings: they are returned, their strings unresolved.
-        let (aux, aux_error) = match self.dev.aux() {
-            Ok(aux) => (aux, None),
-            Err(e) => (Default::default(), Some(e.to_string())),
-        };
-        let meta = self.dev.metadata();
+    }
+
+    /// The device followed.
+    pub fn device(&self) -> &'d Device {
+        self.dev
+    }
+
+    /// The events committed and the messages written since the last poll, released in time
+    /// order (see the module documentation).
+    pub fn poll(&mut self) -> Result<Poll> {
+        let core = self.dev.core();
+        let rings = self.dev.cpus();
+        let (mut lost, mut gave_up) = (vec![0; rings], vec![0; rings]);
+        let now = core.now();
+        let mut read_any = false;
+        // While some position is still being written, nothing newer than the window is sure.
+        let mut waiting = false;
+        for (r, cursor) in self.rings.iter_mut().enumerate() {
+            let ring = core.ring(r);
+            let n = ring.slots.len() as u64;
+            let head = ring.head.load(Acquire);
+            let oldest = head.saturating_sub(n);
+            // Positions waited for: read again, or given up.
+            let mut still = BTreeMap::new();
+            for (&p, &blocked) in &cursor.waiting {
+                let found = if p < oldest {
+                    Found::Overwritten
+                } else {
+                    classify(&ring, p)
+                };
+                match found {
+                    Found::Entry(e, _) => {
+                        self.held.push((r, e));
+                        read_any = true;
+                    }
+                    Found::Continuation => {}
+                    Found::Overwritten if blocked => gave_up[r] += 1,
+                    Found::Overwritten => lost[r] += 1,
+                    Found::Waiting => {
+                        still.insert(p, blocked);
+                    }
+                    Found::Blocked => {
+                        still.insert(p, true);
+                    }
+                }
+            }
+            cursor.waiting = still;
+            // New positions.
+            if cursor.next < oldest {
+                lost[r] += oldest - cursor.next;
+                cursor.next = oldest;
+            }
+            let mut p = cursor.next;
+            while p < head {
+                match classify(&ring, p) {
+                    Found::Entry(e, slots) => {
+                        self.held.push((r, e));
+                        read_any = true;
+                        p += slots;
+                        continue;
+                    }
+                    Found::Continuation => {}
+                    Found::Overwritten => lost[r] += 1,
+                    Found::Waiting => {
+                        cursor.waiting.insert(p, false);
+                    }
+                    Found::Blocked => {
+                        cursor.waiting.insert(p, true);
+                    }
+                }
+                p += 1;
+            }
+            cursor.next = head.max(cursor.next);
+            waiting |= !cursor.waiting.is_empty();
+        }
+        // Aux buffers whose `last` moved, and the messages among their new records.
+        let mut aux_error = None;
+        for b in 0..rings {
+            let last = core.ring_header(b).aux_last.load(Acquire);
+            let known = self.aux.buffers.get(b);
+            // Unchanged, and no record there was still being written: nothing new.
+            if known.is_some_and(|s| s.last == last && s.first_incomplete.is_none()) {
+                continue;
+            }
+            match core.aux(b).snapshot() {
+                Ok(mut buffer) => {
+                    buffer
+                        .records
+                        .iter_mut()
+                        .for_each(|rec| rec.buffer = b as u32);
+                    if self.aux.buffers.len() <= b {
+                        self.aux.buffers.resize(rings, Default::default());
+                    }
+                    let from = self.messages_from[b];
+                    for rec in buffer.records.iter().filter(|r| r.offset >= from) {
+                        if rec.tag == AuxTag::Info as u16 {
+                            self.held_messages
+                                .push((rec.timestamp, b as u32, rec.offset));
+                            read_any = true;
+                        }
+                    }
+                    self.messages_from[b] = buffer.first_incomplete.unwrap_or(buffer.last);
+                    waiting |= buffer.first_incomplete.is_some();
+                    self.aux.buffers[b] = buffer;
+                }
+                // A busy buffer (overwritten faster than it can be copied) must not lose
+                // the events already taken from the rings: they go out, strings unresolved.
+                Err(e) => aux_error = Some(e.to_string()),
+            }
+        }
+        if self.aux.buffers.len() < rings {
+            self.aux.buffers.resize(rings, Default::default());
+        }
+        let meta_used = self.dev.status().meta_used;
+        if meta_used != self.meta_used {
+            self.meta = self.dev.metadata();
+            self.meta_used = meta_used;
+        }
+        // Only new positions were read: find a file cut elsewhere too.
+        core.probe();
         self.dev.check_intact()?;
-        let mut snapshot = Snapshot {
+        // Release what the watermark passed, and anything late.
+        let released_before = self.released;
+        let watermark = if waiting {
+            now.saturating_sub(self.window)
+        } else {
+            now
+        }
+        .max(released_before);
+        let mut cpus: Vec<RingSnapshot> = (0..rings).map(|_| RingSnapshot::default()).collect();
+        let mut late = 0;
+        let mut keep = Vec::new();
+        for (r, e) in self.held.drain(..) {
+            if e.stamp <= watermark {
+                late += (e.stamp < released_before) as u64;
+                cpus[r].events.push(e);
+            } else {
+                keep.push((r, e));
+            }
+        }
+        self.held = keep;
+        let mut messages = Vec::new();
+        self.held_messages.retain(|&(t, b, off)| {
+            if t <= watermark {
+                late += (t < released_before) as u64;
+                messages.push((b, off));
+                false
+            } else {
+                true
+            }
+        });
+        messages.sort_unstable();
+        for c in &mut cpus {
+            c.events.sort_by_key(|e| e.stamp);
+            c.committed = c.events.len() as u64;
+        }
+        self.released = watermark;
+        let meta = self.meta.clone();
+        // The strings only go with something to decode (an idle poll copies nothing).
+        let any = cpus.iter().any(|c| !c.events.is_empty());
+        let snapshot = Snapshot {
             dir: self.dev.dir().to_path_buf(),
             version: self.dev.version(),
             status: self.dev.status(),
             enabled: self.dev.enabled_all(&meta),
             meta,
             cpus,
-            messages_from: self.messages_from.clone(),
-            messages_done: Vec::new(),
-            aux,
+            aux: if any {
+                self.aux.clone()
+            } else {
+                AuxSnapshots::default()
+            },
             aux_error,
+            messages: Some(messages),
         };
-        if snapshot.aux_error.is_none() {
-            snapshot.messages_done = self.messages_done.iter().copied().collect();
-            let fresh: Vec<(u32, u64)> =
-                snapshot.messages().map(|r| (r.buffer, r.offset)).collect();
-            self.messages_done.extend(fresh);
-            // Messages still being written are looked at again next time.
-            for (b, aux) in snapshot.aux.buffers.iter().enumerate() {
-                let from = aux.first_incomplete.unwrap_or(aux.last);
-                self.messages_from[b] = self.messages_from[b].max(from);
-            }
-            let from = &self.messages_from;
-            self.messages_done
-                .retain(|&(b, off)| off >= from.get(b as usize).copied().unwrap_or(0));
-        }
-        Ok(Poll { snapshot, lost })
-    }
-
-    /// The new events of ring `r` (its counts: slots newly seen as `committed`, and
-    /// `claimed`).
-    fn scan(&mut self, r: usize) -> RingSnapshot {
-        let ring = self.dev.core().ring(r);
-        let n = ring.slots.len();
-        // A restartable ring's parents are accepted only with their position's tag
-        // (`ttrace_core::ring`).
-        let h1 = ring.head.load(Acquire);
-        let reads: Vec<SlotRead> = (0..n).map(|i| ring.read(i)).collect();
-        let mut snap = RingSnapshot::default();
-        let seen = &mut self.seen[r];
-        for (i, read) in reads.iter().enumerate() {
-            if ring.restartable
-                && matches!(read, SlotRead::Committed(w) if !Stamp(w[0]).is_continuation())
-                && !restartable_position(n, i, h1).is_some_and(|p| holds_position(read, p))
-            {
-                continue;
-            }
-            match *read {
-                SlotRead::Claimed(_) => snap.claimed += 1,
-                SlotRead::Changed => snap.changed += 1,
-                SlotRead::Committed(w) if w[0] > seen[i] => {
-                    seen[i] = w[0];
-                    snap.committed += 1;
-                    let Some((mut event, _)) = event_at(&reads, i) else {
-                        continue;
-                    };
-                    if event.continuation_lost {
-                        // The continuation may have been committed after its slot was read
-                        // (slot 0 is read before slot n-1): read both again.
-                        let mark = Mark {
-                            stamp: w[0],
-                            slot: i as u32,
-                            continued: true,
-                        };
-                        if let Some(again) = ring.event(mark).filter(|e| !e.continuation_lost) {
-                            event = again;
-                            let j = (i + 1) % n;
-                            if seen[j] < w[0] | 1 {
-                                seen[j] = w[0] | 1;
-                                snap.committed += 1;
-                            }
-                        }
-                    }
-                    snap.events.push(event);
-                }
-                _ => {}
-            }
-        }
-        snap.events.sort_by_key(|e| e.stamp);
-        snap
+        Ok(Poll {
+            snapshot,
+            lost,
+            gave_up,
+            late,
+            released_before,
+            active: read_any || !self.held.is_empty() || !self.held_messages.is_empty(),
+        })
     }
 }

@@ -25,7 +25,7 @@ mod view;
 
 pub use device::{default_dir, Access, Device, Status, Trust};
 pub use error::{Error, Problem, Result};
-pub use follow::{Follower, Poll};
+pub use follow::{Follower, Poll, DEFAULT_WINDOW_NS};
 pub use snapshot::Snapshot;
 pub use ttrace_core::aux::{AuxRecord, AuxSnapshot, AuxSnapshots};
 pub use ttrace_core::meta::{Metadata, TaskInfo, TracepointInfo};

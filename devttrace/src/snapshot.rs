@@ -27,12 +27,10 @@ pub struct Snapshot {
     pub aux: AuxSnapshots,
     /// Why the aux buffer could not be copied, if it could not (strings then show as lost).
     pub aux_error: Option<String>,
-    /// Per aux buffer: messages (info records) at offsets from here on belong to this
-    /// snapshot, but for those in `messages_done` (a buffer not listed: all of them); a
-    /// [`crate::Follower`] moves both so that each message is reported once.
-    pub messages_from: Vec<u64>,
-    /// `(buffer, offset)` of messages after `messages_from` reported before (sorted).
-    pub messages_done: Vec<(u32, u64)>,
+    /// The messages (info records) that belong to this snapshot, as `(buffer, offset)`,
+    /// sorted: `None` is all those the aux buffers hold; a [`crate::Follower`] lists those it
+    /// releases.
+    pub messages: Option<Vec<(u32, u64)>>,
 }
 
 impl Snapshot {
@@ -40,16 +38,10 @@ impl Snapshot {
     pub fn messages(&self) -> impl Iterator<Item = &AuxRecord> + '_ {
         self.aux.records().filter(move |r| {
             r.tag == AuxTag::Info as u16
-                && r.offset
-                    >= self
-                        .messages_from
-                        .get(r.buffer as usize)
-                        .copied()
-                        .unwrap_or(0)
                 && self
-                    .messages_done
-                    .binary_search(&(r.buffer, r.offset))
-                    .is_err()
+                    .messages
+                    .as_ref()
+                    .is_none_or(|m| m.binary_search(&(r.buffer, r.offset)).is_ok())
         })
     }
 

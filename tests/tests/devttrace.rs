@@ -178,21 +178,20 @@ fn the_follower_reports_each_event_once_and_counts_what_it_missed() {
         .map(|e| e.args()[0])
         .collect();
     assert_eq!(got, (1..=10).collect::<Vec<_>>());
-    // 200 entries between two polls on 64-slot ring 0: 136 were overwritten unseen.
+    // 200 entries between two polls on 64-slot ring 0: 136 were overwritten unseen, and the
+    // poll that finds them says so.
     for n in 0..200 {
         put(&w, 0, word, 1000 + n, n);
     }
     let p = f.poll().unwrap();
     assert_eq!(p.snapshot.cpus[0].events.len(), 64);
-    assert_eq!(p.lost, vec![0; 4], "a loss is confirmed by the next poll");
+    assert_eq!(p.lost, vec![136, 0, 0, 0]);
     let p = f.poll().unwrap();
     assert_eq!(
-        (p.snapshot.events(), p.lost),
-        (0, vec![136, 0, 0, 0]),
-        "nothing is repeated"
+        (p.snapshot.events(), p.lost, p.active),
+        (0, vec![0; 4], false),
+        "nothing is repeated, and the loss is reported once"
     );
-    let p = f.poll().unwrap();
-    assert_eq!(p.lost, vec![0; 4], "and reported once");
 }
 
 #[test]
@@ -270,4 +269,148 @@ fn a_follower_started_during_writes_reports_no_false_losses() {
         (N / 2..N).all(|n| distinct.contains(&n)),
         "every event written after following began is reported"
     );
+}
+
+/// Pins the calling thread to CPU `cpu` of this machine's (modulo their number).
+fn pin(cpu: usize) {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        libc::CPU_SET(cpu % n, &mut set);
+        libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+#[test]
+fn the_follower_releases_events_in_time_order_while_writers_migrate() {
+    // Four threads move between the CPUs every 250 events while a follower polls: three
+    // write restartably, one through the shared rings. Every event comes out once; each
+    // thread's in the order it wrote them; all in time order but those counted late.
+    let tmp = tempfile::tempdir().unwrap();
+    let w = std::sync::Arc::new(writer(&tmp.path().join("dev"), 1 << 14));
+    let word = define(&w, "seq");
+    let dev = Device::open(w.dir()).unwrap();
+    let mut f = Follower::with_window(&dev, 20_000_000);
+    const EACH: u64 = 3000;
+    let writers: Vec<_> = (0..4u64)
+        .map(|k| {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                let ctx = 7 << 32 | k;
+                for i in 0..EACH {
+                    if i % 250 == 0 {
+                        pin((k + i / 250) as usize);
+                    }
+                    match k {
+                        3 => assert!(w.emit_shared(word, ctx, &[i])),
+                        _ => assert!(w.emit(word, ctx, &[i])),
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut got: Vec<(u64, u64, u64)> = Vec::new();
+    let (mut late, mut counted_late) = (0, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut done = false;
+    while got.len() < 4 * EACH as usize {
+        assert!(std::time::Instant::now() < deadline, "{} events", got.len());
+        done |= writers.iter().all(|t| t.is_finished());
+        let p = f.poll().unwrap();
+        assert_eq!(p.lost.iter().sum::<u64>(), 0);
+        let mut batch: Vec<(u64, u64, u64)> = p
+            .snapshot
+            .cpus
+            .iter()
+            .flat_map(|c| c.events.iter().map(|e| (e.stamp, e.ctx, e.args()[0])))
+            .collect();
+        batch.sort_unstable();
+        for &(stamp, ..) in &batch {
+            if stamp < p.released_before {
+                late += 1;
+            } else {
+                let last = got.iter().map(|g| g.0).max().unwrap_or(0);
+                assert!(stamp >= last, "released out of time order");
+            }
+        }
+        counted_late += p.late;
+        got.extend(batch);
+        if done && !p.active {
+            break;
+        }
+    }
+    for t in writers {
+        t.join().unwrap();
+    }
+    assert_eq!(late, counted_late);
+    assert_eq!(got.len(), 4 * EACH as usize, "every event, once");
+    for k in 0..4u64 {
+        let seqs: Vec<u64> = got
+            .iter()
+            .filter(|g| g.1 == 7 << 32 | k)
+            .map(|g| g.2)
+            .collect();
+        assert_eq!(seqs, (0..EACH).collect::<Vec<_>>(), "thread {k} in order");
+    }
+}
+
+#[test]
+fn a_stalled_writer_holds_later_events_for_the_window_then_comes_out_late() {
+    use std::sync::atomic::Ordering::{Relaxed, Release};
+    use ttrace_layouts::entry::Stamp;
+    let tmp = tempfile::tempdir().unwrap();
+    let w = writer(&tmp.path().join("dev"), 64);
+    let word = define(&w, "n");
+    let dev = Device::open(w.dir()).unwrap();
+    let window = std::time::Duration::from_millis(5);
+    let mut f = Follower::with_window(&dev, window.as_nanos() as u64);
+    // A writer of CPU 0's shared ring takes its time, reserves its position, and stalls.
+    let ring = w.shared_ring(0);
+    let t0 = w.now();
+    let pos = ring.head.fetch_add(1, Relaxed);
+    // A later event, on CPU 1's shared ring, waits for it...
+    let start = std::time::Instant::now();
+    let t1 = w.now();
+    let tw = TypeWord(word).with_cpu(1).0;
+    w.shared_ring(1)
+        .write(t1, 7, &[tw, 7 << 32 | 2, 1, 0, 0, 0, 0])
+        .unwrap();
+    let p = f.poll().unwrap();
+    assert_eq!(
+        p.snapshot.events(),
+        0,
+        "held: an older event may still come"
+    );
+    assert!(p.active);
+    // ... for the window, no longer.
+    let released = loop {
+        let p = f.poll().unwrap();
+        if p.snapshot.events() > 0 {
+            break p;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    };
+    assert!(
+        start.elapsed() >= window,
+        "released before the window passed"
+    );
+    assert_eq!(released.late, 0);
+    // The stalled writer commits its older event: out at once, marked late.
+    let slot = &ring.slots[(pos & 63) as usize].words;
+    slot[0].store(Stamp::claim(7, pos).0, Relaxed);
+    let entry = [
+        TypeWord(word).with_cpu(0).with_position(pos).0,
+        7 << 32 | 1,
+        0,
+    ];
+    for (k, v) in entry.into_iter().enumerate() {
+        slot[1 + k].store(v, Relaxed);
+    }
+    slot[0].store(Stamp::next_after(t0, Stamp::EMPTY).0, Release);
+    let p = f.poll().unwrap();
+    let e = &p.snapshot.cpus[2].events; // cpu0.shared
+    assert_eq!((e.len(), p.late), (1, 1), "{:?}", p.snapshot.cpus);
+    assert!(e[0].stamp < p.released_before);
+    assert_eq!(e[0].args(), [0]);
 }

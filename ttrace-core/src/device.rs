@@ -742,6 +742,23 @@ impl Device {
             .map(|(p, _)| p.as_path())
     }
 
+    /// Touches the last word of every file of the device, so that a file cut under a reader
+    /// that reads only part of it (a follower reading only new positions) is found: its
+    /// watch counts the fault, and [`check_intact`](Device::check_intact) fails.
+    pub fn probe(&self) {
+        for m in &self._maps {
+            if m.len() >= 8 {
+                // SAFETY: the last 8 bytes of a live mapping (page-aligned, so 8-aligned at
+                // `len - 8`: every device file's length is a multiple of 8), which others
+                // change only through atomics; a cut page is replaced by a zero page by the
+                // SIGBUS watch of a read-only device.
+                let w = unsafe { &*(m.as_ptr().add(m.len() - 8) as *const AtomicU64) };
+                // Relaxed: the value is not used; the load only has to happen.
+                core::hint::black_box(w.load(core::sync::atomic::Ordering::Relaxed));
+            }
+        }
+    }
+
     /// Fails with [`Problem::Shrunk`] if a file of the device shrank while mapped.
     pub fn check_intact(&self) -> Result<()> {
         match self.shrunk() {

@@ -68,9 +68,14 @@ enum Command {
         /// Stop after this many events.
         #[arg(long)]
         limit: Option<u64>,
-        /// Milliseconds between polls.
+        /// Milliseconds between polls while events come (idle, the interval doubles up to
+        /// 100 ms, and drops back at the first event).
         #[arg(long, default_value_t = 20)]
         interval_ms: u64,
+        /// Milliseconds an event may wait for older ones before it is printed: events print
+        /// in time order; one whose writer stalled longer than this prints marked `(late)`.
+        #[arg(long, default_value_t = 30)]
+        reorder_window_ms: u64,
         /// Show wall-clock UTC time instead of seconds since the device was created.
         #[arg(long)]
         utc: bool,
@@ -223,21 +228,21 @@ fn dump(
 }
 
 fn follow(
-    dev: &Device,
+    mut follower: Follower<'_>,
     filter: &Filter,
     limit: Option<u64>,
     interval: Duration,
     time: TimeFormat,
 ) -> Result<(), String> {
-    let mut follower = Follower::new(dev);
     let mut out = std::io::stdout().lock();
     let mut printed = 0u64;
     let mut buf = Vec::new();
+    let mut sleep = interval;
     quiet_pipe(
         writeln!(
             out,
-            "# following {} (new events as they are written)",
-            dev.dir().display()
+            "# following {} (new events as they are written, in time order)",
+            follower.device().dir().display()
         )
         .and_then(|_| out.flush()),
     )?;
@@ -250,23 +255,51 @@ fn follow(
                 break;
             }
             decoder.line(&item, &mut buf);
+            if item.timestamp() < poll.released_before {
+                // Older than what was printed before: its writer stalled past the window.
+                buf.pop();
+                buf.extend_from_slice(b" (late)\n");
+            }
             printed += 1;
         }
-        for (ring, &lost) in poll.lost.iter().enumerate() {
-            if lost > 0 && (filter.cpus.is_empty() || filter.cpus.contains(&ring)) {
+        let name = |ring| poll.snapshot.version.ring_name(ring);
+        for (ring, (&lost, &gave_up)) in poll.lost.iter().zip(&poll.gave_up).enumerate() {
+            if !(filter.cpus.is_empty() || filter.cpus.contains(&ring)) {
+                continue;
+            }
+            if lost > 0 {
                 let _ = writeln!(
                     buf,
                     "# {}: {lost} entries lost (overwritten before they were read)",
-                    poll.snapshot.version.ring_name(ring)
+                    name(ring)
+                );
+            }
+            if gave_up > 0 {
+                let _ = writeln!(
+                    buf,
+                    "# {}: {gave_up} positions not written within the reorder window (a writer stalled, died or skipped them)",
+                    name(ring)
                 );
             }
         }
+        if poll.late > 0 {
+            let _ = writeln!(
+                buf,
+                "# {} events late (older than events already printed: their writer stalled longer than the reorder window)",
+                poll.late
+            );
+        }
         let done = limit.is_some_and(|l| printed >= l);
+        // Idle: poll less and less often; at the first event, as often as asked again.
+        sleep = match poll.active {
+            true => interval,
+            false => (sleep * 2).clamp(interval, Duration::from_millis(100).max(interval)),
+        };
         match out.write_all(&buf).and_then(|_| out.flush()) {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
             Err(e) => return Err(e.to_string()),
             Ok(()) if done => return Ok(()),
-            Ok(()) => std::thread::sleep(interval),
+            Ok(()) => std::thread::sleep(sleep),
         }
     }
 }
@@ -404,12 +437,14 @@ fn run(cli: Cli) -> Result<(), String> {
             select,
             limit,
             interval_ms,
+            reorder_window_ms,
             utc,
         } => {
             let dev = open(device)?;
             let filter = filter(&dev, select)?;
+            let follower = Follower::with_window(&dev, reorder_window_ms * 1_000_000);
             follow(
-                &dev,
+                follower,
                 &filter,
                 limit,
                 Duration::from_millis(interval_ms),
