@@ -54,6 +54,8 @@ pub struct Follower<'d> {
     aux: AuxSnapshots,
     meta: Metadata,
     meta_used: u64,
+    /// The counters as of the last poll that released something.
+    status: crate::device::Status,
 }
 
 /// One ring's cursor.
@@ -177,6 +179,7 @@ impl<'d> Follower<'d> {
             aux: AuxSnapshots::default(),
             meta: dev.metadata(),
             meta_used: dev.status().meta_used,
+            status: dev.status(),
         }
     }
 
@@ -291,7 +294,7 @@ impl<'d> Follower<'d> {
         if self.aux.buffers.len() < rings {
             self.aux.buffers.resize(rings, Default::default());
         }
-        let meta_used = self.dev.status().meta_used;
+        let meta_used = core.header().meta_used.load(Acquire);
         if meta_used != self.meta_used {
             self.meta = self.dev.metadata();
             self.meta_used = meta_used;
@@ -335,21 +338,30 @@ impl<'d> Follower<'d> {
             c.committed = c.events.len() as u64;
         }
         self.released = watermark;
-        let meta = self.meta.clone();
-        // The strings only go with something to decode (an idle poll copies nothing).
-        let any = cpus.iter().any(|c| !c.events.is_empty());
+        // The names, strings and counters only go with something to decode: an idle poll
+        // copies nothing.
+        let any = !messages.is_empty() || cpus.iter().any(|c| !c.events.is_empty());
+        let (meta, aux, enabled) = match any {
+            true => (
+                self.meta.clone(),
+                self.aux.clone(),
+                self.dev.enabled_all(&self.meta),
+            ),
+            false => Default::default(),
+        };
         let snapshot = Snapshot {
             dir: self.dev.dir().to_path_buf(),
             version: self.dev.version(),
-            status: self.dev.status(),
-            enabled: self.dev.enabled_all(&meta),
+            status: if any {
+                self.status = self.dev.status();
+                self.status
+            } else {
+                self.status
+            },
+            enabled,
             meta,
             cpus,
-            aux: if any {
-                self.aux.clone()
-            } else {
-                AuxSnapshots::default()
-            },
+            aux,
             aux_error,
             messages: Some(messages),
         };
