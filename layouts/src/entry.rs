@@ -191,7 +191,7 @@ impl Kind {
 /// | 4..8   | number of argument words (0..=12)                      |
 /// | 8..20  | CPU the writer ran on (modulo 4096)                    |
 /// | 20..36 | tracepoint id (index into the device's metadata)       |
-/// | 36..64 | position tag: in a restartable ring, the low 28 bits of the entry's ring position (else 0) |
+/// | 36..64 | position tag: the low 28 bits of the entry's ring position       |
 ///
 /// ```
 /// use ttrace_layouts::entry::{Kind, TypeWord};

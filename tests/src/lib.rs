@@ -2,6 +2,7 @@
 
 pub mod ctf;
 pub mod fuzz;
+pub mod rseq;
 pub mod uftrace;
 pub mod viewer;
 
@@ -62,19 +63,35 @@ pub fn crash_string(inc: u64, seq: u64) -> String {
 pub struct Progress {
     /// Events recorded.
     pub done: &'static std::sync::atomic::AtomicU64,
-    /// [`Progress::RUNNING`], [`Progress::IN_AUX`] or [`Progress::FINISHED`].
+    /// [`Progress::RUNNING`], [`Progress::IN_AUX`], [`Progress::IN_POINT`] or
+    /// [`Progress::FINISHED`].
     pub state: &'static std::sync::atomic::AtomicU64,
     /// The slowest trace point, in ns (set when finished).
     pub slowest_ns: &'static std::sync::atomic::AtomicU64,
+    /// The path the writer's trace points take, set once its device is open:
+    /// [`Progress::RESTARTABLE`] or [`Progress::SHARED`] (0 before).
+    pub path: &'static std::sync::atomic::AtomicU64,
+    /// 1 if the signal that killed the writer interrupted one of its restartable critical
+    /// sections (the kernel had moved it to the section's abort handler): it died with that
+    /// section's stores made and its commit not.
+    pub killed_in_section: &'static std::sync::atomic::AtomicU64,
 }
 
 impl Progress {
-    /// Recording events.
+    /// Recording events, between two trace points.
     pub const RUNNING: u64 = 0;
     /// About to record an event with an aux string (the aux lock comes next).
     pub const IN_AUX: u64 = 1;
     /// All events recorded.
     pub const FINISHED: u64 = 2;
+    /// Recording an event without a string.
+    pub const IN_POINT: u64 = 3;
+
+    /// [`Progress::path`]: `Device::restartable()` was true, the writer uses restartable
+    /// sequences.
+    pub const RESTARTABLE: u64 = 1;
+    /// [`Progress::path`]: it uses the shared rings (the atomic protocol).
+    pub const SHARED: u64 = 2;
 
     /// Maps the progress file at `path` (created, zeroed, if missing).
     pub fn open(path: &Path) -> std::io::Result<Progress> {
@@ -89,15 +106,17 @@ impl Progress {
         // processes; the mapping is leaked, so the references live as long as the process.
         let map: &'static mut memmap2::MmapMut =
             Box::leak(Box::new(unsafe { memmap2::MmapMut::map_mut(&file)? }));
-        let words = <[std::sync::atomic::AtomicU64]>::mut_from_bytes(&mut map[..24])
+        let words = <[std::sync::atomic::AtomicU64]>::mut_from_bytes(&mut map[..40])
             .map_err(|_| std::io::Error::other("misaligned progress map"))?;
-        let [done, state, slowest_ns] = words else {
-            unreachable!("24 bytes are three words")
+        let [done, state, slowest_ns, path, killed_in_section] = words else {
+            unreachable!("40 bytes are five words")
         };
         Ok(Progress {
             done,
             state,
             slowest_ns,
+            path,
+            killed_in_section,
         })
     }
 }

@@ -126,6 +126,7 @@ fn agrees_with_kernel(f: impl Fn() -> u32) -> bool {
 /// glibc's offset of the rseq area from the thread pointer, when this process's threads
 /// have a registered area that holds `rseq_cs` (`__rseq_size` is 20 before glibc 2.40) and
 /// its `cpu_id` agrees with the kernel's: what [`crate::rseq`] needs.
+#[cfg_attr(loom, allow(dead_code))] // the restartable path is not built under loom
 pub(crate) fn rseq_area_offset() -> Option<i64> {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
@@ -138,6 +139,7 @@ pub(crate) fn rseq_area_offset() -> Option<i64> {
 
 /// glibc's `__rseq_size`: 0 when rseq is not registered.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg_attr(loom, allow(dead_code))]
 fn rseq_size() -> u32 {
     // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks a symbol up.
     let size = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_size".as_ptr()) } as *const u32;

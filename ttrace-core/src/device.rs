@@ -134,6 +134,7 @@ pub struct Device {
     /// glibc's rseq area offset when this device takes the restartable path (0: it does not).
     rseq_offset: i64,
     /// The table of restartable rings the sections read (see [`crate::rseq`]).
+    #[cfg_attr(loom, allow(dead_code))] // the restartable path is not built under loom
     rseq_table: crate::rseq::Table,
     /// A read-only device's mappings, watched for their files shrinking, with the files'
     /// paths (dropped before the mappings).
@@ -702,6 +703,7 @@ impl Device {
 
     /// The restartable-sequence offset and table, when this device takes that path.
     #[inline(always)]
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn rseq(&self) -> Option<(i64, *const usize)> {
         (self.rseq_offset != 0)
             .then_some((self.rseq_offset, self.rseq_table.as_ptr() as *const usize))

@@ -717,8 +717,8 @@ impl<S: SlotWords> Ring<'_, S> {
 
     /// [`Ring::scan`] of a restartable ring: the positions `head - slots .. head` (`head`
     /// loaded before the copy), in order; a parent is accepted only if its position tag is
-    /// its position's, a continuation only with its parent (or, at the oldest position,
-    /// whose parent was overwritten last, as an orphan). See the module documentation.
+    /// its position's, a continuation only with its parent (one without is counted as
+    /// overwritten, with its event). See the module documentation.
     fn scan_restartable<T: Kept>(&self, timestamp: u64) -> RingSnapshot<T> {
         let n = self.slots.len() as u64;
         // Acquire: every entry below `h1` was committed before, and is visible to, the copy.
@@ -773,12 +773,10 @@ impl<S: SlotWords> Ring<'_, S> {
                     }
                 }
                 SlotRead::Committed(_) if stitched => snap.committed += 1,
-                SlotRead::Committed(_) if p == lo => {
-                    snap.committed += 1;
-                    snap.orphans += 1;
-                }
-                // A continuation without its parent after the oldest position: written
-                // with a later position's parent.
+                // A continuation without its parent: at the oldest position, that of a
+                // parent overwritten last, or an aborted write's leftover (which an orphan
+                // cannot be told from: neither carries a position); elsewhere written with
+                // a later position's parent. Its event is lost either way, and so counted.
                 SlotRead::Committed(_) => snap.changed += 1,
             }
         }
@@ -972,6 +970,46 @@ mod tests {
             (a, b),
             (1004, 1005),
             "parent in slot 1, continuation in slot 0"
+        );
+    }
+
+    #[test]
+    fn a_continuation_without_its_parent_is_counted_overwritten_with_its_event() {
+        // A 2-slot restartable ring: a single entry at 0, a pair at 1-2; a pair at 3-4 that
+        // stops after both its stamps (18 of its 20 stores), then a single entry at 3. Slot 0
+        // keeps the aborted pair's continuation where position 2's was.
+        let m = HeapRing::<AtomicU64>::new(2);
+        let last = AtomicU64::new(0);
+        let r = m.restartable_ring();
+        let cont = [7u64; 7];
+        r.write_restartable(&last, 100, &words(1, &[0]), None, usize::MAX);
+        r.write_restartable(&last, 200, &words(12, &[1; 5]), Some(&cont), usize::MAX);
+        assert_eq!(
+            r.write_restartable(&last, 300, &words(12, &[3; 5]), Some(&cont), 18),
+            None
+        );
+        r.write_restartable(&last, 400, &words(1, &[3]), None, usize::MAX);
+        let s = r.snapshot();
+        assert_eq!(
+            s.events.iter().map(|e| e.args()[0]).collect::<Vec<_>>(),
+            [3]
+        );
+        assert_eq!(
+            (s.head, s.committed, s.changed, s.lost, s.orphans),
+            (4, 1, 1, 3, 0)
+        );
+        // The same counts when the continuation is the pair's own, its parent at position 1
+        // overwritten by position 3: the event is lost.
+        let m = HeapRing::<AtomicU64>::new(2);
+        let last = AtomicU64::new(0);
+        let r = m.restartable_ring();
+        r.write_restartable(&last, 100, &words(1, &[0]), None, usize::MAX);
+        r.write_restartable(&last, 200, &words(12, &[1; 5]), Some(&cont), usize::MAX);
+        r.write_restartable(&last, 400, &words(1, &[3]), None, usize::MAX);
+        let s = r.snapshot();
+        assert_eq!(
+            (s.head, s.committed, s.changed, s.lost, s.orphans),
+            (4, 1, 1, 3, 0)
         );
     }
 

@@ -26,7 +26,7 @@
 //! An aborted section leaves `head` unchanged, so the next writer on that CPU takes the same
 //! position and writes the same slots again. What the aborted one stored is in the slots of
 //! positions `h - ring_slots` (and the next): a reader expects there the entry of that older
-//! position, and rejects one tagged `h` (see [`crate::ring`]). [`crate::ring::RestartableModel`] is this
+//! position, and rejects one tagged `h` (see [`crate::ring`]). [`crate::ring::Ring::write_restartable`] is this
 //! sequence as Rust code over any atomic word, step by step, which the loom models check; the
 //! assembly below stores the same words in the same order (a test compares the two).
 //!

@@ -116,6 +116,7 @@ impl Write {
 
     fn record(&self, offset: u64) -> AuxRecord {
         AuxRecord {
+            buffer: 0,
             offset,
             tag: AuxTag::Info as u16,
             cpu: self.cpu(),

@@ -1,38 +1,48 @@
 //! Model checks of the restartable (rseq) write protocols with loom: the Rust models of the
-//! restartable sections ([`Ring::write_restartable`], [`Aux::write_restartable`]), each
-//! stopped after every possible number of stores (a section preempted, migrated, signalled
-//! or killed before its commit), followed by the successor section that takes the same
+//! restartable sections (`Ring::write_restartable`, `Aux::write_restartable`), each stopped
+//! after every possible number of stores (a section preempted, migrated, signalled or killed
+//! before its commit) and followed by its successor's section, which takes the same
 //! position, while a reader copies concurrently.
 //!
 //! One loom thread plays every writer of one CPU in turn: a CPU runs one thread at a time and
 //! a section that is interrupted restarts from its beginning, so the sections of one ring (or
 //! aux buffer) never interleave with each other; what interleaves with them is a reader on
 //! another CPU. The properties are exact: every event (or aux record) a reader returns is one
-//! whole completed write, stamp and words, found at the position it was written to; an
-//! aborted section's leftovers are never returned; no position is returned twice; the
-//! snapshot's accounting holds; and once the writer is done the ring (buffer) holds exactly
-//! the newest completed writes that fit.
+//! whole completed write, stamp and words, at the position it was written to; an aborted
+//! section's leftovers are never returned; no position is returned twice; the snapshot's
+//! accounting holds; and once the writer is done the ring (buffer) holds exactly the newest
+//! completed writes that fit. Each write stores its sequence number (for a ring, its
+//! position) in every word it owns, so a copy mixed from two writes, or taken from the wrong
+//! position, shows.
 //!
-//! Each write stores its sequence number (its ring position, for a ring) in every word it
-//! owns, so a copy mixed from two writes, or taken from the wrong position, shows.
+//! - Model 1: a restartable ring of single entries (2 slots).
+//! - Model 2: the same with continued events (two slots each, across the end of the ring).
+//! - Model 3: a restartable ring and a shared ring written at once, read by one reader.
+//! - Model 4: a restartable aux buffer (8 words).
 //!
 //! Every model also runs against a copy of the writer or the reader with one deliberate
-//! mistake (the `#[should_panic]` tests), to show that it catches what it claims to:
+//! mistake (the `broken_*` tests, `#[should_panic]` with the message of the check that must
+//! fail), to show that it catches what it claims to:
 //! - ring: a writer that does not claim the slot before its payload (a mixed entry is
-//!   accepted); a writer that commits `head` before the stamp (an aborted section leaves a
-//!   committed position that never holds its entry); a reader that reads the restartable
-//!   ring with the shared rings' rule, ignoring the position tag (it accepts an aborted
-//!   section's leftovers);
+//!   returned); a writer that commits `head` before the stamp (an aborted section leaves a
+//!   committed position that never holds an entry); a reader that reads the restartable ring
+//!   with the shared rings' rule, ignoring the position tag (it returns an aborted section's
+//!   leftovers, and entries whose position is not committed);
 //! - continued events: a writer that does not claim the continuation's slot (an older
-//!   event is stitched to a continuation mixed with the new one);
-//! - coexisting protocols: a shared-ring writer (`Ring::write`, correct by itself) on the
-//!   restartable ring (the restartable commit `head = h + 1` undoes a concurrent reservation,
-//!   and a completed write loses its position);
-//! - aux: a writer that stores `last` before the record, or that moves `first` only after
-//!   overwriting the oldest record.
+//!   parent is stitched to a continuation mixed with the new one);
+//! - coexisting protocols: the shared writer (`Ring::write`, correct on a ring of its own)
+//!   on the restartable ring, next to the restartable writer (the restartable commit
+//!   `head = h + 1` undoes a reservation made since its `h = head`: a completed write loses
+//!   its position);
+//! - aux: a writer that stores `last` before the record (a reader parses a header not
+//!   stored yet), or that moves `first` only after overwriting the oldest record (a reader
+//!   returns that record with words of the new one).
+//!
+//! The copies are checked to store exactly what the library's writers store when they have
+//! no mistake (`the_copied_writers_store_what_the_library_stores`).
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p ttrace-core --release --test
-//! loom_restartable`.
+//! loom_restartable` (about a minute and a half on two cores: model 2 takes most of it).
 #![cfg(loom)]
 
 use loom::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -224,8 +234,9 @@ impl Rings {
         })
     }
 
-    /// A restartable section at position `pos` of ring A storing `seq`, stopped after `steps`
-    /// stores; the write if it was committed.
+    /// A restartable section on ring A storing `seq` (in every word), stopped after `steps`
+    /// stores; the write if it was committed. `pos` is the position it takes (the `head`
+    /// it will find) where the caller knows it.
     fn restartable(
         &self,
         bug: WriterBug,
@@ -583,10 +594,24 @@ fn broken_ring_writer_committing_head_before_its_stamp_is_caught() {
 
 /// Broken reader: the shared rings' reader on a restartable ring, which accepts any
 /// committed stamp whatever the position tag says. A section aborted after its stamp store
-/// (k = 9 or 10) leaves a committed-looking entry that no position holds.
+/// (`k` = 9 or 10 of its 11 stores) leaves a committed-looking entry at a position that was
+/// never committed, and the reader returns it.
 #[test]
 #[should_panic(expected = "ring: accepted the leftovers of an aborted write")]
-fn broken_ring_reader_ignoring_the_position_tag_is_caught() {
+fn broken_ring_reader_ignoring_the_position_tag_accepts_leftovers() {
+    let m = RingModel {
+        reader: ReaderRule::SharedRule,
+        ..SINGLES
+    };
+    m.run_each(RING_BOUND, [9, 10]);
+}
+
+/// Broken reader, at every abort point: from the first (`k` = 0) it returns an entry whose
+/// position the `head` it loads after its copy does not cover yet: the successor's, whose
+/// section could still have been aborted (as the previous test shows).
+#[test]
+#[should_panic(expected = "ring: an event outside the ring's window")]
+fn broken_ring_reader_ignoring_the_position_tag_accepts_uncommitted_entries() {
     let m = RingModel {
         reader: ReaderRule::SharedRule,
         ..SINGLES
@@ -630,24 +655,6 @@ fn coexisting(k: usize, same_ring: bool) {
     let mut done_a = vec![m
         .restartable(WriterBug::Library, 0, 0, false, usize::MAX)
         .expect("a complete write")];
-    let restartable = {
-        let m = m.clone();
-        loom::thread::spawn(move || {
-            start(&m.gate);
-            // Positions (of sequence numbers 1, or `ABORTED | 1` for the aborted section)
-            // are known only if this is the ring's only writer.
-            let known = |d: Done| Done {
-                pos: d.pos.filter(|_| !same_ring),
-                ..d
-            };
-            let seq = if k < stores(false) { ABORTED | 1 } else { 1 };
-            if let Some(d) = m.restartable(WriterBug::Library, 1, seq, false, k) {
-                return (vec![known(d)], None);
-            }
-            let d = m.restartable(WriterBug::Library, 1, 1, false, usize::MAX);
-            (vec![known(d.expect("a complete write"))], Some(seq))
-        })
-    };
     let shared = {
         let m = m.clone();
         loom::thread::spawn(move || {
@@ -666,6 +673,24 @@ fn coexisting(k: usize, same_ring: bool) {
                     })
                 })
                 .collect::<Vec<_>>()
+        })
+    };
+    let restartable = {
+        let m = m.clone();
+        loom::thread::spawn(move || {
+            start(&m.gate);
+            // Positions (of sequence numbers 1, or `ABORTED | 1` for the aborted section)
+            // are known only if this is the ring's only writer.
+            let known = |d: Done| Done {
+                pos: d.pos.filter(|_| !same_ring),
+                ..d
+            };
+            let seq = if k < stores(false) { ABORTED | 1 } else { 1 };
+            if let Some(d) = m.restartable(WriterBug::Library, 1, seq, false, k) {
+                return (vec![known(d)], None);
+            }
+            let d = m.restartable(WriterBug::Library, 1, 1, false, usize::MAX);
+            (vec![known(d.expect("a complete write"))], Some(seq))
         })
     };
     let reader = {
@@ -706,10 +731,9 @@ fn coexisting(k: usize, same_ring: bool) {
     check_ring("ring B", &b, 2, &done_b, None);
 }
 
-/// The preemption bound of model 3. Its correct variant needs none (as [`RING_BOUND`]: each
-/// ring has one writer, the reader writes nothing they read), but its broken variant needs
-/// the shared writer to run between the restartable section's `h = head` and its commit,
-/// and a thread spawned later runs before an earlier one only by a preemption.
+/// The preemption bound of model 3: one, cheap here. (Its broken variant is caught
+/// without preemptions: the shared writer, spawned first, runs before the restartable one,
+/// whose `h = head` may still read the value from before the shared writer's reservations.)
 const COEXISTING_BOUND: usize = 1;
 
 /// Model 3 at every abort point `k` = 0 ..= 11.
@@ -891,9 +915,9 @@ impl AuxMem {
     }
 }
 
-/// The records written before the threads (32 and 24 bytes: 56 of the 64), the one that is
-/// aborted (40 bytes: it must drop the oldest record; its last word is partial), and its
-/// successor (32 bytes).
+/// The first two records (32 bytes at 0, 24 bytes at 32: 56 of the 64), the one whose write
+/// is aborted (40 bytes at 56: wrapping, it must drop the oldest record; its last word is
+/// partial), and its successor (32 bytes at 56, or at 96 after a whole write).
 const AUX_BEFORE: [AuxWrite; 2] = [AuxWrite { seq: 0, len: 8 }, AuxWrite { seq: 1, len: 0 }];
 const AUX_ABORTED: AuxWrite = AuxWrite { seq: 2, len: 13 };
 const AUX_SUCCESSOR: AuxWrite = AuxWrite { seq: 3, len: 8 };
@@ -934,28 +958,31 @@ fn check_aux(what: &str, s: &AuxSnapshot, done: &[AuxRecord], aborted: Option<u6
     );
 }
 
-/// Model 4: an 8-word restartable aux buffer holding two records written before the
-/// threads; the writer thread's write of a record that must drop the oldest one, stopped
-/// after `k` of its 7 stores (7: a whole write, with no successor), then its successor's
-/// complete write (another record); a reader snapshots concurrently. Every record returned
-/// is complete and exactly what was written for it (never the aborted write's, never an
-/// overwritten record's words), in order; afterwards the buffer holds exactly the newest
-/// records that fit and `last` is where the completed ones end.
+/// Model 4: an 8-word restartable aux buffer: one record written before the threads; the
+/// writer thread writes a second one, then a record that must drop the oldest one, stopped
+/// after `k` of its 7 stores (`first`, 3 header words, 2 payload words, `last`; 7 is a
+/// whole write, with no successor), then its successor's complete write (another record,
+/// at the same offset); a reader snapshots concurrently. Every record returned is complete
+/// and exactly what was written for it (offset, tag, CPU, timestamp, context and bytes, all
+/// derived from its sequence number), never the aborted write's, never an overwritten
+/// record's words; the records are contiguous and in order, none incomplete, the snapshot
+/// not corrupt; afterwards the buffer holds exactly the newest records that fit and `last`
+/// is where the completed ones end.
 fn aux_model(bug: AuxBug, k: usize) {
     let m = AuxMem::new();
-    let mut done: Vec<AuxRecord> = AUX_BEFORE
-        .iter()
-        .map(|&w| m.write(AuxBug::Library, w, usize::MAX).unwrap())
-        .collect();
+    let mut done = vec![m.write(AuxBug::Library, AUX_BEFORE[0], usize::MAX).unwrap()];
     let writer = {
         let m = m.clone();
         loom::thread::spawn(move || {
             start(&m.gate);
+            let mut done = vec![m.write(bug, AUX_BEFORE[1], usize::MAX).unwrap()];
             if let Some(r) = m.write(bug, AUX_ABORTED, k) {
-                return (vec![r], None);
+                done.push(r);
+                return (done, None);
             }
             let r = m.write(bug, AUX_SUCCESSOR, usize::MAX);
-            (vec![r.expect("a complete write")], Some(AUX_ABORTED.seq))
+            done.push(r.expect("a complete write"));
+            (done, Some(AUX_ABORTED.seq))
         })
     };
     let reader = {
@@ -996,9 +1023,10 @@ fn restartable_aux_write_aborted_at_every_store_with_a_concurrent_reader() {
 }
 
 /// Broken writer: `last` committed before the record is stored. A reader copies the range
-/// up to the new `last` and finds there what the buffer held before.
+/// up to the new `last`, where the record's header is not stored yet: it parses what the
+/// buffer held there before, a malformed header.
 #[test]
-#[should_panic(expected = "aux: ")]
+#[should_panic(expected = "aux: corrupt")]
 fn broken_aux_writer_committing_last_before_the_record_is_caught() {
     for k in 0..=AUX_STORES {
         model(AUX_BOUND, move || aux_model(AuxBug::LastBeforeRecord, k));
