@@ -189,3 +189,78 @@ fn dump_and_stats_read_a_snapshot_file_in_place_of_a_device() {
         body(run(&["stats", dir.to_str().unwrap()]))
     );
 }
+
+/// A ring's counts as a read gives them: `(head, committed, claimed, lost, after_cut)`.
+type Counts = (u64, u64, u64, u64, u64);
+
+fn counts<T>(r: &devttrace::RingSnapshot<T>) -> Counts {
+    (r.head, r.committed, r.claimed, r.lost, r.after_cut)
+}
+
+/// Two threads write `each` events each into a device of `slots`-slot rings while the
+/// reader takes snapshots, dumps' views and saved files over and over; `check` gets the
+/// counts of each restartable ring of each read, and whether the read was live (a saved
+/// file does not say how much was written while it was saved).
+fn read_while_writing(slots: u64, each: u64, check: impl Fn(Counts, bool)) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let w = std::sync::Arc::new(
+        ttrace_core::Device::open(&ttrace_tests::config(&dir, slots, 2)).unwrap(),
+    );
+    assert!(w.restartable(), "{}", ttrace_tests::rseq::RSEQ_REQUIRED);
+    let word = ttrace_tests::define(&w, "n", "n={n}");
+    let dev = Device::open(&dir).unwrap();
+    let file = tmp.path().join("s.ttrace");
+    let writers: Vec<_> = (0..2u64)
+        .map(|k| {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                for i in 0..each {
+                    w.emit(word, 7 << 32 | k, &[i]);
+                }
+            })
+        })
+        .collect();
+    let mut reads = 0;
+    while !writers.iter().all(|t| t.is_finished()) || reads < 3 {
+        let snap = dev.snapshot().unwrap();
+        let view = dev.view_newer_than(0).unwrap();
+        dev.save(&file).unwrap();
+        let saved = Device::open(&file).unwrap().snapshot().unwrap();
+        for r in 0..2 {
+            check(counts(&snap.cpus[r]), true);
+            check(counts(&view.cpus[r]), true);
+            check(counts(&saved.cpus[r]), false);
+        }
+        reads += 1;
+    }
+    writers.into_iter().for_each(|t| t.join().unwrap());
+}
+
+#[test]
+fn reads_taken_while_writers_fill_rings_that_never_wrap_lose_nothing() {
+    // Everything written before a read's cut is in it; what came after is counted as such.
+    read_while_writing(1 << 16, 20_000, |(head, committed, claimed, lost, _), _| {
+        assert_eq!((lost, claimed), (0, 0));
+        assert_eq!(committed, head, "every position below the cut");
+    });
+}
+
+#[test]
+fn reads_taken_while_writers_lap_the_rings_count_only_what_was_overwritten() {
+    // Lost: the positions older than the ring, and those overwritten during the copy (at
+    // most as many as were written during it).
+    let slots = 512;
+    read_while_writing(
+        slots,
+        50_000,
+        |(head, committed, claimed, lost, after_cut), live| {
+            let older = head.saturating_sub(slots);
+            assert!(
+                lost >= older && (!live || lost <= older + after_cut),
+                "lost {lost}: {older} older than the ring, {after_cut} written during the copy"
+            );
+            assert_eq!(committed + lost + claimed, head);
+        },
+    );
+}

@@ -452,6 +452,10 @@ pub struct RingSnapshot<T = Event> {
     pub malformed: u64,
     /// Complete events left out because they were not newer than the timestamp asked for.
     pub older: u64,
+    /// Restartable rings: entries committed while the copy ran, at positions at or above
+    /// `head` (which is then the head loaded before the copy: the cut): not in this copy,
+    /// and not lost.
+    pub after_cut: u64,
     /// Complete events, oldest first.
     pub events: Vec<T>,
 }
@@ -469,6 +473,7 @@ impl<T> Default for RingSnapshot<T> {
             orphans: 0,
             malformed: 0,
             older: 0,
+            after_cut: 0,
             events: Vec::new(),
         }
     }
@@ -780,7 +785,9 @@ impl<S: SlotWords> Ring<'_, S> {
                 SlotRead::Committed(_) => snap.changed += 1,
             }
         }
-        snap.head = self.head.load(Acquire);
+        // The cut is `h1`: what was committed since is counted as such, not as lost.
+        snap.after_cut = self.head.load(Acquire).saturating_sub(h1);
+        snap.head = h1;
         snap.skipped = self.skipped.load(Acquire);
         snap.dropped = self.dropped.load(Acquire);
         snap.lost = snap.head.saturating_sub(

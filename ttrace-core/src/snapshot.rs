@@ -5,8 +5,9 @@
 //! complete entry as it was, a slot still being written as its claimed stamp alone, a slot
 //! overwritten during the copy as empty, counted as lost), each aux buffer with the aux
 //! protocol (the records at or after the `first` the copy ends with), the metadata up to
-//! the length published when it was copied. The counters (`head`, `last`, ...) are copied
-//! after what they count, and the locks are saved free. See `ttrace_layouts::snapshot` for
+//! the length published when it was copied. A ring's header is copied before its slots (its
+//! `head` is the cut: what is committed during the copy is above it), the other counters
+//! (`last`, ...) after what they count, and the locks are saved free. See `ttrace_layouts::snapshot` for
 //! the layout.
 
 use crate::device::{Access, Device};
@@ -138,6 +139,16 @@ impl Device {
             put(layout.aux_at + r as u64 * aux_size, &part)?;
             let ring = self.ring(r);
             let mut part = vec![0u8; RING_HEADER_BYTES + ring.slots.len() * SLOT_WORDS * 8];
+            // The header (its `head`: the cut) before the slots: an entry committed while
+            // they are copied lies at or above the cut, and a reader of the file then counts
+            // it as neither shown nor lost; one it overwrote is lost, as it was.
+            let rh: *const RingHeader = self.ring_header(r);
+            // SAFETY: a ring header is RING_HEADER_BYTES of a live mapping, 128-aligned,
+            // changed by writers only through its atomics.
+            load(
+                unsafe { words(rh.cast(), RING_HEADER_BYTES) },
+                &mut part[..RING_HEADER_BYTES],
+            );
             for (i, slot) in part[RING_HEADER_BYTES..]
                 .chunks_exact_mut(SLOT_WORDS * 8)
                 .enumerate()
@@ -159,13 +170,6 @@ impl Device {
                     SlotRead::Empty => {}
                 }
             }
-            let rh: *const RingHeader = self.ring_header(r);
-            // SAFETY: a ring header is RING_HEADER_BYTES of a live mapping, 128-aligned,
-            // changed by writers only through its atomics.
-            load(
-                unsafe { words(rh.cast(), RING_HEADER_BYTES) },
-                &mut part[..RING_HEADER_BYTES],
-            );
             // The aux lock saved free, the offsets those of the records copied.
             let mut set = |at: usize, v: u64| part[at..at + 8].copy_from_slice(&v.to_ne_bytes());
             set(core::mem::offset_of!(RingHeader, aux_lock), 0);

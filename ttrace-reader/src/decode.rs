@@ -358,6 +358,9 @@ pub fn ring_counts<T>(name: &str, r: &devttrace::RingSnapshot<T>, vanished: u64)
     if r.malformed > 0 {
         s += &format!(", {} malformed", r.malformed);
     }
+    if r.after_cut > 0 {
+        s += &format!(", {} written while reading", r.after_cut);
+    }
     s
 }
 
