@@ -30,6 +30,18 @@ use ttrace_layouts::aux::{
 /// Tries before an aux write blocked by a record still being written is dropped.
 const BLOCKED_TRIES: u32 = 64;
 
+/// `first` as a writer may trust it, given `last` (`start`) and the buffer's `size`: offsets a
+/// damaged device could hold (first past last, more than a buffer apart, misaligned) are
+/// repaired by dropping every record, never trusted.
+#[inline(always)]
+fn repaired(first: u64, start: u64, size: u64) -> u64 {
+    if first > start || start - first > size || first % 8 != 0 {
+        start
+    } else {
+        first
+    }
+}
+
 /// Copies `bytes` into the buffer at `offset` (8-aligned), word by word, wrapping at the
 /// end of the buffer (the last word padded with zeros).
 #[inline]
@@ -129,13 +141,7 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
         let start = self.last.load(Relaxed);
         // Relaxed: as above.
         let old_first = self.first.load(Relaxed);
-        // Offsets a damaged device could hold (first past last, or more than a buffer
-        // apart) are repaired by dropping every record, never trusted.
-        let mut first = if old_first > start || start - old_first > size || old_first % 8 != 0 {
-            start
-        } else {
-            old_first
-        };
+        let mut first = repaired(old_first, start, size);
         while start + rec - first > size {
             // Acquire: if the record is complete, its payload stores happen-before the
             // stores with which we are about to overwrite it.
@@ -204,23 +210,14 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
         bytes: &[u8],
         steps: usize,
     ) -> Option<u64> {
-        let mut left = steps;
-        let mut step = || {
-            let go = left > 0;
-            left = left.saturating_sub(1);
-            go
-        };
+        let mut step = crate::sync::steps(steps);
         let size = self.words.len() as u64 * 8;
         let rec = path.record_bytes();
         // Relaxed: this thread is the buffer's only writer.
         let start = self.last.load(Relaxed);
         // Relaxed: as above.
         let old_first = self.first.load(Relaxed);
-        let mut first = if old_first > start || start - old_first > size || old_first % 8 != 0 {
-            start
-        } else {
-            old_first
-        };
+        let mut first = repaired(old_first, start, size);
         while start + rec - first > size {
             // Relaxed: every record of this buffer was written by this CPU's earlier sections.
             first += AuxPath(self.at(first).load(Relaxed)).record_bytes();

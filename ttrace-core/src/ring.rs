@@ -296,12 +296,7 @@ impl<'a, S: SlotWords> Ring<'a, S> {
         cont: Option<&[u64; SLOT_WORDS - 1]>,
         steps: usize,
     ) -> Option<u64> {
-        let mut left = steps;
-        let mut step = || {
-            let go = left > 0;
-            left = left.saturating_sub(1);
-            go
-        };
+        let mut step = crate::sync::steps(steps);
         // Relaxed: this thread is the ring's only writer.
         let h = self.head.load(Relaxed);
         let slots: &[&[S::Word; SLOT_WORDS]] = match cont {
@@ -703,7 +698,13 @@ impl<S: SlotWords> Ring<'_, S> {
             _ => first,
         };
         snap.visit(&prev, last, &successor, timestamp);
-        snap.head = self.head.load(Acquire);
+        self.finish(snap, self.head.load(Acquire))
+    }
+
+    /// Completes a scan's counts with `head` (what the copy is counted against), the
+    /// ring's counters and the losses they imply, and sorts its events by time.
+    fn finish<T: Kept>(&self, mut snap: RingSnapshot<T>, head: u64) -> RingSnapshot<T> {
+        snap.head = head;
         snap.skipped = self.skipped.load(Acquire);
         snap.dropped = self.dropped.load(Acquire);
         // Saturating: the words of a damaged device can hold anything.
@@ -787,18 +788,7 @@ impl<S: SlotWords> Ring<'_, S> {
         }
         // The cut is `h1`: what was committed since is counted as such, not as lost.
         snap.after_cut = self.head.load(Acquire).saturating_sub(h1);
-        snap.head = h1;
-        snap.skipped = self.skipped.load(Acquire);
-        snap.dropped = self.dropped.load(Acquire);
-        snap.lost = snap.head.saturating_sub(
-            snap.skipped
-                .saturating_add(snap.committed)
-                .saturating_add(snap.claimed),
-        );
-        if !snap.events.is_sorted_by_key(T::stamp) {
-            snap.events.sort_by_key(T::stamp);
-        }
-        snap
+        self.finish(snap, h1)
     }
 }
 

@@ -84,6 +84,57 @@ pub struct AuxArgs {
     pub src: *const u8,
 }
 
+/// The start of a restartable section, as `asm!` template text: the retry point (26),
+/// publishing the descriptor (23) in the thread's rseq area, then the section proper (21):
+/// `{cpu}` = this CPU, leaving for 25 (fall back) if it has no restartable ring, and
+/// `{ring}` = `table + 32 * cpu` (its entry is at `{ring} + 32`).
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom)))]
+macro_rules! section_start {
+    () => {
+        concat!(
+            "26:\n",
+            "lea {ring}, [rip + 23f]\n",
+            "mov qword ptr fs:[{off} + 8], {ring}\n",
+            "21:\n",
+            "mov {cpu:e}, dword ptr fs:[{off} + 4]\n",
+            "cmp {cpu}, qword ptr [{table}]\n",
+            "jae 25f\n",
+            "mov {ring}, {cpu}\n",
+            "shl {ring}, 5\n",
+            "add {ring}, {table}\n",
+        )
+    };
+}
+
+/// The end of a restartable section, after its commit (22) and whatever follows it, which
+/// must jump to 27: the abort handler (24, behind the signature glibc registered: retry at
+/// 26 until `{tries}` runs out), the descriptor (version, flags, start 21, length to the
+/// commit's end 22, abort 24), and the fall-back exit (25: `eax` = 0).
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom)))]
+macro_rules! section_end {
+    () => {
+        concat!(
+            ".pushsection __rseq_failure, \"ax\"\n",
+            ".byte 0x0f, 0xb9, 0x3d\n",
+            ".long 0x53053053\n",
+            "24:\n",
+            "sub {tries}, 1\n",
+            "jnz 26b\n",
+            "jmp 25f\n",
+            ".popsection\n",
+            ".pushsection __rseq_cs, \"aw\"\n",
+            ".balign 32\n",
+            "23:\n",
+            ".long 0, 0\n",
+            ".quad 21b, 22b - 21b, 24b\n",
+            ".popsection\n",
+            "25:\n",
+            "xor eax, eax\n",
+            "27:\n",
+        )
+    };
+}
+
 #[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom)))]
 mod imp {
     use super::{AuxArgs, TRIES};
@@ -107,17 +158,7 @@ mod imp {
         // masked by the ring mask); `fs:[rseq_offset]` is this thread's rseq area.
         unsafe {
             asm!(
-                // Retry point: publish the descriptor, then the section.
-                "26:",
-                "lea {ring}, [rip + 23f]",
-                "mov qword ptr fs:[{off} + 8], {ring}",
-                "21:",
-                "mov {cpu:e}, dword ptr fs:[{off} + 4]",
-                "cmp {cpu}, qword ptr [{table}]",
-                "jae 25f",
-                "mov {ring}, {cpu}",
-                "shl {ring}, 5",
-                "add {ring}, {table}",
+                section_start!(),
                 // h = head; slot = slots + (h & mask) * 64
                 "mov rdx, qword ptr [{ring} + 32]",
                 "mov {h}, qword ptr [rdx]",
@@ -169,25 +210,7 @@ mod imp {
                 "mov qword ptr [rdx], {h}",
                 "22:",
                 "jmp 27f",
-                // Abort handler, preceded by the signature glibc registered.
-                ".pushsection __rseq_failure, \"ax\"",
-                ".byte 0x0f, 0xb9, 0x3d",
-                ".long 0x53053053",
-                "24:",
-                "sub {tries}, 1",
-                "jnz 26b",
-                "jmp 25f",
-                ".popsection",
-                // The descriptor: version, flags, start, length to the commit end, abort.
-                ".pushsection __rseq_cs, \"aw\"",
-                ".balign 32",
-                "23:",
-                ".long 0, 0",
-                ".quad 21b, 22b - 21b, 24b",
-                ".popsection",
-                "25:",
-                "xor eax, eax",
-                "27:",
+                section_end!(),
                 off = in(reg) rseq_offset,
                 table = in(reg) table,
                 w = in(reg) words.as_ptr(),
@@ -218,16 +241,7 @@ mod imp {
         // SAFETY: as in `write`.
         unsafe {
             asm!(
-                "26:",
-                "lea {ring}, [rip + 23f]",
-                "mov qword ptr fs:[{off} + 8], {ring}",
-                "21:",
-                "mov {cpu:e}, dword ptr fs:[{off} + 4]",
-                "cmp {cpu}, qword ptr [{table}]",
-                "jae 25f",
-                "mov {ring}, {cpu}",
-                "shl {ring}, 5",
-                "add {ring}, {table}",
+                section_start!(),
                 // h = head; a = slot(h), b = slot(h + 1)
                 "mov rdx, qword ptr [{ring} + 32]",
                 "mov {h}, qword ptr [rdx]",
@@ -301,23 +315,7 @@ mod imp {
                 "mov qword ptr [rdx], {h}",
                 "22:",
                 "jmp 27f",
-                ".pushsection __rseq_failure, \"ax\"",
-                ".byte 0x0f, 0xb9, 0x3d",
-                ".long 0x53053053",
-                "24:",
-                "sub {tries}, 1",
-                "jnz 26b",
-                "jmp 25f",
-                ".popsection",
-                ".pushsection __rseq_cs, \"aw\"",
-                ".balign 32",
-                "23:",
-                ".long 0, 0",
-                ".quad 21b, 22b - 21b, 24b",
-                ".popsection",
-                "25:",
-                "xor eax, eax",
-                "27:",
+                section_end!(),
                 off = in(reg) rseq_offset,
                 table = in(reg) table,
                 w = in(reg) words.as_ptr(),
@@ -352,16 +350,7 @@ mod imp {
         // buffer, and read from `src` within its `full_words` words.
         unsafe {
             asm!(
-                "26:",
-                "lea {ring}, [rip + 23f]",
-                "mov qword ptr fs:[{off} + 8], {ring}",
-                "21:",
-                "mov {cpu:e}, dword ptr fs:[{off} + 4]",
-                "cmp {cpu}, qword ptr [{table}]",
-                "jae 25f",
-                "mov {ring}, {cpu}",
-                "shl {ring}, 5",
-                "add {ring}, {table}",
+                section_start!(),
                 // start = last, first = first (repaired to start when out of range).
                 "mov rdx, qword ptr [{ring} + 48]",
                 "mov {start}, qword ptr [rdx + 8]",
@@ -450,23 +439,7 @@ mod imp {
                 "shr rax, 5",
                 "add rax, 1",
                 "jmp 27f",
-                ".pushsection __rseq_failure, \"ax\"",
-                ".byte 0x0f, 0xb9, 0x3d",
-                ".long 0x53053053",
-                "24:",
-                "sub {tries}, 1",
-                "jnz 26b",
-                "jmp 25f",
-                ".popsection",
-                ".pushsection __rseq_cs, \"aw\"",
-                ".balign 32",
-                "23:",
-                ".long 0, 0",
-                ".quad 21b, 22b - 21b, 24b",
-                ".popsection",
-                "25:",
-                "xor eax, eax",
-                "27:",
+                section_end!(),
                 off = in(reg) rseq_offset,
                 table = in(reg) table,
                 args = in(reg) args as *const AuxArgs,

@@ -28,6 +28,17 @@ pub trait AtomicWord: Sync + Sized {
     fn fence(order: Ordering);
 }
 
+/// A budget of `n` steps for the models of restartable sequences: each call says whether
+/// one more store may be made (`usize::MAX`: a whole write).
+pub(crate) fn steps(n: usize) -> impl FnMut() -> bool {
+    let mut left = n;
+    move || {
+        let go = left > 0;
+        left = left.saturating_sub(1);
+        go
+    }
+}
+
 macro_rules! impl_atomic_word {
     ($ty:ty, $fence:path) => {
         impl AtomicWord for $ty {
