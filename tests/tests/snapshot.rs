@@ -199,9 +199,10 @@ fn counts<T>(r: &devttrace::RingSnapshot<T>) -> Counts {
 
 /// Two threads write `each` events each into a device of `slots`-slot rings while the
 /// reader takes snapshots, dumps' views and saved files over and over; `check` gets the
-/// counts of each restartable ring of each read, and whether the read was live (a saved
-/// file does not say how much was written while it was saved).
-fn read_while_writing(slots: u64, each: u64, check: impl Fn(Counts, bool)) {
+/// counts of each ring written (the restartable ones, or with `shared` the shared ones) of
+/// each read, and whether the read was live (a saved file does not say how much was written
+/// while it was saved).
+fn read_while_writing(slots: u64, each: u64, shared: bool, check: impl Fn(Counts, bool)) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let w = std::sync::Arc::new(
@@ -216,7 +217,10 @@ fn read_while_writing(slots: u64, each: u64, check: impl Fn(Counts, bool)) {
             let w = w.clone();
             std::thread::spawn(move || {
                 for i in 0..each {
-                    w.emit(word, 7 << 32 | k, &[i]);
+                    match shared {
+                        true => w.emit_shared(word, 7 << 32 | k, &[i]),
+                        false => w.emit(word, 7 << 32 | k, &[i]),
+                    };
                 }
             })
         })
@@ -227,7 +231,7 @@ fn read_while_writing(slots: u64, each: u64, check: impl Fn(Counts, bool)) {
         let view = dev.view_newer_than(0).unwrap();
         dev.save(&file).unwrap();
         let saved = Device::open(&file).unwrap().snapshot().unwrap();
-        for r in 0..2 {
+        for r in if shared { 2..4 } else { 0..2 } {
             check(counts(&snap.cpus[r]), true);
             check(counts(&view.cpus[r]), true);
             check(counts(&saved.cpus[r]), false);
@@ -240,10 +244,33 @@ fn read_while_writing(slots: u64, each: u64, check: impl Fn(Counts, bool)) {
 #[test]
 fn reads_taken_while_writers_fill_rings_that_never_wrap_lose_nothing() {
     // Everything written before a read's cut is in it; what came after is counted as such.
-    read_while_writing(1 << 16, 20_000, |(head, committed, claimed, lost, _), _| {
-        assert_eq!((lost, claimed), (0, 0));
-        assert_eq!(committed, head, "every position below the cut");
-    });
+    read_while_writing(
+        1 << 16,
+        20_000,
+        false,
+        |(head, committed, claimed, lost, _), _| {
+            assert_eq!((lost, claimed), (0, 0));
+            assert_eq!(committed, head, "every position below the cut");
+        },
+    );
+}
+
+#[test]
+fn reads_taken_while_writers_fill_shared_rings_that_never_wrap_lose_nothing() {
+    // On a shared ring a position below the cut may still be being written: it is counted
+    // as incomplete (claimed), never as lost.
+    read_while_writing(
+        1 << 16,
+        20_000,
+        true,
+        |(head, committed, claimed, lost, _), _| {
+            assert_eq!(
+                lost, 0,
+                "head {head}, committed {committed}, claimed {claimed}"
+            );
+            assert_eq!(committed + claimed, head);
+        },
+    );
 }
 
 #[test]
@@ -254,6 +281,7 @@ fn reads_taken_while_writers_lap_the_rings_count_only_what_was_overwritten() {
     read_while_writing(
         slots,
         50_000,
+        false,
         |(head, committed, claimed, lost, after_cut), live| {
             let older = head.saturating_sub(slots);
             assert!(

@@ -523,13 +523,18 @@ impl Kept for Mark {
 }
 
 impl<T: Kept> RingSnapshot<T> {
-    /// Counts one slot read.
+    /// Counts one slot read, against the cut `cut` (the head loaded before the copy): a
+    /// parent or claim of a position at or above it was written while the copy ran; an empty
+    /// slot below it (`below`) is a position reserved and still being written.
     #[inline]
-    fn count(&mut self, r: &SlotRead) {
+    fn count(&mut self, r: &SlotRead, cut: u64, below: bool) {
         match r {
+            SlotRead::Empty if below => self.claimed += 1,
             SlotRead::Empty => {}
+            SlotRead::Claimed(c) if claimed_after(*c, cut) => self.after_cut += 1,
             SlotRead::Claimed(_) => self.claimed += 1,
             SlotRead::Changed => self.changed += 1,
+            SlotRead::Committed(w) if tagged_after(w, cut) => self.after_cut += 1,
             SlotRead::Committed(_) => self.committed += 1,
         }
     }
@@ -538,9 +543,27 @@ impl<T: Kept> RingSnapshot<T> {
     /// (the read of the following slot) as its possible continuation; counts `next` as an
     /// orphan if it is a continuation whose parent `prev` is not.
     #[inline]
-    fn visit(&mut self, prev: &SlotRead, prev_slot: usize, next: &SlotRead, newer_than: u64) {
+    fn visit(
+        &mut self,
+        prev: &SlotRead,
+        prev_slot: usize,
+        next: &SlotRead,
+        newer_than: u64,
+        cut: u64,
+    ) {
         let mut stitched = false;
         if let SlotRead::Committed(w) = prev {
+            if tagged_after(w, cut) {
+                // Written while the copy ran: neither shown nor lost, its continuation too.
+                // (Saturating: the last slot's successor is read again, uncounted.)
+                if matches!(next, SlotRead::Committed(c) if c[0] == w[0] | Stamp::CONTINUATION)
+                    && self.committed > 0
+                {
+                    self.committed -= 1;
+                    self.after_cut += 1;
+                }
+                return;
+            }
             if !Stamp(w[0]).is_continuation() {
                 match stitch(w, prev_slot, || *next) {
                     Some((e, s)) => {
@@ -661,9 +684,12 @@ impl<S: SlotWords> Ring<'_, S> {
             return self.scan_restartable(timestamp);
         }
         let n = self.slots.len();
-        // Relaxed: only a starting point. Visiting the slots oldest first makes the events
-        // come out sorted already (in the common case); any value gives the same result.
-        let head = self.head.load(Relaxed);
+        // The cut: positions below it were reserved before the copy (Acquire: with the
+        // writers' commits it saw). Visiting the slots oldest first also makes the events come
+        // out sorted already, in the common case.
+        let head = self.head.load(Acquire);
+        let skipped = self.skipped.load(Acquire);
+        let below = |i: usize| restartable_position(n, i, head).is_some();
         let start = (head as usize) & (n - 1);
         let mut snap = RingSnapshot {
             events: Vec::with_capacity(n.min(head as usize)),
@@ -674,12 +700,12 @@ impl<S: SlotWords> Ring<'_, S> {
         // when its successor (which may hold its continuation) has been read.
         let first = self.read(start);
         let mut prev = first;
-        snap.count(&first);
+        snap.count(&first, head, below(start));
         for k in 1..n {
             let i = (start + k) & (n - 1);
             let r = self.read(i);
-            snap.count(&r);
-            snap.visit(&prev, (i + n - 1) & (n - 1), &r, timestamp);
+            snap.count(&r, head, below(i));
+            snap.visit(&prev, (i + n - 1) & (n - 1), &r, timestamp, head);
             prev = r;
         }
         // The last slot's successor is the first one, read long before: if the last slot
@@ -697,15 +723,20 @@ impl<S: SlotWords> Ring<'_, S> {
             }
             _ => first,
         };
-        snap.visit(&prev, last, &successor, timestamp);
-        self.finish(snap, self.head.load(Acquire))
+        snap.visit(&prev, last, &successor, timestamp, head);
+        self.finish(snap, head, skipped)
     }
 
     /// Completes a scan's counts with `head` (what the copy is counted against), the
     /// ring's counters and the losses they imply, and sorts its events by time.
-    fn finish<T: Kept>(&self, mut snap: RingSnapshot<T>, head: u64) -> RingSnapshot<T> {
+    fn finish<T: Kept>(
+        &self,
+        mut snap: RingSnapshot<T>,
+        head: u64,
+        skipped: u64,
+    ) -> RingSnapshot<T> {
         snap.head = head;
-        snap.skipped = self.skipped.load(Acquire);
+        snap.skipped = skipped;
         snap.dropped = self.dropped.load(Acquire);
         // Saturating: the words of a damaged device can hold anything.
         snap.lost = snap.head.saturating_sub(
@@ -788,8 +819,23 @@ impl<S: SlotWords> Ring<'_, S> {
         }
         // The cut is `h1`: what was committed since is counted as such, not as lost.
         snap.after_cut = self.head.load(Acquire).saturating_sub(h1);
-        self.finish(snap, h1)
+        self.finish(snap, h1, 0)
     }
+}
+
+/// Whether the committed parent `w` was written at or above position `cut` (its position
+/// tag, 28 bits, is at most 2^27 positions ahead of the cut's).
+fn tagged_after(w: &[u64; SLOT_WORDS], cut: u64) -> bool {
+    let tw = TypeWord(w[1]);
+    !Stamp(w[0]).is_continuation()
+        && tw.is_valid()
+        && ((tw.position_tag().wrapping_sub(TypeWord::tag_of(cut)) << 4) as i32 >> 4) >= 0
+}
+
+/// Whether the claim `c` is for a position at or above `cut` (40 bits).
+fn claimed_after(c: Stamp, cut: u64) -> bool {
+    const MASK: u64 = (1 << 40) - 1;
+    (c.claim_pos().wrapping_sub(cut & MASK) & MASK) < 1 << 39
 }
 
 /// In a restartable ring of `slots` slots whose `head` was `h1` before a copy: the position
