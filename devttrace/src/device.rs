@@ -57,12 +57,20 @@ pub struct Status {
     /// Aux writes dropped (only a shared ring's buffer drops: it does not overtake a record
     /// still being written).
     pub aux_dropped: u64,
-    /// Bytes of metadata records.
+    /// Bytes of tracepoint records.
     pub meta_used: u64,
-    /// Metadata records dropped (area full).
+    /// Tracepoint records dropped (area full).
     pub meta_dropped: u64,
     /// Tracepoints registered.
     pub tracepoints: u64,
+    /// Compactions of the names area so far.
+    pub names_generation: u64,
+    /// Bytes of names in the half in use.
+    pub names_used: u64,
+    /// Names reclaimed by compactions since creation.
+    pub names_reclaimed: u64,
+    /// Names dropped: they did not fit even after a compaction.
+    pub names_dropped: u64,
 }
 
 fn checked(dir: &Path, r: ttrace_core::Result<ttrace_core::Device>) -> Result<Device> {
@@ -173,6 +181,10 @@ impl Device {
             meta_used: load(&h.meta_used),
             meta_dropped: load(&h.meta_dropped),
             tracepoints: load(&h.tp_count),
+            names_generation: load(&h.names_generation),
+            names_used: load(&h.names_used[(load(&h.names_generation) & 1) as usize]),
+            names_reclaimed: load(&h.names_reclaimed),
+            names_dropped: load(&h.names_dropped),
         }
     }
 
@@ -298,11 +310,22 @@ impl Device {
 
     /// [`Device::snapshot`] with [`Device::cpu_newer_than`].
     pub fn snapshot_newer_than(&self, timestamp: u64) -> Result<Snapshot> {
-        let cpus = (0..self.cpus())
-            .map(|n| self.cpu_newer_than(n, timestamp))
-            .collect::<Result<Vec<_>>>()?;
-        let (aux, aux_error) = self.aux_or_empty();
-        let meta = self.metadata();
+        // A compaction of the names during the copy may reclaim the name of an event that
+        // was copied and then overwritten: the copy is taken again (compactions are rare:
+        // one per names half filled).
+        let mut tries = 0;
+        let (cpus, aux, aux_error, meta) = loop {
+            let generation = self.dev.names_generation();
+            let cpus = (0..self.cpus())
+                .map(|n| self.cpu_newer_than(n, timestamp))
+                .collect::<Result<Vec<_>>>()?;
+            let (aux, aux_error) = self.aux_or_empty();
+            let meta = self.metadata();
+            tries += 1;
+            if meta.names_generation == generation || tries == 4 {
+                break (cpus, aux, aux_error, meta);
+            }
+        };
         self.check_intact()?;
         Ok(Snapshot {
             dir: self.dir().to_path_buf(),

@@ -28,7 +28,7 @@ use crate::snapshot::Snapshot;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Acquire;
 use ttrace_core::aux::AuxSnapshots;
-use ttrace_core::meta::Metadata;
+use ttrace_core::meta::{Metadata, TaskInfo};
 use ttrace_core::ring::{event_at, Event, Ring, RingSnapshot, SlotRead};
 use ttrace_layouts::aux::AuxTag;
 use ttrace_layouts::entry::{Slot, Stamp, TypeWord};
@@ -52,8 +52,13 @@ pub struct Follower<'d> {
     /// the end of what was read).
     messages_from: Vec<u64>,
     aux: AuxSnapshots,
+    /// The device's metadata as last copied.
     meta: Metadata,
-    meta_used: u64,
+    /// What that copy reflects: tracepoint bytes, names generation and names bytes.
+    meta_seen: (u64, u64, u64),
+    /// Names the last compaction reclaimed: events read before it and still held may need
+    /// them.
+    reclaimed: Metadata,
     /// The counters as of the last poll that released something.
     status: crate::device::Status,
 }
@@ -178,7 +183,8 @@ impl<'d> Follower<'d> {
             messages_from,
             aux: AuxSnapshots::default(),
             meta: dev.metadata(),
-            meta_used: dev.status().meta_used,
+            meta_seen: meta_seen(core),
+            reclaimed: Metadata::default(),
             status: dev.status(),
         }
     }
@@ -294,10 +300,17 @@ impl<'d> Follower<'d> {
         if self.aux.buffers.len() < rings {
             self.aux.buffers.resize(rings, Default::default());
         }
-        let meta_used = core.header().meta_used.load(Acquire);
-        if meta_used != self.meta_used {
-            self.meta = self.dev.metadata();
-            self.meta_used = meta_used;
+        let seen = meta_seen(core);
+        if seen != self.meta_seen {
+            let meta = self.dev.metadata();
+            if meta.names_generation != self.meta.names_generation {
+                let old = std::mem::replace(&mut self.meta, meta);
+                self.reclaimed.threads = missing(&old.threads, &self.meta.threads);
+                self.reclaimed.processes = missing(&old.processes, &self.meta.processes);
+            } else {
+                self.meta = meta;
+            }
+            self.meta_seen = seen;
         }
         // Only new positions were read: find a file cut elsewhere too.
         core.probe();
@@ -343,7 +356,11 @@ impl<'d> Follower<'d> {
         let any = !messages.is_empty() || cpus.iter().any(|c| !c.events.is_empty());
         let (meta, aux, enabled) = match any {
             true => (
-                self.meta.clone(),
+                {
+                    let mut meta = self.meta.clone();
+                    meta.merge_names(&self.reclaimed);
+                    meta
+                },
                 self.aux.clone(),
                 self.dev.enabled_all(&self.meta),
             ),
@@ -374,4 +391,26 @@ impl<'d> Follower<'d> {
             active: read_any || !self.held.is_empty() || !self.held_messages.is_empty(),
         })
     }
+}
+
+/// The words that say whether the metadata changed: tracepoint bytes, names generation and
+/// the bytes of names in use.
+fn meta_seen(core: &ttrace_core::Device) -> (u64, u64, u64) {
+    let h = core.header();
+    // Acquire: as `Device::metadata` loads them (a change seen here is copied next).
+    let generation = h.names_generation.load(Acquire);
+    (
+        h.meta_used.load(Acquire),
+        generation,
+        h.names_used[(generation & 1) as usize].load(Acquire),
+    )
+}
+
+/// The tasks of `old` that `new` lacks.
+fn missing(old: &[TaskInfo], new: &[TaskInfo]) -> Vec<TaskInfo> {
+    let have: std::collections::HashSet<_> = new.iter().map(TaskInfo::key).collect();
+    old.iter()
+        .filter(|t| !have.contains(&t.key()))
+        .cloned()
+        .collect()
 }

@@ -28,7 +28,7 @@ pub use error::{Error, Problem, Result};
 pub use follow::{Follower, Poll, DEFAULT_WINDOW_NS};
 pub use snapshot::Snapshot;
 pub use ttrace_core::aux::{AuxRecord, AuxSnapshot, AuxSnapshots};
-pub use ttrace_core::meta::{Metadata, TaskInfo, TracepointInfo};
+pub use ttrace_core::meta::{Metadata, TaskIndex, TaskInfo, TracepointInfo};
 pub use ttrace_core::ring::{Event, Mark, RingIndex, RingSnapshot};
 pub use version::{Clock, Version};
 pub use view::View;

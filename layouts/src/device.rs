@@ -14,11 +14,14 @@ use zerocopy::{FromBytes, IntoBytes, KnownLayout};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ttrace\x01\x02");
 
 /// Version of this header layout (major in the high 16 bits, minor in the low 16). 2.0:
-/// two rings per CPU and one aux buffer per ring (see [`crate::ring`]).
-pub const HEADER_VERSION: u32 = 0x0002_0000;
+/// two rings per CPU and one aux buffer per ring (see [`crate::ring`]). 3.0: lock words
+/// name their owner by `tid << 32 | start tag`, and the names area's control words.
+pub const HEADER_VERSION: u32 = 0x0003_0000;
 /// Version of the shared data layouts (aux and metadata files). 2.0: the aux file holds one
 /// buffer per ring, and string references name their buffer ([`crate::aux::aux_ref`]).
-pub const SHARED_DATA_VERSION: u32 = 0x0002_0000;
+/// 3.0: thread and process names in a two-half names area that is compacted, not appended
+/// to forever ([`crate::meta`]).
+pub const SHARED_DATA_VERSION: u32 = 0x0003_0000;
 /// Version of the per-CPU data layouts (ring files and entries). 2.0: restartable rings,
 /// whose entries a reader accepts only below the head ([`crate::ring`]), and each ring's aux
 /// control words in its header.
@@ -110,17 +113,27 @@ pub struct DeviceHeader {
     _reserved_aux: [u64; 16],
 
     // ---- metadata control (offset 384), written under `meta_lock` ----
-    /// Metadata and control lock word: 0 free, else the owner's `pid << 32 | tid`.
+    /// Metadata and control lock word: 0 free, else the owner's `tid << 32 | start tag`
+    /// (the low 32 bits of the thread's start time, so that a reused tid is not taken for
+    /// the owner).
     pub meta_lock: AtomicU64,
-    /// Bytes of the metadata record area in use.
+    /// Bytes of the tracepoint record area in use.
     pub meta_used: AtomicU64,
-    /// Metadata records that did not fit and were dropped.
+    /// Tracepoint records that did not fit and were dropped.
     pub meta_dropped: AtomicU64,
     /// Tracepoints registered (ids `0..tp_count`).
     pub tp_count: AtomicU64,
     /// Bytes of `rules` in use.
     pub rules_len: AtomicU64,
-    _pad_meta: [u64; 11],
+    /// Compactions of the names area so far; the half in use is `names_generation & 1`.
+    pub names_generation: AtomicU64,
+    /// Bytes of records in each half of the names area.
+    pub names_used: [AtomicU64; 2],
+    /// Names that did not fit even after a compaction, and were dropped.
+    pub names_dropped: AtomicU64,
+    /// Names reclaimed by compactions (no event in the rings named by them, their thread gone).
+    pub names_reclaimed: AtomicU64,
+    _pad_meta: [u64; 6],
 
     // ---- rules (offset 512) ----
     /// Wildcard enable/disable rules, one per line: `+pattern` or `-pattern`.
@@ -148,6 +161,10 @@ const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_used), 392);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_dropped), 400);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, tp_count), 408);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, rules_len), 416);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, names_generation), 424);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, names_used), 432);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, names_dropped), 448);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, names_reclaimed), 456);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, ring_slots), 24);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, tsc_hz), 64);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, creator_pid), 96);

@@ -12,7 +12,7 @@
 //! | `cpuN`    | [`RingHeader`](ring::RingHeader) page, then `ring_slots` 64-byte slots: CPU N's restartable ring |
 //! | `cpuN.shared` | the same: CPU N's shared ring (see [`ring`])                       |
 //! | `aux`     | one buffer of `aux_size` bytes per ring, in ring order: 8-byte aligned [`aux`] records, wrapping |
-//! | `meta`    | [`MetaHeader`](meta::MetaHeader) page, tracepoint word table, records  |
+//! | `meta`    | [`MetaHeader`](meta::MetaHeader) page, tracepoint word table, tracepoint records, two names halves |
 //!
 //! # Trace entry (one slot, 64 bytes, one cache line)
 //!
@@ -35,10 +35,11 @@
 //! Path bits: `0` invalid (being written), `1` truncated, `4..16` payload length,
 //! `16..32` CPU, `32..48` tag; the rest is reserved (zero). See [`aux::AuxPath`].
 //!
-//! # Metadata record (8-byte aligned, append-only, never overwritten)
+//! # Metadata record (8-byte aligned)
 //!
 //! `kind u16 | reserved u16 | len u32` then a kind-specific fixed part and its strings.
-//! See [`meta`].
+//! Tracepoint records are append-only; thread and process names are kept in a names area
+//! whose records are compacted once no event can refer to them. See [`meta`].
 #![no_std]
 #![forbid(unsafe_code)]
 

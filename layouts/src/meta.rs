@@ -1,19 +1,30 @@
 //! The metadata file `meta`: tracepoint definitions, thread and process names.
 //!
-//! Metadata is append-only and never overwritten, so names outlive any wrap of the rings or
-//! the aux buffer. Layout of the file:
+//! Layout of the file:
 //!
 //! | offset                | content                                                   |
 //! |-----------------------|-----------------------------------------------------------|
 //! | 0                     | [`MetaHeader`]                                            |
 //! | 4096                  | tracepoint words: `max_tracepoints` × `u64`, by id        |
-//! | `records_offset`      | records, `meta_used` bytes of them                        |
+//! | `records_offset`      | tracepoint records, `meta_used` bytes of them             |
+//! | `names_offset`        | names half 0: thread and process records                  |
+//! | `names_offset + names_half` | names half 1                                        |
 //!
 //! A tracepoint's word is its [`TypeWord`](crate::entry::TypeWord) while it is enabled and
 //! `0` while it is disabled: writers test and use it with a single load.
 //!
-//! Each record is published by advancing the header's `meta_used` past it after it is fully
-//! written, so a reader never sees a partial record below `meta_used`.
+//! Tracepoint records are append-only and never overwritten: their space is bounded by the
+//! distinct definitions (processes registering the same definition share one record). Each
+//! is published by advancing the header's `meta_used` past it after it is fully written, so
+//! a reader never sees a partial record below `meta_used`.
+//!
+//! Thread and process names live in the names area, two halves of `names_half` bytes. The
+//! device header's `names_generation` says which half is in use (`generation & 1`) and
+//! `names_used[half]` how many of its bytes hold records, published the same way. When the
+//! half in use is full, the writer that needs room copies the records some reader may still
+//! need into the other half and bumps the generation (a compaction, see `docs/DESIGN.md`):
+//! names do not grow with uptime. A reader copies the half of the generation it loaded and
+//! checks afterwards that the generation did not move.
 
 use static_assertions::{assert_eq_size, const_assert_eq};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -43,27 +54,53 @@ pub struct MetaHeader {
     pub reserved: u32,
     /// Offset of the records area in the file.
     pub records_offset: u64,
-    /// Bytes of the records area.
+    /// Bytes of the tracepoint records area.
     pub records_size: u64,
-    _pad: [u64; 508],
+    /// Offset of the names area (two halves) in the file.
+    pub names_offset: u64,
+    /// Bytes of each half of the names area.
+    pub names_half: u64,
+    _pad: [u64; 506],
 }
 
 assert_eq_size!(MetaHeader, [u8; META_HEADER_BYTES as usize]);
 const_assert_eq!(core::mem::offset_of!(MetaHeader, max_tracepoints), 8);
 const_assert_eq!(core::mem::offset_of!(MetaHeader, records_offset), 16);
 const_assert_eq!(core::mem::offset_of!(MetaHeader, records_size), 24);
+const_assert_eq!(core::mem::offset_of!(MetaHeader, names_offset), 32);
+const_assert_eq!(core::mem::offset_of!(MetaHeader, names_half), 40);
 
+/// How a `meta` file of `file_size` bytes is divided: `(records_size, names_offset,
+/// names_half)`. A quarter of what follows the tracepoint table goes to each names half,
+/// the rest (about half) to tracepoint records.
+///
+/// ```
+/// use ttrace_layouts::meta::{records_offset, split};
+/// let (records, names, half) = split(64, 4 << 20);
+/// assert_eq!(names, records_offset(64) + records);
+/// assert_eq!(names + 2 * half, 4 << 20);
+/// assert!(half % 8 == 0 && half > 1 << 19);
+/// ```
+pub const fn split(max_tracepoints: u32, file_size: u64) -> (u64, u64, u64) {
+    let off = records_offset(max_tracepoints);
+    let rest = file_size.saturating_sub(off);
+    let half = (rest / 4) & !7;
+    let records = rest - 2 * half;
+    (records, off + records, half)
+}
 impl MetaHeader {
     /// A header for a `meta` file of `file_size` bytes.
     pub const fn new(max_tracepoints: u32, file_size: u64) -> MetaHeader {
-        let off = records_offset(max_tracepoints);
+        let (records_size, names_offset, names_half) = split(max_tracepoints, file_size);
         MetaHeader {
             magic: META_MAGIC,
             max_tracepoints,
             reserved: 0,
-            records_offset: off,
-            records_size: file_size.saturating_sub(off),
-            _pad: [0; 508],
+            records_offset: records_offset(max_tracepoints),
+            records_size,
+            names_offset,
+            names_half,
+            _pad: [0; 506],
         }
     }
 }
@@ -130,9 +167,15 @@ pub struct TaskRecord {
     pub timestamp: u64,
     /// Bytes of the name.
     pub name_len: u16,
+    /// [`TASK_RENAMED`] if the same thread (process) took a new name; else 0, a new thread
+    /// (process) with this id.
+    pub flags: u8,
     /// Reserved, zero.
-    pub reserved: [u8; 6],
+    pub reserved: [u8; 5],
 }
+
+/// [`TaskRecord::flags`]: the record renames the thread of the id's previous record.
+pub const TASK_RENAMED: u8 = 1;
 
 assert_eq_size!(RecordHeader, u64);
 assert_eq_size!(TracepointRecord, [u8; 24]);
@@ -146,6 +189,7 @@ const_assert_eq!(core::mem::offset_of!(TracepointRecord, nargs), 17);
 const_assert_eq!(core::mem::offset_of!(TaskRecord, tid), 4);
 const_assert_eq!(core::mem::offset_of!(TaskRecord, timestamp), 8);
 const_assert_eq!(core::mem::offset_of!(TaskRecord, name_len), 16);
+const_assert_eq!(core::mem::offset_of!(TaskRecord, flags), 18);
 
 /// Bytes of a record whose fixed part is 24 bytes and whose strings total `strings` bytes.
 pub const fn record_bytes(strings: usize) -> u64 {

@@ -398,10 +398,10 @@ fn bad_devices_give_one_clear_line_and_a_failure_status() {
             "future version",
             with(Box::new(|d| {
                 edit(&d.join("header"), |h| {
-                    h[8..12].copy_from_slice(&0x0003_0000u32.to_ne_bytes())
+                    h[8..12].copy_from_slice(&0x0004_0000u32.to_ne_bytes())
                 })
             })),
-            "header version 3.0 is not supported (this is 2.0)",
+            "header version 4.0 is not supported (this is 3.0)",
         ),
         (
             "truncated ring",

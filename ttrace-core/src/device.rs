@@ -35,7 +35,8 @@ pub struct Config {
     /// Bytes of each ring's aux buffer: a power of two (default 256 KiB; the `aux` file holds
     /// one per ring, two rings per CPU, and pages never written cost nothing).
     pub aux_bytes: u64,
-    /// Bytes of the metadata file (default 4 MiB; untouched pages cost nothing).
+    /// Bytes of the metadata file; `0` (the default) sizes it for the rings
+    /// ([`meta_bytes_for`]). Untouched pages cost nothing.
     pub meta_bytes: u64,
     /// Capacity of the tracepoint table (default 4096).
     pub max_tracepoints: u32,
@@ -54,7 +55,7 @@ impl Default for Config {
             dir: None,
             ring_slots: 16384,
             aux_bytes: 256 << 10,
-            meta_bytes: 4 << 20,
+            meta_bytes: 0,
             max_tracepoints: 4096,
             cpus: None,
             clock: None,
@@ -95,6 +96,25 @@ pub fn default_dir() -> PathBuf {
     base.join(format!("ttrace-{uid}"))
 }
 
+/// The size of a `meta` file for rings of `ring_slots` slots on `cpus` CPUs: each half of
+/// the names area holds a name (of up to 15 bytes, as the kernel keeps them) for every slot
+/// of every ring, so that however many threads wrote the events in the rings, every one
+/// keeps its name; at least 4 MiB, at most `MAX_META_BYTES`.
+///
+/// ```
+/// let bytes = ttrace_core::device::meta_bytes_for(2, 16384, 4096);
+/// let (_, _, half) = ttrace_layouts::meta::split(4096, bytes);
+/// assert!(half >= 2 * 2 * 16384 * 48);
+/// ```
+pub fn meta_bytes_for(cpus: u32, ring_slots: u64, max_tracepoints: u32) -> u64 {
+    let slots = ttrace_layouts::ring::num_rings(cpus) as u64 * ring_slots;
+    let half = slots.saturating_mul(ttrace_layouts::meta::record_bytes(15));
+    let bytes = ttrace_layouts::meta::records_offset(max_tracepoints)
+        .saturating_add(half.saturating_mul(4))
+        .next_multiple_of(4096);
+    bytes.clamp(4 << 20, layout::MAX_META_BYTES)
+}
+
 /// Number of CPUs the system is configured with (at least 1).
 pub fn configured_cpus() -> u32 {
     // SAFETY: sysconf has no memory effects.
@@ -126,6 +146,8 @@ pub struct Device {
     rings: Box<[RingView]>,
     tp_words: NonNull<[AtomicU64]>,
     meta_records: NonNull<[AtomicU64]>,
+    /// The names area: two halves of `names_half` bytes.
+    names: NonNull<[AtomicU64]>,
     clock: ClockSource,
     access: Access,
     cpu_mode: i64,
@@ -394,14 +416,20 @@ impl Device {
             .map_err(|_| bad(&path, Problem::Misaligned))?
             .0;
         let off = ttrace_layouts::meta::records_offset(h.max_tracepoints) as usize;
+        let (records_size, names_offset, names_half) =
+            ttrace_layouts::meta::split(h.max_tracepoints, h.meta_size);
         if mh.magic != META_MAGIC
             || mh.max_tracepoints != h.max_tracepoints
             || mh.records_offset != off as u64
+            || mh.records_size != records_size
+            || mh.names_offset != names_offset
+            || mh.names_half != names_half
         {
             return Err(bad(&path, Problem::Mismatch));
         }
         let table_bytes = h.max_tracepoints as usize * 8;
-        let (front, records) = m.split_at_mut(off);
+        let (front, rest) = m.split_at_mut(off);
+        let (records, names) = rest.split_at_mut(records_size as usize);
         let table =
             &mut front[layout_meta_header_bytes()..layout_meta_header_bytes() + table_bytes];
         let tp_words = NonNull::from(
@@ -410,12 +438,17 @@ impl Device {
         let meta_records = NonNull::from(
             <[AtomicU64]>::mut_from_bytes(records).map_err(|_| bad(&path, Problem::Misaligned))?,
         );
+        let names = NonNull::from(
+            <[AtomicU64]>::mut_from_bytes(&mut names[..2 * names_half as usize])
+                .map_err(|_| bad(&path, Problem::Misaligned))?,
+        );
         let mut dev = Device {
             dir: dir.to_path_buf(),
             header,
             rings: rings.into_boxed_slice(),
             tp_words,
             meta_records,
+            names,
             clock: ClockSource::from_raw(h.clock).unwrap_or(ClockSource::MonotonicNs),
             access,
             cpu_mode: crate::cpu::mode(),
@@ -514,7 +547,10 @@ impl Device {
         h.ring_slots = config.ring_slots;
         h.aux_size = config.aux_bytes;
         h.aux_mask = config.aux_bytes.wrapping_sub(1);
-        h.meta_size = config.meta_bytes;
+        h.meta_size = match config.meta_bytes {
+            0 => meta_bytes_for(cpus, config.ring_slots, config.max_tracepoints),
+            n => n,
+        };
         h.max_tracepoints = config.max_tracepoints;
         h.clock = clock as u32;
         h.tsc_hz = cal.hz;
@@ -781,10 +817,18 @@ impl Device {
         unsafe { self.tp_words.as_ref() }
     }
 
-    /// The metadata record area as words.
+    /// The tracepoint record area as words.
     pub(crate) fn meta_words(&self) -> &[AtomicU64] {
         // SAFETY: as in `ring`.
         unsafe { self.meta_records.as_ref() }
+    }
+
+    /// Half `half` (0 or 1) of the names area as words.
+    pub(crate) fn names_words(&self, half: usize) -> &[AtomicU64] {
+        // SAFETY: as in `ring`.
+        let all = unsafe { self.names.as_ref() };
+        let n = all.len() / 2;
+        &all[half * n..(half + 1) * n]
     }
 }
 

@@ -30,6 +30,7 @@ pub mod error;
 mod global;
 pub mod lock;
 pub mod meta;
+pub mod names;
 pub mod ring;
 pub mod rseq;
 pub mod sigbus;

@@ -1,10 +1,12 @@
-//! Metadata: tracepoint definitions, thread names and process names, appended to the
-//! device's metadata area and never overwritten.
+//! Metadata: tracepoint definitions (appended to the device's metadata area and never
+//! overwritten), and thread and process names with the time each took effect (kept in the
+//! names area, see [`crate::names`]).
 
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::lock::{lock, Guard};
 use crate::sync::Ordering::*;
+use std::collections::HashMap;
 use ttrace_layouts::entry::{Kind, TypeWord};
 use ttrace_layouts::meta::{
     self as layout, record_bytes, Record, RecordHeader, RecordKind, TaskRecord, TracepointRecord,
@@ -44,35 +46,88 @@ pub struct TracepointInfo {
 }
 
 /// A thread or process name read back from a device.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TaskInfo {
     /// Process id.
     pub pid: u32,
     /// Thread id (0 for a process).
     pub tid: u32,
-    /// When it was recorded.
+    /// When it took effect (the thread's first event, or its rename).
     pub timestamp: u64,
     /// Name.
     pub name: String,
+    /// Whether the same thread took a new name (else a new thread got this id).
+    pub renamed: bool,
 }
 
-/// Everything in a device's metadata area.
+impl TaskInfo {
+    /// What tells records apart: the id and the time (an id takes one name at a time).
+    pub fn key(&self) -> (u32, u32, u64) {
+        (self.pid, self.tid, self.timestamp)
+    }
+}
+
+/// Everything in a device's metadata: tracepoints, and thread and process names.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Metadata {
     /// Tracepoints, by id.
     pub tracepoints: Vec<TracepointInfo>,
-    /// Thread names, in the order recorded.
+    /// Thread names, in time order (a thread id has one record per name it took).
     pub threads: Vec<TaskInfo>,
-    /// Process names, in the order recorded.
+    /// Process names, in time order.
     pub processes: Vec<TaskInfo>,
-    /// The first malformed record, if any ended the walk.
+    /// The first malformed record, if any ended a walk.
     pub error: Option<layout::MetaError>,
+    /// The generation of the names area the names were copied from.
+    pub names_generation: u64,
 }
 
 impl Metadata {
-    /// Parses a copy of a metadata area. Names that are not UTF-8 are decoded lossily.
+    /// Parses a copy of the tracepoint records area. Names that are not UTF-8 are decoded
+    /// lossily.
     pub fn parse(area: &[u8]) -> Metadata {
         let mut m = Metadata::default();
+        m.add(area);
+        m.sort_names();
+        m
+    }
+
+    /// Parses a copy of the tracepoint records area and one of the names area.
+    pub fn parse_parts(records: &[u8], names: &[u8], names_generation: u64) -> Metadata {
+        let mut m = Metadata::default();
+        m.add(records);
+        m.add(names);
+        m.sort_names();
+        m.names_generation = names_generation;
+        m
+    }
+
+    fn sort_names(&mut self) {
+        // Stable: records of one id with equal times keep their order (the later wins).
+        self.threads.sort_by_key(|t| t.timestamp);
+        self.processes.sort_by_key(|t| t.timestamp);
+    }
+
+    /// Adds the names of `other` that this copy does not have (a copy taken before a
+    /// compaction reclaimed them).
+    pub fn merge_names(&mut self, other: &Metadata) {
+        for (mine, theirs) in [
+            (&mut self.threads, &other.threads),
+            (&mut self.processes, &other.processes),
+        ] {
+            let have: std::collections::HashSet<_> = mine.iter().map(TaskInfo::key).collect();
+            let missing: Vec<TaskInfo> = theirs
+                .iter()
+                .filter(|t| !have.contains(&t.key()))
+                .cloned()
+                .collect();
+            mine.extend(missing);
+        }
+        self.sort_names();
+    }
+
+    fn add(&mut self, area: &[u8]) {
+        let m = self;
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         for r in layout::records(area) {
             match r {
@@ -91,10 +146,32 @@ impl Metadata {
                     m.processes.push(task_info(&task, text(name)))
                 }
                 Ok(Record::Unknown { .. }) => {}
-                Err(e) => m.error = Some(e),
+                Err(e) => m.error = m.error.or(Some(e)),
             }
         }
-        m
+    }
+
+    /// The name thread `tid` of process `pid` had at `timestamp`: that of its latest record
+    /// at or before it (its first, for an earlier time). A reused tid has one record per
+    /// thread, so each event gets its own writer's name.
+    ///
+    /// ```
+    /// use ttrace_core::meta::{Metadata, TaskInfo};
+    /// let task = |timestamp, name: &str| TaskInfo {
+    ///     pid: 1, tid: 2, timestamp, name: name.into(), ..Default::default()
+    /// };
+    /// let meta = Metadata { threads: vec![task(100, "old"), task(200, "new")], ..Default::default() };
+    /// assert_eq!(meta.thread_name_at(1, 2, 150), Some("old"));
+    /// assert_eq!(meta.thread_name_at(1, 2, 200), Some("new"));
+    /// assert_eq!(meta.thread_name_at(1, 3, 200), None);
+    /// ```
+    pub fn thread_name_at(&self, pid: u32, tid: u32, timestamp: u64) -> Option<&str> {
+        at(&self.threads, timestamp, |t| t.pid == pid && t.tid == tid).map(|t| t.name.as_str())
+    }
+
+    /// The name process `pid` had at `timestamp` (as [`Metadata::thread_name_at`]).
+    pub fn process_name_at(&self, pid: u32, timestamp: u64) -> Option<&str> {
+        at(&self.processes, timestamp, |t| t.pid == pid).map(|t| t.name.as_str())
     }
 
     /// The latest name recorded for thread `tid` of process `pid`.
@@ -116,12 +193,104 @@ impl Metadata {
     }
 }
 
+/// The latest of `tasks` (in time order) matching `id` at or before `timestamp`, else the
+/// first matching.
+fn at(tasks: &[TaskInfo], timestamp: u64, id: impl Fn(&TaskInfo) -> bool) -> Option<&TaskInfo> {
+    let mut found = None;
+    for t in tasks.iter().filter(|t| id(t)) {
+        if t.timestamp > timestamp && found.is_some() {
+            break;
+        }
+        found = Some(t);
+        if t.timestamp > timestamp {
+            break;
+        }
+    }
+    found
+}
+
+/// Thread (or process) records by id, for resolving many events: `pid << 32 | tid` for
+/// threads, `pid << 32` for processes.
+#[derive(Clone, Debug, Default)]
+pub struct TaskIndex {
+    /// Per id, in time order: `(timestamp, index in the list, incarnation)`.
+    by_id: HashMap<u64, Vec<(u64, usize, u32)>>,
+}
+
+/// The record of an id current at some time ([`TaskIndex::at`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Current {
+    /// Its position in the list indexed.
+    pub index: usize,
+    /// The times it is current for (the first record also covers earlier times, the last
+    /// all later ones).
+    pub during: core::ops::Range<u64>,
+    /// Which thread (process) of those that had the id: 0 for the first, one more at each
+    /// record that is not a rename.
+    pub incarnation: u32,
+}
+
+impl TaskIndex {
+    /// The index of `meta.threads`.
+    pub fn threads(meta: &Metadata) -> TaskIndex {
+        TaskIndex::of(&meta.threads)
+    }
+
+    /// The index of `meta.processes`.
+    pub fn processes(meta: &Metadata) -> TaskIndex {
+        TaskIndex::of(&meta.processes)
+    }
+
+    fn of(tasks: &[TaskInfo]) -> TaskIndex {
+        let mut by_id: HashMap<u64, Vec<(u64, usize, u32)>> = HashMap::new();
+        for (i, t) in tasks.iter().enumerate() {
+            let list = by_id
+                .entry((t.pid as u64) << 32 | t.tid as u64)
+                .or_default();
+            let incarnation = match list.last() {
+                Some(&(_, _, k)) => k + !t.renamed as u32,
+                None => 0,
+            };
+            list.push((t.timestamp, i, incarnation));
+        }
+        TaskIndex { by_id }
+    }
+
+    /// The record of `id` current at `timestamp`.
+    ///
+    /// ```
+    /// use ttrace_core::meta::{Metadata, TaskIndex, TaskInfo};
+    /// let task = |timestamp, name: &str| TaskInfo {
+    ///     pid: 1, tid: 2, timestamp, name: name.into(), ..Default::default()
+    /// };
+    /// let meta = Metadata { threads: vec![task(100, "a"), task(200, "b")], ..Default::default() };
+    /// let index = TaskIndex::threads(&meta);
+    /// assert_eq!(index.at(1 << 32 | 2, 150).unwrap().during, 0..200);
+    /// let later = index.at(1 << 32 | 2, 250).unwrap();
+    /// assert_eq!((later.index, later.during, later.incarnation), (1, 200..u64::MAX, 1));
+    /// ```
+    pub fn at(&self, id: u64, timestamp: u64) -> Option<Current> {
+        let list = self.by_id.get(&id)?;
+        let k = list
+            .partition_point(|&(t, _, _)| t <= timestamp)
+            .saturating_sub(1);
+        let from = if k == 0 { 0 } else { list[k].0 };
+        let until = list.get(k + 1).map_or(u64::MAX, |&(t, _, _)| t);
+        Some(Current {
+            index: list[k].1,
+            during: from..until,
+            incarnation: list[k].2,
+        })
+    }
+}
+
 fn task_info(task: &TaskRecord, name: String) -> TaskInfo {
     TaskInfo {
         pid: task.pid,
         tid: task.tid,
         timestamp: task.timestamp,
         name,
+        renamed: task.flags & layout::TASK_RENAMED != 0,
     }
 }
 
@@ -137,7 +306,7 @@ fn cut(s: &str, max: usize) -> &str {
 }
 
 impl Device {
-    /// A copy of the metadata area in use.
+    /// A copy of the tracepoint records in use.
     pub fn metadata_bytes(&self) -> Vec<u8> {
         let used = self.header().meta_used.load(Acquire) as usize;
         let words = self.meta_words();
@@ -150,9 +319,11 @@ impl Device {
             .collect()
     }
 
-    /// Everything in the metadata area.
+    /// Everything in the metadata: tracepoints, then the names in use.
     pub fn metadata(&self) -> Metadata {
-        Metadata::parse(&self.metadata_bytes())
+        let records = self.metadata_bytes();
+        let (generation, names) = self.names_bytes();
+        Metadata::parse_parts(&records, &names, generation)
     }
 
     /// Appends one record; the caller holds the metadata lock.
@@ -195,30 +366,40 @@ impl Device {
         Ok(())
     }
 
-    /// Records a name for thread `tid` of process `pid`.
+    /// Records the name of a new thread `tid` of process `pid` (from now on, until the next
+    /// record of this id).
     pub fn note_thread(&self, pid: u32, tid: u32, name: &str) -> Result<()> {
-        self.note_task(RecordKind::Thread, pid, tid, name)
+        self.note_task(RecordKind::Thread, pid, tid, name, 0)
     }
 
-    /// Records a name for process `pid`.
+    /// Records a new name of the thread `tid` of process `pid` that was named before.
+    pub fn note_rename(&self, pid: u32, tid: u32, name: &str) -> Result<()> {
+        self.note_task(RecordKind::Thread, pid, tid, name, layout::TASK_RENAMED)
+    }
+
+    /// Records the name of a new process `pid`.
     pub fn note_process(&self, pid: u32, name: &str) -> Result<()> {
-        self.note_task(RecordKind::Process, pid, 0, name)
+        self.note_task(RecordKind::Process, pid, 0, name, 0)
     }
 
-    fn note_task(&self, kind: RecordKind, pid: u32, tid: u32, name: &str) -> Result<()> {
+    fn note_task(&self, kind: RecordKind, pid: u32, tid: u32, name: &str, flags: u8) -> Result<()> {
         let name = cut(name, MAX_NAME);
+        // The time is read before the record is written, and the caller's events after:
+        // each of its events is at or after the record that names it.
         let task = TaskRecord {
             pid,
             tid,
             timestamp: self.now(),
             name_len: name.len() as u16,
-            reserved: [0; 6],
+            flags,
+            reserved: [0; 5],
         };
+        let rec = crate::names::name_record(kind, task.as_bytes(), name.as_bytes());
         let Some(guard) = lock(&self.header().meta_lock) else {
             return Err(Error::Reentered);
         };
         self.repair_if_recovered(&guard);
-        self.append(&guard, kind, task.as_bytes(), &[name.as_bytes()])
+        self.append_name(&guard, &rec)
     }
 
     /// Registers a tracepoint (or finds the one another process registered with the same

@@ -120,6 +120,9 @@ impl Device {
             bytes: layout.file_len,
             ..Saved::default()
         };
+        // The names before and after the rings: a compaction in between may have reclaimed
+        // the name of an event copied (see `Device::names_generation`).
+        let names_before = self.names_bytes();
         // Rings: each one's aux records, its slots, then its header with the counters.
         let aux_size = h.aux_size;
         for r in 0..self.num_rings() {
@@ -178,8 +181,12 @@ impl Device {
             set(core::mem::offset_of!(RingHeader, aux_last), last);
             put(layout.rings_at + r as u64 * layout.ring_stride, &part)?;
         }
-        // Metadata: the header page and the tracepoint words, then the records published.
+        // Metadata: the header page and the tracepoint words, then the records published,
+        // then the names in half 0.
         let records = self.metadata_bytes();
+        let (_, names_at, half) = ttrace_layouts::meta::split(h.max_tracepoints, h.meta_size);
+        let names = crate::names::union(names_before, self.names_bytes(), half as usize);
+        put(layout.meta_at + names_at, &names)?;
         let front = ttrace_layouts::meta::records_offset(h.max_tracepoints) as usize;
         let mut part = vec![0u8; front];
         let mh = MetaHeader::new(h.max_tracepoints, h.meta_size);
@@ -198,6 +205,9 @@ impl Device {
         );
         *copy.meta_lock.get_mut() = 0;
         *copy.meta_used.get_mut() = records.len() as u64;
+        *copy.names_generation.get_mut() = 0;
+        *copy.names_used[0].get_mut() = names.len() as u64;
+        *copy.names_used[1].get_mut() = 0;
         put(layout.header_at, copy.as_mut_bytes())?;
         let source = self.dir().display().to_string();
         let head = SnapshotHeader::new(layout, crate::clock::realtime_ns(), &source);

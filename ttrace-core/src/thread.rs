@@ -60,5 +60,5 @@ extern "C" fn after_fork() {
 /// Records a new name for the calling thread (after it renamed itself, say).
 pub fn rename_thread(dev: &Device, name: &str) -> crate::Result<()> {
     let ctx = ctx(dev);
-    dev.note_thread((ctx >> 32) as u32, ctx as u32, name)
+    dev.note_rename((ctx >> 32) as u32, ctx as u32, name)
 }

@@ -1,6 +1,7 @@
 //! The device through its public API, on real memory-mapped files in temporary directories.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use ttrace_core::meta::Definition;
 use ttrace_core::{Config, Device, Kind};
@@ -293,26 +294,56 @@ fn metadata_survives_rings_and_aux_wrapping_many_times() {
 }
 
 #[test]
-fn a_full_metadata_area_drops_and_counts() {
+fn names_of_dead_threads_with_no_event_left_are_reclaimed_not_dropped() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = small(tmp.path());
     cfg.meta_bytes = ttrace_layouts::meta::records_offset(64) + 4096;
     let dev = Device::open(&cfg).unwrap();
-    let mut ok = 0;
-    while dev
-        .note_thread(1, ok, "a thread with a long-ish name")
-        .is_ok()
-    {
-        ok += 1;
+    // Ids no thread has: dead as soon as named. A half holds only a few dozen names.
+    for tid in 0..10_000 {
+        dev.note_thread(4_000_000, tid, "a thread with a long-ish name")
+            .unwrap();
     }
-    assert!(ok > 10);
-    assert_eq!(dev.metadata().threads.len(), ok as usize);
+    let h = dev.header();
+    assert_eq!(h.names_dropped.load(Relaxed), 0);
+    assert!(h.names_generation.load(Relaxed) > 100);
+    assert!(h.names_reclaimed.load(Relaxed) > 9_000);
+    // The last one is still there (no compaction since it was written can have run).
+    let m = dev.metadata();
     assert_eq!(
-        dev.header()
-            .meta_dropped
-            .load(std::sync::atomic::Ordering::Relaxed),
-        1
+        m.thread_name(4_000_000, 9_999),
+        Some("a thread with a long-ish name")
     );
+}
+
+#[test]
+fn names_still_needed_by_events_are_kept_and_a_full_half_drops_and_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = small(tmp.path());
+    cfg.meta_bytes = ttrace_layouts::meta::records_offset(64) + 4096;
+    cfg.ring_slots = 256;
+    let dev = Device::open(&cfg).unwrap();
+    let word = dev.register_tracepoint(&def("ev", 1, 1)).unwrap().1;
+    // Each dead thread writes one event that stays in the rings: its name is needed.
+    let (mut named, mut dropped) = (0u32, 0u32);
+    for tid in 0..100u32 {
+        match dev.note_thread(4_000_000, tid, "needed-name") {
+            Ok(()) => named += 1,
+            Err(ttrace_core::Error::MetadataFull) => dropped += 1,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(dev.emit(word, 4_000_000u64 << 32 | tid as u64, &[tid as u64]));
+    }
+    let h = dev.header();
+    assert!(
+        dropped > 0 && named > 10,
+        "{named} named, {dropped} dropped"
+    );
+    assert_eq!(h.names_dropped.load(Relaxed), dropped as u64);
+    // Every name kept is one an event needs: none was reclaimed while its event was there.
+    let m = dev.metadata();
+    assert_eq!(m.threads.len() as u32, named);
+    assert_eq!(h.names_reclaimed.load(Relaxed), 0);
 }
 
 #[test]

@@ -341,13 +341,21 @@ fn stats(dev: &Device) -> Result<String, String> {
         st.aux_bytes,
         st.aux_dropped,
     );
+    let (records, _, half) =
+        ttrace_layouts::meta::split(snap.version.max_tracepoints, snap.version.meta_size);
     s += &format!(
-        "metadata: {} of {} bytes in use, {} dropped; {} threads, {} processes named\n",
-        st.meta_used,
-        snap.version.meta_size,
-        st.meta_dropped,
+        "tracepoint records: {} of {} bytes in use, {} dropped\n",
+        st.meta_used, records, st.meta_dropped,
+    );
+    s += &format!(
+        "names: {} threads, {} processes named; {} of {} bytes in use, {} compactions reclaimed {}, {} dropped\n",
         snap.meta.threads.len(),
-        snap.meta.processes.len()
+        snap.meta.processes.len(),
+        st.names_used,
+        half,
+        st.names_generation,
+        st.names_reclaimed,
+        st.names_dropped,
     );
     s += &format!("mask: {:#x}\n", st.mask);
     s += &format!("tracepoints: {} defined\n", snap.meta.tracepoints.len());

@@ -6,9 +6,13 @@
 use crate::format::{self, parse, Piece, Spec};
 use crate::merge::{Filter, Merge};
 use crate::out::{self, Text};
-use devttrace::{AuxRecord, AuxSnapshots, Clock, Event, Metadata, Snapshot, Status, Version, View};
+use devttrace::{
+    AuxRecord, AuxSnapshots, Clock, Event, Metadata, Snapshot, Status, TaskIndex, Version, View,
+};
 use foldhash::HashMap as FoldHashMap;
 use std::io::Write;
+use std::ops::Range;
+
 use std::path::Path;
 use ttrace_layouts::ring::ring_name;
 
@@ -142,12 +146,16 @@ pub struct Decoder<'s> {
     clock: Clock,
     time: TimeFormat,
     tracepoints: Vec<Compiled>,
-    /// ` pid/tid (name) ` of every writer seen.
+    /// ` pid/tid (name) ` of each thread record (by its index in the metadata), then of
+    /// each writer with no record.
     writers: Vec<Text>,
-    /// `pid << 32 | tid` → index in `writers`.
-    by_ctx: FoldHashMap<u64, usize>,
-    /// Per ring: the last writer seen (writers come in runs) and its index in `writers`.
-    recent: Vec<Option<(u64, usize)>>,
+    /// The thread records by id and time.
+    threads: TaskIndex,
+    /// `pid << 32 | tid` of a writer with no record → index in `writers`.
+    unnamed: FoldHashMap<u64, usize>,
+    /// Per ring: the last writer seen (writers come in runs), the times its record is
+    /// current for, and its index in `writers`.
+    recent: Vec<Option<(u64, Range<u64>, usize)>>,
 }
 
 impl<'s> Decoder<'s> {
@@ -160,19 +168,13 @@ impl<'s> Decoder<'s> {
             .iter()
             .map(|t| Compiled::new(&t.name, &t.format))
             .collect();
-        let (mut writers, mut by_ctx) = (Vec::new(), FoldHashMap::default());
-        // Later records win: a thread renamed shows its latest name.
-        for t in &ctx.meta.threads {
-            let ctx = (t.pid as u64) << 32 | t.tid as u64;
-            let text = Text::new(format!(" {}/{} ({}) ", t.pid, t.tid, t.name).as_bytes());
-            match by_ctx.get(&ctx) {
-                Some(&i) => writers[i] = text,
-                None => {
-                    by_ctx.insert(ctx, writers.len());
-                    writers.push(text);
-                }
-            }
-        }
+        // Each event shows the name its writer had at its time (a reused tid has several).
+        let writers = ctx
+            .meta
+            .threads
+            .iter()
+            .map(|t| Text::new(format!(" {}/{} ({}) ", t.pid, t.tid, t.name).as_bytes()))
+            .collect();
         let cpus = ttrace_layouts::ring::num_rings(ctx.version.num_cpus);
         Decoder {
             aux: ctx.aux,
@@ -181,7 +183,8 @@ impl<'s> Decoder<'s> {
             time,
             tracepoints,
             writers,
-            by_ctx,
+            threads: TaskIndex::threads(ctx.meta),
+            unnamed: FoldHashMap::default(),
             recent: vec![None; cpus + 1],
         }
     }
@@ -197,17 +200,24 @@ impl<'s> Decoder<'s> {
         self.time(item.timestamp(), out);
         out.extend_from_slice(b" cpu");
         out::put_u64(out, cpu as u64);
-        let writer = match self.recent[slot] {
-            Some((c, i)) if c == ctx => i,
+        let stamp = item.timestamp();
+        let writer = match &self.recent[slot] {
+            Some((c, during, i)) if *c == ctx && during.contains(&stamp) => *i,
             _ => {
-                let writers = &mut self.writers;
-                let i = *self.by_ctx.entry(ctx).or_insert_with(|| {
-                    writers.push(Text::new(
-                        format!(" {}/{} (?) ", ctx >> 32, ctx as u32).as_bytes(),
-                    ));
-                    writers.len() - 1
-                });
-                self.recent[slot] = Some((ctx, i));
+                let (i, during) = match self.threads.at(ctx, stamp) {
+                    Some(found) => (found.index, found.during),
+                    None => {
+                        let writers = &mut self.writers;
+                        let i = *self.unnamed.entry(ctx).or_insert_with(|| {
+                            writers.push(Text::new(
+                                format!(" {}/{} (?) ", ctx >> 32, ctx as u32).as_bytes(),
+                            ));
+                            writers.len() - 1
+                        });
+                        (i, 0..u64::MAX)
+                    }
+                };
+                self.recent[slot] = Some((ctx, during, i));
                 i
             }
         };

@@ -16,7 +16,7 @@
 //!
 //! The output is written as the items come; memory holds only the entries still open.
 
-use super::{names, Closes, Pairing, Schema, Written};
+use super::{Closes, Identities, Pairing, Schema, Written};
 use crate::decode::{Context, Item};
 use crate::format::Spec;
 use crate::merge::Merge;
@@ -162,11 +162,14 @@ struct Writer<'s> {
     aux: &'s AuxSnapshots,
     clock: Clock,
     tracepoints: Vec<Compiled>,
-    /// `,"pid":P,"tid":T` per writer, and the index of each writer's.
+    identities: Identities<'s>,
+    /// `,"pid":P,"tid":T` per writer, and the index of each writer's, with its names.
     writers: Vec<Text>,
-    by_ctx: FoldHashMap<u64, usize>,
-    /// The last writer seen (`ctx`, index): events come in runs of one thread.
-    recent: Option<(u64, usize)>,
+    by_id: FoldHashMap<(u64, u64), usize>,
+    names: Vec<(u64, u64, Option<&'s str>, Option<&'s str>)>,
+    /// The last writer seen (`ctx`, the times its identity holds, index): events come in
+    /// runs of one thread.
+    recent: Option<(u64, core::ops::Range<u64>, usize)>,
     pairing: Pairing,
     next_id: u64,
     written: Written,
@@ -200,18 +203,24 @@ impl Writer<'_> {
         ]);
     }
 
-    fn who(&mut self, ctx: u64) {
-        let i = match self.recent {
-            Some((c, i)) if c == ctx => i,
+    fn who(&mut self, ctx: u64, timestamp: u64) {
+        let i = match &self.recent {
+            Some((c, during, i)) if *c == ctx && during.contains(&timestamp) => *i,
             _ => {
-                let writers = &mut self.writers;
-                let i = *self.by_ctx.entry(ctx).or_insert_with(|| {
+                let id = self.identities.of(ctx, timestamp);
+                let (writers, names) = (&mut self.writers, &mut self.names);
+                let i = *self.by_id.entry((id.pid, id.tid)).or_insert_with(|| {
                     writers.push(Text::new(
-                        format!(",\"pid\":{},\"tid\":{}", ctx >> 32, ctx as u32).as_bytes(),
+                        format!(",\"pid\":{},\"tid\":{}", id.pid, id.tid).as_bytes(),
                     ));
+                    names.push((id.pid, id.tid, None, None));
                     writers.len() - 1
                 });
-                self.recent = Some((ctx, i));
+                // A renamed thread keeps its identity and shows its latest name.
+                let n = &mut self.names[i];
+                n.2 = id.process.or(n.2);
+                n.3 = id.thread.or(n.3);
+                self.recent = Some((ctx, id.during, i));
                 i
             }
         };
@@ -279,7 +288,7 @@ impl Writer<'_> {
             }
         }
         self.ts(event.stamp);
-        self.who(event.ctx);
+        self.who(event.ctx, event.stamp);
         self.buf.extend_from_slice(b",\"args\":{");
         let any = self.fields(event);
         if let Some(note) = note {
@@ -306,7 +315,7 @@ impl Writer<'_> {
         let (us, frac) = (dur / 1000, dur % 1000);
         out::put_u64(&mut self.buf, us);
         let _ = write!(self.buf, ".{frac:03}");
-        self.who(entry.ctx);
+        self.who(entry.ctx, entry.stamp);
         self.buf.extend_from_slice(b",\"args\":{");
         if self.fields(entry) {
             self.buf.push(b',');
@@ -331,7 +340,7 @@ impl Writer<'_> {
                 ",\"cat\":\"unpaired\",\"ph\":\"{ph}\",\"id\":{id},\"ts\":"
             );
             self.ts(at);
-            self.who(event.ctx);
+            self.who(event.ctx, event.stamp);
             if (ph == "b") == (missing == "exit") {
                 self.buf.extend_from_slice(b",\"args\":{");
                 if self.fields(event) {
@@ -360,8 +369,10 @@ pub fn write(
         aux: ctx.aux,
         clock: ctx.version.clock,
         tracepoints: schemas.iter().map(Compiled::new).collect(),
+        identities: Identities::new(ctx.meta),
         writers: Vec::new(),
-        by_ctx: FoldHashMap::default(),
+        by_id: FoldHashMap::default(),
+        names: Vec::new(),
         recent: None,
         pairing: Pairing::new(rings),
         next_id: 0,
@@ -372,29 +383,6 @@ pub fn write(
     // The device's facts and the losses follow the events, once they are all known.
     w.buf
         .extend_from_slice(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
-    let (processes, threads) = names(&ctx);
-    let mut processes: Vec<_> = processes.into_iter().collect();
-    processes.sort();
-    for (pid, name) in processes {
-        w.element();
-        let _ = write!(
-            w.buf,
-            "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":{}}}}}",
-            string(&name)
-        );
-    }
-    let mut threads: Vec<_> = threads.into_iter().collect();
-    threads.sort();
-    for (c, name) in threads {
-        w.element();
-        let _ = write!(
-            w.buf,
-            "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":{}}}}}",
-            c >> 32,
-            c as u32,
-            string(&name)
-        );
-    }
     let (mut first, mut last) = (None, 0);
     let mut vanished = vec![0u64; rings.len()];
     items.try_for_each_ref(|item| {
@@ -440,7 +428,7 @@ pub fn write(
                     b"{\"name\":\"info\",\"cat\":\"message\",\"ph\":\"i\",\"s\":\"t\",\"ts\":",
                 );
                 w.ts(r.timestamp);
-                w.who(r.ctx);
+                w.who(r.ctx, r.timestamp);
                 w.buf.extend_from_slice(b",\"args\":{\"message\":\"");
                 escape(&mut w.buf, &r.bytes);
                 w.buf.extend_from_slice(b"\"}}");
@@ -456,6 +444,31 @@ pub fn write(
     })?;
     for open in std::mem::take(&mut w.pairing).into_open() {
         w.unpaired(&open.event, open.event.stamp, last, "exit");
+    }
+    // The names of the writers seen: one process and one thread track per identity.
+    let mut names = std::mem::take(&mut w.names);
+    names.sort_unstable();
+    let mut processes: Vec<(u64, &str)> = names
+        .iter()
+        .filter_map(|&(pid, _, p, _)| Some((pid, p?)))
+        .collect();
+    processes.dedup_by_key(|p| p.0);
+    for (pid, name) in processes {
+        w.element();
+        let _ = write!(
+            w.buf,
+            "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":{}}}}}",
+            string(name)
+        );
+    }
+    for (pid, tid, _, name) in names {
+        let Some(name) = name else { continue };
+        w.element();
+        let _ = write!(
+            w.buf,
+            "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":{}}}}}",
+            string(name)
+        );
     }
     let v = ctx.version;
     let _ = write!(

@@ -9,11 +9,9 @@ pub mod chrome;
 pub mod ctf;
 pub mod uftrace;
 
-use crate::decode::Context;
 use crate::format::{self, Piece, Spec};
 use devttrace::{Event, Metadata, RingIndex};
 use foldhash::HashMap as FoldHashMap;
-use std::collections::HashMap;
 use ttrace_layouts::entry::Kind;
 
 /// A tracepoint as exporters see it: its name, kind, and its arguments' names and specs.
@@ -193,21 +191,66 @@ fn outermost_first(stacks: FoldHashMap<u64, Vec<Open>>) -> Vec<Open> {
     threads.into_iter().flat_map(|(_, s)| s).collect()
 }
 
-/// The process and thread names of a trace, by `pid` and `pid << 32 | tid` (latest wins).
-pub fn names(ctx: &Context<'_>) -> (HashMap<u32, String>, HashMap<u64, String>) {
-    let processes = ctx
-        .meta
-        .processes
-        .iter()
-        .map(|p| (p.pid, p.name.clone()))
-        .collect();
-    let threads = ctx
-        .meta
-        .threads
-        .iter()
-        .map(|t| ((t.pid as u64) << 32 | t.tid as u64, t.name.clone()))
-        .collect();
-    (processes, threads)
+/// What a reused id's later threads (processes) are shown as in an export: the `k`-th
+/// thread after the first to have an id is shown as `id + k * REUSED_STRIDE`. Linux ids
+/// stay below `PID_MAX_LIMIT` (2^22), so these never clash with a real id.
+pub const REUSED_STRIDE: u64 = 1 << 22;
+
+/// The identities exports give writers: one per thread (process), even when ids are
+/// reused, each with the name it had.
+pub struct Identities<'m> {
+    meta: &'m devttrace::Metadata,
+    threads: devttrace::TaskIndex,
+    processes: devttrace::TaskIndex,
+}
+
+/// One writer as an export shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity<'m> {
+    /// Process id (shifted for a later process with a reused pid).
+    pub pid: u64,
+    /// Thread id (shifted for a later thread with a reused tid).
+    pub tid: u64,
+    /// The process's name at the time, if recorded.
+    pub process: Option<&'m str>,
+    /// The thread's name at the time, if recorded.
+    pub thread: Option<&'m str>,
+    /// The times the answer holds for (until a record of either id changes it).
+    pub during: core::ops::Range<u64>,
+}
+
+impl<'m> Identities<'m> {
+    /// The identities of the writers named in `meta`.
+    pub fn new(meta: &'m devttrace::Metadata) -> Identities<'m> {
+        Identities {
+            meta,
+            threads: devttrace::TaskIndex::threads(meta),
+            processes: devttrace::TaskIndex::processes(meta),
+        }
+    }
+
+    /// The writer of an event by `ctx` (`pid << 32 | tid`) at `timestamp`.
+    pub fn of(&self, ctx: u64, timestamp: u64) -> Identity<'m> {
+        let (pid, tid) = (ctx >> 32, ctx & 0xffff_ffff);
+        let mut id = Identity {
+            pid,
+            tid,
+            process: None,
+            thread: None,
+            during: 0..u64::MAX,
+        };
+        if let Some(c) = self.threads.at(ctx, timestamp) {
+            id.tid += c.incarnation as u64 * REUSED_STRIDE;
+            id.thread = Some(self.meta.threads[c.index].name.as_str());
+            id.during = c.during;
+        }
+        if let Some(c) = self.processes.at(pid << 32, timestamp) {
+            id.pid += c.incarnation as u64 * REUSED_STRIDE;
+            id.process = Some(self.meta.processes[c.index].name.as_str());
+            id.during = id.during.start.max(c.during.start)..id.during.end.min(c.during.end);
+        }
+        id
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@
 //! `/proc/<pid>/maps`-style map files, `nm`-style symbol files, and `struct uftrace_record`
 //! (see uftrace's `uftrace.h`).
 
-use super::{names, Closes, Pairing, Schema, Written};
+use super::{Closes, Identities, Pairing, Schema, Written};
 use crate::decode::{Context, Item};
 use crate::format::Spec;
 use crate::merge::Merge;
@@ -160,11 +160,11 @@ fn addr(tracepoint: impl Into<u64>) -> u64 {
 /// Per-thread record streams, appended to their files in blocks.
 struct Streams<'d> {
     dir: &'d Path,
-    buffers: BTreeMap<u32, Vec<u8>>,
+    buffers: BTreeMap<u64, Vec<u8>>,
 }
 
 impl Streams<'_> {
-    fn flush(&mut self, tid: u32) -> std::io::Result<()> {
+    fn flush(&mut self, tid: u64) -> std::io::Result<()> {
         let Some(buf) = self.buffers.get_mut(&tid) else {
             return Ok(());
         };
@@ -197,7 +197,10 @@ pub fn write(
         buffers: BTreeMap::new(),
     };
     // pid, first and last time of each thread.
-    let mut threads: BTreeMap<u32, (u32, u64, u64)> = BTreeMap::new();
+    let mut threads: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
+    // A reused id's later threads (processes) are tasks (sessions) of their own.
+    let identities = Identities::new(ctx.meta);
+    let mut process_names: HashMap<u64, String> = HashMap::new();
     let mut lost: Vec<u64> = rings.iter().map(|r| r.lost).collect();
     let (spec, with_args) = argspec(&schemas);
     let mut p = Points {
@@ -223,7 +226,11 @@ pub fn write(
                 return Ok(());
             }
         };
-        let (pid, tid) = ((who >> 32) as u32, who as u32);
+        let id = identities.of(who, stamp);
+        let (pid, tid) = (id.pid, id.tid);
+        if let Some(name) = id.process {
+            process_names.entry(pid).or_insert_with(|| name.to_string());
+        }
         let t = ns(stamp);
         threads.entry(tid).or_insert((pid, t, t)).2 = t;
         let out = streams.buffers.entry(tid).or_default();
@@ -259,11 +266,10 @@ pub fn write(
             unreported,
         );
     }
-    let tids: Vec<u32> = streams.buffers.keys().copied().collect();
+    let tids: Vec<u64> = streams.buffers.keys().copied().collect();
     for tid in tids {
         streams.flush(tid)?;
     }
-    let (process_names, _) = names(&ctx);
     files(dir, &ctx, &p, &spec, &threads, &process_names)?;
     progress(p.written.events);
     Ok(p.written)
@@ -346,8 +352,8 @@ fn files(
     ctx: &Context<'_>,
     points: &Points<'_>,
     argspec: &str,
-    threads: &BTreeMap<u32, (u32, u64, u64)>,
-    process_names: &HashMap<u32, String>,
+    threads: &BTreeMap<u64, (u64, u64, u64)>,
+    process_names: &HashMap<u64, String>,
 ) -> std::io::Result<()> {
     let (schemas, events_used) = (&points.schemas, &points.events_used);
     const MODULE: &str = "/ttrace/tracepoints";
@@ -370,7 +376,7 @@ fn files(
     info.extend_from_slice(&(exe_name | cmdline | taskinfo | arg_spec).to_le_bytes());
     info.extend_from_slice(&1024u16.to_le_bytes());
     info.extend_from_slice(&[0; 6]);
-    let tids: Vec<String> = threads.keys().map(u32::to_string).collect();
+    let tids: Vec<String> = threads.keys().map(u64::to_string).collect();
     let _ = write!(
         info,
         "exename:{MODULE}\ncmdline:ttrace-reader export --format uftrace {}\ntaskinfo:lines=2\ntaskinfo:nr_tid={}\ntaskinfo:tids={}\n",
@@ -384,7 +390,7 @@ fn files(
     std::fs::write(dir.join("info"), info)?;
     // task.txt: a session per process, then its threads, all from time 0.
     let mut task = String::new();
-    let mut pids: Vec<u32> = threads.values().map(|(p, _, _)| *p).collect();
+    let mut pids: Vec<u64> = threads.values().map(|(p, _, _)| *p).collect();
     pids.sort_unstable();
     pids.dedup();
     let map_end = MAP_START + (0x10 * (schemas.len() as u64 + 2)).div_ceil(0x1000) * 0x1000;

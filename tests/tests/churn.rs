@@ -1,0 +1,182 @@
+//! An always-on device under thread and process churn: names as of each event's time when
+//! ids are reused, and a names area that never fills up.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Barrier};
+use ttrace_core::{Config, Device};
+
+const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
+
+/// `ttrace-reader dump <dir>`'s event lines as (pid, tid, thread name, i), from lines like
+/// `... cpu1 7/12 (t42) churn_event(i=42)`.
+fn dumped(dir: &std::path::Path) -> Vec<(u32, u32, String, u64)> {
+    let out = Command::new(READER).arg("dump").arg(dir).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines()
+        .filter(|l| l.contains(" churn_event(i="))
+        .map(|l| {
+            let who = l.split_whitespace().nth(2).expect("pid/tid");
+            let (pid, tid) = who.split_once('/').expect("pid/tid");
+            let name = &l[l.find(" (").expect("name") + 2..l.find(") churn").expect("name")];
+            let i = &l[l.find("(i=").unwrap() + 3..l.rfind(')').unwrap()];
+            (
+                pid.parse().unwrap(),
+                tid.parse().unwrap(),
+                name.to_string(),
+                i.parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn small(dir: &std::path::Path, meta_bytes: u64) -> Config {
+    Config {
+        meta_bytes,
+        ..ttrace_tests::config(dir, 1024, 2)
+    }
+}
+
+/// 100,000 threads, 64 alive at a time, share 300 thread ids (as TIDs are reused by a
+/// kernel whose `pid_max` is small): each registers its name through the public API as a
+/// new thread does, then writes one event. The names area is small, so it is compacted
+/// over and over while old names are still named by events in the rings.
+#[test]
+fn every_event_shows_the_name_its_writer_had_when_tids_are_reused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = Device::open(&small(&dir, 1 << 20)).unwrap();
+    let word = ttrace_tests::define(&dev, "churn_event", "i={i}");
+    let pid = std::process::id();
+    // Ids no live thread has: each forged thread is dead once it wrote its event.
+    let tid = |i: u64| 3_000_000 + (i % 300) as u32;
+    for i in 0..100_000u64 {
+        dev.note_thread(pid, tid(i), &format!("t{i}")).unwrap();
+        assert!(dev.emit(word, (pid as u64) << 32 | tid(i) as u64, &[i]));
+    }
+    let h = dev.header();
+    assert!(
+        h.names_generation.load(Relaxed) > 10,
+        "the names area was compacted"
+    );
+    assert_eq!(h.names_dropped.load(Relaxed), 0, "no name dropped");
+    assert!(h.names_reclaimed.load(Relaxed) > 90_000);
+    let events = dumped(&dir);
+    assert!(events.len() >= 1024, "{} events", events.len());
+    for (p, t, name, i) in &events {
+        assert_eq!((*p, *t), (pid, tid(*i)));
+        assert_eq!(
+            name,
+            &format!("t{i}"),
+            "event {i} shows another thread's name"
+        );
+    }
+}
+
+/// Real threads, 64 alive at a time, each named, registering and writing as the global
+/// device's threads do. Where `pid_max` is below the number of threads (as on a default
+/// kernel), TIDs repeat and the test checks they did.
+#[test]
+fn real_threads_churning_are_each_named_as_they_were() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = Arc::new(Device::open(&small(&dir, 1 << 20)).unwrap());
+    let word = ttrace_tests::define(&dev, "churn_event", "i={i}");
+    let threads = 40_000u64;
+    let mut tids = HashMap::new();
+    for batch in 0..threads / 64 {
+        let start = Arc::new(Barrier::new(64));
+        let handles: Vec<_> = (0..64)
+            .map(|k| {
+                let (dev, start) = (dev.clone(), start.clone());
+                let i = batch * 64 + k;
+                std::thread::Builder::new()
+                    .name(format!("t{i}"))
+                    .spawn(move || {
+                        // All 64 alive at once.
+                        start.wait();
+                        let ctx = ttrace_core::lock::owner_id();
+                        let name = ttrace_core::meta::current_thread_name();
+                        dev.note_thread((ctx >> 32) as u32, ctx as u32, &name)
+                            .unwrap();
+                        assert!(dev.emit(word, ctx, &[i]));
+                        ctx as u32
+                    })
+                    .unwrap()
+            })
+            .collect();
+        for (k, h) in handles.into_iter().enumerate() {
+            tids.insert(batch * 64 + k as u64, h.join().unwrap());
+        }
+    }
+    let distinct: std::collections::HashSet<u32> = tids.values().copied().collect();
+    let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    eprintln!(
+        "{threads} threads, {} distinct tids (pid_max {pid_max})",
+        distinct.len()
+    );
+    if pid_max < threads {
+        assert!((distinct.len() as u64) < threads, "tids repeated");
+    }
+    assert_eq!(dev.header().names_dropped.load(Relaxed), 0);
+    assert!(dev.header().names_generation.load(Relaxed) > 0);
+    let events = dumped(&dir);
+    assert!(events.len() >= 1024, "{} events", events.len());
+    for (_, t, name, i) in &events {
+        assert_eq!(*t, tids[i]);
+        assert_eq!(
+            name,
+            &format!("t{i}"),
+            "event {i} shows another thread's name"
+        );
+    }
+}
+
+/// A million thread births and a million process starts on a default-sized device, then a
+/// new process registers a new tracepoint: it records, and dump shows its events by name.
+#[test]
+fn a_million_births_leave_a_device_that_still_names_and_registers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = Device::open(&ttrace_tests::config(&dir, 16384, 2)).unwrap();
+    // Ids no live process has: all dead once named.
+    for i in 0..1_000_000u32 {
+        dev.note_thread(4_000_000 + i / 64, i, "worker-thread")
+            .unwrap();
+        dev.note_process(4_000_000 + i, "cron-job").unwrap();
+    }
+    let h = dev.header();
+    assert_eq!(h.names_dropped.load(Relaxed), 0);
+    assert_eq!(h.meta_dropped.load(Relaxed), 0);
+    assert!(h.names_reclaimed.load(Relaxed) > 1_900_000);
+    let out = Command::new(env!("CARGO_BIN_EXE_ttrace-test-writer"))
+        .arg(&dir)
+        .arg("10")
+        .arg("7")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = Command::new(READER).arg("dump").arg(&dir).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("shared_event(tag=7"))
+        .collect();
+    assert_eq!(lines.len(), 10, "{text}");
+    assert!(lines.iter().all(|l| l.contains(" (writer-7) ")), "{text}");
+    let done: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("writer_done("))
+        .collect();
+    assert_eq!(done.len(), 1, "{text}");
+}

@@ -1,0 +1,288 @@
+//! Thread and process names: a two-half area that is compacted, never appended to forever.
+//!
+//! A name record says which name a thread (or process) id had from its timestamp on. Readers
+//! resolve an event's `pid/tid` to the record of that id current at the event's timestamp,
+//! so a reused id shows each thread's own name.
+//!
+//! Records are appended to the half in use under the metadata lock. When it is full, the
+//! appender compacts: it copies into the other half every record that some event, written
+//! or still to be written, may need, and flips the generation. A record is needed when
+//!
+//! - its thread (process) is still alive and it is the latest record of its id: the thread
+//!   may write more events; or
+//! - an event in the rings resolves to it (same id, its timestamp at or after the record's
+//!   and before the id's next record).
+//!
+//! Liveness is decided *before* the rings are scanned: a thread found dead then has
+//! committed all of its events, so each one is either in a ring during the scan (and
+//! marks its record) or already overwritten (and needs nothing). A thread found alive keeps
+//! its record whatever it writes later. A live thread whose id is reused by another thread
+//! only keeps a record longer than needed, never shorter. See `docs/DESIGN.md`.
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::lock::Guard;
+use crate::ring::SlotRead;
+use crate::sync::Ordering::*;
+use core::sync::atomic::{fence, AtomicU64};
+use std::collections::HashMap;
+use ttrace_layouts::entry::Stamp;
+use ttrace_layouts::meta::{self as layout, Record, RecordKind};
+
+/// Copies `len` bytes of words.
+fn copy_words(words: &[AtomicU64], len: u64) -> Vec<u8> {
+    let n = (len as usize / 8).min(words.len());
+    // Relaxed: the caller ordered these loads after the Acquire load that published them,
+    // or checks the generation afterwards and discards the copy if it moved.
+    words[..n]
+        .iter()
+        .flat_map(|w| w.load(Relaxed).to_ne_bytes())
+        .collect()
+}
+
+/// Stores the record `rec` (a multiple of 8 bytes) at byte `at` of `words`.
+pub(crate) fn store_record(words: &[AtomicU64], at: u64, rec: &[u8]) {
+    for (i, chunk) in rec.chunks_exact(8).enumerate() {
+        let w = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
+        // Relaxed: published by the caller's Release store of the area's used count.
+        words[at as usize / 8 + i].store(w, Relaxed);
+    }
+}
+
+/// What one compaction did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Compaction {
+    /// Records kept.
+    pub kept: u64,
+    /// Records reclaimed.
+    pub reclaimed: u64,
+    /// Bytes in use afterwards.
+    pub used: u64,
+}
+
+/// The position of a record in the area, and the facts compaction needs.
+struct Found {
+    start: usize,
+    len: usize,
+    thread: bool,
+    pid: u32,
+    tid: u32,
+    timestamp: u64,
+}
+
+impl Device {
+    /// The generation of the names area: how many compactions it has had. A reader that
+    /// copies the rings and then the names, and finds the same generation before and after,
+    /// has every name its events need.
+    pub fn names_generation(&self) -> u64 {
+        // Acquire: pairs with the Release of a compaction, as in `names_bytes`.
+        self.header().names_generation.load(Acquire)
+    }
+
+    /// A consistent copy of the names records in use, with the generation they belong to.
+    pub fn names_bytes(&self) -> (u64, Vec<u8>) {
+        let h = self.header();
+        let mut tries = 0;
+        loop {
+            // Acquire: a compaction's copy into the new half happened before its Release
+            // store of the generation.
+            let g = h.names_generation.load(Acquire);
+            let half = (g & 1) as usize;
+            // Acquire: pairs with the Release store that published the records below it.
+            let used = h.names_used[half].load(Acquire);
+            let bytes = copy_words(self.names_words(half), used);
+            // Acquire fence: the copy's loads come before the generation is read again, so
+            // a compaction that overwrote this half (two flips later) is seen.
+            fence(Acquire);
+            tries += 1;
+            if h.names_generation.load(Relaxed) == g || tries >= 64 {
+                return (g, bytes);
+            }
+        }
+    }
+
+    /// Appends a name record; the caller holds the metadata lock. Compacts when the half in
+    /// use is full; a record that does not fit even then is dropped and counted.
+    pub(crate) fn append_name(&self, guard: &Guard<'_>, rec: &[u8]) -> Result<()> {
+        let h = self.header();
+        // Relaxed: only holders of the metadata lock change these; the lock ordered us.
+        let half = (h.names_generation.load(Relaxed) & 1) as usize;
+        let used = h.names_used[half].load(Relaxed);
+        let capacity = self.names_words(half).len() as u64 * 8;
+        let (half, used) = if used + rec.len() as u64 <= capacity {
+            (half, used)
+        } else {
+            let c = self.compact_names(guard);
+            (1 - half, c.used)
+        };
+        if used + rec.len() as u64 > capacity {
+            h.names_dropped.fetch_add(1, Relaxed);
+            return Err(Error::MetadataFull);
+        }
+        store_record(self.names_words(half), used, rec);
+        // Release: publishes the record to readers that acquire the count.
+        h.names_used[half].store(used + rec.len() as u64, Release);
+        Ok(())
+    }
+
+    /// Copies the records some event may still need into the other half and makes it the
+    /// half in use; the caller holds the metadata lock.
+    pub fn compact_names(&self, _guard: &Guard<'_>) -> Compaction {
+        let h = self.header();
+        // Relaxed: only holders of the metadata lock change these.
+        let g = h.names_generation.load(Relaxed);
+        let from = (g & 1) as usize;
+        let to = 1 - from;
+        let bytes = copy_words(self.names_words(from), h.names_used[from].load(Relaxed));
+        let mut found = Vec::new();
+        let mut walk = layout::records(&bytes);
+        loop {
+            let start = walk.offset();
+            let Some(Ok(r)) = walk.next() else { break };
+            let (thread, task) = match r {
+                Record::Thread { task, .. } => (true, task),
+                Record::Process { task, .. } => (false, task),
+                _ => continue,
+            };
+            found.push(Found {
+                start,
+                len: walk.offset() - start,
+                thread,
+                pid: task.pid,
+                tid: task.tid,
+                timestamp: task.timestamp,
+            });
+        }
+        // Each id's records in time order: threads by `pid << 32 | tid`, processes by pid.
+        let key = |f: &Found| (f.thread, (f.pid as u64) << 32 | f.tid as u64);
+        let mut by_id: HashMap<(bool, u64), Vec<usize>> = HashMap::new();
+        for (i, f) in found.iter().enumerate() {
+            by_id.entry(key(f)).or_default().push(i);
+        }
+        for list in by_id.values_mut() {
+            list.sort_by_key(|&i| found[i].timestamp);
+        }
+        let mut keep = vec![false; found.len()];
+        // Liveness first (see the module's comment for why the order matters).
+        let proc_ok = std::path::Path::new("/proc/self").exists();
+        for (&(thread, id), list) in &by_id {
+            let (pid, tid) = ((id >> 32) as u32, id as u32);
+            let alive = !proc_ok
+                || match thread {
+                    true => std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists(),
+                    false => std::path::Path::new(&format!("/proc/{pid}")).exists(),
+                };
+            if alive {
+                keep[*list.last().expect("an id has a record")] = true;
+            }
+        }
+        // Then every record an event in the rings resolves to: the id's latest record at
+        // or before the event (its first, for an event that precedes them all).
+        let pick = |list: &Vec<usize>, stamp: u64| {
+            list[list
+                .partition_point(|&i| found[i].timestamp <= stamp)
+                .saturating_sub(1)]
+        };
+        // Entries come in runs from one writer: its lists are looked up once per run.
+        type Lists<'a> = (Option<&'a Vec<usize>>, Option<&'a Vec<usize>>);
+        let mut last: Option<(u64, Lists<'_>)> = None;
+        for r in 0..self.num_rings() {
+            let ring = self.ring(r);
+            for i in 0..ring.slots.len() {
+                let SlotRead::Committed(w) = ring.read(i) else {
+                    continue;
+                };
+                let stamp = Stamp(w[0]);
+                if stamp.is_continuation() {
+                    continue;
+                }
+                let ctx = w[2];
+                let (threads, processes) = match last {
+                    Some((c, lists)) if c == ctx => lists,
+                    _ => {
+                        let lists = (
+                            by_id.get(&(true, ctx)),
+                            by_id.get(&(false, ctx >> 32 << 32)),
+                        );
+                        last = Some((ctx, lists));
+                        lists
+                    }
+                };
+                for list in [threads, processes].into_iter().flatten() {
+                    keep[pick(list, stamp.0)] = true;
+                }
+            }
+        }
+        let words = self.names_words(to);
+        let mut used = 0u64;
+        let mut kept = 0;
+        for (f, _) in found.iter().zip(&keep).filter(|(_, &k)| k) {
+            store_record(words, used, &bytes[f.start..f.start + f.len]);
+            used += f.len as u64;
+            kept += 1;
+        }
+        let reclaimed = found.len() as u64 - kept;
+        h.names_used[to].store(used, Relaxed);
+        h.names_reclaimed.fetch_add(reclaimed, Relaxed);
+        // Release: the new half and its count are complete before a reader that acquires
+        // the new generation looks at them.
+        h.names_generation.store(g + 1, Release);
+        Compaction {
+            kept,
+            reclaimed,
+            used,
+        }
+    }
+
+    /// Compacts the names area now (`ttrace-reader clear` and tests use it).
+    pub fn compact_names_now(&self) -> Result<Compaction> {
+        let guard = crate::lock::lock(&self.header().meta_lock).ok_or(Error::Reentered)?;
+        Ok(self.compact_names(&guard))
+    }
+}
+
+/// The record bytes of a name: header, fixed part, name, padded to 8 bytes.
+pub(crate) fn name_record(kind: RecordKind, fixed: &[u8], name: &[u8]) -> Vec<u8> {
+    use zerocopy::IntoBytes;
+    let len = layout::record_bytes(name.len());
+    let mut rec = Vec::with_capacity(len as usize);
+    rec.extend_from_slice(
+        layout::RecordHeader {
+            kind: kind as u16,
+            reserved: 0,
+            len: len as u32,
+        }
+        .as_bytes(),
+    );
+    rec.extend_from_slice(fixed);
+    rec.extend_from_slice(name);
+    rec.resize(len as usize, 0);
+    rec
+}
+
+/// The names records of two copies, `before` and `after` some other copy (of the rings):
+/// `after`'s, and if a compaction came between them, also `before`'s records that `after`
+/// lacks, as far as `limit` bytes hold them.
+pub(crate) fn union(before: (u64, Vec<u8>), after: (u64, Vec<u8>), limit: usize) -> Vec<u8> {
+    let (mut out, old) = (after.1, before.1);
+    if before.0 == after.0 {
+        return out;
+    }
+    let mut have = std::collections::HashSet::new();
+    let mut walk = layout::records(&out);
+    loop {
+        let start = walk.offset();
+        let Some(Ok(_)) = walk.next() else { break };
+        have.insert(out[start..walk.offset()].to_vec());
+    }
+    let mut walk = layout::records(&old);
+    loop {
+        let start = walk.offset();
+        let Some(Ok(_)) = walk.next() else { break };
+        let rec = &old[start..walk.offset()];
+        if !have.contains(rec) && out.len() + rec.len() <= limit {
+            out.extend_from_slice(rec);
+        }
+    }
+    out
+}
