@@ -65,7 +65,7 @@ pub struct RingHeader {
     pub last_stamp: AtomicU64,
     _pad2: [u64; 14],
     /// The aux buffer's reservation lock (shared rings only): 0 free, else the owner's
-    /// `pid << 32 | tid`.
+    /// `tid << 32 | start tag` (see the device header's `meta_lock`).
     pub aux_lock: AtomicU64,
     /// Offset of the oldest aux record still intact.
     pub aux_first: AtomicU64,

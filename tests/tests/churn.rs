@@ -180,3 +180,133 @@ fn a_million_births_leave_a_device_that_still_names_and_registers() {
         .collect();
     assert_eq!(done.len(), 1, "{text}");
 }
+
+/// A tid reused by a second thread, which then renames itself: Chrome JSON shows two
+/// threads (the second as `tid + 2^22`), each named as it last was; uftrace gives each its
+/// own task; dump names every event as it was at its time.
+#[test]
+fn exports_give_each_thread_of_a_reused_tid_its_own_track_and_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = Device::open(&ttrace_tests::config(&dir, 1024, 2)).unwrap();
+    let word = ttrace_tests::define(&dev, "churn_event", "i={i}");
+    let (pid, tid) = (4_000_001u32, 77u32);
+    let ctx = (pid as u64) << 32 | tid as u64;
+    dev.note_process(pid, "app").unwrap();
+    dev.note_thread(pid, tid, "first").unwrap();
+    assert!(dev.emit(word, ctx, &[0]));
+    dev.note_thread(pid, tid, "second").unwrap();
+    assert!(dev.emit(word, ctx, &[1]));
+    dev.note_rename(pid, tid, "renamed").unwrap();
+    assert!(dev.emit(word, ctx, &[2]));
+    let names: Vec<(String, u64)> = dumped(&dir)
+        .into_iter()
+        .map(|(_, _, n, i)| (n, i))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("first".into(), 0),
+            ("second".into(), 1),
+            ("renamed".into(), 2)
+        ]
+    );
+
+    let json = tmp.path().join("t.json");
+    let out = Command::new(READER)
+        .args(["export", "--format", "chrome"])
+        .arg(&dir)
+        .arg("-o")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let later = tid as u64 + (1 << 22);
+    let thread_names: HashMap<u64, &str> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .map(|e| {
+            (
+                e["tid"].as_u64().unwrap(),
+                e["args"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        thread_names,
+        HashMap::from([(tid as u64, "first"), (later, "renamed")])
+    );
+    let tids: Vec<(u64, u64)> = events
+        .iter()
+        .filter(|e| e["name"] == "churn_event")
+        .map(|e| (e["args"]["i"].as_u64().unwrap(), e["tid"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(tids, [(0, tid as u64), (1, later), (2, later)]);
+    assert!(events
+        .iter()
+        .any(|e| e["name"] == "process_name" && e["args"]["name"] == "app"));
+
+    let uf = tmp.path().join("uf");
+    let out = Command::new(READER)
+        .args(["export", "--format", "uftrace"])
+        .arg(&dir)
+        .arg("-o")
+        .arg(&uf)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let data = ttrace_tests::uftrace::read(&uf).unwrap();
+    let tasks: Vec<u32> = data.threads.keys().copied().collect();
+    assert_eq!(tasks, [tid, later as u32]);
+    assert_eq!(data.threads[&tid].len(), 1);
+    assert_eq!(data.threads[&(later as u32)].len(), 2);
+    assert!(data.sessions.iter().any(|(p, n)| *p == pid && n == "app"));
+}
+
+/// A follower polling while threads come and go and the names area is compacted under it:
+/// every event it prints carries its own writer's name.
+#[test]
+fn follow_names_every_event_through_compactions() {
+    use ttrace_reader::decode::{Decoder, TimeFormat};
+    use ttrace_reader::merge::{Filter, Merge};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = Device::open(&small(&dir, 1 << 20)).unwrap();
+    let word = ttrace_tests::define(&dev, "churn_event", "i={i}");
+    let reader = devttrace::Device::open(&dir).unwrap();
+    let mut follower = devttrace::Follower::with_window(&reader, 0);
+    let pid = std::process::id();
+    let tid = |i: u64| 3_000_000 + (i % 300) as u32;
+    let mut printed = Vec::new();
+    for i in 0..30_000u64 {
+        dev.note_thread(pid, tid(i), &format!("t{i}")).unwrap();
+        assert!(dev.emit(word, (pid as u64) << 32 | tid(i) as u64, &[i]));
+        if i % 500 == 499 {
+            let poll = follower.poll().unwrap();
+            let mut decoder = Decoder::new(&poll.snapshot, TimeFormat::Relative);
+            for item in Merge::snapshot(&poll.snapshot, &Filter::default()) {
+                decoder.line(&item, &mut printed);
+            }
+        }
+    }
+    assert!(dev.header().names_generation.load(Relaxed) > 3);
+    let text = String::from_utf8(printed).unwrap();
+    let mut n = 0;
+    for l in text.lines() {
+        let name = &l[l.find(" (").unwrap() + 2..l.find(") churn").unwrap()];
+        let i = &l[l.find("(i=").unwrap() + 3..l.rfind(')').unwrap()];
+        assert_eq!(name, format!("t{i}"), "{l}");
+        n += 1;
+    }
+    assert!(n >= 10_000, "{n} events followed");
+}
