@@ -60,8 +60,8 @@ fn writer_paths(c: &mut Criterion) {
 fn registration(c: &mut Criterion) {
     device();
     let mut g = c.benchmark_group("registration");
-    // Every registration appends to the metadata, which is never overwritten: each sample
-    // gets a fresh device large enough for its iterations.
+    // Each sample gets a fresh device large enough for its iterations, so that no sample
+    // pays for a compaction of the names area (`--bin births` measures those).
     g.bench_function("thread name registration", |b| {
         b.iter_custom(|iters| {
             let tmp = tempfile::tempdir().expect("tempdir");
@@ -80,7 +80,7 @@ fn registration(c: &mut Criterion) {
             t.elapsed()
         })
     });
-    // The first point of a thread registers it (its name goes to the metadata).
+    // The first point of a thread registers it (its name goes to the names area).
     g.bench_function("first point of a new thread", |b| {
         b.iter_custom(|iters| {
             (0..iters)

@@ -319,6 +319,12 @@ impl Device {
             .collect()
     }
 
+    /// The tracepoint definitions alone (what registration and control need: the names
+    /// area is not copied).
+    fn tracepoints_only(&self) -> Metadata {
+        Metadata::parse(&self.metadata_bytes())
+    }
+
     /// Everything in the metadata: tracepoints, then the names in use.
     pub fn metadata(&self) -> Metadata {
         let records = self.metadata_bytes();
@@ -412,7 +418,7 @@ impl Device {
             return Err(Error::Reentered);
         };
         self.repair_if_recovered(&guard);
-        let meta = self.metadata();
+        let meta = self.tracepoints_only();
         let existing = meta.tracepoints.iter().find(|t| {
             t.name == name
                 && t.format == format
@@ -492,7 +498,7 @@ impl Device {
 
     /// Recomputes every tracepoint word; the caller holds the metadata lock.
     pub(crate) fn recompute_words(&self, _guard: &Guard<'_>) -> usize {
-        let meta = self.metadata();
+        let meta = self.tracepoints_only();
         let mut enabled = 0;
         for t in &meta.tracepoints {
             if let Some(w) = self.tp_words().get(t.id as usize) {

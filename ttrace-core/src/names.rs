@@ -163,15 +163,16 @@ impl Device {
             list.sort_by_key(|&i| found[i].timestamp);
         }
         let mut keep = vec![false; found.len()];
-        // Liveness first (see the module's comment for why the order matters).
-        let proc_ok = std::path::Path::new("/proc/self").exists();
+        // Liveness first (see the module's comment for why the order matters): one listing
+        // of `/proc/<pid>/task` per process named.
+        let mut tasks: HashMap<u32, Tasks> = HashMap::new();
         for (&(thread, id), list) in &by_id {
             let (pid, tid) = ((id >> 32) as u32, id as u32);
-            let alive = !proc_ok
-                || match thread {
-                    true => std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists(),
-                    false => std::path::Path::new(&format!("/proc/{pid}")).exists(),
-                };
+            let alive = match tasks.entry(pid).or_insert_with(|| Tasks::of(pid)) {
+                Tasks::Unknown => true,
+                Tasks::Live(tids) => !thread || tids.contains(&tid),
+                Tasks::Gone => false,
+            };
             if alive {
                 keep[*list.last().expect("an id has a record")] = true;
             }
@@ -238,6 +239,34 @@ impl Device {
     pub fn compact_names_now(&self) -> Result<Compaction> {
         let guard = crate::lock::lock(&self.header().meta_lock).ok_or(Error::Reentered)?;
         Ok(self.compact_names(&guard))
+    }
+}
+
+/// What `/proc` says of a process's threads.
+enum Tasks {
+    /// It cannot tell (no `/proc`, no permission): everything counts as alive.
+    Unknown,
+    /// The process is alive with these threads.
+    Live(std::collections::HashSet<u32>),
+    /// The process is gone.
+    Gone,
+}
+
+impl Tasks {
+    fn of(pid: u32) -> Tasks {
+        match std::fs::read_dir(format!("/proc/{pid}/task")) {
+            Ok(dir) => Tasks::Live(
+                dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                    .collect(),
+            ),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && std::path::Path::new("/proc/self").exists() =>
+            {
+                Tasks::Gone
+            }
+            Err(_) => Tasks::Unknown,
+        }
     }
 }
 
