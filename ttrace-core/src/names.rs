@@ -315,3 +315,39 @@ pub(crate) fn union(before: (u64, Vec<u8>), after: (u64, Vec<u8>), limit: usize)
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ttrace_layouts::meta::TaskRecord;
+    use zerocopy::IntoBytes;
+
+    fn rec(tid: u32, name: &str) -> Vec<u8> {
+        let task = TaskRecord {
+            pid: 1,
+            tid,
+            timestamp: tid as u64,
+            name_len: name.len() as u16,
+            ..TaskRecord::default()
+        };
+        name_record(RecordKind::Thread, task.as_bytes(), name.as_bytes())
+    }
+
+    #[test]
+    fn a_union_adds_what_a_compaction_reclaimed_between_the_copies() {
+        let (a, b, c) = (rec(1, "a"), rec(2, "b"), rec(3, "c"));
+        let before = [a.clone(), b.clone()].concat();
+        let after = [b.clone(), c.clone()].concat();
+        // No compaction between: the later copy holds everything.
+        assert_eq!(
+            union((4, before.clone()), (4, after.clone()), 1 << 20),
+            after
+        );
+        // One between: `a` was reclaimed after the first copy, and comes back once.
+        let both = union((4, before.clone()), (5, after.clone()), 1 << 20);
+        assert_eq!(both, [b.clone(), c.clone(), a.clone()].concat());
+        // Never past the limit: the later copy first, then what fits.
+        let cut = union((4, before), (5, after.clone()), after.len());
+        assert_eq!(cut, after);
+    }
+}

@@ -317,6 +317,30 @@ fn names_of_dead_threads_with_no_event_left_are_reclaimed_not_dropped() {
 }
 
 #[test]
+fn a_live_threads_name_survives_compactions_and_a_dead_ones_does_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = small(tmp.path());
+    cfg.meta_bytes = ttrace_layouts::meta::records_offset(64) + 4096;
+    let dev = Device::open(&cfg).unwrap();
+    let me = ttrace_core::lock::owner_id();
+    let (pid, tid) = ((me >> 32) as u32, me as u32);
+    dev.note_process(pid, "me").unwrap();
+    dev.note_thread(pid, tid, "alive").unwrap();
+    let dead = std::thread::spawn(ttrace_core::lock::owner_id)
+        .join()
+        .unwrap();
+    dev.note_thread(pid, dead as u32, "gone").unwrap();
+    for t in 0..1000 {
+        dev.note_thread(4_000_000, t, "filler").unwrap();
+    }
+    assert!(dev.header().names_generation.load(Relaxed) > 10);
+    let m = dev.metadata();
+    assert_eq!(m.thread_name(pid, tid), Some("alive"));
+    assert_eq!(m.process_name(pid), Some("me"));
+    assert_eq!(m.thread_name(pid, dead as u32), None);
+}
+
+#[test]
 fn names_still_needed_by_events_are_kept_and_a_full_half_drops_and_counts() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = small(tmp.path());
