@@ -29,6 +29,6 @@ pub use follow::{Follower, Poll, DEFAULT_WINDOW_NS};
 pub use snapshot::Snapshot;
 pub use ttrace_core::aux::{AuxRecord, AuxSnapshot, AuxSnapshots};
 pub use ttrace_core::meta::{Metadata, TaskIndex, TaskInfo, TracepointInfo};
-pub use ttrace_core::ring::{Event, Mark, RingIndex, RingSnapshot};
+pub use ttrace_core::ring::{event_at, Event, Mark, RingIndex, RingSnapshot, SlotRead};
 pub use version::{Clock, Version};
 pub use view::View;

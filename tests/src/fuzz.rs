@@ -501,6 +501,40 @@ pub fn ctl(data: &[u8]) {
     dev.apply(&Command::Reset).expect("reset");
 }
 
+/// The device `decode` resolves names, formats and strings against, one per process.
+fn decode_device() -> &'static devttrace::Device {
+    static DEV: OnceLock<(tempfile::TempDir, devttrace::Device)> = OnceLock::new();
+    &DEV.get_or_init(|| {
+        let tmp = scratch();
+        make_device(&tmp.path().join("dev"));
+        let dev = devttrace::Device::open(tmp.path().join("dev")).expect("reader");
+        (tmp, dev)
+    })
+    .1
+}
+
+/// Target `decode`: bytes as `ttrace-reader decode` reads them (a `cpuN` file of a mounted
+/// device). Whole, well-formed entries decode to one line per event against a small device;
+/// anything else is an error naming an entry's offset inside the input; never a panic.
+pub fn decode(data: &[u8]) {
+    use ttrace_reader::decode::{Decoder, TimeFormat};
+    use ttrace_reader::merge::{Filter, Merge};
+    let limits = ttrace_reader::raw::Limits::of(&decode_device().version());
+    match ttrace_reader::raw::parse(data, &limits) {
+        Err(e) => assert!(e.offset <= data.len() as u64 && e.offset % 64 == 0, "{e}"),
+        Ok(events) => {
+            let n = events.len() as u64;
+            assert!(n * 64 <= data.len() as u64);
+            let snap = ttrace_reader::raw::snapshot(decode_device(), vec![events]);
+            let mut out = Vec::new();
+            Decoder::new(&snap, TimeFormat::Relative)
+                .write_all(Merge::snapshot(&snap, &Filter::default()), &mut out)
+                .expect("decode into memory");
+            assert_eq!(out.iter().filter(|&&b| b == b'\n').count() as u64, n);
+        }
+    }
+}
+
 /// Seed inputs for each target, made from the small real device: an unedited device, its
 /// rings, its aux buffer, its metadata area and every control command.
 pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
@@ -547,6 +581,18 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         "metadata",
         make_device(&tmp.path().join("dev")).metadata_bytes(),
     ));
+    // A CPU's entries as a mounted device serves them, cut, shifted and with an unknown
+    // tracepoint.
+    let entries: Vec<u8> = (0..2)
+        .flat_map(|c| ttrace_reader::raw::cpu_entries(decode_device(), c).expect("entries"))
+        .collect();
+    assert!(entries.len() >= 128, "the device's events");
+    seeds.push(("decode", entries.clone()));
+    seeds.push(("decode", entries[..entries.len() - 10].to_vec()));
+    seeds.push(("decode", entries[8..].to_vec()));
+    let mut unknown = entries[..64].to_vec();
+    unknown[8 + 2] = 0x7f; // tracepoint id bits of the type word
+    seeds.push(("decode", unknown));
     seeds.push((
         "ctl",
         b"setmask 0x5 0xf\nsetbits 3\nclrbits 1\nenable a*\ndisable b?c\nreset\nsetbits x\n"

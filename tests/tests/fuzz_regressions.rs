@@ -73,6 +73,11 @@ fn metadata_corpus_and_crashes_replay_cleanly() {
 }
 
 #[test]
+fn decode_corpus_and_crashes_replay_cleanly() {
+    replay("decode", ttrace_tests::fuzz::decode);
+}
+
+#[test]
 fn ctl_corpus_and_crashes_replay_cleanly() {
     replay("ctl", ttrace_tests::fuzz::ctl);
 }

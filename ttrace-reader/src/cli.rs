@@ -122,6 +122,37 @@ enum Command {
         /// The device directory.
         device: Option<PathBuf>,
     },
+    /// Serve a device as files any program reads, as Akaros's #ttrace: `version`, `cpuN`
+    /// (CPU N's entries, oldest first), `aux`, `meta`, `ctl` (read: the mask and rules;
+    /// write: commands), `trace` (dump's lines), `trace_pipe` (new events, blocking),
+    /// `stats`. Runs in the foreground until Ctrl-C or SIGTERM, or `ttrace-reader umount`.
+    Mount {
+        /// The device directory.
+        device: Option<PathBuf>,
+        /// Where to mount it: default /dev/ttrace as root, else $XDG_RUNTIME_DIR/ttrace
+        /// (created if missing, removed after).
+        mountpoint: Option<PathBuf>,
+    },
+    /// Unmount a device mounted by `ttrace-reader mount` (its mount then exits).
+    Umount {
+        /// The mount point: default as for `mount`.
+        mountpoint: Option<PathBuf>,
+    },
+    /// Decode raw entries (the `cpuN` files of a mounted device, or copies of them) to the
+    /// lines `dump` prints, merged in time order across the files.
+    Decode {
+        /// Files of 64-byte entries; `-` reads standard input.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// The device the entries come from, for names, formats and strings: a device
+        /// directory, a mounted one, or a snapshot file. Default: the directory holding the
+        /// first file.
+        #[arg(long, value_name = "DEVICE")]
+        device: Option<PathBuf>,
+        /// Print UTC wall-clock times instead of seconds since the device was created.
+        #[arg(long)]
+        utc: bool,
+    },
 }
 
 /// Formats of `export`.
@@ -304,7 +335,8 @@ fn follow(
     }
 }
 
-fn stats(dev: &Device) -> Result<String, String> {
+/// What `stats` prints.
+pub(crate) fn stats(dev: &Device) -> Result<String, String> {
     let snap = dev.view_newer_than(0).map_err(|e| e.to_string())?;
     let clock = snap.version.clock;
     let secs = |t: u64| {
@@ -394,6 +426,53 @@ fn ctl(mut words: Vec<String>) -> Result<(), String> {
     quiet_pipe(std::io::stdout().lock().write_all(dev.ctl().as_bytes()))
 }
 
+/// The device that raw entries belong to: `device`, else the directory of the first file;
+/// a mounted device (`version` has a `source` line) stands for the device it serves.
+fn entries_device(device: Option<PathBuf>, files: &[PathBuf]) -> Result<Device, String> {
+    let dir = match device {
+        Some(d) => d,
+        None => match files.first() {
+            Some(f) if f.as_os_str() != "-" => f
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."))
+                .to_path_buf(),
+            _ => return Err("reading standard input needs --device DEVICE".into()),
+        },
+    };
+    match crate::mount::source_of(&dir) {
+        Some(source) => open(Some(source)),
+        None => open(Some(dir)),
+    }
+}
+
+fn decode_files(device: Option<PathBuf>, files: Vec<PathBuf>, utc: bool) -> Result<(), String> {
+    use std::io::Read;
+    let dev = entries_device(device, &files)?;
+    let limits = crate::raw::Limits::of(&dev.version());
+    let mut all = Vec::with_capacity(files.len());
+    for f in &files {
+        let mut bytes = Vec::new();
+        let name = f.display();
+        let read = if f.as_os_str() == "-" {
+            std::io::stdin().lock().read_to_end(&mut bytes)
+        } else {
+            std::fs::File::open(f).and_then(|mut file| file.read_to_end(&mut bytes))
+        };
+        read.map_err(|e| format!("{name}: {e}"))?;
+        let mut events = crate::raw::parse(&bytes, &limits).map_err(|e| format!("{name}: {e}"))?;
+        // Each file in time order (a file may be several CPUs' entries one after another).
+        events.sort_by_key(|e| e.stamp);
+        all.push(events);
+    }
+    let snap = crate::raw::snapshot(&dev, all);
+    let mut out = std::io::stdout().lock();
+    let written = Decoder::new(&snap, time_format(utc))
+        .write_all(Merge::snapshot(&snap, &Filter::default()), &mut out)
+        .and_then(|_| out.flush());
+    quiet_pipe(written)
+}
+
 fn demo(
     threads: usize,
     requests: u64,
@@ -464,6 +543,15 @@ fn run(cli: Cli) -> Result<(), String> {
             quiet_pipe(std::io::stdout().lock().write_all(text.as_bytes()))
         }
         Command::Ctl { words } => ctl(words),
+        Command::Decode { files, device, utc } => decode_files(device, files, utc),
+        Command::Mount { device, mountpoint } => crate::mount::mount(
+            &device.unwrap_or_else(devttrace::default_dir),
+            &mountpoint.unwrap_or_else(crate::mount::default_mountpoint),
+            trust(),
+        ),
+        Command::Umount { mountpoint } => {
+            crate::mount::umount(&mountpoint.unwrap_or_else(crate::mount::default_mountpoint))
+        }
         Command::Snapshot { device, output } => {
             let dev = open(device)?;
             let saved = dev.save(&output).map_err(|e| e.to_string())?;

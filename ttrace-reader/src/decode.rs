@@ -237,7 +237,12 @@ impl<'s> Decoder<'s> {
     fn point(&self, event: &Event, out: &mut Vec<u8>) {
         let id = event.type_word.tracepoint() as usize;
         let Some(tp) = self.tracepoints.get(id) else {
-            let _ = write!(out, "tracepoint#{id}({:#x?})", event.args());
+            // One line whatever the arguments: `tracepoint#7(0x1 0xff)`.
+            let _ = write!(out, "tracepoint#{id}(");
+            for (i, a) in event.args().iter().enumerate() {
+                let _ = write!(out, "{}{a:#x}", if i == 0 { "" } else { " " });
+            }
+            out.push(b')');
             return;
         };
         out::put_text(out, &tp.open);

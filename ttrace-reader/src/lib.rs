@@ -20,4 +20,6 @@ pub mod demo;
 pub mod export;
 pub mod format;
 pub mod merge;
+pub mod mount;
 pub mod out;
+pub mod raw;

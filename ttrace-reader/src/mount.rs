@@ -1,0 +1,667 @@
+//! `ttrace-reader mount`: a device served as files any program reads, as the Akaros kernel's
+//! `#ttrace` device was (`version`, one file per CPU, the aux buffer, `ctl`), with the FUSE
+//! protocol (the `fuser` crate: no libfuse).
+//!
+//! Every file but `ctl` and `trace_pipe` is a snapshot taken when it is opened: each open
+//! file keeps its own bytes, so `cat`, `dd bs=64`, `cp` and seeks within one open file all
+//! see the same content, and reading never changes the device.
+
+use crate::decode::{self, Decoder, TimeFormat};
+use crate::merge::{Filter, Merge};
+use devttrace::{Access, Device, Follower, Trust};
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, LockOwner, MountOption,
+    OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite,
+    Request, WriteFlags,
+};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+const ROOT: u64 = 1;
+const VERSION: u64 = 2;
+const CTL: u64 = 3;
+const TRACE: u64 = 4;
+const TRACE_PIPE: u64 = 5;
+const STATS: u64 = 6;
+const AUX: u64 = 7;
+const META: u64 = 8;
+/// `cpuN` is inode `CPU0 + N`.
+const CPU0: u64 = 16;
+
+/// How long the kernel may cache names and attributes: they never change while mounted.
+const TTL: Duration = Duration::from_secs(1);
+
+/// Where `mount` mounts by default: `/dev/ttrace` for root, else `$XDG_RUNTIME_DIR/ttrace`
+/// (else `<tmp>/ttrace-<uid>`).
+pub fn default_mountpoint() -> PathBuf {
+    // SAFETY: geteuid and getuid cannot fail.
+    let (euid, uid) = unsafe { (libc::geteuid(), libc::getuid()) };
+    if euid == 0 {
+        return PathBuf::from("/dev/ttrace");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => Path::new(&d).join("ttrace"),
+        None => std::env::temp_dir().join(format!("ttrace-{uid}")),
+    }
+}
+
+/// If `dir` is a mounted device, the device it serves (its `version` file's `source`).
+pub fn source_of(dir: &Path) -> Option<PathBuf> {
+    if dir.join("header").exists() {
+        return None;
+    }
+    let text = std::fs::read_to_string(dir.join("version")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("source "))
+        .map(PathBuf::from)
+}
+
+/// One file's name and inode.
+fn files(cpus: u32) -> Vec<(u64, String)> {
+    let mut v: Vec<(u64, String)> = [
+        (VERSION, "version"),
+        (CTL, "ctl"),
+        (TRACE, "trace"),
+        (TRACE_PIPE, "trace_pipe"),
+        (STATS, "stats"),
+        (AUX, "aux"),
+        (META, "meta"),
+    ]
+    .into_iter()
+    .map(|(i, n)| (i, n.to_string()))
+    .collect();
+    v.extend((0..cpus as u64).map(|c| (CPU0 + c, format!("cpu{c}"))));
+    v
+}
+
+/// An open file.
+enum Open {
+    /// Bytes copied at open.
+    Bytes(Arc<Vec<u8>>),
+    /// `ctl`, open for writing.
+    Ctl,
+    /// A `trace_pipe` reader.
+    Pipe(Arc<Pipe>),
+}
+
+/// A `trace_pipe` reader: its own follower, and the text it has not returned yet.
+struct Pipe {
+    state: Mutex<(Follower<'static>, Vec<u8>)>,
+    closed: AtomicBool,
+}
+
+/// The file system.
+struct TraceFs {
+    dev: &'static Device,
+    cpus: u32,
+    uid: u32,
+    gid: u32,
+    open: Mutex<HashMap<u64, Open>>,
+    next_fh: AtomicU64,
+}
+
+impl TraceFs {
+    fn attr(&self, ino: u64) -> Option<FileAttr> {
+        let (kind, perm) = match ino {
+            ROOT => (FileType::Directory, 0o700),
+            VERSION | CTL | TRACE | TRACE_PIPE | STATS | AUX | META => {
+                (FileType::RegularFile, 0o600)
+            }
+            i if (CPU0..CPU0 + self.cpus as u64).contains(&i) => (FileType::RegularFile, 0o600),
+            _ => return None,
+        };
+        let now = SystemTime::now();
+        Some(FileAttr {
+            ino: INodeNo(ino),
+            // Content is made at open (direct I/O): readers read until end of file.
+            size: 0,
+            blocks: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            crtime: now,
+            kind,
+            perm,
+            nlink: if kind == FileType::Directory { 2 } else { 1 },
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            flags: 0,
+            blksize: 4096,
+        })
+    }
+
+    /// The content of a snapshot file, made now; the device checked intact after.
+    fn content(&self, ino: u64) -> Result<Vec<u8>, String> {
+        let dev = self.dev;
+        if !dev.dir().join("header").exists() {
+            return Err(format!("{}: the device was removed", dev.dir().display()));
+        }
+        let bytes = match ino {
+            VERSION => version_text(dev).into_bytes(),
+            STATS => crate::cli::stats(dev)?.into_bytes(),
+            META => meta_text(dev).into_bytes(),
+            AUX => aux_bytes(dev).map_err(|e| e.to_string())?,
+            TRACE => {
+                let view = dev.view_newer_than(0).map_err(|e| e.to_string())?;
+                let mut out = Vec::new();
+                Decoder::new(&view, TimeFormat::Relative)
+                    .write_all(Merge::view(&view, &Filter::default()), &mut out)
+                    .map_err(|e| e.to_string())?;
+                out
+            }
+            CTL => dev.ctl().into_bytes(),
+            i => crate::raw::cpu_entries(dev, (i - CPU0) as usize).map_err(|e| e.to_string())?,
+        };
+        dev.check_intact().map_err(|e| e.to_string())?;
+        Ok(bytes)
+    }
+
+    fn fh(&self, open: Open) -> FileHandle {
+        let fh = self.next_fh.fetch_add(1, Relaxed);
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(fh, open);
+        FileHandle(fh)
+    }
+
+    fn opened(&self, fh: FileHandle) -> Option<OpenRef> {
+        let map = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        match map.get(&fh.0)? {
+            Open::Bytes(b) => Some(OpenRef::Bytes(b.clone())),
+            Open::Ctl => Some(OpenRef::Ctl),
+            Open::Pipe(p) => Some(OpenRef::Pipe(p.clone())),
+        }
+    }
+}
+
+/// An open file, taken out of the table for one request.
+enum OpenRef {
+    Bytes(Arc<Vec<u8>>),
+    Ctl,
+    Pipe(Arc<Pipe>),
+}
+
+/// Says what went wrong, once per distinct message, and answers EIO.
+fn eio(what: &str) -> Errno {
+    static SAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|s| s == what) {
+        eprintln!("ttrace-reader mount: {what}");
+        said.push(what.to_string());
+    }
+    Errno::EIO
+}
+
+impl Filesystem for TraceFs {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let found = (parent.0 == ROOT)
+            .then(|| {
+                files(self.cpus)
+                    .into_iter()
+                    .find(|(_, n)| OsStr::new(n) == name)
+            })
+            .flatten()
+            .and_then(|(ino, _)| self.attr(ino));
+        match found {
+            Some(attr) => reply.entry(&TTL, &attr, fuser::Generation(0)),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.attr(ino.0) {
+            Some(attr) => reply.attr(&TTL, &attr),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    /// Only truncation to 0 (`echo ... > ctl` opens with `O_TRUNC`) is accepted, on `ctl`.
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<fuser::TimeOrNow>,
+        _mtime: Option<fuser::TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        match (ino.0, mode, uid, gid, size) {
+            (CTL, None, None, None, Some(0) | None) => match self.attr(CTL) {
+                Some(attr) => reply.attr(&TTL, &attr),
+                None => reply.error(Errno::ENOENT),
+            },
+            _ => reply.error(Errno::EPERM),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+        let direct = FopenFlags::FOPEN_DIRECT_IO;
+        match ino.0 {
+            CTL if write => reply.opened(self.fh(Open::Ctl), direct),
+            _ if write => reply.error(Errno::EACCES),
+            TRACE_PIPE => {
+                let pipe = Pipe {
+                    state: Mutex::new((Follower::new(self.dev), Vec::new())),
+                    closed: AtomicBool::new(false),
+                };
+                reply.opened(
+                    self.fh(Open::Pipe(Arc::new(pipe))),
+                    direct | FopenFlags::FOPEN_NONSEEKABLE,
+                )
+            }
+            i if self.attr(i).is_some() && i != ROOT => match self.content(i) {
+                Ok(bytes) => reply.opened(self.fh(Open::Bytes(Arc::new(bytes))), direct),
+                Err(e) => reply.error(eio(&e)),
+            },
+            _ => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn read(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.opened(fh) {
+            Some(OpenRef::Bytes(b)) => {
+                let start = (offset as usize).min(b.len());
+                let end = start.saturating_add(size as usize).min(b.len());
+                reply.data(&b[start..end]);
+            }
+            Some(OpenRef::Pipe(p)) => {
+                // A pipe blocks until there is something new: answered from its own thread,
+                // so that other requests go on meanwhile.
+                let reader = req.pid();
+                std::thread::spawn(move || pipe_read(&p, size as usize, reader, reply));
+            }
+            Some(OpenRef::Ctl) => reply.error(Errno::EBADF),
+            None => reply.error(Errno::EBADF),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        if !matches!(self.opened(fh), Some(OpenRef::Ctl)) {
+            return reply.error(Errno::EBADF);
+        }
+        // Every line must parse before any is applied: a malformed write changes nothing.
+        let Ok(text) = std::str::from_utf8(data) else {
+            return reply.error(Errno::EINVAL);
+        };
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        if lines
+            .iter()
+            .any(|l| l.parse::<ttrace_core::control::Command>().is_err())
+        {
+            return reply.error(Errno::EINVAL);
+        }
+        for l in lines {
+            match self.dev.ctl_write(l) {
+                Ok(_) => {}
+                Err(devttrace::Error::ReadOnly(_)) => return reply.error(Errno::EROFS),
+                Err(devttrace::Error::BadCommand(_)) => return reply.error(Errno::EINVAL),
+                Err(e) => return reply.error(eio(&e.to_string())),
+            }
+        }
+        reply.written(data.len() as u32);
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let gone = self
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&fh.0);
+        if let Some(Open::Pipe(p)) = gone {
+            p.closed.store(true, Relaxed);
+        }
+        reply.ok();
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        if ino.0 != ROOT {
+            return reply.error(Errno::ENOTDIR);
+        }
+        let mut entries = vec![
+            (ROOT, FileType::Directory, ".".to_string()),
+            (ROOT, FileType::Directory, "..".to_string()),
+        ];
+        entries.extend(
+            files(self.cpus)
+                .into_iter()
+                .map(|(i, n)| (i, FileType::RegularFile, n)),
+        );
+        for (k, (i, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(i), (k + 1) as u64, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+}
+
+/// Whether thread `tid` has a signal waiting to be delivered. The kernel waits for a FUSE
+/// read without letting signals in (this FUSE library does not answer interrupts), so a
+/// blocked `trace_pipe` read that a signal is waiting on ends with EINTR: Ctrl-C and kill
+/// work on a reader as on any pipe.
+fn signalled(tid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        // Gone: nobody waits for the answer.
+        return true;
+    };
+    let mask = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") != 0
+}
+
+/// Answers a `trace_pipe` read by thread `reader` with at most `size` bytes of new lines,
+/// waiting for them.
+fn pipe_read(pipe: &Pipe, size: usize, reader: u32, reply: ReplyData) {
+    let mut idle = Duration::from_millis(5);
+    loop {
+        if pipe.closed.load(Relaxed) {
+            return reply.data(&[]);
+        }
+        if signalled(reader) {
+            return reply.error(Errno::EINTR);
+        }
+        {
+            let mut state = pipe.state.lock().unwrap_or_else(|e| e.into_inner());
+            let (follower, pending) = &mut *state;
+            if pending.is_empty() {
+                match follower.poll() {
+                    Ok(poll) => {
+                        let mut decoder = Decoder::new(&poll.snapshot, TimeFormat::Relative);
+                        for item in Merge::snapshot(&poll.snapshot, &Filter::default()) {
+                            decoder.line(&item, pending);
+                        }
+                        let lost: u64 = poll.lost.iter().sum();
+                        if lost > 0 {
+                            pending.extend_from_slice(
+                                format!(
+                                    "# {lost} entries lost (overwritten before they were read)\n"
+                                )
+                                .as_bytes(),
+                            );
+                        }
+                    }
+                    Err(e) => return reply.error(eio(&e.to_string())),
+                }
+            }
+            if !pending.is_empty() {
+                // Whole lines when they fit.
+                let mut n = pending.len().min(size);
+                if n < pending.len() {
+                    if let Some(end) = pending[..n].iter().rposition(|&b| b == b'\n') {
+                        n = end + 1;
+                    }
+                }
+                reply.data(&pending[..n]);
+                pending.drain(..n);
+                return;
+            }
+        }
+        std::thread::sleep(idle);
+        idle = (idle * 2).min(Duration::from_millis(50));
+    }
+}
+
+fn version_text(dev: &Device) -> String {
+    let v = dev.version();
+    let h = dev.core().header();
+    let ver = |x: u32| format!("{}.{}", x >> 16, x & 0xffff);
+    let clock = match v.clock.source {
+        ttrace_layouts::device::ClockSource::Tsc => "tsc",
+        ttrace_layouts::device::ClockSource::MonotonicNs => "monotonic_ns",
+    };
+    format!(
+        "magic {:#018x}\nheader_version {}\nshared_data_version {}\npercpu_data_version {}\ncpus {}\nring_slots {}\naux_size {}\nmeta_size {}\nmax_tracepoints {}\nclock {clock}\nclock_hz {}\ncreated {}\ncreator_pid {}\nsource {}\n",
+        h.magic,
+        ver(v.header_version),
+        ver(v.shared_data_version),
+        ver(v.percpu_data_version),
+        v.num_cpus,
+        v.ring_slots,
+        v.aux_size,
+        v.meta_size,
+        v.max_tracepoints,
+        v.clock.hz,
+        decode::utc(v.clock.anchor_realtime_ns),
+        v.creator_pid,
+        dev.dir().display(),
+    )
+}
+
+/// The definitions and names, one per line: `tracepoint ID NAME KIND classes=0x.. nargs=N
+/// format="..."`, `process PID TIMESTAMP NAME`, `thread PID TID TIMESTAMP NAME` (names
+/// take effect at their timestamp, in the device's clock).
+fn meta_text(dev: &Device) -> String {
+    let m = dev.metadata();
+    let mut s = String::new();
+    let mut quoted = Vec::new();
+    for t in &m.tracepoints {
+        quoted.clear();
+        crate::format::quoted(&mut quoted, t.format.as_bytes());
+        s += &format!(
+            "tracepoint {} {} {} classes={:#x} nargs={} format={}\n",
+            t.id,
+            t.name,
+            t.kind.name(),
+            t.classes,
+            t.nargs,
+            String::from_utf8_lossy(&quoted)
+        );
+    }
+    for p in &m.processes {
+        s += &format!("process {} {} {}\n", p.pid, p.timestamp, p.name);
+    }
+    for t in &m.threads {
+        let renamed = if t.renamed { " (renamed)" } else { "" };
+        s += &format!(
+            "thread {} {} {} {}{renamed}\n",
+            t.pid, t.tid, t.timestamp, t.name
+        );
+    }
+    s
+}
+
+/// The aux buffers as the device's `aux` file lays them out (one buffer of `aux_size`
+/// bytes per ring, records at their offsets), each copied consistently.
+fn aux_bytes(dev: &Device) -> Result<Vec<u8>, ttrace_core::aux::AuxError> {
+    let size = dev.version().aux_size;
+    let copies = dev.core().aux_copies()?;
+    let mut out = vec![0u8; size as usize * copies.len()];
+    for (r, c) in copies.iter().enumerate() {
+        let buffer = &mut out[r * size as usize..(r + 1) * size as usize];
+        for (k, w) in c.words.iter().enumerate() {
+            let off = c.base + 8 * k as u64;
+            if off >= c.first {
+                let at = (off % size) as usize;
+                buffer[at..at + 8].copy_from_slice(&w.to_ne_bytes());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Serves `device` at `mountpoint` (created if missing, and then removed after) until
+/// SIGINT or SIGTERM, or until it is unmounted (`ttrace-reader umount`, `fusermount3 -u`).
+pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), String> {
+    let dev = Device::open_with(device, Access::ReadWrite, trust)
+        .or_else(|_| Device::open_with(device, Access::ReadOnly, trust))
+        .map_err(|e| e.to_string())?;
+    let meta = std::fs::metadata(dev.dir()).map_err(|e| format!("{}: {e}", device.display()))?;
+    use std::os::unix::fs::MetadataExt;
+    let dev: &'static Device = Box::leak(Box::new(dev));
+    let created = !mountpoint.exists();
+    if created {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .create(mountpoint)
+            .map_err(|e| format!("{}: {e}", mountpoint.display()))?;
+    }
+    let remove = |r: Result<(), String>| {
+        if created {
+            let _ = std::fs::remove_dir(mountpoint);
+        }
+        r
+    };
+    // SIGINT and SIGTERM are taken by a thread of ours (every thread, the session's
+    // included, inherits the mask set here): it unmounts, and the session then ends.
+    let signals = block_signals();
+    let fs = TraceFs {
+        dev,
+        cpus: dev.version().num_cpus,
+        uid: meta.uid(),
+        gid: meta.gid(),
+        open: Mutex::new(HashMap::new()),
+        next_fh: AtomicU64::new(1),
+    };
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(format!("ttrace:{}", dev.dir().display())),
+        MountOption::Subtype("ttrace".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::NoExec,
+    ];
+    let mut session = match fuser::Session::new(fs, mountpoint, &config) {
+        Ok(s) => s,
+        Err(e) => {
+            return remove(Err(format!(
+                "{}: cannot mount: {e} (FUSE needs /dev/fuse, and root or fusermount3)",
+                mountpoint.display()
+            )))
+        }
+    };
+    let mut unmounter = session.unmount_callable();
+    let mp = mountpoint.to_path_buf();
+    std::thread::spawn(move || {
+        let mut sig = 0;
+        // SAFETY: `signals` is an initialized set; sigwait writes the signal number.
+        unsafe { libc::sigwait(&signals, &mut sig) };
+        if let Err(e) = unmounter.unmount() {
+            eprintln!("ttrace-reader mount: {}: unmount: {e}", mp.display());
+        }
+    });
+    println!(
+        "mounted {} at {} (Ctrl-C or `ttrace-reader umount {}` to unmount)",
+        dev.dir().display(),
+        mountpoint.display(),
+        mountpoint.display()
+    );
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let ran = session.run().map_err(|e| e.to_string());
+    remove(ran)
+}
+
+/// Blocks SIGINT and SIGTERM in the calling thread (and the threads it starts); returns the
+/// set, for `sigwait`.
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: the set is initialized by sigemptyset before it is used; pthread_sigmask only
+    // reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Unmounts `mountpoint`: directly when allowed (root), else with `fusermount3 -u`.
+pub fn umount(mountpoint: &Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
+        .map_err(|_| format!("{}: a path with a NUL byte", mountpoint.display()))?;
+    // SAFETY: `c` is a NUL-terminated path.
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EPERM) {
+        return Err(format!("{}: {err}", mountpoint.display()));
+    }
+    for program in ["fusermount3", "fusermount"] {
+        match std::process::Command::new(program)
+            .arg("-u")
+            .arg(mountpoint)
+            .status()
+        {
+            Ok(s) if s.success() => return Ok(()),
+            Ok(_) => return Err(format!("{}: {program} -u failed", mountpoint.display())),
+            Err(_) => continue,
+        }
+    }
+    Err(format!(
+        "{}: {err}, and no fusermount3 to unmount it (apt install fuse3)",
+        mountpoint.display()
+    ))
+}
