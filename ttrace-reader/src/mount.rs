@@ -96,7 +96,10 @@ struct Pipe {
 
 /// The file system.
 struct TraceFs {
+    /// The device, read-only: a file of it cut while mounted is then reported, not a crash.
     dev: &'static Device,
+    /// How `ctl` writes open it for control (each write opens it afresh, checked).
+    trust: Trust,
     cpus: u32,
     uid: u32,
     gid: u32,
@@ -327,8 +330,17 @@ impl Filesystem for TraceFs {
         {
             return reply.error(Errno::EINVAL);
         }
+        let control = match Device::open_with(self.dev.dir(), Access::ReadWrite, self.trust) {
+            Ok(d) => d,
+            Err(devttrace::Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                return reply.error(Errno::EROFS)
+            }
+            Err(e) => return reply.error(eio(&e.to_string())),
+        };
         for l in lines {
-            match self.dev.ctl_write(l) {
+            match control.ctl_write(l) {
                 Ok(_) => {}
                 Err(devttrace::Error::ReadOnly(_)) => return reply.error(Errno::EROFS),
                 Err(devttrace::Error::BadCommand(_)) => return reply.error(Errno::EINVAL),
@@ -551,9 +563,7 @@ fn aux_bytes(dev: &Device) -> Result<Vec<u8>, ttrace_core::aux::AuxError> {
 /// Serves `device` at `mountpoint` (created if missing, and then removed after) until
 /// SIGINT or SIGTERM, or until it is unmounted (`ttrace-reader umount`, `fusermount3 -u`).
 pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), String> {
-    let dev = Device::open_with(device, Access::ReadWrite, trust)
-        .or_else(|_| Device::open_with(device, Access::ReadOnly, trust))
-        .map_err(|e| e.to_string())?;
+    let dev = Device::open_with(device, Access::ReadOnly, trust).map_err(|e| e.to_string())?;
     let meta = std::fs::metadata(dev.dir()).map_err(|e| format!("{}: {e}", device.display()))?;
     use std::os::unix::fs::MetadataExt;
     let dev: &'static Device = Box::leak(Box::new(dev));
@@ -575,6 +585,7 @@ pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), Strin
     let signals = block_signals();
     let fs = TraceFs {
         dev,
+        trust,
         cpus: dev.version().num_cpus,
         uid: meta.uid(),
         gid: meta.gid(),

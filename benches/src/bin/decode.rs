@@ -42,6 +42,8 @@ fn device(dir: &std::path::Path, slots: u64, trace: Trace) -> Device {
         Trace::Calls => [define("call", Kind::Entry), define("call_done", Kind::Exit)],
     };
     dev.note_thread(1, 2, "worker").expect("thread");
+    // Times in the device's life, so that `ttrace-reader decode` takes its entries.
+    let base = dev.now();
     for ring in 0..2 {
         let ctx = match trace {
             Trace::Instants => 1 << 32 | 2,
@@ -57,18 +59,28 @@ fn device(dir: &std::path::Path, slots: u64, trace: Trace) -> Device {
                 (i as i64 - 500) as u64,
                 7,
             ];
-            dev.ring(ring)
-                .write(1_000_000 + i * 100 + ring as u64, 1, &w);
+            dev.ring(ring).write(base + i * 100 + ring as u64, 1, &w);
         }
     }
     dev
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
     let slots = if quick { 1 << 12 } else { 1 << 20 };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let dev = device(&tmp.path().join("dev"), slots, Trace::Instants);
+    // `--keep DIR`: the device of instants is made there and left, for `mount` and the CLI.
+    let kept = args
+        .iter()
+        .position(|a| a == "--keep")
+        .and_then(|i| args.get(i + 1))
+        .map(std::path::PathBuf::from);
+    let dev = device(
+        &kept.clone().unwrap_or_else(|| tmp.path().join("dev")),
+        slots,
+        Trace::Instants,
+    );
     let events = 2 * slots;
     let reader = devttrace::Device::open(dev.dir()).expect("open read-only");
     let mut best = f64::MAX;
@@ -110,6 +122,31 @@ fn main() {
         one_ring = one_ring.min(t0.elapsed().as_secs_f64());
         assert_eq!(ring.events.len() as u64, slots);
     }
+    // A mounted device's `cpu0` (CPU 0's two rings as raw entries), and decoding it back.
+    let (mut raw, mut back) = (f64::MAX, f64::MAX);
+    let limits = ttrace_reader::raw::Limits::of(&reader.version());
+    for _ in 0..if quick { 1 } else { 5 } {
+        let t0 = Instant::now();
+        let bytes = ttrace_reader::raw::cpu_entries(&reader, 0).expect("entries");
+        let t1 = Instant::now();
+        let parsed = ttrace_reader::raw::parse(&bytes, &limits).expect("parse");
+        let snap = ttrace_reader::raw::snapshot(&reader, vec![parsed]);
+        let lines = Decoder::new(&snap, TimeFormat::Relative)
+            .write_all(Merge::snapshot(&snap, &Filter::default()), &mut Counting(0))
+            .expect("sink");
+        let t2 = Instant::now();
+        assert_eq!(lines, slots);
+        assert_eq!(bytes.len() as u64, slots * 64);
+        raw = raw.min((t1 - t0).as_secs_f64());
+        back = back.min((t2 - t1).as_secs_f64());
+    }
+    println!(
+        "cpu0 as raw entries ({} MiB, what a mounted cpu0 serves): {:.1} ms = {:.0} MB/s; decoded back to text: {:.2} M events/s",
+        (slots * 64) >> 20,
+        raw * 1e3,
+        (slots * 64) as f64 / raw / 1e6,
+        slots as f64 / back / 1e6
+    );
     let rate = |s: f64| events as f64 / s / 1e6;
     println!(
         "decode {events} events to text: {:.2} M events/s (index {:.1} ms = {:.1} M/s, merge + copy + format {:.1} ms = {:.1} M/s)",
