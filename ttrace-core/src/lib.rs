@@ -42,6 +42,6 @@ mod tracepoint;
 pub use device::{default_dir, Config, Device, Trust};
 pub use error::{Error, Problem, Result};
 pub use global::{device, device_or_init, init};
-pub use thread::rename_thread;
+pub use thread::{rename_thread, thread_context};
 pub use tracepoint::{count_args, info, Arg, Tracepoint, CLASS_DEFAULT, UNREGISTERED};
 pub use ttrace_layouts::entry::Kind;

@@ -483,6 +483,16 @@ impl Device {
             .is_some_and(|w| w.load(Relaxed) != 0)
     }
 
+    /// The shared word of tracepoint `id` (as [`Device::register_tracepoint`] returned it):
+    /// its type word while enabled, 0 while not. A trace point keeps a reference to it and
+    /// tests it with one load; `ctl` changes it for every process at once.
+    ///
+    /// # Panics
+    /// If `id` was not returned by [`Device::register_tracepoint`] for this device.
+    pub fn tracepoint_word(&self, id: u16) -> &core::sync::atomic::AtomicU64 {
+        self.tp_word(id)
+    }
+
     /// The shared word of tracepoint `id`, tested by its trace points.
     pub(crate) fn tp_word(&self, id: u16) -> &core::sync::atomic::AtomicU64 {
         &self.tp_words()[id as usize]

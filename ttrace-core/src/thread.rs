@@ -57,6 +57,14 @@ extern "C" fn after_fork() {
     NOTED_PID.store(0, Relaxed);
 }
 
+/// The calling thread's context word for events written into `dev` (`pid << 32 | tid`),
+/// naming the thread (and after a fork, the process) in `dev` the first time: what a trace
+/// point of another front end (the `tracing` layer) passes to [`Device::emit`].
+#[inline(always)]
+pub fn thread_context(dev: &Device) -> u64 {
+    ctx(dev)
+}
+
 /// Records a new name for the calling thread (after it renamed itself, say).
 pub fn rename_thread(dev: &Device, name: &str) -> crate::Result<()> {
     let ctx = ctx(dev);

@@ -16,6 +16,8 @@ pub enum Spec {
     Float,
     /// `{name:s}`: a string in the aux buffer.
     Str,
+    /// `{name:b}`: `false` for 0, else `true`.
+    Bool,
 }
 
 /// A piece of a parsed format string.
@@ -63,6 +65,7 @@ pub fn parse(format: &str) -> Vec<Piece> {
             "x" => Spec::Hex,
             "f" => Spec::Float,
             "s" => Spec::Str,
+            "b" => Spec::Bool,
             _ => Spec::Unsigned,
         };
         if !text.is_empty() {
@@ -127,6 +130,7 @@ pub fn word(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshots) {
             }
             None => out.extend_from_slice(b"<lost>"),
         },
+        Spec::Bool => out.extend_from_slice(if w != 0 { b"true" } else { b"false" }),
     }
 }
 

@@ -31,6 +31,8 @@ fn main() {
     let dev = ttrace_benches::device();
     point!(OFF, 0);
     dev.apply_text("disable bench_off").expect("ctl");
+    dev.apply_text(&format!("clrbits {:#x}", ttrace_tracing::CLASS_TRACE))
+        .expect("ctl");
 
     let notes = format!(
         "cpu source in use: {:?}; clock: {:?} at {} Hz; {} CPUs; {reps} rounds",
@@ -159,6 +161,45 @@ fn peer_rows(b: &mut Bench, iters: u64) {
             iters,
             |i| tracing::info!(a = i, b = i, c = i, d = i, e = i),
         ),
+    );
+    // The ttrace layer, in a registry as programs use it.
+    let dev = ttrace_benches::device();
+    let layered = move || {
+        use tracing_subscriber::prelude::*;
+        tracing_subscriber::registry().with(ttrace_tracing::layer_into(dev))
+    };
+    b.add_rep(
+        "tracing: ttrace layer, 5 fields",
+        with_subscriber(layered, iters, |i| {
+            tracing::info!(a = i, b = i, c = i, d = i, e = i)
+        }),
+    );
+    b.add_rep("tracing: ttrace layer, span enter+exit", move || {
+        tracing::subscriber::with_default(layered(), || {
+            let span = tracing::info_span!("bench_span", a = 1u64);
+            let t = std::time::Instant::now();
+            for _ in 0..iters {
+                let _in = span.enter();
+            }
+            t.elapsed().as_nanos() as f64 / iters as f64
+        })
+    });
+    b.add_rep(
+        "tracing: ttrace layer, 32-byte &str",
+        with_subscriber(layered, iters, |_| {
+            tracing::info!(s = black_box("0123456789abcdef0123456789abcdef"))
+        }),
+    );
+    b.add_rep(
+        "tracing: ttrace layer, Debug field",
+        with_subscriber(layered, iters, |i| tracing::info!(d = ?(i, black_box("x")))),
+    );
+    // TRACE is switched off in the device (`ctl clrbits`): the layer's disabled cost.
+    b.add_rep(
+        "tracing: ttrace layer, disabled by ctl",
+        with_subscriber(layered, iters * 4, |i| {
+            tracing::trace!(a = black_box(i), b = i, c = i, d = i, e = i)
+        }),
     );
     b.add_rep(
         "tracing: fmt subscriber to a sink",

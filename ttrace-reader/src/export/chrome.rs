@@ -73,6 +73,7 @@ const EXACT: u64 = 1 << 53;
 /// One argument word as a JSON value.
 fn value(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshots) {
     match spec {
+        Spec::Bool => out.extend_from_slice(if w != 0 { b"true" } else { b"false" }),
         Spec::Unsigned if w <= EXACT => out::put_u64(out, w),
         Spec::Signed if (w as i64).unsigned_abs() <= EXACT => out::put_i64(out, w as i64),
         Spec::Unsigned => {

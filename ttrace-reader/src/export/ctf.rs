@@ -68,6 +68,7 @@ fn tsdl_type(spec: Spec) -> &'static str {
         Spec::Hex => "hex64_t",
         Spec::Float => "double_t",
         Spec::Str => "string",
+        Spec::Bool => "uint64_t",
     }
 }
 

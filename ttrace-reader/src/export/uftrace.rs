@@ -73,6 +73,7 @@ fn arg_type(spec: Spec) -> &'static str {
         Spec::Hex => "x64",
         Spec::Float => "f64",
         Spec::Str => "s",
+        Spec::Bool => "u64",
     }
 }
 

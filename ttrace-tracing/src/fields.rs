@@ -1,0 +1,209 @@
+//! A `tracing` value set as argument words: integers, floats and bools as they are, strings
+//! into the aux buffer, `Debug` values formatted into a bounded buffer first.
+
+use crate::callsite::{signature, Callsite, Ty, MAX_ARGS};
+use std::fmt::{self, Write};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use tracing_core::field::{Field, Visit};
+use ttrace_core::Device;
+use ttrace_layouts::aux::AuxTag;
+
+/// Longest `Debug` rendering kept, in bytes; a longer one is cut, ends with `…`, and is
+/// counted.
+pub const DEBUG_BYTES: usize = 256;
+
+pub(crate) static DEBUG_TRUNCATED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static FIELDS_DROPPED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static STRINGS_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// The argument words of one event (or span), as its fields are visited.
+#[derive(Clone, Copy)]
+pub(crate) struct Words {
+    pub(crate) words: [u64; MAX_ARGS],
+    pub(crate) tys: [Ty; MAX_ARGS],
+    /// Fields beyond the callsite's slots.
+    pub(crate) dropped: u64,
+}
+
+impl Words {
+    pub(crate) const fn new() -> Words {
+        Words {
+            words: [0; MAX_ARGS],
+            tys: [Ty::Absent; MAX_ARGS],
+            dropped: 0,
+        }
+    }
+
+    /// The words ready to record for `cs` (the dropped count in the last one if it has
+    /// more fields than words), and their signature.
+    #[inline]
+    pub(crate) fn finish(&mut self, cs: &Callsite) -> u64 {
+        if cs.overflow {
+            self.words[MAX_ARGS - 1] = self.dropped;
+            self.tys[MAX_ARGS - 1] = Ty::U;
+        }
+        signature(&self.tys[..cs.nargs()])
+    }
+}
+
+/// Visits the fields of one event into [`Words`].
+pub(crate) struct Visitor<'a> {
+    pub(crate) dev: &'static Device,
+    pub(crate) ctx: u64,
+    pub(crate) cs: &'a Callsite,
+    pub(crate) out: &'a mut Words,
+}
+
+impl Visitor<'_> {
+    /// The slot of `field`, or `None` (and counted) past the callsite's slots.
+    #[inline]
+    fn slot(&mut self, field: &Field) -> Option<usize> {
+        let i = field.index();
+        if i < self.cs.slots {
+            Some(i)
+        } else {
+            self.out.dropped += 1;
+            FIELDS_DROPPED.fetch_add(1, Relaxed);
+            None
+        }
+    }
+
+    #[inline]
+    fn put(&mut self, field: &Field, word: u64, ty: Ty) {
+        if let Some(i) = self.slot(field) {
+            self.out.words[i] = word;
+            self.out.tys[i] = ty;
+        }
+    }
+
+    fn string(&mut self, i: usize, bytes: &[u8]) {
+        let word = match self.dev.aux_write(AuxTag::String, self.ctx, bytes) {
+            Some(r) => r,
+            None => {
+                STRINGS_DROPPED.fetch_add(1, Relaxed);
+                0
+            }
+        };
+        self.out.words[i] = word;
+        self.out.tys[i] = Ty::S;
+    }
+}
+
+impl Visit for Visitor<'_> {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.put(field, value, Ty::U);
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.put(field, value as u64, Ty::I);
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.put(field, value.to_bits(), Ty::F);
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.put(field, value as u64, Ty::B);
+    }
+
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        match u64::try_from(value) {
+            Ok(v) => self.put(field, v, Ty::U),
+            Err(_) => self.record_debug(field, &value),
+        }
+    }
+
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        match i64::try_from(value) {
+            Ok(v) => self.put(field, v as u64, Ty::I),
+            Err(_) => self.record_debug(field, &value),
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if let Some(i) = self.slot(field) {
+            self.string(i, value.as_bytes());
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if let Some(i) = self.slot(field) {
+            let mut buf = Bounded::new();
+            let _ = write!(buf, "{value:?}");
+            self.string(i, buf.finish());
+        }
+    }
+}
+
+/// A `fmt::Write` into a fixed buffer that keeps what fits (whole characters).
+struct Bounded {
+    buf: [u8; DEBUG_BYTES],
+    len: usize,
+    cut: bool,
+}
+
+impl Bounded {
+    fn new() -> Bounded {
+        Bounded {
+            buf: [0; DEBUG_BYTES],
+            len: 0,
+            cut: false,
+        }
+    }
+
+    /// The text kept; a cut one ends with `…` (and is counted).
+    fn finish(&mut self) -> &[u8] {
+        if self.cut {
+            DEBUG_TRUNCATED.fetch_add(1, Relaxed);
+            let mark = "…".as_bytes();
+            let mut end = self.len.min(DEBUG_BYTES - mark.len());
+            // Back to a character boundary.
+            while end > 0 && (self.buf[end] & 0xc0) == 0x80 {
+                end -= 1;
+            }
+            self.buf[end..end + mark.len()].copy_from_slice(mark);
+            self.len = end + mark.len();
+        }
+        &self.buf[..self.len]
+    }
+}
+
+impl Write for Bounded {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = DEBUG_BYTES - self.len;
+        if s.len() <= room {
+            self.buf[self.len..self.len + s.len()].copy_from_slice(s.as_bytes());
+            self.len += s.len();
+            Ok(())
+        } else {
+            let mut n = room;
+            while !s.is_char_boundary(n) {
+                n -= 1;
+            }
+            self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+            self.len += n;
+            self.cut = true;
+            // Stop formatting: nothing more is kept.
+            Err(fmt::Error)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_debug_value_is_cut_at_a_character_with_a_mark() {
+        let mut b = Bounded::new();
+        let long = "é".repeat(300);
+        let _ = write!(b, "{long}");
+        let kept = std::str::from_utf8(b.finish()).unwrap();
+        assert!(kept.ends_with('…'));
+        assert!(kept.len() <= DEBUG_BYTES);
+        assert!(kept.trim_end_matches('…').chars().all(|c| c == 'é'));
+        let mut short = Bounded::new();
+        let _ = write!(short, "{:?}", (1, "a"));
+        assert_eq!(short.finish(), b"(1, \"a\")");
+    }
+}

@@ -1,0 +1,300 @@
+//! The layer in a real process: one device and one global subscriber for all the tests of
+//! this file (each test uses targets of its own), read back with `ttrace-reader`'s decoder.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use tracing::{debug, info, info_span, instrument};
+use tracing_subscriber::prelude::*;
+
+/// The device, installed once with the layer as the global subscriber.
+fn dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let tmp = tempfile::tempdir().unwrap();
+        ttrace_core::init(&ttrace_core::Config {
+            ring_slots: 1 << 14,
+            cpus: Some(2),
+            calibration: std::time::Duration::from_millis(2),
+            ..ttrace_core::Config::at(tmp.path().join("dev"))
+        })
+        .unwrap();
+        tracing_subscriber::registry()
+            .with(ttrace_tracing::layer())
+            .init();
+        tracing_log::LogTracer::init().unwrap();
+        tmp
+    })
+    .path()
+}
+
+fn device() -> PathBuf {
+    dir().join("dev")
+}
+
+/// `dump`'s event lines that contain `needle`.
+fn dumped(needle: &str) -> Vec<String> {
+    let dev = devttrace::Device::open(device()).unwrap();
+    let view = dev.view_newer_than(0).unwrap();
+    let mut out = Vec::new();
+    ttrace_reader::decode::dump(
+        &view,
+        &ttrace_reader::merge::Filter::default(),
+        ttrace_reader::decode::TimeFormat::Relative,
+        &mut out,
+    )
+    .unwrap();
+    String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(needle))
+        .map(str::to_string)
+        .collect()
+}
+
+#[derive(Debug)]
+#[allow(dead_code)] // read through Debug
+struct Big {
+    name: String,
+    values: Vec<u32>,
+}
+
+#[instrument(target = "typed", fields(depth = 1))]
+fn work(job: u64, label: &str) -> u64 {
+    info!(target: "typed", job, "working");
+    job * 2
+}
+
+#[test]
+fn values_of_every_type_from_several_threads_show_in_dump() {
+    dir();
+    let before = ttrace_tracing::stats().debug_truncated;
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            s.spawn(move || {
+                for i in 0..10u64 {
+                    let small = Big {
+                        name: format!("b{t}"),
+                        values: vec![1, 2],
+                    };
+                    info!(
+                        target: "typed",
+                        thread = t,
+                        i,
+                        neg = -(i as i64) - 1,
+                        ratio = i as f64 / 4.0,
+                        odd = i % 2 == 1,
+                        path = "/srv/a",
+                        small = ?small,
+                        "event {i} of {t}"
+                    );
+                    work(t * 100 + i, "lbl");
+                }
+            });
+        }
+    });
+    let big = Big {
+        name: "x".repeat(50),
+        values: (0..200).collect(),
+    };
+    info!(target: "typed", big = ?big, "big");
+    let lines = dumped("typed::");
+    let events: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("message=\"event "))
+        .collect();
+    assert_eq!(events.len(), 30);
+    let line = events
+        .iter()
+        .find(|l| l.contains("message=\"event 3 of 1\""))
+        .unwrap();
+    for part in [
+        "thread=1",
+        " i=3",
+        "neg=-4",
+        "ratio=0.75",
+        "odd=true",
+        "path=\"/srv/a\"",
+        "small=\"Big { name: \\\"b1\\\", values: [1, 2] }\"",
+    ] {
+        assert!(line.contains(part), "{part} in {line}");
+    }
+    // Spans: an Entry with the fields (those of the function, and declared ones), then the
+    // event inside, then the Exit.
+    let at = |what: &str| lines.iter().position(|l| l.contains(what));
+    let entry = at("typed::work(job=105 label=\"lbl\" depth=1)").expect("the span's entry");
+    let inside = at("message=\"working\" job=105").expect("the event inside");
+    assert!(entry < inside);
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("typed::work()")).count(),
+        30
+    );
+    // The big Debug value: cut, marked, counted.
+    let big = lines
+        .iter()
+        .find(|l| l.contains("message=\"big\""))
+        .unwrap();
+    assert!(big.contains("…\""), "{big}");
+    assert!(ttrace_tracing::stats().debug_truncated > before);
+}
+
+#[test]
+fn span_entries_and_exits_export_as_slices() {
+    dir();
+    for i in 0..5u64 {
+        let span = info_span!(target: "slices", "outer", i);
+        let _e = span.enter();
+        let inner = info_span!(target: "slices", "inner");
+        inner.in_scope(|| info!(target: "slices", i, "inside"));
+    }
+    let dev = devttrace::Device::open(device()).unwrap();
+    let view = dev.view_newer_than(0).unwrap();
+    let filter = ttrace_reader::merge::Filter {
+        name: Some("slices::*".into()),
+        ..Default::default()
+    };
+    let mut json = Vec::new();
+    ttrace_reader::export::chrome::write(
+        (&view).into(),
+        &view.cpus,
+        ttrace_reader::merge::Merge::view(&view, &filter),
+        &mut json,
+        |_| {},
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let slices: Vec<&serde_json::Value> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .collect();
+    let named = |n: &str| slices.iter().filter(|e| e["name"] == n).count();
+    assert_eq!((named("slices::outer"), named("slices::inner")), (5, 5));
+    assert!(slices
+        .iter()
+        .any(|e| e["name"] == "slices::outer" && e["args"]["i"] == 4));
+}
+
+#[test]
+fn ctl_switches_levels_and_names_in_a_running_process() {
+    dir();
+    // Another mapping of the device, as `ttrace-reader ctl` would open it.
+    let control = devttrace::Device::open_for_control(device()).unwrap();
+    let round = |r: u64| {
+        info!(target: "ctl_a", r, "info a");
+        debug!(target: "ctl_a", r, "debug a");
+        info!(target: "ctl_b", r, "info b");
+    };
+    round(0);
+    control
+        .ctl_write(&format!("clrbits {:#x}", ttrace_tracing::CLASS_DEBUG))
+        .unwrap();
+    round(1);
+    control.ctl_write("disable ctl_b::*").unwrap();
+    round(2);
+    control
+        .ctl_write(&format!("setbits {:#x}", ttrace_tracing::CLASS_DEBUG))
+        .unwrap();
+    control.ctl_write("enable ctl_b::*").unwrap();
+    round(3);
+    let seen = |what: &str| -> Vec<u64> {
+        dumped(&format!("message=\"{what}\""))
+            .iter()
+            .map(|l| l.split(" r=").nth(1).unwrap()[..1].parse().unwrap())
+            .collect()
+    };
+    assert_eq!(seen("info a"), [0, 1, 2, 3]);
+    assert_eq!(seen("debug a"), [0, 3]);
+    assert_eq!(seen("info b"), [0, 1, 3]);
+}
+
+#[test]
+fn a_callsite_with_more_than_twelve_fields_counts_what_it_drops() {
+    dir();
+    let before = ttrace_tracing::stats().fields_dropped;
+    info!(
+        target: "wide",
+        f0 = 0u64, f1 = 1u64, f2 = 2u64, f3 = 3u64, f4 = 4u64, f5 = 5u64, f6 = 6u64,
+        f7 = 7u64, f8 = 8u64, f9 = 9u64, f10 = 10u64, f11 = 11u64, f12 = 12u64, f13 = 13u64
+    );
+    let lines = dumped("wide::");
+    assert_eq!(lines.len(), 1);
+    assert!(
+        lines[0].ends_with(
+            "(f0=0 f1=1 f2=2 f3=3 f4=4 f5=5 f6=6 f7=7 f8=8 f9=9 f10=10 dropped_fields=3)"
+        ),
+        "{}",
+        lines[0]
+    );
+    assert!(ttrace_tracing::stats().fields_dropped >= before + 3);
+}
+
+#[test]
+fn log_records_arrive_through_tracing_log() {
+    dir();
+    log::warn!(target: "legacy", "disk {} is {}% full", "sda", 91);
+    let lines = dumped("disk sda is 91% full");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("log.target=\"legacy\""), "{}", lines[0]);
+}
+
+#[test]
+fn two_processes_share_a_device_each_event_its_writer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("dev");
+    // The example's binary, built next to this test's.
+    let exe = std::env::current_exe().unwrap();
+    let server = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples")
+        .join("server");
+    assert!(
+        server.exists(),
+        "{} (cargo builds examples with the tests)",
+        server.display()
+    );
+    let pids: Vec<u32> = (0..2)
+        .map(|_| {
+            let child = std::process::Command::new(&server)
+                .arg(&dev)
+                .arg("5")
+                .spawn()
+                .unwrap();
+            let pid = child.id();
+            assert!(child.wait_with_output().unwrap().status.success());
+            pid
+        })
+        .collect();
+    let reader = devttrace::Device::open(&dev).unwrap();
+    let meta = reader.metadata();
+    let handle: Vec<&str> = meta
+        .tracepoints
+        .iter()
+        .map(|t| t.name.as_str())
+        .filter(|n| *n == "server::handle")
+        .collect();
+    assert_eq!(
+        handle.len(),
+        2,
+        "one Entry and one Exit, shared by both processes"
+    );
+    let view = reader.view_newer_than(0).unwrap();
+    let mut out = Vec::new();
+    ttrace_reader::decode::dump(
+        &view,
+        &Default::default(),
+        ttrace_reader::decode::TimeFormat::Relative,
+        &mut out,
+    )
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    for pid in pids {
+        let done = text
+            .lines()
+            .filter(|l| l.contains(&format!(" {pid}/")) && l.contains("message=\"request done\""))
+            .count();
+        assert_eq!(done, 10, "pid {pid}: 2 workers x 5 requests");
+    }
+}
