@@ -168,6 +168,35 @@ fn peer_rows(b: &mut Bench, iters: u64) {
         use tracing_subscriber::prelude::*;
         tracing_subscriber::registry().with(ttrace_tracing::layer_into(dev))
     };
+    // What a registry with a layer that does nothing costs: the floor of any layer.
+    b.add_rep(
+        "tracing: registry + empty layer, 5 fields",
+        with_subscriber(
+            || {
+                use tracing_subscriber::prelude::*;
+                tracing_subscriber::registry().with(peers::EmptyLayer)
+            },
+            iters,
+            |i| tracing::info!(a = i, b = i, c = i, d = i, e = i),
+        ),
+    );
+    b.add_rep(
+        "tracing: registry + empty layer, span enter+exit",
+        move || {
+            use tracing_subscriber::prelude::*;
+            tracing::subscriber::with_default(
+                tracing_subscriber::registry().with(peers::EmptyLayer),
+                || {
+                    let span = tracing::info_span!("bench_span", a = 1u64);
+                    let t = std::time::Instant::now();
+                    for _ in 0..iters {
+                        let _in = span.enter();
+                    }
+                    t.elapsed().as_nanos() as f64 / iters as f64
+                },
+            )
+        },
+    );
     b.add_rep(
         "tracing: ttrace layer, 5 fields",
         with_subscriber(layered, iters, |i| {
@@ -200,6 +229,20 @@ fn peer_rows(b: &mut Bench, iters: u64) {
         with_subscriber(layered, iters * 4, |i| {
             tracing::trace!(a = black_box(i), b = i, c = i, d = i, e = i)
         }),
+    );
+    b.add_rep(
+        "tracing: ttrace layer, above its max level",
+        with_subscriber(
+            move || {
+                use tracing_subscriber::prelude::*;
+                tracing_subscriber::registry().with(
+                    ttrace_tracing::layer_into(dev)
+                        .with_max_level(tracing::level_filters::LevelFilter::DEBUG),
+                )
+            },
+            iters * 4,
+            |i| tracing::trace!(a = black_box(i), b = i, c = i, d = i, e = i),
+        ),
     );
     b.add_rep(
         "tracing: fmt subscriber to a sink",
