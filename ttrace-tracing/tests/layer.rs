@@ -298,3 +298,62 @@ fn two_processes_share_a_device_each_event_its_writer() {
         assert_eq!(done, 10, "pid {pid}: 2 workers x 5 requests");
     }
 }
+
+/// The uftrace export of spans: calls nested as the spans were, so that `uftrace replay`
+/// shows the call tree (read here with the test suite's uftrace reader).
+#[test]
+fn spans_export_to_uftrace_as_a_call_tree() {
+    dir();
+    std::thread::Builder::new()
+        .name("calltree".into())
+        .spawn(|| {
+            let outer = info_span!(target: "tree", "outer");
+            let _o = outer.enter();
+            info_span!(target: "tree", "inner").in_scope(|| {
+                info!(target: "tree", "leaf");
+            });
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    let dev = devttrace::Device::open(device()).unwrap();
+    let view = dev.view_newer_than(0).unwrap();
+    let filter = ttrace_reader::merge::Filter {
+        name: Some("tree::*".into()),
+        ..Default::default()
+    };
+    let out = tempfile::tempdir().unwrap();
+    let data_dir = out.path().join("uftrace.data");
+    ttrace_reader::export::uftrace::write(
+        (&view).into(),
+        &view.cpus,
+        ttrace_reader::merge::Merge::view(&view, &filter),
+        &data_dir,
+        |_| {},
+    )
+    .unwrap();
+    let data = ttrace_tests::uftrace::read(&data_dir).unwrap();
+    assert_eq!(data.threads.len(), 1);
+    let calls: Vec<(String, u32, &str)> = data
+        .threads
+        .values()
+        .next()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let kind = match r.kind {
+                ttrace_tests::uftrace::Kind::Entry(_) => "entry",
+                ttrace_tests::uftrace::Kind::Exit => "exit",
+                _ => "event",
+            };
+            (r.name.clone(), r.depth, kind)
+        })
+        .collect();
+    let names: Vec<(&str, u32, &str)> =
+        calls.iter().map(|(n, d, k)| (n.as_str(), *d, *k)).collect();
+    assert_eq!(names[0], ("tree::outer", 0, "entry"));
+    assert_eq!(names[1], ("tree::inner", 1, "entry"));
+    assert_eq!(names[2].2, "event");
+    assert_eq!(names[3], ("tree::inner", 1, "exit"));
+    assert_eq!(names[4], ("tree::outer", 0, "exit"));
+}
