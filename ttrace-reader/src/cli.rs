@@ -117,6 +117,32 @@ enum Command {
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
     },
+    /// Where the time went: how often each point fired, and the durations of entry/exit
+    /// and start/stop pairs (count, min, p50, p90, p99, p99.9, max, total).
+    Report {
+        /// The device directory.
+        device: Option<PathBuf>,
+        #[command(flatten)]
+        select: Select,
+        /// Only events from this time on (seconds since the device was created).
+        #[arg(long, value_name = "SECONDS")]
+        since: Option<String>,
+        /// Split the durations by thread, process or CPU.
+        #[arg(long, value_enum)]
+        by: Option<ReportBy>,
+        /// Sort the durations by count, total, p99 or max (largest first).
+        #[arg(long, value_enum, default_value = "total")]
+        sort: ReportSort,
+        /// Only the first N rows.
+        #[arg(long, value_name = "N")]
+        top: Option<usize>,
+        /// Draw the log2 histogram of the durations of the pairs named NAME.
+        #[arg(long, value_name = "NAME")]
+        histogram: Option<String>,
+        /// The same figures as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Per-CPU entries, lost and incomplete counts, time span; aux use; tracepoints.
     Stats {
         /// The device directory.
@@ -153,6 +179,30 @@ enum Command {
         #[arg(long)]
         utc: bool,
     },
+}
+
+/// `report --by`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ReportBy {
+    /// Per thread.
+    Thread,
+    /// Per process.
+    Process,
+    /// Per CPU.
+    Cpu,
+}
+
+/// `report --sort`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ReportSort {
+    /// Pairs.
+    Count,
+    /// Total time.
+    Total,
+    /// 99th percentile.
+    P99,
+    /// Longest.
+    Max,
 }
 
 /// Formats of `export`.
@@ -237,7 +287,19 @@ fn dump(
     utc: bool,
 ) -> Result<(), String> {
     let dev = open(device)?;
-    let mut filter = filter(&dev, select)?;
+    let (view, filter) = view_since(&dev, select, since)?;
+    quiet_pipe(print(&view, &filter, time_format(utc)))?;
+    // Events are copied as they are printed: a file cut meanwhile made some read as empty.
+    dev.check_intact().map_err(|e| e.to_string())
+}
+
+/// A view of `dev` and the filter of `--cpu`, `--filter` and `--since`.
+fn view_since(
+    dev: &Device,
+    select: Select,
+    since: Option<String>,
+) -> Result<(View<'_>, Filter), String> {
+    let mut filter = filter(dev, select)?;
     let mut newer_than = 0;
     if let Some(s) = since {
         let ns = decode::parse_seconds(&s)
@@ -253,9 +315,37 @@ fn dump(
         filter.since_ns = Some(ns);
     }
     let view = dev.view_newer_than(newer_than).map_err(|e| e.to_string())?;
-    quiet_pipe(print(&view, &filter, time_format(utc)))?;
-    // Events are copied as they are printed: a file cut meanwhile made some read as empty.
-    dev.check_intact().map_err(|e| e.to_string())
+    Ok((view, filter))
+}
+
+fn report(
+    device: Option<PathBuf>,
+    select: Select,
+    since: Option<String>,
+    opts: crate::report::Options,
+    json: bool,
+) -> Result<(), String> {
+    let dev = open(device)?;
+    let (view, filter) = view_since(&dev, select, since)?;
+    let r = crate::report::build(&view, &filter, &opts);
+    dev.check_intact().map_err(|e| e.to_string())?;
+    let out = if json {
+        crate::report::json(&r) + "\n"
+    } else {
+        let mut s = decode::header_line(&view) + "\n" + &crate::report::text(&r);
+        let n = view.version.num_cpus;
+        for (ring, idx) in view.cpus.iter().enumerate() {
+            if decode::shown(ring, idx, n, &filter) {
+                let name = ttrace_layouts::ring::ring_name(ring, n);
+                s += &format!(
+                    "# {}\n",
+                    decode::ring_counts(&name, idx, view.vanished(ring))
+                );
+            }
+        }
+        s
+    };
+    quiet_pipe(std::io::stdout().lock().write_all(out.as_bytes()))
 }
 
 fn follow(
@@ -543,6 +633,34 @@ fn run(cli: Cli) -> Result<(), String> {
             quiet_pipe(std::io::stdout().lock().write_all(text.as_bytes()))
         }
         Command::Ctl { words } => ctl(words),
+        Command::Report {
+            device,
+            select,
+            since,
+            by,
+            sort,
+            top,
+            histogram,
+            json,
+        } => {
+            use crate::report::{By, Options, SortBy};
+            let opts = Options {
+                by: by.map(|b| match b {
+                    ReportBy::Thread => By::Thread,
+                    ReportBy::Process => By::Process,
+                    ReportBy::Cpu => By::Cpu,
+                }),
+                sort: match sort {
+                    ReportSort::Count => SortBy::Count,
+                    ReportSort::Total => SortBy::Total,
+                    ReportSort::P99 => SortBy::P99,
+                    ReportSort::Max => SortBy::Max,
+                },
+                top,
+                histogram,
+            };
+            report(device, select, since, opts, json)
+        }
         Command::Decode { files, device, utc } => decode_files(device, files, utc),
         Command::Mount { device, mountpoint } => crate::mount::mount(
             &device.unwrap_or_else(devttrace::default_dir),

@@ -23,3 +23,4 @@ pub mod merge;
 pub mod mount;
 pub mod out;
 pub mod raw;
+pub mod report;

@@ -158,6 +158,23 @@ fn main() {
     );
     let calls = device(&tmp.path().join("calls"), slots, Trace::Calls);
     let calls = devttrace::Device::open(calls.dir()).expect("open read-only");
+    // `report`, view included, over both devices, next to dump's rate above.
+    for (reader, what) in [(&reader, "events"), (&calls, "entry/exit events")] {
+        let mut report = f64::MAX;
+        for _ in 0..if quick { 1 } else { 5 } {
+            let t0 = Instant::now();
+            let view = reader.view_newer_than(0).expect("view");
+            let r = ttrace_reader::report::build(&view, &Filter::default(), &Default::default());
+            report = report.min(t0.elapsed().as_secs_f64());
+            assert_eq!(r.events, events);
+        }
+        println!(
+            "report over {events} {what}: {:.2} M events/s ({:.1} ms; dump: {:.2} M events/s)",
+            rate(report),
+            report * 1e3,
+            rate(best)
+        );
+    }
     for (reader, what) in [(&reader, "events"), (&calls, "entry/exit events")] {
         for (format, secs) in exports(reader, tmp.path(), events, quick) {
             println!(

@@ -1,0 +1,215 @@
+//! `ttrace-reader report`: durations checked against the ones the test itself recorded (a
+//! device on the nanosecond clock, entries written at chosen times).
+
+use std::process::Command;
+use ttrace_core::meta::Definition;
+use ttrace_core::{Config, Device, Kind};
+use ttrace_layouts::device::ClockSource;
+
+const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
+
+fn reader(args: &[&str]) -> String {
+    let out = Command::new(READER).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn device(dir: &std::path::Path, slots: u64) -> Device {
+    Device::open(&Config {
+        clock: Some(ClockSource::MonotonicNs),
+        ..ttrace_tests::config(dir, slots, 2)
+    })
+    .unwrap()
+}
+
+fn define(dev: &Device, name: &'static str, kind: Kind) -> u64 {
+    dev.register_tracepoint(&Definition {
+        name,
+        kind,
+        classes: 1,
+        format: "",
+        nargs: 0,
+    })
+    .unwrap()
+    .1
+}
+
+/// Nearest-rank percentile of sorted `v`.
+fn rank(v: &[u64], q: f64) -> u64 {
+    v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+/// Writes, into ring `ring`, one `call` entry/exit pair of duration `d` per element,
+/// from `start` on (ns), for thread `ctx`.
+fn pairs(dev: &Device, ring: usize, ctx: u64, start: u64, ds: &[u64], enter: u64, exit: u64) {
+    let mut t = start;
+    for &d in ds {
+        dev.ring(ring)
+            .write(t, 1, &[enter, ctx, 0, 0, 0, 0, 0])
+            .unwrap();
+        dev.ring(ring)
+            .write(t + d, 1, &[exit, ctx, 0, 0, 0, 0, 0])
+            .unwrap();
+        t += d + 50;
+    }
+}
+
+#[test]
+fn percentiles_counts_and_histograms_are_those_of_the_recorded_durations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = device(&dir, 1024);
+    let (enter, exit) = (
+        define(&dev, "call", Kind::Entry),
+        define(&dev, "call_done", Kind::Exit),
+    );
+    let (start, stop) = (
+        define(&dev, "job_start", Kind::Start),
+        define(&dev, "job_done", Kind::Stop),
+    );
+    dev.note_thread(1, 2, "fast").unwrap();
+    dev.note_thread(1, 3, "slow").unwrap();
+    let base = dev.now();
+    let fast: Vec<u64> = (1..=40).map(|i| i * 100).collect();
+    let slow: Vec<u64> = [5_000, 7_000, 9_000, 1_000_000].to_vec();
+    pairs(&dev, 0, 1 << 32 | 2, base, &fast, enter, exit);
+    pairs(&dev, 1, 1 << 32 | 3, base + 10, &slow, enter, exit);
+    // A start/stop pair of one stem on the slow thread, after its calls.
+    let t = base + 2_000_000;
+    dev.ring(1)
+        .write(t, 1, &[start, 1 << 32 | 3, 0, 0, 0, 0, 0])
+        .unwrap();
+    dev.ring(1)
+        .write(t + 12_346, 1, &[stop, 1 << 32 | 3, 0, 0, 0, 0, 0])
+        .unwrap();
+    let d = dir.to_str().unwrap();
+
+    // The library's figures against the durations written.
+    let view_dev = devttrace::Device::open(&dir).unwrap();
+    let view = view_dev.view_newer_than(0).unwrap();
+    let opts = ttrace_reader::report::Options {
+        by: Some(ttrace_reader::report::By::Thread),
+        ..Default::default()
+    };
+    let r = ttrace_reader::report::build(&view, &Default::default(), &opts);
+    for (ds, who) in [(&fast, "1/2 (fast)"), (&slow, "1/3 (slow)")] {
+        let row = r
+            .latencies
+            .iter()
+            .find(|l| l.name == "call" && l.group.as_deref() == Some(who))
+            .unwrap();
+        let mut v = ds.clone();
+        v.sort_unstable();
+        assert_eq!(
+            (row.count, row.min, row.p50, row.p90, row.p99, row.p999, row.max, row.total),
+            (
+                v.len() as u64,
+                v[0],
+                rank(&v, 0.5),
+                rank(&v, 0.9),
+                rank(&v, 0.99),
+                rank(&v, 0.999),
+                v[v.len() - 1],
+                v.iter().sum()
+            ),
+            "{who}"
+        );
+    }
+    let job = r.latencies.iter().find(|l| l.name == "job_start").unwrap();
+    assert_eq!((job.count, job.min), (1, 12_346));
+    assert_eq!(r.unmeasured, Default::default());
+    let call_count = r.points.iter().find(|p| p.name == "call").unwrap().count;
+    assert_eq!(call_count, 44);
+
+    // The command: text, --json with the same numbers, --histogram that adds up.
+    let json: serde_json::Value =
+        serde_json::from_str(&reader(&["report", d, "--by", "thread", "--json"])).unwrap();
+    let rows = json["durations"].as_array().unwrap();
+    let fast_row = rows
+        .iter()
+        .find(|r| r["group"] == "1/2 (fast)" && r["name"] == "call")
+        .unwrap();
+    assert_eq!(fast_row["count"], 40);
+    assert_eq!(fast_row["p99_ns"], rank(&fast, 0.99));
+    assert_eq!(fast_row["total_ns"], fast.iter().sum::<u64>());
+    let text = reader(&["report", d, "--by", "thread"]);
+    let line = text
+        .lines()
+        .find(|l| l.ends_with("call  [1/2 (fast)]"))
+        .unwrap();
+    assert!(line.trim_start().starts_with("40 "), "{line}");
+    assert!(line.contains(" 82.0us "), "total of 100..4000 ns: {line}");
+    let text = reader(&["report", d, "--histogram", "call"]);
+    let buckets: u64 = text
+        .lines()
+        .skip_while(|l| !l.starts_with("# call: "))
+        .skip(2)
+        .take_while(|l| l.contains(" -> "))
+        .map(|l| {
+            l.split(':')
+                .nth(1)
+                .unwrap()
+                .trim()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(buckets, 44, "{text}");
+    // Sorted by the longest first, and --top.
+    let text = reader(&["report", d, "--by", "thread", "--sort", "max", "--top", "1"]);
+    let durations: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("# durations"))
+        .skip(2)
+        .take_while(|l| !l.starts_with('#'))
+        .collect();
+    assert_eq!(durations.len(), 1);
+    assert!(durations[0].ends_with("call  [1/3 (slow)]"), "{text}");
+}
+
+#[test]
+fn pairs_across_lost_entries_are_counted_not_measured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = device(&dir, 16);
+    let (enter, exit) = (
+        define(&dev, "call", Kind::Entry),
+        define(&dev, "call_done", Kind::Exit),
+    );
+    let base = dev.now();
+    // 30 pairs into a 16-slot ring: the oldest are overwritten.
+    // Even durations: a stamp's bit 0 is the slot's state, not time.
+    let ds: Vec<u64> = (1..=30).map(|i| 1000 + 2 * i).collect();
+    pairs(&dev, 0, 1 << 32 | 2, base, &ds, enter, exit);
+    let view_dev = devttrace::Device::open(&dir).unwrap();
+    let view = view_dev.view_newer_than(0).unwrap();
+    let r = ttrace_reader::report::build(&view, &Default::default(), &Default::default());
+    let call = r.latencies.iter().find(|l| l.name == "call").unwrap();
+    // The 16 slots hold the last 8 pairs: each is measured with its own duration.
+    assert_eq!(call.count, 8);
+    assert_eq!((call.min, call.max), (1046, 1060));
+    // Write one more exit: the ring now starts with an exit whose entry is gone.
+    dev.ring(0)
+        .write(base + 1_000_000, 1, &[exit, 1 << 32 | 2, 0, 0, 0, 0, 0])
+        .unwrap();
+    let view = view_dev.view_newer_than(0).unwrap();
+    let r = ttrace_reader::report::build(&view, &Default::default(), &Default::default());
+    let call = r.latencies.iter().find(|l| l.name == "call").unwrap();
+    assert_eq!(
+        call.count, 7,
+        "the pair whose entry was overwritten is not measured"
+    );
+    assert!(call.max <= 1060, "no duration spans the lost entries");
+    let u = r.unmeasured;
+    assert_eq!(u.unmatched_exits + u.before_horizon, 2, "{u:?}");
+    let text = reader(&["report", dir.to_str().unwrap()]);
+    assert!(text.contains("# not measured: "), "{text}");
+    assert!(text.contains("# cpu0: "), "dump's loss counts stay: {text}");
+}

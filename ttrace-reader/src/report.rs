@@ -1,0 +1,515 @@
+//! `ttrace-reader report`: how often each point fired, and where the time went: the
+//! durations of entry/exit pairs (paired as the exports pair them: never across events that
+//! may be missing, so a duration is only ever real) and of start/stop pairs of one name stem
+//! (`request_start` .. `request_done`), as counts, percentiles and log2 histograms.
+
+use crate::decode::Item;
+use crate::export::{Closes, Pairing, Schema};
+use crate::merge::{Filter, Merge};
+use devttrace::{Event, TaskIndex, View};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+use ttrace_core::Kind;
+
+/// How the latency table is split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum By {
+    /// One row per pair name and thread.
+    Thread,
+    /// One row per pair name and process.
+    Process,
+    /// One row per pair name and CPU (the entry's).
+    Cpu,
+}
+
+/// How the latency table is sorted (largest first).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SortBy {
+    /// Pairs.
+    Count,
+    /// Total time.
+    #[default]
+    Total,
+    /// 99th percentile.
+    P99,
+    /// Longest.
+    Max,
+}
+
+/// What to report.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Split the latency table.
+    pub by: Option<By>,
+    /// Sort order of the latency table.
+    pub sort: SortBy,
+    /// Only the first rows of the latency table.
+    pub top: Option<usize>,
+    /// Draw the log2 histogram of the pairs of this name.
+    pub histogram: Option<String>,
+}
+
+/// How often a point fired.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PointRow {
+    /// Tracepoint name (`info` for messages).
+    pub name: String,
+    /// Events.
+    pub count: u64,
+    /// Events per second over the time the report covers.
+    pub rate: f64,
+    /// Share of all events, 0 to 1.
+    pub share: f64,
+}
+
+/// The durations of one kind of pair (and group, when split).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LatencyRow {
+    /// The entry's (or start's) name.
+    pub name: String,
+    /// The thread, process or CPU, when split.
+    pub group: Option<String>,
+    /// Pairs measured.
+    pub count: u64,
+    /// Shortest, nanoseconds.
+    pub min: u64,
+    /// Median (nearest rank).
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Longest.
+    pub max: u64,
+    /// Sum.
+    pub total: u64,
+}
+
+/// Pairs that give no duration, and why.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unmeasured {
+    /// Entries (starts) still open at the end of the trace.
+    pub open_at_end: u64,
+    /// Entries (starts) open where events may be missing (lost while read).
+    pub cut_by_losses: u64,
+    /// Exits (stops) with no entry (start) open on their thread.
+    pub unmatched_exits: u64,
+    /// Entries and exits before the time from which every ring is complete.
+    pub before_horizon: u64,
+}
+
+/// A log2 histogram of durations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Histogram {
+    /// The pairs' name.
+    pub name: String,
+    /// `(low, high, count)`: durations in `low..=high` nanoseconds.
+    pub buckets: Vec<(u64, u64, u64)>,
+}
+
+/// A report of a trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// Nanoseconds from the first to the last event reported.
+    pub covered_ns: u64,
+    /// Events, all names.
+    pub events: u64,
+    /// By name, most frequent first.
+    pub points: Vec<PointRow>,
+    /// Durations, sorted as asked.
+    pub latencies: Vec<LatencyRow>,
+    /// Pairs not measured.
+    pub unmeasured: Unmeasured,
+    /// The histogram asked for.
+    pub histogram: Option<Histogram>,
+}
+
+/// The stem of a start or stop name: `request_start` and `request_done` are both `request`;
+/// a name with no such suffix is its own stem.
+fn stem(name: &str, kind: Kind) -> &str {
+    let suffixes: &[&str] = match kind {
+        Kind::Start => &["_start", "_begin"],
+        _ => &["_stop", "_end", "_done"],
+    };
+    suffixes
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .unwrap_or(name)
+}
+
+/// Reports the events `view` holds that `filter` keeps.
+pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
+    let schemas = Schema::all(&view.meta);
+    let clock = view.version.clock;
+    let n = schemas.len();
+    // Per tracepoint id, prepared once: the stem of a start or stop, as a small number.
+    let mut stems: HashMap<&str, usize> = HashMap::new();
+    let stem_of: Vec<Option<usize>> = schemas
+        .iter()
+        .map(|s| match s.kind {
+            Kind::Start | Kind::Stop => {
+                let next = stems.len();
+                Some(*stems.entry(stem(&s.name, s.kind)).or_insert(next))
+            }
+            _ => None,
+        })
+        .collect();
+    let group_key = |e: &Event| -> u64 {
+        match opts.by {
+            None => 0,
+            Some(By::Thread) => e.ctx,
+            Some(By::Process) => e.ctx >> 32,
+            Some(By::Cpu) => e.type_word.cpu() as u64,
+        }
+    };
+    let mut pairing = Pairing::new(&view.cpus);
+    let horizon = pairing.horizon();
+    // Events by tracepoint id (the last: ids the metadata does not know), and messages.
+    let mut counts = vec![0u64; n + 1];
+    let mut unknown: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut messages = 0u64;
+    // Durations by (tracepoint id, group), with an event of the group to name it by.
+    let mut durations: HashMap<(usize, u64), (Vec<u64>, Event)> = HashMap::new();
+    // Open starts, per thread and stem; the stems some stop closes (a start whose stem no
+    // stop has is a point of its own, not an open pair).
+    let mut starts: HashMap<(u64, usize), Vec<Event>> = HashMap::new();
+    let mut stopped = vec![false; stems.len()];
+    let mut un = Unmeasured::default();
+    let (mut first, mut last, mut events) = (None, 0u64, 0u64);
+    let mut add = |open: &Event, close: &Event| {
+        let ns = clock.ticks_to_ns(close.stamp.saturating_sub(open.stamp));
+        durations
+            .entry((open.type_word.tracepoint() as usize, group_key(open)))
+            .or_insert_with(|| (Vec::new(), *open))
+            .0
+            .push(ns);
+    };
+    let _ = Merge::view(view, filter).try_for_each_ref(|item| {
+        let event = match item {
+            Item::Gap { .. } => {
+                un.cut_by_losses += pairing.cut().len() as u64;
+                un.cut_by_losses += starts
+                    .drain()
+                    .filter(|(k, _)| stopped[k.1])
+                    .map(|(_, v)| v.len() as u64)
+                    .sum::<u64>();
+                return Ok::<(), ()>(());
+            }
+            Item::Message(r) => {
+                messages += 1;
+                events += 1;
+                first.get_or_insert(r.timestamp);
+                last = last.max(r.timestamp);
+                return Ok(());
+            }
+            Item::Point { event, .. } => event,
+        };
+        events += 1;
+        first.get_or_insert(event.stamp);
+        last = last.max(event.stamp);
+        let id = event.type_word.tracepoint() as usize;
+        let Some(schema) = schemas.get(id) else {
+            *unknown.entry(id).or_default() += 1;
+            return Ok(());
+        };
+        counts[id] += 1;
+        match schema.kind {
+            Kind::Entry if pairing.enter(event).is_none() => un.before_horizon += 1,
+            Kind::Exit => match pairing.exit(event) {
+                Closes::Entry(open, _) => add(&open.event, event),
+                Closes::Nothing => un.unmatched_exits += 1,
+                Closes::Uncertain => un.before_horizon += 1,
+            },
+            Kind::Start if event.stamp >= horizon => {
+                let s = stem_of[id].expect("a start has a stem");
+                starts.entry((event.ctx, s)).or_default().push(*event);
+            }
+            Kind::Stop if event.stamp >= horizon => {
+                let s = stem_of[id].expect("a stop has a stem");
+                stopped[s] = true;
+                match starts.get_mut(&(event.ctx, s)).and_then(Vec::pop) {
+                    Some(open) => add(&open, event),
+                    // A stop with no start of its stem at all is a point of its own.
+                    None if !starts.keys().any(|k| k.1 == s) => {}
+                    None => un.unmatched_exits += 1,
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    });
+    un.open_at_end += pairing.into_open().len() as u64;
+    un.open_at_end += starts
+        .iter()
+        .filter(|(k, _)| stopped[k.1])
+        .map(|(_, v)| v.len() as u64)
+        .sum::<u64>();
+    let covered_ns = first.map_or(0, |f| clock.ticks_to_ns(last - f));
+    let secs = covered_ns as f64 / 1e9;
+    let row = |name: String, count: u64| PointRow {
+        name,
+        count,
+        rate: if secs > 0.0 { count as f64 / secs } else { 0.0 },
+        share: count as f64 / events.max(1) as f64,
+    };
+    let mut points: Vec<PointRow> = schemas
+        .iter()
+        .zip(&counts)
+        .filter(|(_, &c)| c > 0)
+        .map(|(s, &c)| row(s.name.clone(), c))
+        .chain(
+            unknown
+                .iter()
+                .map(|(id, &c)| row(format!("tracepoint#{id}"), c)),
+        )
+        .chain((messages > 0).then(|| row("info".into(), messages)))
+        .collect();
+    points.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+    let threads = TaskIndex::threads(&view.meta);
+    let processes = TaskIndex::processes(&view.meta);
+    let group_name = |e: &Event| -> Option<String> {
+        let (pid, tid) = (e.ctx >> 32, e.ctx as u32);
+        let name = |i: &TaskIndex, list: &[devttrace::TaskInfo], id: u64| {
+            i.at(id, e.stamp)
+                .map_or("?".to_string(), |c| list[c.index].name.clone())
+        };
+        Some(match opts.by? {
+            By::Thread => format!(
+                "{pid}/{tid} ({})",
+                name(&threads, &view.meta.threads, e.ctx)
+            ),
+            By::Process => format!(
+                "{pid} ({})",
+                name(&processes, &view.meta.processes, pid << 32)
+            ),
+            By::Cpu => format!("cpu{}", e.type_word.cpu()),
+        })
+    };
+    let histogram = opts.histogram.as_ref().map(|h| {
+        let mut all: Vec<u64> = durations
+            .iter()
+            .filter(|((id, _), _)| schemas[*id].name == *h)
+            .flat_map(|(_, (v, _))| v.iter().copied())
+            .collect();
+        all.sort_unstable();
+        Histogram {
+            name: h.clone(),
+            buckets: log2_buckets(&all),
+        }
+    });
+    let mut latencies: Vec<LatencyRow> = durations
+        .into_iter()
+        .map(|((id, _), (mut v, example))| {
+            v.sort_unstable();
+            let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+            LatencyRow {
+                name: schemas[id].name.clone(),
+                group: group_name(&example),
+                count: v.len() as u64,
+                min: v[0],
+                p50: rank(0.5),
+                p90: rank(0.9),
+                p99: rank(0.99),
+                p999: rank(0.999),
+                max: v[v.len() - 1],
+                total: v.iter().sum(),
+            }
+        })
+        .collect();
+    let key = |r: &LatencyRow| match opts.sort {
+        SortBy::Count => r.count,
+        SortBy::Total => r.total,
+        SortBy::P99 => r.p99,
+        SortBy::Max => r.max,
+    };
+    latencies.sort_by(|a, b| {
+        key(b)
+            .cmp(&key(a))
+            .then(a.name.cmp(&b.name))
+            .then(a.group.cmp(&b.group))
+    });
+    if let Some(n) = opts.top {
+        latencies.truncate(n);
+        points.truncate(n);
+    }
+    Report {
+        covered_ns,
+        events,
+        points,
+        latencies,
+        unmeasured: un,
+        histogram,
+    }
+}
+
+/// Buckets `[0]`, `[1]`, `[2, 3]`, `[4, 7]` ... from the first to the last that holds a
+/// duration of `sorted`.
+fn log2_buckets(sorted: &[u64]) -> Vec<(u64, u64, u64)> {
+    let bucket = |ns: u64| {
+        if ns == 0 {
+            0
+        } else {
+            64 - ns.leading_zeros() as usize
+        }
+    };
+    let (Some(&lo), Some(&hi)) = (sorted.first(), sorted.last()) else {
+        return Vec::new();
+    };
+    let mut counts = vec![0u64; 65];
+    for &d in sorted {
+        counts[bucket(d)] += 1;
+    }
+    (bucket(lo)..=bucket(hi))
+        .map(|b| {
+            let (low, high) = match b {
+                0 => (0, 0),
+                b => (1u64 << (b - 1), ((1u128 << b) - 1) as u64),
+            };
+            (low, high, counts[b])
+        })
+        .collect()
+}
+
+/// Nanoseconds as the table shows them: `950ns`, `12.3us`, `4.56ms`, `1.20s`.
+fn dur(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns}ns"),
+        1_000..=999_999 => format!("{:.1}us", ns as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.2}ms", ns as f64 / 1e6),
+        _ => format!("{:.2}s", ns as f64 / 1e9),
+    }
+}
+
+/// The report as text.
+pub fn text(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# {} events over {:.6} s",
+        r.events,
+        r.covered_ns as f64 / 1e9
+    );
+    let _ = writeln!(
+        s,
+        "{:>10} {:>12} {:>7}  point",
+        "count", "per second", "share"
+    );
+    for p in &r.points {
+        let _ = writeln!(
+            s,
+            "{:>10} {:>12.1} {:>6.2}%  {}",
+            p.count,
+            p.rate,
+            p.share * 100.0,
+            p.name
+        );
+    }
+    let _ = writeln!(s, "# durations: entry to exit, start to stop, per thread");
+    let _ = writeln!(
+        s,
+        "{:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}  pair",
+        "count", "min", "p50", "p90", "p99", "p99.9", "max", "total"
+    );
+    for l in &r.latencies {
+        let group = l
+            .group
+            .as_ref()
+            .map_or(String::new(), |g| format!("  [{g}]"));
+        let _ = writeln!(
+            s,
+            "{:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}  {}{group}",
+            l.count,
+            dur(l.min),
+            dur(l.p50),
+            dur(l.p90),
+            dur(l.p99),
+            dur(l.p999),
+            dur(l.max),
+            dur(l.total),
+            l.name
+        );
+    }
+    let u = r.unmeasured;
+    let _ = writeln!(
+        s,
+        "# not measured: {} open at the end, {} cut by losses, {} exits with no entry, {} before every ring is complete",
+        u.open_at_end, u.cut_by_losses, u.unmatched_exits, u.before_horizon
+    );
+    if let Some(h) = &r.histogram {
+        let total: u64 = h.buckets.iter().map(|b| b.2).sum();
+        let _ = writeln!(s, "# {}: {total} pairs", h.name);
+        let _ = writeln!(s, "{:>24} : {:<9} distribution", "nsecs", "count");
+        let most = h.buckets.iter().map(|b| b.2).max().unwrap_or(1).max(1);
+        for &(lo, hi, n) in &h.buckets {
+            let bar = "*".repeat((n * 40).div_ceil(most) as usize);
+            let _ = writeln!(s, "{:>10} -> {:<10} : {:<9} |{bar:<40}|", lo, hi, n);
+        }
+    }
+    s
+}
+
+/// The report as JSON, with the same figures as [`text`] (durations in nanoseconds).
+pub fn json(r: &Report) -> String {
+    let points: Vec<serde_json::Value> = r
+        .points
+        .iter()
+        .map(|p| {
+            serde_json::json!({"name": p.name, "count": p.count, "per_second": p.rate, "share": p.share})
+        })
+        .collect();
+    let latencies: Vec<serde_json::Value> = r
+        .latencies
+        .iter()
+        .map(|l| {
+            serde_json::json!({
+                "name": l.name, "group": l.group, "count": l.count, "min_ns": l.min,
+                "p50_ns": l.p50, "p90_ns": l.p90, "p99_ns": l.p99, "p99_9_ns": l.p999,
+                "max_ns": l.max, "total_ns": l.total,
+            })
+        })
+        .collect();
+    let u = r.unmeasured;
+    let mut v = serde_json::json!({
+        "events": r.events,
+        "covered_ns": r.covered_ns,
+        "points": points,
+        "durations": latencies,
+        "not_measured": {
+            "open_at_end": u.open_at_end,
+            "cut_by_losses": u.cut_by_losses,
+            "exits_with_no_entry": u.unmatched_exits,
+            "before_horizon": u.before_horizon,
+        },
+    });
+    if let Some(h) = &r.histogram {
+        v["histogram"] = serde_json::json!({
+            "name": h.name,
+            "buckets": h.buckets.iter().map(|&(lo, hi, n)| serde_json::json!({"low_ns": lo, "high_ns": hi, "count": n})).collect::<Vec<_>>(),
+        });
+    }
+    v.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems_pair_start_and_stop_names() {
+        assert_eq!(stem("request_start", Kind::Start), "request");
+        assert_eq!(stem("request_done", Kind::Stop), "request");
+        assert_eq!(stem("io", Kind::Stop), "io");
+    }
+
+    #[test]
+    fn log2_buckets_cover_each_duration_once() {
+        let d = [0, 1, 2, 3, 4, 700, 1023, 1024];
+        let b = log2_buckets(&d);
+        assert_eq!(b.first(), Some(&(0, 0, 1)));
+        assert_eq!(b.iter().map(|x| x.2).sum::<u64>(), d.len() as u64);
+        assert!(b.contains(&(512, 1023, 2)));
+        assert!(b.contains(&(1024, 2047, 1)));
+    }
+}
