@@ -156,6 +156,13 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             _ => None,
         })
         .collect();
+    // Stems that some stop tracepoint has: only their starts open a pair.
+    let mut paired = vec![false; stems.len()];
+    for (s, k) in schemas.iter().zip(&stem_of) {
+        if let (Kind::Stop, Some(k)) = (s.kind, k) {
+            paired[*k] = true;
+        }
+    }
     let group_key = |e: &Event| -> u64 {
         match opts.by {
             None => 0,
@@ -224,7 +231,9 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             },
             Kind::Start if event.stamp >= horizon => {
                 let s = stem_of[id].expect("a start has a stem");
-                starts.entry((event.ctx, s)).or_default().push(*event);
+                if paired[s] {
+                    starts.entry((event.ctx, s)).or_default().push(*event);
+                }
             }
             Kind::Stop if event.stamp >= horizon => {
                 let s = stem_of[id].expect("a stop has a stem");
