@@ -120,3 +120,66 @@ impl Progress {
         })
     }
 }
+
+/// Writes, from a thread pinned to CPU `cpu` (modulo this machine's CPUs) and named
+/// `writer-<cpu>` in `dev`, for each `i` of `range`: `one(i)`, `five(i, 255, 3, 4,
+/// "s<cpu>-<i>")` and, if `twelve`, `twelve(i; 12)`. Returns nothing until it is done.
+pub fn write_pinned(
+    dev: &ttrace_core::Device,
+    cpu: usize,
+    range: std::ops::Range<u64>,
+    twelve: bool,
+) {
+    let one = define(dev, "one", "i={i}");
+    let five = define(dev, "five", "a={a} b={b:x} c={c} d={d} s={s:s}");
+    let twelve_word = define(
+        dev,
+        "twelve",
+        "{a} {b} {c} {d} {e} {f} {g} {h} {i} {j} {k} {l:x}",
+    );
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            rseq::set_affinity(0, &[cpu % n]).expect("affinity");
+            let ctx = ttrace_core::lock::owner_id();
+            dev.note_thread((ctx >> 32) as u32, ctx as u32, &format!("writer-{cpu}"))
+                .expect("thread name");
+            for i in range {
+                dev.emit(one, ctx, &[i]);
+                let s = dev
+                    .aux_write(
+                        ttrace_layouts::aux::AuxTag::String,
+                        ctx,
+                        format!("s{cpu}-{i}").as_bytes(),
+                    )
+                    .expect("string");
+                dev.emit(five, ctx, &[i, 255, 3, 4, s]);
+                if twelve {
+                    dev.emit(twelve_word, ctx, &[i; 12]);
+                }
+            }
+        });
+    });
+}
+
+/// The event lines `ttrace-reader dump` (the binary `reader`) prints of the device `dir`
+/// (of `--cpu N` if given), messages left out.
+pub fn dumped_lines(reader: &str, dir: &Path, cpu: Option<usize>) -> Vec<String> {
+    let mut cmd = std::process::Command::new(reader);
+    cmd.arg("dump").arg(dir);
+    if let Some(c) = cpu {
+        cmd.args(["--cpu", &c.to_string()]);
+    }
+    let out = cmd.output().expect("ttrace-reader");
+    assert!(
+        out.status.success(),
+        "dump: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.contains(" info("))
+        .map(str::to_string)
+        .collect()
+}

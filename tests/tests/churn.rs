@@ -36,6 +36,22 @@ fn dumped(dir: &std::path::Path) -> Vec<(u32, u32, String, u64)> {
         .collect()
 }
 
+/// `ttrace-reader export --format <format> <dir> -o <out>`, which must succeed.
+fn export(format: &str, dir: &std::path::Path, out: &std::path::Path) {
+    let run = Command::new(READER)
+        .args(["export", "--format", format])
+        .arg(dir)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
 fn small(dir: &std::path::Path, meta_bytes: u64) -> Config {
     Config {
         meta_bytes,
@@ -228,18 +244,7 @@ fn exports_give_each_thread_of_a_reused_tid_its_own_track_and_name() {
     );
 
     let json = tmp.path().join("t.json");
-    let out = Command::new(READER)
-        .args(["export", "--format", "chrome"])
-        .arg(&dir)
-        .arg("-o")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    export("chrome", &dir, &json);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let events = v["traceEvents"].as_array().unwrap();
     let later = tid as u64 + (1 << 22);
@@ -268,18 +273,7 @@ fn exports_give_each_thread_of_a_reused_tid_its_own_track_and_name() {
         .any(|e| e["name"] == "process_name" && e["args"]["name"] == "app"));
 
     let uf = tmp.path().join("uf");
-    let out = Command::new(READER)
-        .args(["export", "--format", "uftrace"])
-        .arg(&dir)
-        .arg("-o")
-        .arg(&uf)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    export("uftrace", &dir, &uf);
     let data = ttrace_tests::uftrace::read(&uf).unwrap();
     let tasks: Vec<u32> = data.threads.keys().copied().collect();
     assert_eq!(tasks, [tid, later as u32]);

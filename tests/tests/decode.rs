@@ -20,37 +20,9 @@ fn text(b: Vec<u8>) -> String {
 fn device(tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let dir = tmp.join("dev");
     let dev = ttrace_core::Device::open(&ttrace_tests::config(&dir, 1024, 2)).unwrap();
-    let one = ttrace_tests::define(&dev, "one", "i={i}");
-    let five = ttrace_tests::define(&dev, "five", "a={a} b={b:x} c={c} d={d} s={s:s}");
-    let twelve = ttrace_tests::define(
-        &dev,
-        "twelve",
-        "{a} {b} {c} {d} {e} {f} {g} {h} {i} {j} {k} {l:x}",
-    );
-    std::thread::scope(|s| {
-        for cpu in 0..2usize {
-            let dev = &dev;
-            s.spawn(move || {
-                let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-                ttrace_tests::rseq::set_affinity(0, &[cpu % n]).unwrap();
-                let ctx = ttrace_core::lock::owner_id();
-                dev.note_thread((ctx >> 32) as u32, ctx as u32, &format!("writer-{cpu}"))
-                    .unwrap();
-                for i in 0..100u64 {
-                    dev.emit(one, ctx, &[i]);
-                    let s = dev
-                        .aux_write(
-                            ttrace_layouts::aux::AuxTag::String,
-                            ctx,
-                            format!("s{cpu}-{i}").as_bytes(),
-                        )
-                        .unwrap();
-                    dev.emit(five, ctx, &[i, 255, 3, 4, s]);
-                    dev.emit(twelve, ctx, &[i; 12]);
-                }
-            });
-        }
-    });
+    for cpu in 0..2 {
+        ttrace_tests::write_pinned(&dev, cpu, 0..100, true);
+    }
     let files = tmp.join("files");
     std::fs::create_dir(&files).unwrap();
     let reader = devttrace::Device::open(&dir).unwrap();
@@ -63,18 +35,7 @@ fn device(tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
 
 /// `dump`'s event lines (of `--cpu N` if given), messages left out.
 fn dumped(dir: &Path, cpu: Option<usize>) -> Vec<String> {
-    let mut args = vec!["dump".to_string(), dir.display().to_string()];
-    if let Some(c) = cpu {
-        args.extend(["--cpu".into(), c.to_string()]);
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = reader(&args);
-    assert!(out.status.success());
-    text(out.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.contains(" info("))
-        .map(str::to_string)
-        .collect()
+    ttrace_tests::dumped_lines(READER, dir, cpu)
 }
 
 fn decoded(out: Output) -> Vec<String> {

@@ -99,51 +99,27 @@ fn device(dir: &Path) -> ttrace_core::Device {
 
 /// Writes `one(i)` and `five(i, .., "s<cpu>-<i>")` for each `i`, pinned to `cpu`.
 fn write(dev: &ttrace_core::Device, cpu: usize, range: std::ops::Range<u64>) {
-    let one = ttrace_tests::define(dev, "one", "i={i}");
-    let five = ttrace_tests::define(dev, "five", "a={a} b={b:x} c={c} d={d} s={s:s}");
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-            ttrace_tests::rseq::set_affinity(0, &[cpu % n]).unwrap();
-            let ctx = ttrace_core::lock::owner_id();
-            dev.note_thread((ctx >> 32) as u32, ctx as u32, &format!("writer-{cpu}"))
-                .unwrap();
-            for i in range {
-                dev.emit(one, ctx, &[i]);
-                let s = dev
-                    .aux_write(
-                        ttrace_layouts::aux::AuxTag::String,
-                        ctx,
-                        format!("s{cpu}-{i}").as_bytes(),
-                    )
-                    .unwrap();
-                dev.emit(five, ctx, &[i, 255, 3, 4, s]);
-            }
-        });
-    });
+    ttrace_tests::write_pinned(dev, cpu, range, false);
 }
 
 /// `dump`'s event lines (of `--cpu N` if given), messages left out.
 fn dumped(dir: &Path, cpu: Option<usize>) -> Vec<String> {
-    let mut args = vec!["dump".to_string(), dir.display().to_string()];
-    if let Some(c) = cpu {
-        args.extend(["--cpu".into(), c.to_string()]);
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    text(reader(&args).stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.contains(" info("))
-        .map(str::to_string)
-        .collect()
+    ttrace_tests::dumped_lines(READER, dir, cpu)
+}
+
+/// A temporary directory with a device (see [`device`]) mounted in it.
+fn mounted() -> (tempfile::TempDir, PathBuf, ttrace_core::Device, Mounted) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = device(&dir);
+    let m = Mounted::new(&dir, &tmp.path().join("mnt"));
+    (tmp, dir, dev, m)
 }
 
 #[test]
 #[ignore = "needs FUSE: /dev/fuse, and root or fusermount3 (apt install fuse3)"]
 fn every_file_reads_with_plain_file_calls() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("dev");
-    let _dev = device(&dir);
-    let m = Mounted::new(&dir, &tmp.path().join("mnt"));
+    let (_tmp, dir, _dev, m) = mounted();
     let mut names: Vec<String> = std::fs::read_dir(&m.at)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -221,10 +197,7 @@ fn every_file_reads_with_plain_file_calls() {
 #[test]
 #[ignore = "needs FUSE: /dev/fuse, and root or fusermount3 (apt install fuse3)"]
 fn an_open_cpu_file_keeps_its_snapshot_while_a_writer_writes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("dev");
-    let dev = device(&dir);
-    let m = Mounted::new(&dir, &tmp.path().join("mnt"));
+    let (_tmp, _dir, dev, m) = mounted();
     let mut f = std::fs::File::open(m.file("cpu0")).unwrap();
     let mut first = [0u8; 64];
     f.read_exact(&mut first).unwrap();
@@ -261,10 +234,7 @@ fn an_open_cpu_file_keeps_its_snapshot_while_a_writer_writes() {
 #[test]
 #[ignore = "needs FUSE: /dev/fuse, and root or fusermount3 (apt install fuse3)"]
 fn ctl_writes_change_what_is_recorded_and_a_bad_command_is_einval() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("dev");
-    let _dev = device(&dir);
-    let m = Mounted::new(&dir, &tmp.path().join("mnt"));
+    let (_tmp, dir, _dev, m) = mounted();
     std::fs::write(m.file("ctl"), "disable shared_*\n").unwrap();
     assert!(text(m.read("ctl")).contains("disable shared_*"));
     // A writer process started now records writer_done, not shared_event.
@@ -302,10 +272,7 @@ fn ctl_writes_change_what_is_recorded_and_a_bad_command_is_einval() {
 #[test]
 #[ignore = "needs FUSE: /dev/fuse, and root or fusermount3 (apt install fuse3)"]
 fn trace_pipe_streams_each_event_written_after_it_was_opened_once() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("dev");
-    let dev = device(&dir);
-    let m = Mounted::new(&dir, &tmp.path().join("mnt"));
+    let (_tmp, _dir, dev, m) = mounted();
     let pipe = std::fs::File::open(m.file("trace_pipe")).unwrap();
     let (tx, rx) = mpsc::channel();
     let reading = std::thread::spawn(move || {
@@ -338,10 +305,7 @@ fn trace_pipe_streams_each_event_written_after_it_was_opened_once() {
 #[test]
 #[ignore = "needs FUSE: /dev/fuse, and root or fusermount3 (apt install fuse3)"]
 fn the_mount_survives_a_writer_killed_and_a_damaged_device_gives_eio() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("dev");
-    let _dev = device(&dir);
-    let m = Mounted::new(&dir, &tmp.path().join("mnt"));
+    let (_tmp, dir, _dev, m) = mounted();
     let mut child = Command::new(env!("CARGO_BIN_EXE_ttrace-test-writer"))
         .arg(&dir)
         .arg("100000000")

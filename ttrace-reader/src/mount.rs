@@ -652,11 +652,27 @@ pub fn umount(mountpoint: &Path) -> Result<(), String> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
         .map_err(|_| format!("{}: a path with a NUL byte", mountpoint.display()))?;
-    // SAFETY: `c` is a NUL-terminated path.
-    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
-        return Ok(());
+    // A file closed an instant ago (or held across a fork by a process that is about to
+    // exec) keeps the mount busy a little longer: try again for up to a second.
+    let mut err = std::io::Error::from_raw_os_error(libc::EBUSY);
+    for wait in (0..20).map(|k| std::time::Duration::from_millis(5 << (k / 4).min(3))) {
+        // SAFETY: `c` is a NUL-terminated path.
+        if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+            return Ok(());
+        }
+        err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EBUSY) {
+            break;
+        }
+        std::thread::sleep(wait);
     }
-    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EBUSY) {
+        return Err(format!(
+            "{}: busy: a file of it is still open (`fuser -vm {}` lists who has it)",
+            mountpoint.display(),
+            mountpoint.display()
+        ));
+    }
     if err.raw_os_error() != Some(libc::EPERM) {
         return Err(format!("{}: {err}", mountpoint.display()));
     }
