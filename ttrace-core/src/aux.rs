@@ -523,6 +523,21 @@ pub struct AuxCopy {
     pub last: u64,
 }
 
+impl AuxCopy {
+    /// Lays the copy out in `buffer` (the buffer's bytes, `aux_size` of them) as the aux file
+    /// holds it: each word copied at its offset modulo the buffer's size, from `first` on.
+    pub fn place_into(&self, buffer: &mut [u8]) {
+        let size = buffer.len() as u64;
+        for (k, w) in self.words.iter().enumerate() {
+            let off = self.base + 8 * k as u64;
+            if off >= self.first {
+                let at = (off % size) as usize;
+                buffer[at..at + 8].copy_from_slice(&w.to_ne_bytes());
+            }
+        }
+    }
+}
+
 /// The reader half of the aux protocol over any atomic word type.
 pub fn snapshot<W: AtomicWord>(first: &W, last: &W, words: &[W]) -> Result<AuxSnapshot, AuxError> {
     copy(first, last, words).map(|c| parse(&c.words, c.base, c.first, c.last))

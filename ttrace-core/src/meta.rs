@@ -284,6 +284,26 @@ impl TaskIndex {
     }
 }
 
+/// The bytes of a metadata record: header, fixed part, strings, padded to 8 bytes.
+pub(crate) fn record(kind: RecordKind, fixed: &[u8], strings: &[&[u8]]) -> Vec<u8> {
+    let len = record_bytes(strings.iter().map(|s| s.len()).sum());
+    let mut rec = Vec::with_capacity(len as usize);
+    rec.extend_from_slice(
+        RecordHeader {
+            kind: kind as u16,
+            reserved: 0,
+            len: len as u32,
+        }
+        .as_bytes(),
+    );
+    rec.extend_from_slice(fixed);
+    for s in strings {
+        rec.extend_from_slice(s);
+    }
+    rec.resize(len as usize, 0);
+    rec
+}
+
 fn task_info(task: &TaskRecord, name: String) -> TaskInfo {
     TaskInfo {
         pid: task.pid,
@@ -308,15 +328,10 @@ fn cut(s: &str, max: usize) -> &str {
 impl Device {
     /// A copy of the tracepoint records in use.
     pub fn metadata_bytes(&self) -> Vec<u8> {
-        let used = self.header().meta_used.load(Acquire) as usize;
-        let words = self.meta_words();
-        let n = (used / 8).min(words.len());
-        // Relaxed: every record below `meta_used` was complete before the Release store
-        // that published it, which the Acquire load above read.
-        words[..n]
-            .iter()
-            .flat_map(|w| w.load(Relaxed).to_ne_bytes())
-            .collect()
+        // Acquire: every record below `meta_used` was complete before the Release store
+        // that published it.
+        let used = self.header().meta_used.load(Acquire);
+        crate::names::copy_words(self.meta_words(), used)
     }
 
     /// The tracepoint definitions alone (what registration and control need: the names
@@ -349,25 +364,8 @@ impl Device {
             h.meta_dropped.fetch_add(1, Relaxed);
             return Err(Error::MetadataFull);
         }
-        let mut rec = Vec::with_capacity(len as usize);
-        rec.extend_from_slice(
-            RecordHeader {
-                kind: kind as u16,
-                reserved: 0,
-                len: len as u32,
-            }
-            .as_bytes(),
-        );
-        rec.extend_from_slice(fixed);
-        for s in strings {
-            rec.extend_from_slice(s);
-        }
-        rec.resize(len as usize, 0);
-        for (i, chunk) in rec.chunks_exact(8).enumerate() {
-            let w = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
-            // Relaxed: published by the Release store of `meta_used` below.
-            words[used as usize / 8 + i].store(w, Relaxed);
-        }
+        let rec = record(kind, fixed, strings);
+        crate::names::store_record(words, used, &rec);
         h.meta_used.store(used + len, Release);
         Ok(())
     }
@@ -400,7 +398,7 @@ impl Device {
             flags,
             reserved: [0; 5],
         };
-        let rec = crate::names::name_record(kind, task.as_bytes(), name.as_bytes());
+        let rec = record(kind, task.as_bytes(), &[name.as_bytes()]);
         let Some(guard) = lock(&self.header().meta_lock) else {
             return Err(Error::Reentered);
         };

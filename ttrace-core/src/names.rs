@@ -27,10 +27,10 @@ use crate::sync::Ordering::*;
 use core::sync::atomic::{fence, AtomicU64};
 use std::collections::HashMap;
 use ttrace_layouts::entry::Stamp;
-use ttrace_layouts::meta::{self as layout, Record, RecordKind};
+use ttrace_layouts::meta::{self as layout, Record};
 
 /// Copies `len` bytes of words.
-fn copy_words(words: &[AtomicU64], len: u64) -> Vec<u8> {
+pub(crate) fn copy_words(words: &[AtomicU64], len: u64) -> Vec<u8> {
     let n = (len as usize / 8).min(words.len());
     // Relaxed: the caller ordered these loads after the Acquire load that published them,
     // or checks the generation afterwards and discards the copy if it moved.
@@ -270,25 +270,6 @@ impl Tasks {
     }
 }
 
-/// The record bytes of a name: header, fixed part, name, padded to 8 bytes.
-pub(crate) fn name_record(kind: RecordKind, fixed: &[u8], name: &[u8]) -> Vec<u8> {
-    use zerocopy::IntoBytes;
-    let len = layout::record_bytes(name.len());
-    let mut rec = Vec::with_capacity(len as usize);
-    rec.extend_from_slice(
-        layout::RecordHeader {
-            kind: kind as u16,
-            reserved: 0,
-            len: len as u32,
-        }
-        .as_bytes(),
-    );
-    rec.extend_from_slice(fixed);
-    rec.extend_from_slice(name);
-    rec.resize(len as usize, 0);
-    rec
-}
-
 /// The names records of two copies, `before` and `after` some other copy (of the rings):
 /// `after`'s, and if a compaction came between them, also `before`'s records that `after`
 /// lacks, as far as `limit` bytes hold them.
@@ -319,7 +300,7 @@ pub(crate) fn union(before: (u64, Vec<u8>), after: (u64, Vec<u8>), limit: usize)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ttrace_layouts::meta::TaskRecord;
+    use ttrace_layouts::meta::{RecordKind, TaskRecord};
     use zerocopy::IntoBytes;
 
     fn rec(tid: u32, name: &str) -> Vec<u8> {
@@ -330,7 +311,7 @@ mod tests {
             name_len: name.len() as u16,
             ..TaskRecord::default()
         };
-        name_record(RecordKind::Thread, task.as_bytes(), name.as_bytes())
+        crate::meta::record(RecordKind::Thread, task.as_bytes(), &[name.as_bytes()])
     }
 
     #[test]

@@ -132,13 +132,7 @@ impl Device {
                 Default::default()
             });
             let mut part = vec![0u8; aux_size as usize];
-            for (k, w) in aux.words.iter().enumerate() {
-                let off = aux.base + 8 * k as u64;
-                if off >= aux.first {
-                    let at = (off % aux_size) as usize;
-                    part[at..at + 8].copy_from_slice(&w.to_ne_bytes());
-                }
-            }
+            aux.place_into(&mut part);
             put(layout.aux_at + r as u64 * aux_size, &part)?;
             let ring = self.ring(r);
             let mut part = vec![0u8; RING_HEADER_BYTES + ring.slots.len() * SLOT_WORDS * 8];

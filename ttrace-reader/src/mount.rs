@@ -547,15 +547,8 @@ fn aux_bytes(dev: &Device) -> Result<Vec<u8>, ttrace_core::aux::AuxError> {
     let size = dev.version().aux_size;
     let copies = dev.core().aux_copies()?;
     let mut out = vec![0u8; size as usize * copies.len()];
-    for (r, c) in copies.iter().enumerate() {
-        let buffer = &mut out[r * size as usize..(r + 1) * size as usize];
-        for (k, w) in c.words.iter().enumerate() {
-            let off = c.base + 8 * k as u64;
-            if off >= c.first {
-                let at = (off % size) as usize;
-                buffer[at..at + 8].copy_from_slice(&w.to_ne_bytes());
-            }
-        }
+    for (c, buffer) in copies.iter().zip(out.chunks_exact_mut(size as usize)) {
+        c.place_into(buffer);
     }
     Ok(out)
 }

@@ -144,6 +144,23 @@ where
     }
 }
 
+/// Times `iters` enters and exits of one span under the subscriber `make()`.
+fn span_rep<S>(make: impl Fn() -> S + 'static, iters: u64) -> impl FnMut() -> f64
+where
+    S: tracing::Subscriber + Send + Sync + 'static,
+{
+    move || {
+        tracing::subscriber::with_default(make(), || {
+            let span = tracing::info_span!("bench_span", a = 1u64);
+            let t = std::time::Instant::now();
+            for _ in 0..iters {
+                let _in = span.enter();
+            }
+            t.elapsed().as_nanos() as f64 / iters as f64
+        })
+    }
+}
+
 /// The peers, measured by the same harness.
 fn peer_rows(b: &mut Bench, iters: u64) {
     b.add_rep(
@@ -182,20 +199,13 @@ fn peer_rows(b: &mut Bench, iters: u64) {
     );
     b.add_rep(
         "tracing: registry + empty layer, span enter+exit",
-        move || {
-            use tracing_subscriber::prelude::*;
-            tracing::subscriber::with_default(
-                tracing_subscriber::registry().with(peers::EmptyLayer),
-                || {
-                    let span = tracing::info_span!("bench_span", a = 1u64);
-                    let t = std::time::Instant::now();
-                    for _ in 0..iters {
-                        let _in = span.enter();
-                    }
-                    t.elapsed().as_nanos() as f64 / iters as f64
-                },
-            )
-        },
+        span_rep(
+            || {
+                use tracing_subscriber::prelude::*;
+                tracing_subscriber::registry().with(peers::EmptyLayer)
+            },
+            iters,
+        ),
     );
     b.add_rep(
         "tracing: ttrace layer, 5 fields",
@@ -203,16 +213,10 @@ fn peer_rows(b: &mut Bench, iters: u64) {
             tracing::info!(a = i, b = i, c = i, d = i, e = i)
         }),
     );
-    b.add_rep("tracing: ttrace layer, span enter+exit", move || {
-        tracing::subscriber::with_default(layered(), || {
-            let span = tracing::info_span!("bench_span", a = 1u64);
-            let t = std::time::Instant::now();
-            for _ in 0..iters {
-                let _in = span.enter();
-            }
-            t.elapsed().as_nanos() as f64 / iters as f64
-        })
-    });
+    b.add_rep(
+        "tracing: ttrace layer, span enter+exit",
+        span_rep(layered, iters),
+    );
     b.add_rep(
         "tracing: ttrace layer, 32-byte &str",
         with_subscriber(layered, iters, |_| {
