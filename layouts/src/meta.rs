@@ -115,6 +115,8 @@ pub enum RecordKind {
     Thread = 2,
     /// A [`TaskRecord`] naming a process (`tid` is 0).
     Process = 3,
+    /// A [`ValuesRecord`]: a table of names for an argument's values (layouts 3.1).
+    Values = 4,
 }
 
 /// Header of every metadata record.
@@ -149,8 +151,108 @@ pub struct TracepointRecord {
     pub kind: u8,
     /// Number of argument words.
     pub nargs: u8,
+    /// The Rust type of each argument, an [`ArgType`] in 4 bits each (argument `i` in byte
+    /// `i / 2`, the low half for even `i`); zero (unknown, the format alone says how to
+    /// show it) in records written before layouts 3.1 and in definitions made at run time.
+    pub types: [u8; 6],
+}
+
+/// The Rust type of a tracepoint argument, as recorded with its definition: how the
+/// argument is shown where its placeholder gives no spec.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ArgType {
+    /// Not recorded: the format's spec decides (unsigned without one).
+    #[default]
+    Unknown = 0,
+    /// An unsigned integer.
+    Unsigned = 1,
+    /// A signed integer, sign-extended to the word.
+    Signed = 2,
+    /// `bool`: 0 or 1.
+    Bool = 3,
+    /// `f64` (or `f32` widened): the word holds its bits.
+    Float = 4,
+    /// A string or byte slice: the word refers to an aux record.
+    Str = 5,
+    /// `char`: the word holds its scalar value.
+    Char = 6,
+    /// A raw pointer.
+    Pointer = 7,
+}
+
+impl ArgType {
+    /// The type of a raw 4-bit value; unknown values read as [`ArgType::Unknown`].
+    pub const fn from_bits(bits: u8) -> ArgType {
+        match bits {
+            1 => ArgType::Unsigned,
+            2 => ArgType::Signed,
+            3 => ArgType::Bool,
+            4 => ArgType::Float,
+            5 => ArgType::Str,
+            6 => ArgType::Char,
+            7 => ArgType::Pointer,
+            _ => ArgType::Unknown,
+        }
+    }
+
+    /// Packs up to 12 types into a record's [`TracepointRecord::types`].
+    ///
+    /// ```
+    /// use ttrace_layouts::meta::ArgType;
+    /// let packed = ArgType::pack(&[ArgType::Signed, ArgType::Str, ArgType::Bool]);
+    /// assert_eq!(packed, [0x52, 0x03, 0, 0, 0, 0]);
+    /// assert_eq!(ArgType::unpack(&packed, 1), ArgType::Str);
+    /// assert_eq!(ArgType::unpack(&packed, 7), ArgType::Unknown);
+    /// ```
+    pub const fn pack(types: &[ArgType]) -> [u8; 6] {
+        let mut out = [0u8; 6];
+        let mut i = 0;
+        while i < types.len() && i < 12 {
+            out[i / 2] |= (types[i] as u8) << (4 * (i % 2));
+            i += 1;
+        }
+        out
+    }
+
+    /// The type of argument `i` in a record's packed types.
+    pub const fn unpack(types: &[u8; 6], i: usize) -> ArgType {
+        if i >= 12 {
+            return ArgType::Unknown;
+        }
+        ArgType::from_bits((types[i / 2] >> (4 * (i % 2))) & 0xf)
+    }
+}
+
+/// [`ValuesRecord::kind`]: the names are bits, a value shows as the names of its set bits.
+pub const VALUES_FLAGS: u8 = 1;
+/// [`ValuesRecord::kind`]: the names are values, a value shows as its one name.
+pub const VALUES_ENUM: u8 = 2;
+
+/// Fixed part of a value table, followed by `count` values (`u64` each), `count` name
+/// lengths (`u16` each), the table's name and then its entries' names.
+///
+/// A tracepoint record names the tables of its arguments by their offsets in the records
+/// area: after its name and format, padded to 4 bytes, come `nargs` `u32` words, each the
+/// offset of the argument's table record plus one, or 0 for an argument without a table.
+/// A record written before layouts 3.1 ends earlier: its arguments have no tables.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+#[repr(C)]
+pub struct ValuesRecord {
+    /// [`VALUES_FLAGS`] or [`VALUES_ENUM`].
+    pub kind: u8,
     /// Reserved, zero.
-    pub reserved: [u8; 6],
+    pub reserved: u8,
+    /// Bytes of the table's name.
+    pub name_len: u16,
+    /// Entries.
+    pub count: u32,
+    /// Bytes of all entry names together.
+    pub names_len: u32,
+    /// Reserved, zero.
+    pub reserved2: [u32; 3],
 }
 
 /// Fixed part of a thread or process name record, followed by the name.
@@ -180,6 +282,10 @@ pub const TASK_RENAMED: u8 = 1;
 assert_eq_size!(RecordHeader, u64);
 assert_eq_size!(TracepointRecord, [u8; 24]);
 assert_eq_size!(TaskRecord, [u8; 24]);
+assert_eq_size!(ValuesRecord, [u8; 24]);
+const_assert_eq!(core::mem::offset_of!(TracepointRecord, types), 18);
+const_assert_eq!(core::mem::offset_of!(ValuesRecord, count), 4);
+const_assert_eq!(core::mem::offset_of!(ValuesRecord, names_len), 8);
 const_assert_eq!(core::mem::offset_of!(RecordHeader, len), 4);
 const_assert_eq!(core::mem::offset_of!(TracepointRecord, name_len), 4);
 const_assert_eq!(core::mem::offset_of!(TracepointRecord, format_len), 6);
@@ -207,6 +313,22 @@ pub enum Record<'a> {
         name: &'a [u8],
         /// Format string bytes.
         format: &'a [u8],
+        /// Per argument, its value table's offset in the records area plus one, or 0: a
+        /// `u32` each (empty for a record written before layouts 3.1). See [`table_ref`].
+        tables: &'a [u8],
+    },
+    /// A table of names for an argument's values.
+    Values {
+        /// Fixed part.
+        table: ValuesRecord,
+        /// The table's name.
+        name: &'a [u8],
+        /// `count` values, 8 bytes each. See [`ValuesRecord`] and [`value_entry`].
+        values: &'a [u8],
+        /// `count` name lengths, 2 bytes each.
+        lens: &'a [u8],
+        /// The entries' names, one after the other.
+        names: &'a [u8],
     },
     /// A thread name.
     Thread {
@@ -270,6 +392,51 @@ impl core::fmt::Display for MetaError {
     }
 }
 
+/// Argument `i`'s table reference in a tracepoint record's `tables`: the offset of its
+/// [`ValuesRecord`] in the records area, or `None`.
+///
+/// ```
+/// use ttrace_layouts::meta::table_ref;
+/// let refs = [0, 0, 0, 0, 41, 0, 0, 0];
+/// assert_eq!(table_ref(&refs, 0), None);
+/// assert_eq!(table_ref(&refs, 1), Some(40));
+/// assert_eq!(table_ref(&refs, 2), None);
+/// ```
+pub fn table_ref(tables: &[u8], i: usize) -> Option<u64> {
+    let word = tables.get(4 * i..4 * i + 4)?;
+    let r = u32::from_ne_bytes(word.try_into().ok()?);
+    (r != 0).then(|| r as u64 - 1)
+}
+
+/// The entries of a [`Record::Values`], in order: each name's bytes and its value.
+/// [`records`] checked that the parts fit; entries whose name would run past the names
+/// end the walk.
+///
+/// ```
+/// use ttrace_layouts::meta::value_entries;
+/// let values = [1u64, 4].map(u64::to_ne_bytes).concat();
+/// let lens = [1u16, 2].map(u16::to_ne_bytes).concat();
+/// let got: Vec<_> = value_entries(&values, &lens, b"ABC").collect();
+/// assert_eq!(got, [(&b"A"[..], 1), (&b"BC"[..], 4)]);
+/// ```
+pub fn value_entries<'a>(
+    values: &'a [u8],
+    lens: &'a [u8],
+    names: &'a [u8],
+) -> impl Iterator<Item = (&'a [u8], u64)> + 'a {
+    let mut start = 0usize;
+    values
+        .chunks_exact(8)
+        .zip(lens.chunks_exact(2))
+        .map_while(move |(v, l)| {
+            let value = u64::from_ne_bytes(v.try_into().ok()?);
+            let len = u16::from_ne_bytes(l.try_into().ok()?) as usize;
+            let name = names.get(start..start.checked_add(len)?)?;
+            start += len;
+            Some((name, value))
+        })
+}
+
 /// Iterates the records of a metadata area (`meta_used` bytes of it). Every length is
 /// checked; the first malformed record ends the walk with an error. Each step advances at
 /// least 8 bytes, so the walk ends after at most `area.len() / 8` items.
@@ -324,10 +491,40 @@ impl<'a> Records<'a> {
                 if n + f > strings.len() {
                     return Err(MetaError::BadStrings { offset });
                 }
+                let refs = (n + f).next_multiple_of(4);
+                let tables = strings
+                    .get(refs..refs + 4 * def.nargs as usize)
+                    .unwrap_or(&[]);
                 Record::Tracepoint {
                     def,
                     name: &strings[..n],
                     format: &strings[n..n + f],
+                    tables,
+                }
+            }
+            k if k == RecordKind::Values as u16 => {
+                let (table, strings) = ValuesRecord::read_from_prefix(body)
+                    .map_err(|_| MetaError::Truncated { offset })?;
+                let count = table.count as usize;
+                let (values, lens) = (count.saturating_mul(8), count.saturating_mul(2));
+                let name = table.name_len as usize;
+                let names = table.names_len as usize;
+                let total = values
+                    .checked_add(lens)
+                    .and_then(|t| t.checked_add(name))
+                    .and_then(|t| t.checked_add(names));
+                if total.is_none_or(|t| t > strings.len()) {
+                    return Err(MetaError::BadStrings { offset });
+                }
+                let (values, rest) = strings.split_at(values);
+                let (lens, rest) = rest.split_at(lens);
+                let (name, rest) = rest.split_at(name);
+                Record::Values {
+                    table,
+                    name,
+                    values,
+                    lens,
+                    names: &rest[..names],
                 }
             }
             k if k == RecordKind::Thread as u16 || k == RecordKind::Process as u16 => {
