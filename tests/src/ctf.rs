@@ -2,8 +2,8 @@
 //! machine checks an export's content without babeltrace2: the TSDL metadata is parsed for
 //! its type aliases and event classes, and each stream is decoded packet by packet with the
 //! field types the metadata declares, as a CTF reader does. It reads the subset of TSDL that
-//! ttrace writes (byte-aligned little-endian integers, doubles, strings, one sequence) and
-//! fails loudly on anything else.
+//! ttrace writes (byte-aligned little-endian integers, enumerations of them, doubles,
+//! strings, one sequence) and fails loudly on anything else.
 //!
 //! The tests that need babeltrace2 check that it reads every export as this reader does.
 
@@ -31,6 +31,8 @@ struct Field {
     name: String,
     ty: Type,
     length_of: Option<String>,
+    /// For an enumeration, its labels and their values.
+    labels: Option<Vec<(String, i128)>>,
 }
 
 /// A field's value.
@@ -48,6 +50,8 @@ pub enum Value {
     Str(String),
     /// A sequence of integers.
     Sequence(Vec<Value>),
+    /// An enumeration: the labels whose value it has, and the integer.
+    Enum(Vec<String>, Box<Value>),
 }
 
 impl std::fmt::Display for Value {
@@ -66,6 +70,13 @@ impl std::fmt::Display for Value {
                     .map(|(i, v)| format!("[{i}] = {v}"))
                     .collect();
                 write!(f, "[ {} ]", items.join(", "))
+            }
+            Value::Enum(labels, v) if labels.is_empty() => {
+                write!(f, "( <unknown> : container = {v} )")
+            }
+            Value::Enum(labels, v) => {
+                let labels: Vec<String> = labels.iter().map(|l| format!("{l:?}")).collect();
+                write!(f, "( {} : container = {v} )", labels.join(", "))
             }
         }
     }
@@ -198,6 +209,28 @@ impl Metadata {
                 .ok_or(format!("event {name}: no fields"))?;
             let mut fields = Vec::new();
             for decl in body.split(';').map(str::trim).filter(|d| !d.is_empty()) {
+                // `enum : <integer> { "label" = value, ... } <field>`
+                let (decl, labels) = match decl.strip_prefix("enum : ") {
+                    Some(e) => {
+                        let (container, rest) = e
+                            .split_once(" { ")
+                            .ok_or(format!("event {name}: `{decl}`"))?;
+                        let (mappings, field) = rest
+                            .rsplit_once(" } ")
+                            .ok_or(format!("event {name}: `{decl}`"))?;
+                        let mut labels = Vec::new();
+                        for m in mappings.split(", ") {
+                            let label = unquote(m)?;
+                            let value = m
+                                .rsplit_once(" = ")
+                                .and_then(|(_, v)| v.parse().ok())
+                                .ok_or(format!("event {name}: mapping `{m}`"))?;
+                            labels.push((label, value));
+                        }
+                        (format!("{container} {field}"), Some(labels))
+                    }
+                    None => (decl.to_string(), None),
+                };
                 let (ty, field) = decl
                     .split_once(' ')
                     .ok_or(format!("event {name}: `{decl}`"))?;
@@ -221,6 +254,7 @@ impl Metadata {
                     name: field,
                     ty,
                     length_of,
+                    labels,
                 });
             }
             if classes.insert(id, (name.clone(), fields)).is_some() {
@@ -286,7 +320,18 @@ impl Metadata {
                 let mut fields: Vec<(String, Value)> = Vec::new();
                 for f in classes {
                     let value = match &f.length_of {
-                        None => r.value(f.ty)?,
+                        None => match (&f.labels, r.value(f.ty)?) {
+                            (None, v) => v,
+                            (Some(labels), v) => {
+                                let n = match v {
+                                    Value::Unsigned(n) | Value::Hex(n) => n as i128,
+                                    Value::Signed(n) => n as i128,
+                                    _ => return Err(format!("enum {}: not an integer", f.name)),
+                                };
+                                let names = labels.iter().filter(|l| l.1 == n);
+                                Value::Enum(names.map(|l| l.0.clone()).collect(), Box::new(v))
+                            }
+                        },
                         Some(len) => {
                             let n = match fields.iter().find(|(n, _)| n == len) {
                                 Some((_, Value::Unsigned(n))) => *n,

@@ -308,7 +308,12 @@ pub fn read_device(dir: &Path) -> Option<usize> {
             panic!("invalid JSON ({e}): {}", String::from_utf8_lossy(&json));
         }
         let schemas = ttrace_reader::export::Schema::all(&view.meta);
-        let _ = ttrace_reader::export::ctf::metadata(&schemas, &[0; 16], &(&view).into());
+        let _ = ttrace_reader::export::ctf::metadata(
+            &schemas,
+            &[0; 16],
+            &(&view).into(),
+            &Default::default(),
+        );
         out.extend_from_slice(&json);
         // The uftrace export (records, argument data, text files) writes whatever it read.
         let dir = tempfile::tempdir().expect("temporary directory");

@@ -29,6 +29,8 @@ pub fn define(dev: &ttrace_core::Device, name: &'static str, format: &'static st
         classes: 1,
         format,
         nargs: ttrace_core::count_args(format) as u8,
+        types: &[],
+        tables: &[],
     })
     .expect("tracepoint")
     .1

@@ -870,6 +870,8 @@ fn tracepoint(w: &ttrace_core::Device, name: &'static str, kind: ttrace_core::Ki
         classes: 1,
         format: "n={n}",
         nargs: 1,
+        types: &[],
+        tables: &[],
     })
     .unwrap()
     .1
@@ -991,6 +993,8 @@ fn uftrace_limits(dir: &Path) -> std::path::PathBuf {
             classes: 1,
             format,
             nargs,
+            types: &[],
+            tables: &[],
         };
         w.register_tracepoint(&d).unwrap().1
     };

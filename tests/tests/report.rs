@@ -33,6 +33,8 @@ fn define(dev: &Device, name: &'static str, kind: Kind) -> u64 {
         classes: 1,
         format: "",
         nargs: 0,
+        types: &[],
+        tables: &[],
     })
     .unwrap()
     .1

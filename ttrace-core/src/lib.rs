@@ -27,6 +27,7 @@ pub mod control;
 pub mod cpu;
 pub mod device;
 pub mod error;
+pub mod format;
 mod global;
 pub mod lock;
 pub mod meta;
@@ -37,11 +38,17 @@ pub mod sigbus;
 pub mod snapshot;
 pub mod sync;
 mod thread;
-mod tracepoint;
+#[doc(hidden)]
+pub mod tracepoint;
+pub mod values;
 
 pub use device::{default_dir, Config, Device, Trust};
 pub use error::{Error, Problem, Result};
 pub use global::{device, device_or_init, init};
 pub use thread::{rename_thread, thread_context};
-pub use tracepoint::{count_args, info, Arg, Tracepoint, CLASS_DEFAULT, UNREGISTERED};
+pub use tracepoint::{
+    count_args, info, Arg, Args, Tracepoint, WordRef, CLASS_DEFAULT, UNREGISTERED,
+};
 pub use ttrace_layouts::entry::Kind;
+pub use ttrace_layouts::meta::ArgType;
+pub use values::ValueTable;

@@ -6,10 +6,12 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::lock::{lock, Guard};
 use crate::sync::Ordering::*;
+use crate::values::{ValueTable, ValuesKind};
 use std::collections::HashMap;
 use ttrace_layouts::entry::{Kind, TypeWord};
 use ttrace_layouts::meta::{
-    self as layout, record_bytes, Record, RecordHeader, RecordKind, TaskRecord, TracepointRecord,
+    self as layout, record_bytes, ArgType, Record, RecordHeader, RecordKind, TaskRecord,
+    TracepointRecord, ValuesRecord,
 };
 use zerocopy::IntoBytes;
 
@@ -26,6 +28,38 @@ pub struct Definition {
     pub format: &'static str,
     /// Number of argument words (the placeholders of `format`).
     pub nargs: u8,
+    /// The Rust type of each argument, or empty where the format alone says how to show
+    /// them (a definition made at run time). A trace point registers with its own.
+    pub types: &'static [ArgType],
+    /// The value tables the format's specs name ([`crate::values`]).
+    pub tables: &'static [&'static ValueTable],
+}
+
+impl Definition {
+    /// A definition with untyped arguments and no value tables (the format's specs alone
+    /// say how to show them), for tracepoints made at run time.
+    ///
+    /// ```
+    /// use ttrace_core::{meta::Definition, Kind};
+    /// let d = Definition::untyped("tick", Kind::Start, 1, "n={n} at={at:x}");
+    /// assert_eq!(d.nargs, 2);
+    /// ```
+    pub const fn untyped(
+        name: &'static str,
+        kind: Kind,
+        classes: u64,
+        format: &'static str,
+    ) -> Definition {
+        Definition {
+            name,
+            kind,
+            classes,
+            format,
+            nargs: crate::count_args(format) as u8,
+            types: &[],
+            tables: &[],
+        }
+    }
 }
 
 /// A tracepoint definition read back from a device.
@@ -43,6 +77,36 @@ pub struct TracepointInfo {
     pub format: String,
     /// Number of argument words.
     pub nargs: u8,
+    /// Each argument's Rust type ([`ArgType::Unknown`] where not recorded), `nargs` of them.
+    pub types: Vec<ArgType>,
+    /// Each argument's value table, an index in [`Metadata::values`], `nargs` of them.
+    pub tables: Vec<Option<usize>>,
+}
+
+/// A value table read back from a device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValuesInfo {
+    /// Its offset in the records area (how tracepoint records name it).
+    pub offset: u64,
+    /// Name.
+    pub name: String,
+    /// Flags or enum.
+    pub kind: ValuesKind,
+    /// Names and values, in the order defined.
+    pub entries: Vec<(String, u64)>,
+}
+
+impl ValuesInfo {
+    /// Writes `value` as this table names it; false, having written nothing, for an enum
+    /// value with no name. See [`crate::values::show`].
+    pub fn show(&self, out: &mut Vec<u8>, value: u64) -> bool {
+        crate::values::show(
+            out,
+            self.kind,
+            self.entries.iter().map(|(n, v)| (n.as_str(), *v)),
+            value,
+        )
+    }
 }
 
 /// A thread or process name read back from a device.
@@ -72,6 +136,8 @@ impl TaskInfo {
 pub struct Metadata {
     /// Tracepoints, by id.
     pub tracepoints: Vec<TracepointInfo>,
+    /// Value tables, in the order recorded.
+    pub values: Vec<ValuesInfo>,
     /// Thread names, in time order (a thread id has one record per name it took).
     pub threads: Vec<TaskInfo>,
     /// Process names, in time order.
@@ -129,9 +195,23 @@ impl Metadata {
     fn add(&mut self, area: &[u8]) {
         let m = self;
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        for r in layout::records(area) {
+        let mut walk = layout::records(area);
+        loop {
+            let offset = walk.offset() as u64;
+            let Some(r) = walk.next() else { break };
             match r {
-                Ok(Record::Tracepoint { def, name, format }) => {
+                Ok(Record::Tracepoint {
+                    def,
+                    name,
+                    format,
+                    tables,
+                }) => {
+                    let n = def.nargs as usize;
+                    let table = |i| {
+                        let at = layout::table_ref(tables, i)?;
+                        m.values.iter().position(|v| v.offset == at)
+                    };
+                    let tables = (0..n).map(table).collect();
                     m.tracepoints.push(TracepointInfo {
                         id: def.id as u16,
                         name: text(name),
@@ -139,8 +219,28 @@ impl Metadata {
                         classes: def.classes,
                         format: text(format),
                         nargs: def.nargs,
+                        types: (0..n).map(|i| ArgType::unpack(&def.types, i)).collect(),
+                        tables,
                     })
                 }
+                Ok(Record::Values {
+                    table,
+                    name,
+                    values,
+                    lens,
+                    names,
+                }) => m.values.push(ValuesInfo {
+                    offset,
+                    name: text(name),
+                    kind: if table.kind == layout::VALUES_FLAGS {
+                        ValuesKind::Flags
+                    } else {
+                        ValuesKind::Enum
+                    },
+                    entries: layout::value_entries(values, lens, names)
+                        .map(|(n, v)| (text(n), v))
+                        .collect(),
+                }),
                 Ok(Record::Thread { task, name }) => m.threads.push(task_info(&task, text(name))),
                 Ok(Record::Process { task, name }) => {
                     m.processes.push(task_info(&task, text(name)))
@@ -408,21 +508,29 @@ impl Device {
 
     /// Registers a tracepoint (or finds the one another process registered with the same
     /// definition) and returns its id and current word (its type word if enabled, else 0).
+    /// Its value tables are recorded first, once per device.
     pub fn register_tracepoint(&self, def: &Definition) -> Result<(u16, u64)> {
         let h = self.header();
         let name = cut(def.name, MAX_NAME);
         let format = cut(def.format, layout::MAX_STRING);
+        let types = ArgType::pack(def.types);
         let Some(guard) = lock(&h.meta_lock) else {
             return Err(Error::Reentered);
         };
         self.repair_if_recovered(&guard);
-        let meta = self.tracepoints_only();
+        let mut meta = self.tracepoints_only();
+        let refs = self.table_refs(&guard, &mut meta, def, format)?;
         let existing = meta.tracepoints.iter().find(|t| {
             t.name == name
                 && t.format == format
                 && t.kind == def.kind
                 && t.classes == def.classes
                 && t.nargs == def.nargs
+                && ArgType::pack(&t.types) == types
+                && t.tables
+                    .iter()
+                    .map(|i| i.map(|i| meta.values[i].offset + 1))
+                    .eq(refs.iter().map(|&r| (r != 0).then_some(r as u64)))
         });
         let id = match existing {
             Some(t) => t.id,
@@ -439,14 +547,19 @@ impl Device {
                     classes: def.classes,
                     kind: def.kind as u8,
                     nargs: def.nargs,
-                    reserved: [0; 6],
+                    types,
                 };
-                self.append(
-                    &guard,
-                    RecordKind::Tracepoint,
-                    rec.as_bytes(),
-                    &[name.as_bytes(), format.as_bytes()],
-                )?;
+                // The tables' references follow the strings, 4-byte aligned.
+                let pad = [0u8; 3];
+                let pad = &pad[..(name.len() + format.len()).next_multiple_of(4)
+                    - (name.len() + format.len())];
+                let refs: Vec<u8> = refs.iter().flat_map(|r| r.to_ne_bytes()).collect();
+                let strings: &[&[u8]] = if def.tables.is_empty() {
+                    &[name.as_bytes(), format.as_bytes()]
+                } else {
+                    &[name.as_bytes(), format.as_bytes(), pad, &refs]
+                };
+                self.append(&guard, RecordKind::Tracepoint, rec.as_bytes(), strings)?;
                 h.tp_count.store(id + 1, Release);
                 id as u16
             }
@@ -455,6 +568,84 @@ impl Device {
         // Relaxed: the word is self-contained (writers need nothing else to use it).
         self.tp_words()[id as usize].store(word, Relaxed);
         Ok((id, word))
+    }
+
+    /// For each argument of `def`, its value table's record offset plus one, or 0; records
+    /// the tables `meta` does not have yet. The caller holds the metadata lock.
+    fn table_refs(
+        &self,
+        guard: &Guard<'_>,
+        meta: &mut Metadata,
+        def: &Definition,
+        format: &str,
+    ) -> Result<Vec<u32>> {
+        let mut refs = Vec::new();
+        let mut from = 0;
+        while let Ok(Some(p)) = crate::format::next_placeholder(format, from) {
+            from = p.whole.1;
+            let spec = crate::format::part(format, p.spec);
+            let crate::format::SpecKind::Table(t) = crate::format::spec_kind(spec, def.tables)
+            else {
+                refs.push(0);
+                continue;
+            };
+            let table = def.tables[t];
+            let found = meta.values.iter().find(|v| {
+                v.name == table.name
+                    && v.kind == table.kind
+                    && v.entries
+                        .iter()
+                        .map(|(n, v)| (n.as_str(), *v))
+                        .eq(table.entries.iter().copied())
+            });
+            let offset = match found {
+                Some(v) => v.offset,
+                None => {
+                    let offset = self.append_values(guard, table)?;
+                    meta.values.push(ValuesInfo {
+                        offset,
+                        name: table.name.into(),
+                        kind: table.kind,
+                        entries: table.entries.iter().map(|&(n, v)| (n.into(), v)).collect(),
+                    });
+                    offset
+                }
+            };
+            refs.push(offset as u32 + 1);
+        }
+        Ok(refs)
+    }
+
+    /// Appends a value table's record and returns its offset in the records area.
+    fn append_values(&self, guard: &Guard<'_>, table: &ValueTable) -> Result<u64> {
+        let name = cut(table.name, MAX_NAME);
+        let entries: Vec<(&str, u64)> = table
+            .entries
+            .iter()
+            .map(|&(n, v)| (cut(n, MAX_NAME), v))
+            .collect();
+        let values: Vec<u8> = entries.iter().flat_map(|e| e.1.to_ne_bytes()).collect();
+        let lens: Vec<u8> = entries
+            .iter()
+            .flat_map(|e| (e.0.len() as u16).to_ne_bytes())
+            .collect();
+        let names: Vec<u8> = entries.iter().flat_map(|e| e.0.bytes()).collect();
+        let rec = ValuesRecord {
+            kind: match table.kind {
+                ValuesKind::Flags => layout::VALUES_FLAGS,
+                ValuesKind::Enum => layout::VALUES_ENUM,
+            },
+            reserved: 0,
+            name_len: name.len() as u16,
+            count: entries.len() as u32,
+            names_len: names.len() as u32,
+            reserved2: [0; 3],
+        };
+        // Relaxed: the metadata lock orders this with every other append.
+        let offset = self.header().meta_used.load(Relaxed);
+        let strings: &[&[u8]] = &[&values, &lens, name.as_bytes(), &names];
+        self.append(guard, RecordKind::Values, rec.as_bytes(), strings)?;
+        Ok(offset)
     }
 
     /// The word of tracepoint `id`: its type word if the mask and the rules enable it, else 0.

@@ -20,9 +20,11 @@
 
 use crate::device::Device;
 use crate::meta::Definition;
+use crate::values::ValueTable;
 use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
 use ttrace_layouts::aux::{AuxTag, AUX_NONE};
 use ttrace_layouts::entry::{Kind, TypeWord, ENTRY_ARGS, MAX_ARGS, SLOT_WORDS};
+use ttrace_layouts::meta::ArgType;
 
 /// The word of a tracepoint not yet registered: not zero, so the first trace point takes
 /// the (cold) registration path; never a valid type word.
@@ -54,16 +56,48 @@ pub const fn count_args(format: &str) -> usize {
     n
 }
 
+/// Where a tracepoint finds its word: the sentinel before registration, then its slot in
+/// the device's word table.
+///
+/// It lives in a `static` of its own, outside the [`Tracepoint`], so that the tracepoint
+/// holds no interior mutability and [`point!`](crate::point!) can read its definition in a
+/// constant (to check the arguments' types when the program is compiled). The compiler
+/// sees the reference as a constant: the hot path still makes two dependent loads.
+pub struct WordRef(AtomicPtr<AtomicU64>);
+
+impl WordRef {
+    /// A reference to the unregistered sentinel.
+    pub const fn new() -> WordRef {
+        WordRef(AtomicPtr::new(
+            &UNREGISTERED_WORD as *const AtomicU64 as *mut AtomicU64,
+        ))
+    }
+}
+
+impl Default for WordRef {
+    fn default() -> Self {
+        WordRef::new()
+    }
+}
+
 /// A tracepoint with `N` argument words. Define one with [`tracepoint!`](crate::tracepoint!).
 pub struct Tracepoint<const N: usize> {
-    word: AtomicPtr<AtomicU64>,
+    word: &'static WordRef,
     def: Definition,
 }
 
 impl<const N: usize> Tracepoint<N> {
-    /// A tracepoint; fails to compile (in a `static`) unless `format` has `N` placeholders
-    /// and `N` is at most 12.
-    pub const fn new(name: &'static str, kind: Kind, classes: u64, format: &'static str) -> Self {
+    /// A tracepoint; fails to compile (in a `static`) unless `format` has `N` placeholders,
+    /// `N` is at most 12, every spec is known (see [`crate::format`]) and `tables` are the
+    /// value tables its specs name.
+    pub const fn new(
+        name: &'static str,
+        kind: Kind,
+        classes: u64,
+        format: &'static str,
+        tables: &'static [&'static ValueTable],
+        word: &'static WordRef,
+    ) -> Self {
         assert!(
             N <= MAX_ARGS,
             "a tracepoint carries at most 12 argument words"
@@ -72,20 +106,23 @@ impl<const N: usize> Tracepoint<N> {
             count_args(format) == N,
             "the format must have one placeholder per argument"
         );
+        crate::format::check_format(name, format, tables);
         Tracepoint {
-            word: AtomicPtr::new(&UNREGISTERED_WORD as *const AtomicU64 as *mut AtomicU64),
+            word,
             def: Definition {
                 name,
                 kind,
                 classes,
                 format,
                 nargs: N as u8,
+                types: &[],
+                tables,
             },
         }
     }
 
-    /// The definition.
-    pub fn definition(&self) -> &Definition {
+    /// The definition (its `types` are those of the trace point that registers it).
+    pub const fn definition(&self) -> &Definition {
         &self.def
     }
 
@@ -94,7 +131,7 @@ impl<const N: usize> Tracepoint<N> {
     #[inline(always)]
     pub fn word(&self) -> u64 {
         // Acquire: the pointer may lead into a mapping another thread set up.
-        let word = self.word.load(Acquire);
+        let word = self.word.0.load(Acquire);
         // SAFETY: `word` always points to a 'static AtomicU64: one of the two sentinels, or
         // the tracepoint's slot in the global device, whose mapping is never unmapped.
         // Relaxed: the word is self-contained.
@@ -102,11 +139,12 @@ impl<const N: usize> Tracepoint<N> {
     }
 
     /// The word to record with, given what [`word`](Self::word) returned (not 0):
-    /// registers the tracepoint on its first use. 0 means: do not record.
+    /// registers the tracepoint on its first use, with `types`, the types of the trace
+    /// point's arguments. 0 means: do not record.
     #[inline(always)]
-    pub fn enabled_word(&'static self, word: u64) -> u64 {
+    pub fn enabled_word(&'static self, word: u64, types: &'static [ArgType]) -> u64 {
         if word == UNREGISTERED {
-            return self.register();
+            return self.register(types);
         }
         word
     }
@@ -127,14 +165,16 @@ impl<const N: usize> Tracepoint<N> {
         }
     }
 
-    /// Registers the tracepoint with the process's device (opening the default device if
-    /// none is installed) and returns its word. If that fails, the tracepoint is disabled in
-    /// this process and the reason is printed once to stderr.
+    /// Registers the tracepoint, its arguments of `types`, with the process's device
+    /// (opening the default device if none is installed) and returns its word. If that
+    /// fails, the tracepoint is disabled in this process and the reason is printed once to
+    /// stderr.
     #[cold]
     #[inline(never)]
-    pub fn register(&'static self) -> u64 {
+    pub fn register(&'static self, types: &'static [ArgType]) -> u64 {
         let registered = crate::global::device_or_init().and_then(|dev| {
-            let (id, word) = dev.register_tracepoint(&self.def)?;
+            let def = Definition { types, ..self.def };
+            let (id, word) = dev.register_tracepoint(&def)?;
             Ok((dev.tp_word(id), word))
         });
         let (ptr, word) = match registered {
@@ -147,6 +187,7 @@ impl<const N: usize> Tracepoint<N> {
         };
         // Release: pairs with the Acquire load in `word`.
         self.word
+            .0
             .store(ptr as *const AtomicU64 as *mut AtomicU64, Release);
         word
     }
@@ -212,6 +253,11 @@ impl Device {
 
 /// A value a trace point can carry in an argument word.
 pub trait Arg {
+    /// How readers show it where the format gives no spec; recorded with the tracepoint.
+    const TYPE: ArgType;
+    /// The same type with every lifetime `'static`: what [`point!`](crate::point!) learns
+    /// the type through without keeping borrows alive.
+    type Static: Arg + 'static;
     /// The argument word.
     fn into_word(self) -> u64;
 }
@@ -219,6 +265,8 @@ pub trait Arg {
 macro_rules! unsigned_arg {
     ($($t:ty),*) => {$(
         impl Arg for $t {
+            const TYPE: ArgType = ArgType::Unsigned;
+            type Static = $t;
             #[inline(always)]
             fn into_word(self) -> u64 { self as u64 }
         }
@@ -227,7 +275,9 @@ macro_rules! unsigned_arg {
 macro_rules! signed_arg {
     ($($t:ty),*) => {$(
         impl Arg for $t {
-            /// Sign-extended; print it with `{name:d}`.
+            const TYPE: ArgType = ArgType::Signed;
+            type Static = $t;
+            /// Sign-extended.
             #[inline(always)]
             fn into_word(self) -> u64 { self as i64 as u64 }
         }
@@ -237,6 +287,8 @@ unsigned_arg!(u8, u16, u32, u64, usize);
 signed_arg!(i8, i16, i32, i64, isize);
 
 impl Arg for bool {
+    const TYPE: ArgType = ArgType::Bool;
+    type Static = bool;
     #[inline(always)]
     fn into_word(self) -> u64 {
         self as u64
@@ -244,6 +296,8 @@ impl Arg for bool {
 }
 
 impl Arg for char {
+    const TYPE: ArgType = ArgType::Char;
+    type Static = char;
     #[inline(always)]
     fn into_word(self) -> u64 {
         self as u64
@@ -251,14 +305,28 @@ impl Arg for char {
 }
 
 impl Arg for f64 {
-    /// The bits; print it with `{name:f}`.
+    const TYPE: ArgType = ArgType::Float;
+    type Static = f64;
+    /// The bits.
     #[inline(always)]
     fn into_word(self) -> u64 {
         self.to_bits()
     }
 }
 
+impl Arg for f32 {
+    const TYPE: ArgType = ArgType::Float;
+    type Static = f32;
+    /// Widened to `f64`, then the bits.
+    #[inline(always)]
+    fn into_word(self) -> u64 {
+        (self as f64).to_bits()
+    }
+}
+
 impl<T> Arg for *const T {
+    const TYPE: ArgType = ArgType::Pointer;
+    type Static = *const u8;
     #[inline(always)]
     fn into_word(self) -> u64 {
         self as usize as u64
@@ -266,6 +334,8 @@ impl<T> Arg for *const T {
 }
 
 impl<T> Arg for *mut T {
+    const TYPE: ArgType = ArgType::Pointer;
+    type Static = *mut u8;
     #[inline(always)]
     fn into_word(self) -> u64 {
         self as usize as u64
@@ -273,17 +343,69 @@ impl<T> Arg for *mut T {
 }
 
 impl Arg for &str {
-    /// Copies the string to the aux buffer; the word refers to it (print with `{name:s}`).
+    const TYPE: ArgType = ArgType::Str;
+    type Static = &'static str;
+    /// Copies the string to the aux buffer; the word refers to it.
     fn into_word(self) -> u64 {
         string_word(self.as_bytes())
     }
 }
 
 impl Arg for &[u8] {
-    /// Copies the bytes to the aux buffer; the word refers to them (print with `{name:s}`).
+    const TYPE: ArgType = ArgType::Str;
+    type Static = &'static [u8];
+    /// Copies the bytes to the aux buffer; the word refers to them.
     fn into_word(self) -> u64 {
         string_word(self)
     }
+}
+
+impl Arg for &String {
+    const TYPE: ArgType = ArgType::Str;
+    type Static = &'static String;
+    /// Copies the string to the aux buffer; the word refers to it.
+    fn into_word(self) -> u64 {
+        string_word(self.as_bytes())
+    }
+}
+
+/// The arguments of one trace point, as a tuple: their types, known when the program is
+/// compiled.
+pub trait Args {
+    /// Each argument's type.
+    const TYPES: &'static [ArgType];
+    /// The same types with every lifetime `'static`.
+    type Static: Args + 'static;
+}
+
+macro_rules! args_tuple {
+    ($($t:ident)*) => {
+        impl<$($t: Arg),*> Args for ($($t,)*) {
+            const TYPES: &'static [ArgType] = &[$($t::TYPE),*];
+            type Static = ($($t::Static,)*);
+        }
+    };
+}
+args_tuple!();
+args_tuple!(A);
+args_tuple!(A B);
+args_tuple!(A B C);
+args_tuple!(A B C D);
+args_tuple!(A B C D E);
+args_tuple!(A B C D E F);
+args_tuple!(A B C D E F G);
+args_tuple!(A B C D E F G H);
+args_tuple!(A B C D E F G H I);
+args_tuple!(A B C D E F G H I J);
+args_tuple!(A B C D E F G H I J K);
+args_tuple!(A B C D E F G H I J K L);
+
+/// The type of a trace point's arguments, without their lifetimes: [`point!`](crate::point!)
+/// names the arguments in a closure it never calls, which returns this.
+#[doc(hidden)]
+#[inline(always)]
+pub fn erase<A: Args>(_: A) -> core::marker::PhantomData<A::Static> {
+    core::marker::PhantomData
 }
 
 fn string_word(bytes: &[u8]) -> u64 {
@@ -306,12 +428,24 @@ pub fn info(message: &str) -> bool {
         .is_some()
 }
 
-/// Defines a tracepoint: `tracepoint!(pub static NAME: Kind[classes] = "name", "format");`.
+/// Defines a tracepoint:
+/// `tracepoint!(pub static NAME: Kind[classes] = "name", "format", TABLES...);`.
 ///
-/// `Kind` is `Start`, `Stop`, `Entry` or `Exit`; `[classes]` (class bits for the mask) is
-/// optional and defaults to [`CLASS_DEFAULT`]. The format names each argument:
-/// `{name}` unsigned decimal, `{name:d}` signed, `{name:x}` hex, `{name:f}` float,
-/// `{name:s}` string. At most 12 arguments.
+/// `[classes]` (class bits for the mask) is optional and defaults to [`CLASS_DEFAULT`].
+/// The format names each argument with a placeholder, at most 12: `{name}` shows it as its
+/// Rust type says, `{name:spec}` as the spec says (`x` hex, `d` signed, ... see
+/// [`crate::format`]; an unknown spec does not compile). A spec may instead name a value
+/// table ([`values!`](crate::values!)), listed after the format.
+///
+/// `Kind` says what the event marks, and readers pair events by it:
+/// - `Entry` / `Exit`: a thread enters and leaves a function or region (`read` then
+///   `read_done`). `dump` shows them as they are; the exports make each pair of a thread
+///   one slice (a uftrace function, a Chrome `X` event, nested by time), and `report`
+///   measures the time between them. Pairs nest like calls, last entered first left.
+/// - `Start` / `Stop`: something begins and ends that is not a call: a request, a state.
+///   Where a `Stop` tracepoint shares a `Start`'s name stem (`req_start` / `req_stop`,
+///   `_begin` / `_end`, `_done`), `report` measures it and the exports show it as a slice
+///   too; a `Start` with no such `Stop` is an instant event (`tick`, `sched_switch`).
 ///
 /// ```
 /// ttrace_core::tracepoint!(pub static SWITCH: Start[1 << 4] = "sched_switch", "prev={prev} next={next}");
@@ -319,13 +453,18 @@ pub fn info(message: &str) -> bool {
 /// ```
 #[macro_export]
 macro_rules! tracepoint {
-    ($(#[$m:meta])* $vis:vis static $id:ident : $kind:ident $([$classes:expr])? = $name:expr, $format:expr $(,)?) => {
+    ($(#[$m:meta])* $vis:vis static $id:ident : $kind:ident $([$classes:expr])? = $name:expr, $format:expr $(, $table:path)* $(,)?) => {
         $(#[$m])*
         $vis static $id: $crate::Tracepoint<{ $crate::count_args($format) }> = $crate::Tracepoint::new(
             $name,
             $crate::Kind::$kind,
             $crate::tracepoint!(@classes $($classes)?),
             $format,
+            &[$(&$table),*],
+            {
+                static WORD: $crate::WordRef = $crate::WordRef::new();
+                &WORD
+            },
         );
     };
     (@classes) => { $crate::CLASS_DEFAULT };
@@ -334,6 +473,12 @@ macro_rules! tracepoint {
 
 /// Records a trace point: `point!(TRACEPOINT, arg, ...)`. When the tracepoint is disabled
 /// this is one load of its word and a branch; the arguments are not evaluated.
+///
+/// Each argument's type is checked against its placeholder's spec when the program is
+/// compiled (a string given to `{n:x}` does not compile), and recorded with the tracepoint
+/// by the trace point that registers it, so that `{n}` shows an `i32` signed. Arguments
+/// are written inside a closure that is never called, to learn their types without
+/// evaluating them: `?` and `.await` cannot appear in them.
 ///
 /// ```
 /// # let tmp = tempfile::tempdir().unwrap();
@@ -349,7 +494,15 @@ macro_rules! point {
         let tp = &$tp;
         let word = tp.word();
         if word != 0 {
-            let word = tp.enabled_word(word);
+            // The arguments' types, checked against the format; the closure is not called.
+            #[inline(always)]
+            fn types<A: $crate::Args>(
+                _: &impl FnOnce() -> ::core::marker::PhantomData<A>,
+            ) -> &'static [$crate::ArgType] {
+                const { $crate::format::check_args($tp.definition(), A::TYPES) };
+                A::TYPES
+            }
+            let word = tp.enabled_word(word, types(&|| $crate::tracepoint::erase(($($arg,)*))));
             if word != 0 {
                 tp.record(word, [$($crate::Arg::into_word($arg)),*]);
             }

@@ -27,6 +27,8 @@ fn def(name: &'static str, classes: u64, nargs: u8) -> Definition {
         classes,
         format: "",
         nargs,
+        types: &[],
+        tables: &[],
     }
 }
 
@@ -263,6 +265,8 @@ fn metadata_survives_rings_and_aux_wrapping_many_times() {
                 classes: 1,
                 format: "v={v}",
                 nargs: 1,
+                types: &[],
+                tables: &[],
             })
             .unwrap()
             .1

@@ -3,11 +3,12 @@
 //! A line is `<seconds since the device was created> cpu<N> <pid>/<tid> (<thread name>)
 //! <tracepoint>(<arguments>)`, the arguments rendered with the tracepoint's format string.
 
-use crate::format::{self, parse, Piece, Spec};
+use crate::format::{self, Piece, Spec};
 use crate::merge::{Filter, Merge};
 use crate::out::{self, Text};
 use devttrace::{
-    AuxRecord, AuxSnapshots, Clock, Event, Metadata, Snapshot, Status, TaskIndex, Version, View,
+    AuxRecord, AuxSnapshots, Clock, Event, Metadata, Snapshot, Status, TaskIndex, TracepointInfo,
+    Version, View,
 };
 use foldhash::HashMap as FoldHashMap;
 use std::io::Write;
@@ -116,10 +117,10 @@ struct Compiled {
 }
 
 impl Compiled {
-    fn new(name: &str, format: &str) -> Compiled {
-        let mut open = format!("{name}(").into_bytes();
+    fn new(t: &TracepointInfo, meta: &Metadata) -> Compiled {
+        let mut open = format!("{}(", t.name).into_bytes();
         let mut args: Vec<(Spec, Vec<u8>)> = Vec::new();
-        for p in parse(format) {
+        for p in format::pieces(t, meta) {
             match p {
                 Piece::Text(t) => match args.last_mut() {
                     Some((_, after)) => after.extend_from_slice(t.as_bytes()),
@@ -166,7 +167,7 @@ impl<'s> Decoder<'s> {
             .meta
             .tracepoints
             .iter()
-            .map(|t| Compiled::new(&t.name, &t.format))
+            .map(|t| Compiled::new(t, ctx.meta))
             .collect();
         // Each event shows the name its writer had at its time (a reused tid has several).
         let writers = ctx
@@ -249,7 +250,7 @@ impl<'s> Decoder<'s> {
         let args = event.args();
         for (i, (spec, after)) in tp.args.iter().enumerate() {
             match args.get(i) {
-                Some(&w) => format::word(out, *spec, w, self.aux),
+                Some(&w) => format::word(out, spec, w, self.aux),
                 None => out.push(b'?'),
             }
             out::put_text(out, after);

@@ -1,23 +1,66 @@
 //! A tracepoint's format string, parsed once and rendered for every event.
 
 use crate::out;
+use devttrace::{Metadata, TracepointInfo};
+use std::sync::Arc;
 use ttrace_core::aux::{AuxRecord, AuxSnapshots};
+use ttrace_core::meta::ValuesInfo;
+use ttrace_core::ArgType;
 
 /// How one argument is shown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Spec {
-    /// `{name}`: unsigned decimal.
+    /// `{name:u}`, or an unsigned or untyped argument: unsigned decimal.
     Unsigned,
-    /// `{name:d}`: signed decimal.
+    /// `{name:d}`, or a signed argument: signed decimal.
     Signed,
-    /// `{name:x}`: hexadecimal with `0x`.
+    /// `{name:x}`, or a pointer: hexadecimal with `0x`.
     Hex,
-    /// `{name:f}`: the word's bits as an `f64`.
+    /// `{name:f}`, or a float: the word's bits as an `f64`.
     Float,
-    /// `{name:s}`: a string in the aux buffer.
+    /// `{name:s}`, or a string: a string in the aux buffer.
     Str,
-    /// `{name:b}`: `false` for 0, else `true`.
+    /// `{name:b}`, or a `bool`: `false` for 0, else `true`.
     Bool,
+    /// `{name:c}`, or a `char`: the character, quoted.
+    Char,
+    /// `{name:TABLE}`: the names a value table gives the word; an enum value it does not
+    /// name shows as a number, signed if the argument is.
+    Values {
+        /// The table.
+        table: Arc<ValuesInfo>,
+        /// Whether the argument is signed.
+        signed: bool,
+    },
+}
+
+impl Spec {
+    /// The spec a letter names (`u d x f s b c`), if any.
+    pub fn letter(spec: &str) -> Option<Spec> {
+        Some(match spec {
+            "u" => Spec::Unsigned,
+            "d" => Spec::Signed,
+            "x" => Spec::Hex,
+            "f" => Spec::Float,
+            "s" => Spec::Str,
+            "b" => Spec::Bool,
+            "c" => Spec::Char,
+            _ => return None,
+        })
+    }
+
+    /// How an argument of type `ty` shows without a spec.
+    pub fn of_type(ty: ArgType) -> Spec {
+        match ty {
+            ArgType::Unknown | ArgType::Unsigned => Spec::Unsigned,
+            ArgType::Signed => Spec::Signed,
+            ArgType::Bool => Spec::Bool,
+            ArgType::Float => Spec::Float,
+            ArgType::Str => Spec::Str,
+            ArgType::Char => Spec::Char,
+            ArgType::Pointer => Spec::Hex,
+        }
+    }
 }
 
 /// A piece of a parsed format string.
@@ -29,8 +72,9 @@ pub enum Piece {
     Arg(String, Spec),
 }
 
-/// Parses a format string. `{{` and `}}` are literal braces; unknown specs show as
-/// unsigned; an unclosed `{` is literal text.
+/// Parses a format string alone, as for a tracepoint recorded without types or tables.
+/// `{{` and `}}` are literal braces; unknown specs show as unsigned; an unclosed `{` is
+/// literal text.
 ///
 /// ```
 /// use ttrace_reader::format::{parse, Piece, Spec};
@@ -38,6 +82,41 @@ pub enum Piece {
 ///     Piece::Text("fd=".into()), Piece::Arg("fd".into(), Spec::Hex), Piece::Text("!".into())]);
 /// ```
 pub fn parse(format: &str) -> Vec<Piece> {
+    parse_with(format, |_, spec| {
+        Spec::letter(spec).unwrap_or(Spec::Unsigned)
+    })
+}
+
+/// Parses the format of tracepoint `t`: an argument without a spec shows as its recorded
+/// type says, one whose spec names a value table with the table `t` recorded for it.
+pub fn pieces(t: &TracepointInfo, meta: &Metadata) -> Vec<Piece> {
+    parse_with(&t.format, |i, spec| {
+        let ty = t.types.get(i).copied().unwrap_or_default();
+        if spec.is_empty() {
+            return Spec::of_type(ty);
+        }
+        if let Some(s) = Spec::letter(spec) {
+            return s;
+        }
+        match t
+            .tables
+            .get(i)
+            .copied()
+            .flatten()
+            .and_then(|k| meta.values.get(k))
+        {
+            Some(table) if table.name == spec => Spec::Values {
+                table: Arc::new(table.clone()),
+                signed: ty == ArgType::Signed,
+            },
+            _ => Spec::Unsigned,
+        }
+    })
+}
+
+/// Parses `format`, asking `spec_of(argument index, spec text)` how each argument shows.
+fn parse_with(format: &str, mut spec_of: impl FnMut(usize, &str) -> Spec) -> Vec<Piece> {
+    let mut n = 0;
     let mut pieces = Vec::new();
     let mut text = String::new();
     let mut rest = format;
@@ -60,14 +139,8 @@ pub fn parse(format: &str) -> Vec<Piece> {
             continue;
         };
         let (name, spec) = after[..end].split_once(':').unwrap_or((&after[..end], ""));
-        let spec = match spec {
-            "d" => Spec::Signed,
-            "x" => Spec::Hex,
-            "f" => Spec::Float,
-            "s" => Spec::Str,
-            "b" => Spec::Bool,
-            _ => Spec::Unsigned,
-        };
+        let spec = spec_of(n, spec);
+        n += 1;
         if !text.is_empty() {
             pieces.push(Piece::Text(std::mem::take(&mut text)));
         }
@@ -98,7 +171,7 @@ pub fn render(out: &mut Vec<u8>, pieces: &[Piece], args: &[u64], aux: &AuxSnapsh
             Piece::Text(t) => out.extend_from_slice(t.as_bytes()),
             Piece::Arg(_, spec) => match next.next() {
                 None => out.push(b'?'),
-                Some(&w) => word(out, *spec, w, aux),
+                Some(&w) => word(out, spec, w, aux),
             },
         }
     }
@@ -112,7 +185,7 @@ pub fn string_arg(aux: &AuxSnapshots, w: u64) -> Option<&AuxRecord> {
 
 /// Writes one argument word as `spec` says.
 #[inline(always)]
-pub fn word(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshots) {
+pub fn word(out: &mut Vec<u8>, spec: &Spec, w: u64, aux: &AuxSnapshots) {
     match spec {
         Spec::Unsigned => out::put_u64(out, w),
         Spec::Signed => out::put_i64(out, w as i64),
@@ -131,6 +204,21 @@ pub fn word(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshots) {
             None => out.extend_from_slice(b"<lost>"),
         },
         Spec::Bool => out.extend_from_slice(if w != 0 { b"true" } else { b"false" }),
+        Spec::Char => match u32::try_from(w).ok().and_then(char::from_u32) {
+            Some(c) => {
+                use std::io::Write;
+                let _ = write!(out, "{c:?}");
+            }
+            None => out::put_hex(out, w),
+        },
+        Spec::Values { table, signed } => {
+            if !table.show(out, w) {
+                match signed {
+                    true => out::put_i64(out, w as i64),
+                    false => out::put_u64(out, w),
+                }
+            }
+        }
     }
 }
 

@@ -224,6 +224,8 @@ fn register(
         classes,
         format: Box::leak(format.into_boxed_str()),
         nargs: nargs as u8,
+        types: &[],
+        tables: &[],
     };
     match dev.register_tracepoint(&def) {
         Ok((id, _)) => dev.tracepoint_word(id),

@@ -33,6 +33,8 @@ fn device(dir: &std::path::Path, slots: u64, trace: Trace) -> Device {
             classes: 1,
             format: "id={id} size={size} flags={flags:x} delta={delta:d} user={user}",
             nargs: 5,
+            types: &[],
+            tables: &[],
         })
         .expect("tracepoint")
         .1

@@ -182,6 +182,8 @@ fn define(dev: &Device) -> u64 {
         classes: 1,
         format: "id={id} a={a} b={b:x} c={c} d={d}",
         nargs: 5,
+        types: &[],
+        tables: &[],
     })
     .expect("tracepoint")
     .1

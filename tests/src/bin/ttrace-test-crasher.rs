@@ -78,7 +78,8 @@ fn main() {
     // holding the metadata lock.
     point!(WORDS, inc, u64::MAX, 0u64, 0u64, 0u64);
     if std::env::var_os("TTRACE_TEST_LAZY").is_none() {
-        STRING.enabled_word(STRING.word());
+        use ttrace_core::ArgType::*;
+        STRING.enabled_word(STRING.word(), &[Unsigned, Unsigned, Str]);
     }
     // The strings, made before the timer starts: the loop is trace points.
     let strings: Vec<String> = (0..entries)

@@ -71,7 +71,7 @@ const CUT: &str = "events lost after it";
 const EXACT: u64 = 1 << 53;
 
 /// One argument word as a JSON value.
-fn value(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshots) {
+fn value(out: &mut Vec<u8>, spec: &Spec, w: u64, aux: &AuxSnapshots) {
     match spec {
         Spec::Bool => out.extend_from_slice(if w != 0 { b"true" } else { b"false" }),
         Spec::Unsigned if w <= EXACT => out::put_u64(out, w),
@@ -98,6 +98,14 @@ fn value(out: &mut Vec<u8>, spec: Spec, w: u64, aux: &AuxSnapshots) {
             } else {
                 let _ = write!(out, "\"{f}\"");
             }
+        }
+        Spec::Char | Spec::Values { .. } => {
+            // As text: the character, or the table's names.
+            let mut text = Vec::new();
+            crate::format::word(&mut text, spec, w, aux);
+            out.push(b'"');
+            escape(out, &text);
+            out.push(b'"');
         }
         Spec::Str => {
             out.push(b'"');
@@ -149,7 +157,7 @@ impl Compiled {
                 .map(|(i, (n, spec))| {
                     let comma = if i > 0 { "," } else { "" };
                     (
-                        *spec,
+                        spec.clone(),
                         Text::new(format!("{comma}{}:", string(n)).as_bytes()),
                     )
                 })
@@ -239,7 +247,7 @@ impl Writer<'_> {
                         break;
                     };
                     out::put_text(&mut self.buf, key);
-                    value(&mut self.buf, *spec, w, self.aux);
+                    value(&mut self.buf, spec, w, self.aux);
                 }
             }
             None => {

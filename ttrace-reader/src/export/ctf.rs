@@ -61,19 +61,51 @@ fn field(name: &str) -> String {
         .collect()
 }
 
-fn tsdl_type(spec: Spec) -> &'static str {
+/// Per tracepoint and argument of a flags table, the values seen that no one name has:
+/// each becomes a label of its own (`"O_WRONLY|O_CREAT" = 65`), since babeltrace2 2.0
+/// shows only labels whose value is the field's.
+pub type Combinations = std::collections::HashMap<(usize, usize), std::collections::BTreeSet<u64>>;
+
+fn tsdl_type(spec: &Spec, seen: Option<&std::collections::BTreeSet<u64>>) -> String {
     match spec {
-        Spec::Unsigned => "uint64_t",
-        Spec::Signed => "int64_t",
-        Spec::Hex => "hex64_t",
-        Spec::Float => "double_t",
-        Spec::Str => "string",
-        Spec::Bool => "uint64_t",
+        Spec::Unsigned | Spec::Bool | Spec::Char => "uint64_t".into(),
+        Spec::Signed => "int64_t".into(),
+        Spec::Hex => "hex64_t".into(),
+        Spec::Float => "double_t".into(),
+        Spec::Str => "string".into(),
+        // An enumeration: babeltrace2 prints a value's labels (for flags, the labels of its
+        // bits), and the number where no label applies.
+        Spec::Values { table, signed } => {
+            let container = if *signed { "int64_t" } else { "uint64_t" };
+            let mut t = format!("enum : {container} {{ ");
+            for (i, (name, value)) in table.entries.iter().enumerate() {
+                let comma = if i > 0 { ", " } else { "" };
+                let value = match signed {
+                    true => (*value as i64).to_string(),
+                    false => value.to_string(),
+                };
+                let _ = write!(t, "{comma}{} = {value}", literal(name));
+            }
+            for &value in seen.into_iter().flatten() {
+                let mut label = Vec::new();
+                table.show(&mut label, value);
+                let label = String::from_utf8_lossy(&label);
+                let _ = write!(t, ", {} = {value}", literal(&label));
+            }
+            t.push_str(" }");
+            t
+        }
     }
 }
 
-/// The TSDL metadata of a trace whose tracepoints are `schemas`.
-pub fn metadata(schemas: &[Schema], uuid: &[u8; 16], ctx: &Context<'_>) -> String {
+/// The TSDL metadata of a trace whose tracepoints are `schemas`, and whose flags arguments
+/// took the `combinations` of values (see [`Combinations`]).
+pub fn metadata(
+    schemas: &[Schema],
+    uuid: &[u8; 16],
+    ctx: &Context<'_>,
+    combinations: &Combinations,
+) -> String {
     let u = uuid;
     let uuid = format!(
         "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
@@ -144,7 +176,7 @@ stream {{
         pid = ctx.version.creator_pid,
         hz = ctx.version.clock.hz,
     );
-    let class = |m: &mut String, id: usize, name: &str, fields: &[(String, Spec)]| {
+    let class = |m: &mut String, id: usize, tp: usize, name: &str, fields: &[(String, Spec)]| {
         let _ = write!(
             m,
             "\nevent {{\n\tname = {};\n\tid = {id};\n\tstream_id = 0;\n\tfields := struct {{\n",
@@ -152,20 +184,22 @@ stream {{
         );
         // Distinct names become one once mangled (`a b`, `a_b`): made unique again.
         let mut used: Vec<String> = Vec::new();
-        for (f, spec) in fields {
+        for (i, (f, spec)) in fields.iter().enumerate() {
             let name = super::unique(&field(f), |n| used.iter().any(|u| u == n));
-            let _ = writeln!(m, "\t\t{} {name};", tsdl_type(*spec));
+            let ty = tsdl_type(spec, combinations.get(&(tp, i)));
+            let _ = writeln!(m, "\t\t{ty} {name};");
             used.push(name);
         }
         m.push_str("\t};\n};\n");
     };
     let n = schemas.len();
     for (id, s) in schemas.iter().enumerate() {
-        class(&mut m, id, &s.name, &s.args);
+        class(&mut m, id, id, &s.name, &s.args);
         if s.args.len() > ENTRY_ARGS {
             class(
                 &mut m,
                 n + id,
+                id,
                 &format!("{}.partial", s.name),
                 &s.args[..ENTRY_ARGS],
             );
@@ -257,7 +291,7 @@ pub fn write(
     std::fs::create_dir_all(dir)?;
     let schemas = Schema::all(ctx.meta);
     let uuid = uuid(&ctx);
-    std::fs::write(dir.join("metadata"), metadata(&schemas, &uuid, &ctx))?;
+    let mut combinations = Combinations::new();
     let n = ctx.version.num_cpus;
     let cpus = ttrace_layouts::ring::num_rings(n);
     let mut streams = (0..cpus)
@@ -310,7 +344,7 @@ pub fn write(
         out.extend_from_slice(&((who >> 32) as u32).to_le_bytes());
         out.extend_from_slice(&(who as u32).to_le_bytes());
         match item {
-            Item::Point { event, .. } => fields(out, event, &schemas, ctx.aux),
+            Item::Point { event, .. } => fields(out, event, &schemas, ctx.aux, &mut combinations),
             Item::Message(r) => string(out, &r.bytes),
             Item::Gap { .. } => {}
         }
@@ -327,6 +361,9 @@ pub fn write(
             f.flush()?;
         }
     }
+    // Last: the flags values seen are labels of their own.
+    let metadata = metadata(&schemas, &uuid, &ctx, &combinations);
+    std::fs::write(dir.join("metadata"), metadata)?;
     progress(written.events);
     Ok(written)
 }
@@ -343,7 +380,13 @@ fn class_of(event: &Event, schemas: &[Schema]) -> usize {
 }
 
 /// The fields of `event`, as its class says.
-fn fields(out: &mut Vec<u8>, event: &Event, schemas: &[Schema], aux: &AuxSnapshots) {
+fn fields(
+    out: &mut Vec<u8>,
+    event: &Event,
+    schemas: &[Schema],
+    aux: &AuxSnapshots,
+    combinations: &mut Combinations,
+) {
     let args = event.args();
     let Some(s) = schemas.get(event.type_word.tracepoint() as usize) else {
         out.extend_from_slice(&event.type_word.tracepoint().to_le_bytes());
@@ -371,6 +414,15 @@ fn fields(out: &mut Vec<u8>, event: &Event, schemas: &[Schema], aux: &AuxSnapsho
                 Some(r) => string(out, &r.bytes),
                 None => string(out, b"<lost>"),
             },
+            Spec::Values { table, .. } => {
+                if table.kind == ttrace_core::values::ValuesKind::Flags
+                    && !table.entries.iter().any(|e| e.1 == w)
+                {
+                    let tp = event.type_word.tracepoint() as usize;
+                    combinations.entry((tp, i)).or_default().insert(w);
+                }
+                out.extend_from_slice(&w.to_le_bytes())
+            }
             _ => out.extend_from_slice(&w.to_le_bytes()),
         }
     }

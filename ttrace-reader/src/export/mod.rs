@@ -32,7 +32,7 @@ impl Schema {
             .iter()
             .map(|t| {
                 let mut args: Vec<(String, Spec)> = Vec::new();
-                for p in format::parse(&t.format) {
+                for p in format::pieces(t, meta) {
                     if let Piece::Arg(name, spec) = p {
                         let base = if name.is_empty() {
                             format!("arg{}", args.len())
@@ -287,6 +287,8 @@ mod tests {
                 classes: 1,
                 format: "{a} {a} {a_1} {} {}".into(),
                 nargs: 5,
+                types: vec![],
+                tables: vec![],
             }],
             ..Metadata::default()
         };

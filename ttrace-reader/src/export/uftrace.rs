@@ -66,14 +66,14 @@ fn record(out: &mut Vec<u8>, ns: u64, kind: u64, depth: usize, addr: u64) {
 }
 
 /// The argument type uftrace reads for `spec`.
-fn arg_type(spec: Spec) -> &'static str {
+fn arg_type(spec: &Spec) -> &'static str {
     match spec {
-        Spec::Unsigned => "u64",
-        Spec::Signed => "i64",
+        Spec::Unsigned | Spec::Bool | Spec::Char => "u64",
+        Spec::Values { signed: false, .. } => "u64",
+        Spec::Signed | Spec::Values { signed: true, .. } => "i64",
         Spec::Hex => "x64",
         Spec::Float => "f64",
         Spec::Str => "s",
-        Spec::Bool => "u64",
     }
 }
 
@@ -107,7 +107,7 @@ fn argspec(schemas: &[Schema]) -> (String, Vec<bool>) {
                     .args
                     .iter()
                     .enumerate()
-                    .map(|(i, (_, spec))| format!("arg{}/{}", i + 1, arg_type(*spec)))
+                    .map(|(i, (_, spec))| format!("arg{}/{}", i + 1, arg_type(spec)))
                     .collect();
                 specs.push(format!("{}@{}", s.name, args.join(",")));
             }
