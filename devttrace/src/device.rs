@@ -73,10 +73,25 @@ pub struct Status {
     pub names_dropped: u64,
 }
 
-fn checked(dir: &Path, r: ttrace_core::Result<ttrace_core::Device>) -> Result<Device> {
+/// Refuses `dir` before anything else is checked when it is no device at all: missing, or a
+/// directory without a `header` file (so that `/tmp` is "not a ttrace device", not a
+/// directory of the wrong owner).
+fn is_device_dir(dir: &Path) -> Result<()> {
     if !dir.is_dir() {
         return Err(Error::Missing(dir.to_path_buf()));
     }
+    match std::fs::symlink_metadata(dir.join("header")) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Error::NotADevice(dir.to_path_buf()))
+        }
+        // Anything else (a header that exists, or a directory this user may not search) is
+        // left to the full checks, which name the cause.
+        _ => Ok(()),
+    }
+}
+
+fn checked(dir: &Path, r: ttrace_core::Result<ttrace_core::Device>) -> Result<Device> {
+    is_device_dir(dir)?;
     match r {
         Ok(dev) => Ok(Device {
             version: Version::of(dev.header()),
@@ -102,7 +117,10 @@ fn snapshot(path: &Path) -> Result<Device> {
     if read.is_err() || !ttrace_layouts::snapshot::SnapshotHeader::is_snapshot(&magic) {
         return Err(Error::Missing(path.to_path_buf()));
     }
-    let dev = ttrace_core::Device::attach_snapshot(path)?;
+    let dev = ttrace_core::Device::attach_snapshot(path).map_err(|e| match Error::from(e) {
+        Error::Invalid { path, problem } => Error::BadSnapshot { path, problem },
+        e => e,
+    })?;
     Ok(Device {
         version: Version::of(dev.header()),
         dev,
@@ -117,6 +135,7 @@ impl Device {
         if dir.is_file() {
             return snapshot(dir);
         }
+        is_device_dir(dir)?;
         checked(dir, ttrace_core::Device::attach_read_only(dir))
     }
 
@@ -131,6 +150,7 @@ impl Device {
             }
             return snapshot(dir);
         }
+        is_device_dir(dir)?;
         checked(dir, ttrace_core::Device::attach_with(dir, access, trust))
     }
 
@@ -145,6 +165,7 @@ impl Device {
         if dir.is_file() {
             return Err(Error::ReadOnly(dir.to_path_buf()));
         }
+        is_device_dir(dir)?;
         checked(dir, ttrace_core::Device::attach(dir))
     }
 

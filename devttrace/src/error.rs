@@ -9,6 +9,17 @@ pub enum Error {
     /// There is no device at the path.
     #[error("{}: no ttrace device here", .0.display())]
     Missing(PathBuf),
+    /// A directory that holds no device: it has no `header` file (`/tmp`, a typo'd path).
+    #[error("{}: not a ttrace device (this directory has no `header` file)", .0.display())]
+    NotADevice(PathBuf),
+    /// A snapshot file that cannot be read (cut short, damaged, of another version).
+    #[error("{}: not a usable ttrace snapshot: {problem}", path.display())]
+    BadSnapshot {
+        /// The snapshot file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: Problem,
+    },
     /// A file could not be opened, sized or mapped.
     #[error("{}: {source}", path.display())]
     Io {

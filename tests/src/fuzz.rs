@@ -291,6 +291,7 @@ pub fn read_device(dir: &Path) -> Option<usize> {
             cpus: vec![0],
             name: Some("t*".into()),
             since_ns: Some(1),
+            until_ns: None,
         };
         decode::dump(&view, &filter, TimeFormat::Relative, &mut out).expect("to memory");
         for cpu in 0..dev.cpus() {

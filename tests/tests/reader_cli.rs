@@ -370,7 +370,7 @@ fn bad_devices_give_one_clear_line_and_a_failure_status() {
         (
             "empty directory",
             Box::new(|d| std::fs::create_dir(d).unwrap()),
-            "header: not a usable ttrace device: missing",
+            ": not a ttrace device (this directory has no `header` file)",
         ),
         (
             "missing ring",

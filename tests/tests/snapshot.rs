@@ -80,9 +80,9 @@ fn a_saved_device_reads_back_as_the_device_did() {
 /// What the error of a case must be.
 type Expect = Box<dyn Fn(&Error) -> bool>;
 
-/// An `Error::Invalid` whose problem passes `f`.
+/// An `Error::BadSnapshot` whose problem passes `f`.
 fn invalid(f: impl Fn(&Problem) -> bool + 'static) -> Expect {
-    Box::new(move |e| matches!(e, Error::Invalid { problem, .. } if f(problem)))
+    Box::new(move |e| matches!(e, Error::BadSnapshot { problem, .. } if f(problem)))
 }
 
 #[test]

@@ -574,10 +574,12 @@ impl Device {
             name.to_string_lossy(),
             std::process::id()
         ));
+        // The temporary name is ours, not the user's: a failure here (a missing parent, no
+        // permission) names the directory they asked for.
         DirBuilder::new()
             .mode(0o700)
             .create(&tmp)
-            .map_err(io(&tmp))?;
+            .map_err(io(dir))?;
         let built = Device::build(&tmp, &mut h);
         let outcome = built.and_then(|maps| {
             publish(&tmp, dir)?;

@@ -5,7 +5,7 @@ use crate::merge::{Filter, Merge};
 use clap::{Args, Parser, Subcommand};
 use devttrace::{Access, Device, Follower, Trust, View};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -50,10 +50,8 @@ enum Command {
         device: Option<PathBuf>,
         #[command(flatten)]
         select: Select,
-        /// Only events at or after this time (seconds since the device was created, as the
-        /// first column shows them).
-        #[arg(long, value_name = "SECONDS")]
-        since: Option<String>,
+        #[command(flatten)]
+        window: Window,
         /// Show wall-clock UTC time instead of seconds since the device was created.
         #[arg(long)]
         utc: bool,
@@ -101,12 +99,18 @@ enum Command {
         format: ExportFormat,
         /// The device directory, or a snapshot file.
         device: Option<PathBuf>,
-        /// Where to write: a file for `chrome` (`-` for standard output), a new or empty
-        /// directory for `ctf` and `uftrace`.
+        /// Where to write: a file for `chrome` (`-` or `/dev/stdout` for standard output), a
+        /// new or empty directory for `ctf` and `uftrace`.
         #[arg(short, long, value_name = "PATH")]
         output: PathBuf,
+        /// Replace PATH if it exists (for `ctf` and `uftrace`, only an earlier export of the
+        /// same format).
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         select: Select,
+        #[command(flatten)]
+        window: Window,
     },
     /// Save a consistent copy of the device to one file, which `dump`, `stats` and `export`
     /// read in place of a device (the file to attach to a bug report).
@@ -116,6 +120,9 @@ enum Command {
         /// The file to write.
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
+        /// Replace FILE if it exists.
+        #[arg(long)]
+        force: bool,
     },
     /// Where the time went: how often each point fired, and the durations of entry/exit
     /// and start/stop pairs (count, min, p50, p90, p99, p99.9, max, total).
@@ -124,9 +131,8 @@ enum Command {
         device: Option<PathBuf>,
         #[command(flatten)]
         select: Select,
-        /// Only events from this time on (seconds since the device was created).
-        #[arg(long, value_name = "SECONDS")]
-        since: Option<String>,
+        #[command(flatten)]
+        window: Window,
         /// Split the durations by thread, process or CPU.
         #[arg(long, value_enum)]
         by: Option<ReportBy>,
@@ -227,6 +233,20 @@ struct Select {
     filter: Option<String>,
 }
 
+/// Which part of the trace, in time.
+#[derive(Args)]
+struct Window {
+    /// Only events at or after TIME: seconds since the device was created as the first
+    /// column shows them (`12.5`, `300ms`), a UTC time as `--utc` shows it
+    /// (`2026-11-22T15:47:37.581Z`), or a span before the newest event of the trace (`-10s`:
+    /// the last ten seconds).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    since: Option<String>,
+    /// Only events at or before TIME (the same forms as `--since`).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    until: Option<String>,
+}
+
 const CTL_COMMANDS: [&str; 6] = [
     "setmask", "setbits", "clrbits", "enable", "disable", "reset",
 ];
@@ -248,7 +268,19 @@ fn open_as(device: Option<PathBuf>, access: Access) -> Result<Device, String> {
         access,
         trust(),
     )
-    .map_err(|e| e.to_string())
+    .map_err(refusal)
+}
+
+/// The text of an open error; a device refused for whom it belongs to says how to open it.
+fn refusal(e: devttrace::Error) -> String {
+    use devttrace::Problem::{Owner, Symlink, Writable};
+    match e {
+        devttrace::Error::Invalid {
+            problem: Owner { .. } | Writable { .. } | Symlink,
+            ..
+        } => format!("{e} (--any-owner opens it all the same)"),
+        e => e.to_string(),
+    }
 }
 
 fn filter(dev: &Device, select: Select) -> Result<Filter, String> {
@@ -262,6 +294,7 @@ fn filter(dev: &Device, select: Select) -> Result<Filter, String> {
         cpus: rings,
         name: select.filter,
         since_ns: None,
+        until_ns: None,
     })
 }
 
@@ -280,31 +313,93 @@ fn print(view: &View<'_>, filter: &Filter, time: TimeFormat) -> std::io::Result<
     out.flush()
 }
 
-fn dump(
-    device: Option<PathBuf>,
-    select: Select,
-    since: Option<String>,
-    utc: bool,
-) -> Result<(), String> {
+fn dump(device: Option<PathBuf>, select: Select, window: Window, utc: bool) -> Result<(), String> {
     let dev = open(device)?;
-    let (view, filter) = view_since(&dev, select, since)?;
+    let (view, filter) = view_window(&dev, select, window)?;
     quiet_pipe(print(&view, &filter, time_format(utc)))?;
     // Events are copied as they are printed: a file cut meanwhile made some read as empty.
     dev.check_intact().map_err(|e| e.to_string())
 }
 
-/// A view of `dev` and the filter of `--cpu`, `--filter` and `--since`.
-fn view_since(
-    dev: &Device,
-    select: Select,
-    since: Option<String>,
-) -> Result<(View<'_>, Filter), String> {
+/// A time given to `--since` or `--until`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum When {
+    /// Nanoseconds since the device was created, as the first column of a dump shows them.
+    Since(i64),
+    /// UTC wall-clock time in nanoseconds since the Unix epoch, as `--utc` shows it.
+    Wall(i128),
+    /// Nanoseconds before the newest event of the trace.
+    BeforeEnd(i64),
+}
+
+/// Parses `12.5`, `300ms`, `2026-11-22T15:47:37.581Z` or `-10s`.
+fn parse_when(s: &str) -> Option<When> {
+    if s.contains([':', 'T', 't']) {
+        return decode::parse_utc(s).map(When::Wall);
+    }
+    match s.strip_prefix('-') {
+        Some(span) => parse_span(span).map(When::BeforeEnd),
+        None => parse_span(s).map(When::Since),
+    }
+}
+
+/// A non-negative number of seconds (`12.5`), or of the unit it ends with (`s`, `ms`, `us`,
+/// `ns`), in nanoseconds (a fraction of a nanosecond is dropped).
+fn parse_span(s: &str) -> Option<i64> {
+    let (number, unit_ns) = [
+        ("ns", 1),
+        ("us", 1_000),
+        ("ms", 1_000_000),
+        ("s", 1_000_000_000),
+    ]
+    .into_iter()
+    .find_map(|(unit, ns)| s.strip_suffix(unit).map(|n| (n, ns)))
+    .unwrap_or((s, 1_000_000_000));
+    if number.starts_with('-') {
+        return None;
+    }
+    // `parse_seconds` reads the number exactly, to the billionth: scale that to the unit.
+    let billionths = decode::parse_seconds(number)? as i128;
+    i64::try_from(billionths * unit_ns / 1_000_000_000).ok()
+}
+
+fn parse_time(flag: &str, s: &str) -> Result<When, String> {
+    parse_when(s).ok_or_else(|| {
+        format!(
+            "{flag} {s:?}: not a time; give seconds since the device was created (12.5, 300ms), \
+             a UTC time as --utc prints it (2026-11-22T15:47:37.581Z), or a span before the \
+             end of the trace (-10s)"
+        )
+    })
+}
+
+/// `when` in nanoseconds since the device was created; `end` is the newest event's.
+fn resolve(when: When, clock: &devttrace::Clock, end: i64) -> i64 {
+    match when {
+        When::Since(ns) => ns,
+        // `--utc` shows the creation's wall time plus the time since creation: undo that.
+        When::Wall(ns) => {
+            (ns - clock.anchor_realtime_ns as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+        }
+        When::BeforeEnd(span) => end.saturating_sub(span),
+    }
+}
+
+/// A view of `dev` and the filter of `--cpu`, `--filter`, `--since` and `--until`.
+fn view_window(dev: &Device, select: Select, window: Window) -> Result<(View<'_>, Filter), String> {
     let mut filter = filter(dev, select)?;
+    let since = window
+        .since
+        .map(|s| parse_time("--since", &s))
+        .transpose()?;
+    let until = window
+        .until
+        .map(|s| parse_time("--until", &s))
+        .transpose()?;
+    let clock = dev.version().clock;
     let mut newer_than = 0;
-    if let Some(s) = since {
-        let ns = decode::parse_seconds(&s)
-            .ok_or_else(|| format!("--since {s:?}: expected seconds, like 1.25"))?;
-        let clock = dev.version().clock;
+    if let Some(When::Since(_) | When::Wall(_)) = since {
+        let ns = since.map_or(0, |w| resolve(w, &clock, 0));
         // The rings keep what is after `ns - 1` (an event shown at `ns` was rounded from at
         // least `ns - 0.5`); the exact cut is then made on the time as shown.
         if ns > 0 {
@@ -312,21 +407,30 @@ fn view_since(
                 .anchor_ticks
                 .saturating_add(clock.ns_to_ticks(ns as u64 - 1));
         }
-        filter.since_ns = Some(ns);
     }
     let view = dev.view_newer_than(newer_than).map_err(|e| e.to_string())?;
+    // The newest event of every ring, and the newest message, for `-10s`.
+    let info = ttrace_layouts::aux::AuxTag::Info as u16;
+    let messages = view.aux.records().filter(|r| r.tag == info);
+    let end = (view.cpus.iter())
+        .filter_map(|r| r.events.last().map(|e| e.stamp))
+        .chain(messages.map(|r| r.timestamp))
+        .max()
+        .map_or(0, |t| clock.since_anchor_ns(t));
+    filter.since_ns = since.map(|w| resolve(w, &clock, end));
+    filter.until_ns = until.map(|w| resolve(w, &clock, end));
     Ok((view, filter))
 }
 
 fn report(
     device: Option<PathBuf>,
     select: Select,
-    since: Option<String>,
+    window: Window,
     opts: crate::report::Options,
     json: bool,
 ) -> Result<(), String> {
     let dev = open(device)?;
-    let (view, filter) = view_since(&dev, select, since)?;
+    let (view, filter) = view_window(&dev, select, window)?;
     let r = crate::report::build(&view, &filter, &opts);
     dev.check_intact().map_err(|e| e.to_string())?;
     let out = if json {
@@ -499,11 +603,60 @@ pub(crate) fn stats(dev: &Device) -> Result<String, String> {
     Ok(s)
 }
 
+/// Whether `word` reads as a (mistyped) command rather than a path: a bare word of letters.
+fn looks_like_command(word: &str) -> bool {
+    !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphabetic())
+}
+
+/// The edit distance between two short words.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// The error for a word that is not a ctl command.
+fn not_a_command(word: &str) -> String {
+    let guess = CTL_COMMANDS
+        .iter()
+        .map(|c| (distance(&word.to_ascii_lowercase(), c), c))
+        .min()
+        .filter(|(d, _)| *d <= 2)
+        .map_or(String::new(), |(_, c)| format!(" (did you mean `{c}`?)"));
+    format!(
+        "ctl: `{word}` is not a command{guess}; the commands are {}",
+        CTL_COMMANDS.join(", ")
+    )
+}
+
 fn ctl(mut words: Vec<String>) -> Result<(), String> {
     let device = match words.first() {
-        Some(w) if !CTL_COMMANDS.contains(&w.as_str()) => Some(PathBuf::from(words.remove(0))),
+        Some(w) if !CTL_COMMANDS.contains(&w.as_str()) => {
+            // A word that is no path here and reads as a command is a mistyped command.
+            if looks_like_command(w) && std::fs::symlink_metadata(w).is_err() {
+                return Err(not_a_command(w));
+            }
+            Some(PathBuf::from(words.remove(0)))
+        }
         _ => None,
     };
+    if let Some(w) = words
+        .first()
+        .filter(|w| !CTL_COMMANDS.contains(&w.as_str()))
+    {
+        return Err(not_a_command(w));
+    }
     let access = if words.is_empty() {
         Access::ReadOnly
     } else {
@@ -606,9 +759,9 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Dump {
             device,
             select,
-            since,
+            window,
             utc,
-        } => dump(device, select, since, utc),
+        } => dump(device, select, window, utc),
         Command::Follow {
             device,
             select,
@@ -636,7 +789,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Report {
             device,
             select,
-            since,
+            window,
             by,
             sort,
             top,
@@ -659,7 +812,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 top,
                 histogram,
             };
-            report(device, select, since, opts, json)
+            report(device, select, window, opts, json)
         }
         Command::Decode { files, device, utc } => decode_files(device, files, utc),
         Command::Mount { device, mountpoint } => crate::mount::mount(
@@ -670,9 +823,22 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Umount { mountpoint } => {
             crate::mount::umount(&mountpoint.unwrap_or_else(crate::mount::default_mountpoint))
         }
-        Command::Snapshot { device, output } => {
+        Command::Snapshot {
+            device,
+            output,
+            force,
+        } => {
             let dev = open(device)?;
-            let saved = dev.save(&output).map_err(|e| e.to_string())?;
+            let target = output_target(&output, Shape::File, force)?;
+            if target == Target::Stream {
+                return Err(format!(
+                    "{}: a snapshot is written to a file, not to a pipe or device",
+                    output.display()
+                ));
+            }
+            let saved = write_output(&output, target, Shape::File, |tmp| {
+                dev.save(tmp).map_err(|e| e.to_string())
+            })?;
             println!(
                 "{}: {} entries, {} being written, {} overwritten while copied",
                 output.display(),
@@ -689,8 +855,10 @@ fn run(cli: Cli) -> Result<(), String> {
             format,
             device,
             output,
+            force,
             select,
-        } => export(format, device, &output, select),
+            window,
+        } => export(format, device, &output, force, select, window),
     }
 }
 
@@ -711,60 +879,205 @@ fn progress_bar(total: u64) -> indicatif::ProgressBar {
 fn export(
     format: ExportFormat,
     device: Option<PathBuf>,
-    output: &std::path::Path,
+    output: &Path,
+    force: bool,
     select: Select,
+    window: Window,
 ) -> Result<(), String> {
     let dev = open(device)?;
-    let filter = filter(&dev, select)?;
-    let view = dev.view_newer_than(0).map_err(|e| e.to_string())?;
+    let shape = match format {
+        ExportFormat::Chrome => Shape::File,
+        ExportFormat::Ctf => Shape::Dir("metadata"),
+        ExportFormat::Uftrace => Shape::Dir("info"),
+    };
+    let target = match output == Path::new("-") {
+        true => Target::Stream,
+        false => output_target(output, shape, force)?,
+    };
+    let (view, filter) = view_window(&dev, select, window)?;
     let total = view.cpus.iter().map(|r| r.events.len() as u64).sum();
     let bar = progress_bar(total);
     let progress = |n: u64| bar.set_position(n);
-    let written = |r: std::io::Result<_>| r.map_err(|e| format!("{}: {e}", output.display()));
-    let done = match format {
-        ExportFormat::Chrome => {
-            let write = |out: &mut dyn Write| -> std::io::Result<()> {
+    let items = Merge::view(&view, &filter);
+    let ctx = (&view).into();
+    let named = |r: std::io::Result<()>| r.map_err(|e| format!("{}: {e}", output.display()));
+    let done = match (format, target) {
+        (ExportFormat::Chrome, Target::Stream) => {
+            let stream = |out: &mut dyn Write| -> std::io::Result<()> {
                 let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
-                let items = Merge::view(&view, &filter);
-                crate::export::chrome::write(
-                    (&view).into(),
-                    &view.cpus,
-                    items,
-                    &mut out,
-                    progress,
-                )?;
+                crate::export::chrome::write(ctx, &view.cpus, items, &mut out, progress)?;
                 out.flush()
             };
-            if output == std::path::Path::new("-") {
-                quiet_pipe(write(&mut std::io::stdout().lock()))
-            } else {
-                std::fs::File::create(output)
-                    .and_then(|mut file| write(&mut file))
-                    .map_err(|e| format!("{}: {e}", output.display()))
-            }
+            // `-o /dev/stdout | head` ends as quietly as `-o - | head`.
+            let written = match output == Path::new("-") {
+                true => stream(&mut std::io::stdout().lock()),
+                false => std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(output)
+                    .and_then(|mut file| stream(&mut file)),
+            };
+            quiet_pipe(written).map_err(|e| format!("{}: {e}", output.display()))
         }
-        ExportFormat::Ctf | ExportFormat::Uftrace => {
-            if output.exists() && output.read_dir().map_or(true, |mut d| d.next().is_some()) {
-                Err(format!(
-                    "{}: exists and is not an empty directory",
-                    output.display()
-                ))
-            } else {
-                let items = Merge::view(&view, &filter);
-                let ctx = (&view).into();
-                written(match format {
-                    ExportFormat::Ctf => {
-                        crate::export::ctf::write(ctx, &view.cpus, items, output, progress)
-                    }
-                    _ => crate::export::uftrace::write(ctx, &view.cpus, items, output, progress),
-                })
-                .map(|_| ())
-            }
-        }
+        (ExportFormat::Chrome, target) => write_output(output, target, shape, |tmp| {
+            named(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(tmp)
+                    .and_then(|file| {
+                        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+                        crate::export::chrome::write(ctx, &view.cpus, items, &mut out, progress)?;
+                        out.flush()
+                    }),
+            )
+        }),
+        (ExportFormat::Ctf, target) => write_output(output, target, shape, |tmp| {
+            named(crate::export::ctf::write(ctx, &view.cpus, items, tmp, progress).map(|_| ()))
+        }),
+        (ExportFormat::Uftrace, target) => write_output(output, target, shape, |tmp| {
+            named(crate::export::uftrace::write(ctx, &view.cpus, items, tmp, progress).map(|_| ()))
+        }),
     };
     bar.finish_and_clear();
     done?;
     dev.check_intact().map_err(|e| e.to_string())
+}
+
+/// What an output is: a file, or a directory holding this file when it is one written by
+/// the same command (only such a directory is replaced by `--force`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    File,
+    Dir(&'static str),
+}
+
+/// How an output path is written. One policy for every command that writes one (`snapshot`,
+/// `export`): the output is written under a temporary name beside the path and renamed into
+/// place when complete, so that a path holds a whole output or none; a path that exists is
+/// refused unless `--force` (an empty directory counts as none). Pipes, terminals and
+/// devices, and `/dev/stdout` and the like, are written to in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    /// Nothing is there: renamed into place only while nothing is.
+    New,
+    /// Something is there, and `--force` replaces it.
+    Replace,
+    /// Written in place.
+    Stream,
+}
+
+/// Whether `path` names an open file descriptor (`/dev/stdout`, `/dev/fd/1`,
+/// `/proc/self/fd/1`), following symbolic links.
+fn is_descriptor(path: &Path) -> bool {
+    let mut path = path.to_path_buf();
+    for _ in 0..8 {
+        let fd_dir = ["/dev/fd/", "/dev/stdout", "/dev/stderr", "/proc/self/fd/"];
+        let proc_fd = path
+            .strip_prefix("/proc")
+            .ok()
+            .and_then(|p| p.iter().nth(1))
+            .is_some_and(|d| d == "fd");
+        if proc_fd || fd_dir.iter().any(|p| path.starts_with(p)) {
+            return true;
+        }
+        match std::fs::read_link(&path) {
+            Ok(to) => path = path.parent().unwrap_or(Path::new("/")).join(to),
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+fn output_target(path: &Path, shape: Shape, force: bool) -> Result<Target, String> {
+    let name = path.display();
+    let meta = match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Target::New),
+        Err(e) => return Err(format!("{name}: {e}")),
+        Ok(meta) => meta,
+    };
+    let kind = meta.file_type();
+    if is_descriptor(path) || !(kind.is_file() || kind.is_dir()) {
+        return match shape {
+            Shape::File => Ok(Target::Stream),
+            Shape::Dir(_) => Err(format!("{name}: this format is a directory")),
+        };
+    }
+    match (shape, kind.is_dir()) {
+        (Shape::File, true) => Err(format!("{name}: is a directory")),
+        (Shape::Dir(_), false) => Err(format!("{name}: exists and is not a directory")),
+        (Shape::Dir(_), true)
+            if path
+                .read_dir()
+                .map_err(|e| format!("{name}: {e}"))?
+                .next()
+                .is_none() =>
+        {
+            Ok(Target::New)
+        }
+        _ if !force => Err(format!("{name}: exists (--force replaces it)")),
+        (Shape::Dir(marker), _) if !path.join(marker).exists() => Err(format!(
+            "{name}: exists, and --force replaces only an earlier export of this format (it has no `{marker}`)"
+        )),
+        _ => Ok(Target::Replace),
+    }
+}
+
+/// Writes an output through `write` to a temporary name beside `path`, then puts it at
+/// `path` as `target` says (see [`Target`]); the temporary is removed on failure.
+fn write_output<T>(
+    path: &Path,
+    target: Target,
+    shape: Shape,
+    write: impl FnOnce(&Path) -> Result<T, String>,
+) -> Result<T, String> {
+    let name = path.display();
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| format!("{name}: not a file name"))?;
+    let beside = |what: &str| {
+        path.with_file_name(format!(
+            ".{}.{what}-{}",
+            file_name.to_string_lossy(),
+            std::process::id()
+        ))
+    };
+    let tmp = beside("tmp");
+    let remove = |p: &Path| match shape {
+        Shape::File => std::fs::remove_file(p),
+        Shape::Dir(_) => std::fs::remove_dir_all(p),
+    };
+    let placed = write(&tmp).and_then(|written| {
+        let put = match (shape, target) {
+            (_, Target::Stream) => Err(std::io::ErrorKind::InvalidInput.into()),
+            (Shape::File, Target::Replace) => std::fs::rename(&tmp, path),
+            // Only where nothing is: a file that appeared meanwhile is not overwritten.
+            (Shape::File, Target::New) => match std::fs::hard_link(&tmp, path) {
+                Ok(()) => std::fs::remove_file(&tmp),
+                // A file system without hard links: rename, having looked once more.
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists && !path.exists() => {
+                    std::fs::rename(&tmp, path)
+                }
+                Err(e) => Err(e),
+            },
+            // Onto nothing or an empty directory only (a full one fails the rename).
+            (Shape::Dir(_), Target::New) => std::fs::rename(&tmp, path),
+            (Shape::Dir(_), Target::Replace) => {
+                let old = beside("old");
+                std::fs::rename(path, &old).and_then(|_| match std::fs::rename(&tmp, path) {
+                    Ok(()) => std::fs::remove_dir_all(&old),
+                    Err(e) => {
+                        let _ = std::fs::rename(&old, path);
+                        Err(e)
+                    }
+                })
+            }
+        };
+        put.map(|_| written).map_err(|e| format!("{name}: {e}"))
+    });
+    if placed.is_err() {
+        let _ = remove(&tmp);
+    }
+    placed
 }
 
 /// Output to a closed pipe (`| head`) ends quietly.

@@ -438,9 +438,101 @@ pub fn parse_seconds(s: &str) -> Option<i64> {
     Some(if neg { -ns } else { ns })
 }
 
+/// Parses a UTC time as [`utc`] writes it (`2026-11-22T15:47:37.581Z`: the fraction may be
+/// shorter or absent, the `Z` left out, a space stand for the `T`) to nanoseconds since the
+/// Unix epoch (negative before it); `None` for anything else or a date that does not exist.
+pub fn parse_utc(s: &str) -> Option<i128> {
+    let s = s.strip_suffix(['Z', 'z']).unwrap_or(s);
+    let (date, time) = s.split_once(['T', 't', ' '])?;
+    let num = |t: &str, len: usize| -> Option<i64> {
+        (t.len() == len && t.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| t.parse().ok())
+            .flatten()
+    };
+    let mut d = date.split('-');
+    let (y, m, day) = (num(d.next()?, 4)?, num(d.next()?, 2)?, num(d.next()?, 2)?);
+    let (hms, frac) = match time.split_once('.') {
+        Some((_, "")) => return None,
+        Some(parts) => parts,
+        None => (time, ""),
+    };
+    let mut t = hms.split(':');
+    let (hh, mm, ss) = (num(t.next()?, 2)?, num(t.next()?, 2)?, num(t.next()?, 2)?);
+    if d.next().is_some() || t.next().is_some() || frac.len() > 9 {
+        return None;
+    }
+    let nanos = match frac {
+        "" => 0,
+        f => num(f, f.len())? * 10i64.pow(9 - f.len() as u32),
+    };
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let month_days = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if !(1..=12).contains(&m) || day < 1 || day > month_days[m as usize - 1] {
+        return None;
+    }
+    if hh > 23 || mm > 59 || ss > 59 {
+        return None;
+    }
+    // Days since 1970-01-01 from the civil date (Howard Hinnant's algorithm, as in `utc`).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
+    Some(secs as i128 * 1_000_000_000 + nanos as i128)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parse_utc_reads_what_utc_writes() {
+        for ns in [
+            0,
+            951_782_400_000_000_000,
+            1_700_000_000_123_456_789,
+            4_102_444_799_999_999_999,
+        ] {
+            assert_eq!(parse_utc(&utc(ns)), Some(ns as i128), "{}", utc(ns));
+        }
+        assert_eq!(
+            parse_utc("2026-11-22T15:47:37.581Z"),
+            parse_utc("2026-11-22 15:47:37.581000000")
+        );
+        assert_eq!(parse_utc("1970-01-01T00:00:01"), Some(1_000_000_000));
+        assert_eq!(parse_utc("1969-12-31T23:59:59Z"), Some(-1_000_000_000));
+        for bad in [
+            "",
+            "2026-11-22",
+            "2026-02-30T00:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-11-22T24:00:00Z",
+            "2026-11-22T15:47:37.1234567890Z",
+            "2026-11-22T15:47Z",
+            "2026-11-22T15:47:37.Z",
+            "2026-11-22T15:47:37+01:00",
+            "26-11-22T15:47:37Z",
+            "2026-11-22T15:47:3x",
+        ] {
+            assert_eq!(parse_utc(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn utc_formats_known_instants() {

@@ -20,6 +20,8 @@ pub struct Filter {
     pub name: Option<String>,
     /// Only events at or after this many nanoseconds since the device was created.
     pub since_ns: Option<i64>,
+    /// Only events at or before this many nanoseconds since the device was created.
+    pub until_ns: Option<i64>,
 }
 
 /// One time-ordered run of items.
@@ -232,6 +234,7 @@ struct Keep {
     unnamed: bool,
     messages: bool,
     since: Option<i64>,
+    until: Option<i64>,
     clock: devttrace::Clock,
 }
 
@@ -248,6 +251,7 @@ impl Keep {
             unnamed: f.name.is_none(),
             messages: f.cpus.is_empty() && matches("info"),
             since: f.since_ns,
+            until: f.until_ns,
             clock,
         }
     }
@@ -258,8 +262,11 @@ impl Keep {
 
     #[inline]
     fn time(&self, ticks: u64) -> bool {
-        self.since
-            .is_none_or(|s| self.clock.since_anchor_ns(ticks) >= s)
+        if self.since.is_none() && self.until.is_none() {
+            return true;
+        }
+        let ns = self.clock.since_anchor_ns(ticks);
+        self.since.is_none_or(|s| ns >= s) && self.until.is_none_or(|u| ns <= u)
     }
 
     #[inline]
