@@ -71,6 +71,11 @@ pub struct Status {
     pub names_reclaimed: u64,
     /// Names dropped: they did not fit even after a compaction.
     pub names_dropped: u64,
+    /// Clears so far (`ttrace-reader clear`).
+    pub clears: u64,
+    /// The timestamp of the last clear (0: never cleared): nothing stamped at or before it
+    /// is shown.
+    pub cleared_at: u64,
 }
 
 /// Refuses `dir` before anything else is checked when it is no device at all: missing, or a
@@ -206,6 +211,8 @@ impl Device {
             names_used: load(&h.names_used[(load(&h.names_generation) & 1) as usize]),
             names_reclaimed: load(&h.names_reclaimed),
             names_dropped: load(&h.names_dropped),
+            clears: self.dev.clears(),
+            cleared_at: self.dev.cleared_at(),
         }
     }
 
@@ -239,18 +246,36 @@ impl Device {
 
     /// [`Device::cpu`], keeping only the events stamped after `timestamp` (Akaros's
     /// `settimestamp`). See [`crate::Follower`] for reading exactly what is new.
+    /// Entries stamped at or before the device's last clear are left out (counted in
+    /// `cleared`).
     pub fn cpu_newer_than(&self, cpu: usize, timestamp: u64) -> Result<RingSnapshot> {
-        let snap = self.ring(cpu)?.snapshot_newer_than(timestamp);
+        let ring = self.ring(cpu)?;
+        let snap = ring.snapshot_cleared(timestamp, self.dev.cleared(cpu));
         self.check_intact()?;
         Ok(snap)
     }
 
-    /// A consistent copy of every aux buffer: the records complete and within `[first, last)`.
+    /// A consistent copy of every aux buffer: the records complete and within `[first, last)`,
+    /// less the messages stamped at or before the device's last clear. (Strings carry no
+    /// time: they stay, for the entries after the clear that may refer to them.)
     pub fn aux(&self) -> Result<AuxSnapshots> {
-        let aux = self.dev.aux_snapshot().map_err(|source| Error::Aux {
-            path: self.dir().join("aux"),
-            source,
-        });
+        let cleared_at = self.dev.cleared_at();
+        let aux = self
+            .dev
+            .aux_snapshot()
+            .map(|mut aux| {
+                if cleared_at > 0 {
+                    for b in &mut aux.buffers {
+                        b.records
+                            .retain(|r| r.timestamp == 0 || r.timestamp > cleared_at);
+                    }
+                }
+                aux
+            })
+            .map_err(|source| Error::Aux {
+                path: self.dir().join("aux"),
+                source,
+            });
         self.check_intact()?;
         aux
     }
@@ -307,7 +332,7 @@ impl Device {
     /// Every ring indexed, then the aux buffer and the metadata copied, as [`View`] explains.
     pub fn view_newer_than(&self, timestamp: u64) -> Result<View<'_>> {
         let cpus = (0..self.cpus())
-            .map(|n| Ok(self.ring(n)?.index_newer_than(timestamp)))
+            .map(|n| Ok(self.ring(n)?.index_cleared(timestamp, self.dev.cleared(n))))
             .collect::<Result<Vec<_>>>()?;
         let (aux, aux_error) = self.aux_or_empty();
         self.check_intact()?;

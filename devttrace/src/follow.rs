@@ -326,6 +326,10 @@ impl<'d> Follower<'d> {
         let mut cpus: Vec<RingSnapshot> = (0..rings).map(|_| RingSnapshot::default()).collect();
         let mut late = 0;
         let mut keep = Vec::new();
+        // A clear since (or just before) these were read: what it cleared is not released.
+        let cleared_at = self.dev.core().cleared_at();
+        self.held.retain(|(_, e)| e.stamp > cleared_at);
+        self.held_messages.retain(|&(t, _, _)| t > cleared_at);
         for (r, e) in self.held.drain(..) {
             if e.stamp <= watermark {
                 late += (e.stamp < released_before) as u64;

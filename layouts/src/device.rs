@@ -15,8 +15,9 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ttrace\x01\x02");
 
 /// Version of this header layout (major in the high 16 bits, minor in the low 16). 2.0:
 /// two rings per CPU and one aux buffer per ring (see [`crate::ring`]). 3.0: lock words
-/// name their owner by `tid << 32 | start tag`, and the names area's control words.
-pub const HEADER_VERSION: u32 = 0x0003_0000;
+/// name their owner by `tid << 32 | start tag`, and the names area's control words. 3.1:
+/// `cleared_at` and `clears` (zero in older devices: never cleared).
+pub const HEADER_VERSION: u32 = 0x0003_0001;
 /// Version of the shared data layouts (aux and metadata files). 2.0: the aux file holds one
 /// buffer per ring, and string references name their buffer ([`crate::aux::aux_ref`]).
 /// 3.0: thread and process names in a two-half names area that is compacted, not appended
@@ -25,8 +26,9 @@ pub const HEADER_VERSION: u32 = 0x0003_0000;
 pub const SHARED_DATA_VERSION: u32 = 0x0003_0001;
 /// Version of the per-CPU data layouts (ring files and entries). 2.0: restartable rings,
 /// whose entries a reader accepts only below the head ([`crate::ring`]), and each ring's aux
-/// control words in its header.
-pub const PERCPU_DATA_VERSION: u32 = 0x0002_0000;
+/// control words in its header. 2.1: each ring's counters at the last clear
+/// ([`crate::ring::RingHeader::clear_head`]; zero in older devices).
+pub const PERCPU_DATA_VERSION: u32 = 0x0002_0001;
 
 /// The major part of a version: readers accept any minor version of the major they know.
 pub const fn major(version: u32) -> u16 {
@@ -108,7 +110,12 @@ pub struct DeviceHeader {
     pub type_mask: AtomicU64,
     /// Incremented by every control change (mask or rules).
     pub ctl_generation: AtomicU64,
-    _pad_ctl: [u64; 14],
+    /// The timestamp of the last clear (`ttrace-reader clear`): readers show no entry and no
+    /// message stamped at or before it. 0: never cleared (a stamp is never 0). Only grows.
+    pub cleared_at: AtomicU64,
+    /// Clears so far (each under `meta_lock`, after `cleared_at` and the rings' clear words).
+    pub clears: AtomicU64,
+    _pad_ctl: [u64; 12],
 
     // ---- (offset 256) reserved: the aux control words of version 1, now per ring ----
     _reserved_aux: [u64; 16],
@@ -158,6 +165,8 @@ const_assert_eq!(core::mem::offset_of!(DeviceHeader, anchor_realtime_ns), 80);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, anchor_monotonic_ns), 88);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, flags), 100);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, ctl_generation), 136);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, cleared_at), 144);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, clears), 152);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_used), 392);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_dropped), 400);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, tp_count), 408);

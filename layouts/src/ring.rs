@@ -48,7 +48,14 @@ pub struct RingHeader {
     pub kind: u32,
     /// Number of slots, a power of two; equals the device header's `ring_slots`.
     pub slots: u64,
-    _pad0: [u64; 5],
+    /// The ring's `head` at the device's last clear (0: never cleared). Written only by a
+    /// clear, before the device header's `cleared_at`; writers never touch it.
+    pub clear_head: AtomicU64,
+    /// The ring's `skipped` at the last clear.
+    pub clear_skipped: AtomicU64,
+    /// The ring's `dropped` at the last clear.
+    pub clear_dropped: AtomicU64,
+    _pad0: [u64; 2],
     /// Positions given up because their slot was still owned by a stalled or dead writer
     /// (shared rings only). Nothing was recorded at those positions.
     pub skipped: AtomicU64,
@@ -88,6 +95,9 @@ const_assert_eq!(core::mem::offset_of!(RingHeader, magic), 0);
 const_assert_eq!(core::mem::offset_of!(RingHeader, index), 8);
 const_assert_eq!(core::mem::offset_of!(RingHeader, kind), 12);
 const_assert_eq!(core::mem::offset_of!(RingHeader, slots), 16);
+const_assert_eq!(core::mem::offset_of!(RingHeader, clear_head), 24);
+const_assert_eq!(core::mem::offset_of!(RingHeader, clear_skipped), 32);
+const_assert_eq!(core::mem::offset_of!(RingHeader, clear_dropped), 40);
 const_assert_eq!(core::mem::offset_of!(RingHeader, skipped), 64);
 const_assert_eq!(core::mem::offset_of!(RingHeader, dropped), 72);
 const_assert_eq!(core::mem::offset_of!(RingHeader, head), 128);

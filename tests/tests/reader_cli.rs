@@ -98,7 +98,7 @@ fn dump_shows_what_another_process_wrote_line_by_line_in_time_order() {
 
     assert!(comments[0].starts_with(&format!("# ttrace {}: 2 cpus x 4096 slots", dir.display())));
     assert!(
-        comments[0].ends_with(&format!("by pid {pid}")),
+        comments[0].ends_with(&format!("by pid {pid}; written by {pid} (ttrace-test-app)")),
         "{}",
         comments[0]
     );
@@ -401,7 +401,7 @@ fn bad_devices_give_one_clear_line_and_a_failure_status() {
                     h[8..12].copy_from_slice(&0x0004_0000u32.to_ne_bytes())
                 })
             })),
-            "header version 4.0 is not supported (this is 3.0)",
+            "header version 4.0 is not supported (this is 3.1)",
         ),
         (
             "truncated ring",

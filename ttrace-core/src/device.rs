@@ -24,8 +24,26 @@ pub const ENV_DIR: &str = "TTRACE_DIR";
 /// Environment variable that, set to anything but the empty string, makes this process's
 /// writers use the shared rings (the atomic protocol) instead of restartable sequences.
 pub const ENV_NO_RSEQ: &str = "TTRACE_NO_RSEQ";
+/// Environment variable: slots per ring of a device created by [`Config::from_env`].
+pub const ENV_RING_SLOTS: &str = "TTRACE_RING_SLOTS";
+/// Environment variable: bytes of each ring's aux buffer ([`Config::from_env`]).
+pub const ENV_AUX_SIZE: &str = "TTRACE_AUX_SIZE";
+/// Environment variable: the class mask to set at start-up ([`Config::from_env`]).
+pub const ENV_MASK: &str = "TTRACE_MASK";
+/// Environment variable: `1` sets the class mask to 0 at start-up, so that nothing records
+/// until `ttrace-reader ctl` turns it on ([`Config::from_env`]).
+pub const ENV_DISABLED: &str = "TTRACE_DISABLED";
 
-/// How to create a device (ignored, except `dir`, when attaching to an existing one).
+/// The default of [`Config::ring_slots`].
+pub const DEFAULT_RING_SLOTS: u64 = 16384;
+/// The default of [`Config::aux_bytes`].
+pub const DEFAULT_AUX_BYTES: u64 = 256 << 10;
+/// The default of [`Config::max_tracepoints`].
+pub const DEFAULT_MAX_TRACEPOINTS: u32 = 4096;
+
+/// How to create a device. Opening an existing device checks every size that differs from
+/// its default against the device's, and fails with [`Error::SizeMismatch`] where they
+/// differ (a size left at its default accepts the device's).
 #[derive(Clone, Debug)]
 pub struct Config {
     /// The device directory; `None` means [`default_dir`].
@@ -47,19 +65,24 @@ pub struct Config {
     pub clock: Option<ClockSource>,
     /// How long to calibrate the TSC rate against `CLOCK_MONOTONIC` (default 20 ms).
     pub calibration: Duration,
+    /// A class mask to set when the device is opened (created or attached): the mask is
+    /// the device's, so this changes it for every process, as `ttrace-reader ctl setmask`
+    /// does. `None` (the default) leaves it as it is.
+    pub mask: Option<u64>,
 }
 
 impl Default for Config {
     fn default() -> Config {
         Config {
             dir: None,
-            ring_slots: 16384,
-            aux_bytes: 256 << 10,
+            ring_slots: DEFAULT_RING_SLOTS,
+            aux_bytes: DEFAULT_AUX_BYTES,
             meta_bytes: 0,
-            max_tracepoints: 4096,
+            max_tracepoints: DEFAULT_MAX_TRACEPOINTS,
             cpus: None,
             clock: None,
             calibration: Duration::from_millis(20),
+            mask: None,
         }
     }
 }
@@ -77,6 +100,132 @@ impl Config {
     pub fn resolved_dir(&self) -> PathBuf {
         self.dir.clone().unwrap_or_else(default_dir)
     }
+
+    /// The default configuration as the environment changes it: `TTRACE_DIR` (the
+    /// directory, as [`default_dir`]), `TTRACE_RING_SLOTS` and `TTRACE_AUX_SIZE` (sizes, in
+    /// decimal or `0x` hex, with an optional `k`/`m` suffix for the aux size),
+    /// `TTRACE_MASK` (the class mask to set) and `TTRACE_DISABLED=1` (set the mask to 0:
+    /// everything off). This is what the first trace point of a process that never called
+    /// [`crate::init`] uses. A value that is not a number, or out of range, is an
+    /// [`Error::Config`] naming the variable; an empty one counts as unset.
+    ///
+    /// ```
+    /// let c = ttrace_core::Config::from_env()?;
+    /// assert!(c.ring_slots.is_power_of_two());
+    /// # Ok::<(), ttrace_core::Error>(())
+    /// ```
+    pub fn from_env() -> Result<Config> {
+        Config::from_vars(|name| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(|v| v.to_string_lossy().into_owned())
+        })
+    }
+
+    /// [`Config::from_env`] with the variables given by `var`.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        let mut c = Config::default();
+        let bad =
+            |name: &str, value: &str, why: &str| Error::Config(format!("{name}={value:?}: {why}"));
+        if let Some(v) = var(ENV_RING_SLOTS) {
+            let n = parse_size(&v, false).ok_or_else(|| bad(ENV_RING_SLOTS, &v, "not a number"))?;
+            if !n.is_power_of_two() || !(2..=layout::MAX_RING_SLOTS).contains(&n) {
+                return Err(bad(
+                    ENV_RING_SLOTS,
+                    &v,
+                    &format!(
+                        "slots per ring must be a power of two from 2 to {}",
+                        layout::MAX_RING_SLOTS
+                    ),
+                ));
+            }
+            c.ring_slots = n;
+        }
+        if let Some(v) = var(ENV_AUX_SIZE) {
+            let n = parse_size(&v, true).ok_or_else(|| bad(ENV_AUX_SIZE, &v, "not a size"))?;
+            if !n.is_power_of_two() || !(layout::MIN_AUX_BYTES..=layout::MAX_AUX_BYTES).contains(&n)
+            {
+                return Err(bad(
+                    ENV_AUX_SIZE,
+                    &v,
+                    &format!(
+                        "bytes per aux buffer must be a power of two from {} to {}",
+                        layout::MIN_AUX_BYTES,
+                        layout::MAX_AUX_BYTES
+                    ),
+                ));
+            }
+            c.aux_bytes = n;
+        }
+        if let Some(v) = var(ENV_MASK) {
+            c.mask = Some(parse_size(&v, false).ok_or_else(|| bad(ENV_MASK, &v, "not a number"))?);
+        }
+        match var(ENV_DISABLED).as_deref() {
+            None | Some("0") => {}
+            Some("1") => c.mask = Some(0),
+            Some(v) => return Err(bad(ENV_DISABLED, v, "must be 1 (or 0)")),
+        }
+        Ok(c)
+    }
+
+    /// Fails with [`Error::SizeMismatch`] if the existing device `dev` does not have a size
+    /// this configuration asks for (one that differs from its default).
+    fn check_sizes(&self, dev: &Device) -> Result<()> {
+        let h = dev.header();
+        let d = Config::default();
+        let checks = [
+            (
+                "slots per ring",
+                self.ring_slots,
+                d.ring_slots,
+                h.ring_slots,
+            ),
+            (
+                "aux bytes per ring",
+                self.aux_bytes,
+                d.aux_bytes,
+                h.aux_size,
+            ),
+            ("metadata bytes", self.meta_bytes, d.meta_bytes, h.meta_size),
+            (
+                "tracepoint capacity",
+                self.max_tracepoints as u64,
+                d.max_tracepoints as u64,
+                h.max_tracepoints as u64,
+            ),
+            ("cpus", self.cpus.map_or(0, u64::from), 0, h.num_cpus as u64),
+        ];
+        for (what, asked, default, found) in checks {
+            if asked != default && asked != found {
+                return Err(Error::SizeMismatch {
+                    path: dev.dir().to_path_buf(),
+                    what,
+                    asked,
+                    found,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A size: decimal or `0x` hex, with a `k`, `m` or `g` suffix (binary units) if `units`.
+fn parse_size(v: &str, units: bool) -> Option<u64> {
+    let v = v.trim();
+    let (digits, shift) = match v.as_bytes().last().map(u8::to_ascii_lowercase) {
+        Some(b'k') if units => (&v[..v.len() - 1], 10),
+        Some(b'm') if units => (&v[..v.len() - 1], 20),
+        Some(b'g') if units => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    let n = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(hex) => u64::from_str_radix(hex, 16).ok()?,
+        None => digits.parse::<u64>().ok()?,
+    };
+    n.checked_mul(1 << shift)
 }
 
 /// The default device directory of this user: `$TTRACE_DIR` if set, else
@@ -316,16 +465,29 @@ impl Device {
     /// Attaches to the device at the configured directory, creating it first if it does not
     /// exist. When several processes race to create it, exactly one does (the directory is
     /// built under a temporary name and renamed into place); the others attach.
+    ///
+    /// An existing device must have the sizes `config` asks for ([`Config`]): else
+    /// [`Error::SizeMismatch`]. Then `config.mask`, if any, is set.
     pub fn open(config: &Config) -> Result<Device> {
         let dir = config.resolved_dir();
-        match Device::attach(&dir) {
+        let dev = match Device::attach(&dir) {
             Err(Error::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound && !dir.exists() =>
             {
                 Device::create(&dir, config)
             }
             other => other,
+        }?;
+        // A device created by another process (this one lost the race to create it, or it
+        // existed) may have other sizes; one this process made has them all.
+        config.check_sizes(&dev)?;
+        if let Some(mask) = config.mask {
+            dev.apply(&crate::control::Command::SetMask {
+                value: mask,
+                mask: u64::MAX,
+            })?;
         }
+        Ok(dev)
     }
 
     /// Attaches to an existing device; refuses one whose layout versions differ.

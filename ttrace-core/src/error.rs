@@ -24,6 +24,23 @@ pub enum Error {
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The device exists with another size than the one asked for; nothing was changed.
+    #[error(
+        "{}: the device has {found} {what}, not the {asked} asked for; use another device \
+         directory (TTRACE_DIR or Config::at) or remove this one (rm -r {}) to create it anew",
+        path.display(),
+        path.display()
+    )]
+    SizeMismatch {
+        /// The device directory.
+        path: PathBuf,
+        /// Which size (`slots per ring`, `aux bytes per ring`, ...).
+        what: &'static str,
+        /// The size asked for.
+        asked: u64,
+        /// The size the device has.
+        found: u64,
+    },
     /// The tracepoint table is full.
     #[error("tracepoint table full ({0} tracepoints)")]
     TooManyTracepoints(u32),

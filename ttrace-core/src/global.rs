@@ -10,7 +10,8 @@ static INIT: Mutex<()> = Mutex::new(());
 
 /// Opens (creating if needed) the device of `config` and makes it the process's device.
 /// Trace points that fire before any call to `init` open the default device themselves
-/// ([`Config::default`], whose directory honours `TTRACE_DIR`).
+/// ([`Config::from_env`]: `TTRACE_DIR`, `TTRACE_RING_SLOTS`, `TTRACE_AUX_SIZE`,
+/// `TTRACE_MASK`, `TTRACE_DISABLED`).
 ///
 /// Calling it again with the same directory returns the installed device; with another
 /// directory it fails.
@@ -40,10 +41,11 @@ pub fn device() -> Option<&'static Device> {
     unsafe { p.as_ref() }
 }
 
-/// The process's device, opening the default one if none is installed yet.
+/// The process's device, opening the one the environment names ([`Config::from_env`]) if
+/// none is installed yet.
 pub fn device_or_init() -> Result<&'static Device> {
     match device() {
         Some(d) => Ok(d),
-        None => init(&Config::default()),
+        None => init(&Config::from_env()?),
     }
 }

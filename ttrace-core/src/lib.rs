@@ -22,6 +22,7 @@
 //! `docs/DESIGN.md` and in the docs of [`ring`] and [`aux`].
 
 pub mod aux;
+mod clear;
 pub mod clock;
 pub mod control;
 pub mod cpu;

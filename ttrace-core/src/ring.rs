@@ -451,8 +451,35 @@ pub struct RingSnapshot<T = Event> {
     /// `head` (which is then the head loaded before the copy: the cut): not in this copy,
     /// and not lost.
     pub after_cut: u64,
+    /// Slots emptied by the device's last clear ([`Cleared`]): complete entries stamped at
+    /// or before it (not in `committed`), and positions reserved before it that the ring no
+    /// longer holds (not in `lost`).
+    pub cleared: u64,
+    /// The process ids of the events kept (parents' contexts), each once, in the order they
+    /// were first met; at most [`MAX_WRITERS`], `writers_more` says whether there were more.
+    pub writers: Vec<u32>,
+    /// Whether more than [`MAX_WRITERS`] processes wrote the events kept.
+    pub writers_more: bool,
     /// Complete events, oldest first.
     pub events: Vec<T>,
+}
+
+/// How many distinct writing processes a scan lists ([`RingSnapshot::writers`]).
+pub const MAX_WRITERS: usize = 64;
+
+/// What the device's last clear left for readers (`ttrace-reader clear`; DESIGN.md,
+/// *Clearing*): entries stamped at or before `at` are no longer shown, and the counts
+/// start from the ring's counters as they were at the clear. All zero: never cleared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cleared {
+    /// The clear's timestamp: every entry stamped at or before it is cleared.
+    pub at: u64,
+    /// The ring's `head` when it was cleared (read after `at` was taken).
+    pub head: u64,
+    /// The ring's `skipped` at the clear.
+    pub skipped: u64,
+    /// The ring's `dropped` at the clear.
+    pub dropped: u64,
 }
 
 impl<T> Default for RingSnapshot<T> {
@@ -469,6 +496,9 @@ impl<T> Default for RingSnapshot<T> {
             malformed: 0,
             older: 0,
             after_cut: 0,
+            cleared: 0,
+            writers: Vec::new(),
+            writers_more: false,
             events: Vec::new(),
         }
     }
@@ -523,6 +553,27 @@ impl Kept for Mark {
 }
 
 impl<T: Kept> RingSnapshot<T> {
+    /// Keeps the complete event `e` (its continuation `stitched` from the next slot) if it
+    /// is newer than both `newer_than` and the clear, else counts it.
+    #[inline]
+    fn take(&mut self, e: Event, stitched: bool, newer_than: u64, cleared_at: u64) {
+        if e.stamp <= cleared_at {
+            self.cleared += 1 + stitched as u64;
+        } else if e.stamp > newer_than {
+            let pid = (e.ctx >> 32) as u32;
+            if self.writers.last() != Some(&pid) && !self.writers.contains(&pid) {
+                if self.writers.len() < MAX_WRITERS {
+                    self.writers.push(pid);
+                } else {
+                    self.writers_more = true;
+                }
+            }
+            self.events.push(T::keep(e));
+        } else {
+            self.older += 1;
+        }
+    }
+
     /// Counts one slot read, against the cut `cut` (the head loaded before the copy): a
     /// parent or claim of a position at or above it was written while the copy ran; an empty
     /// slot below it (`below`) is a position reserved and still being written.
@@ -549,6 +600,7 @@ impl<T: Kept> RingSnapshot<T> {
         prev_slot: usize,
         next: &SlotRead,
         newer_than: u64,
+        cleared_at: u64,
         cut: u64,
     ) {
         let mut stitched = false;
@@ -568,11 +620,7 @@ impl<T: Kept> RingSnapshot<T> {
                 match stitch(w, prev_slot, || *next) {
                     Some((e, s)) => {
                         stitched = s;
-                        if e.stamp > newer_than {
-                            self.events.push(T::keep(e));
-                        } else {
-                            self.older += 1;
-                        }
+                        self.take(e, s, newer_than, cleared_at);
                     }
                     None => self.malformed += 1,
                 }
@@ -653,14 +701,27 @@ impl<S: SlotWords> Ring<'_, S> {
     /// later. To read only what is new, exactly, use a per-slot cursor (devttrace's
     /// `Follower`).
     pub fn snapshot_newer_than(&self, timestamp: u64) -> RingSnapshot {
-        self.scan(timestamp)
+        self.scan(timestamp, Cleared::default())
+    }
+
+    /// [`Ring::snapshot_newer_than`] of a ring that was cleared as `cleared` says: the
+    /// entries stamped at or before the clear are left out and counted in
+    /// [`RingSnapshot::cleared`], and the counts start from the clear.
+    pub fn snapshot_cleared(&self, timestamp: u64, cleared: Cleared) -> RingSnapshot {
+        self.scan(timestamp, cleared)
+    }
+
+    /// [`Ring::index_newer_than`] of a ring cleared as `cleared` says (see
+    /// [`Ring::snapshot_cleared`]).
+    pub fn index_cleared(&self, timestamp: u64, cleared: Cleared) -> RingIndex {
+        self.scan(timestamp, cleared)
     }
 
     /// [`Ring::snapshot_newer_than`] that keeps only where each event is, not a copy of it:
     /// the cheap first half of a two-pass read ([`Ring::event`] is the second), which needs
     /// memory for 16 bytes per event instead of 128.
     pub fn index_newer_than(&self, timestamp: u64) -> RingIndex {
-        self.scan(timestamp)
+        self.scan(timestamp, Cleared::default())
     }
 
     /// The event at `mark` if its slot still holds it (read with the stamp check, its
@@ -679,9 +740,9 @@ impl<S: SlotWords> Ring<'_, S> {
         }
     }
 
-    fn scan<T: Kept>(&self, timestamp: u64) -> RingSnapshot<T> {
+    fn scan<T: Kept>(&self, timestamp: u64, cleared: Cleared) -> RingSnapshot<T> {
         if self.restartable {
-            return self.scan_restartable(timestamp);
+            return self.scan_restartable(timestamp, cleared);
         }
         let n = self.slots.len();
         // The cut: positions below it were reserved before the copy (Acquire: with the
@@ -705,7 +766,14 @@ impl<S: SlotWords> Ring<'_, S> {
             let i = (start + k) & (n - 1);
             let r = self.read(i);
             snap.count(&r, head, below(i));
-            snap.visit(&prev, (i + n - 1) & (n - 1), &r, timestamp, head);
+            snap.visit(
+                &prev,
+                (i + n - 1) & (n - 1),
+                &r,
+                timestamp,
+                cleared.at,
+                head,
+            );
             prev = r;
         }
         // The last slot's successor is the first one, read long before: if the last slot
@@ -723,8 +791,8 @@ impl<S: SlotWords> Ring<'_, S> {
             }
             _ => first,
         };
-        snap.visit(&prev, last, &successor, timestamp, head);
-        self.finish(snap, head, skipped)
+        snap.visit(&prev, last, &successor, timestamp, cleared.at, head);
+        self.finish(snap, head, skipped, cleared)
     }
 
     /// Completes a scan's counts with `head` (what the copy is counted against), the
@@ -734,16 +802,30 @@ impl<S: SlotWords> Ring<'_, S> {
         mut snap: RingSnapshot<T>,
         head: u64,
         skipped: u64,
+        cleared: Cleared,
     ) -> RingSnapshot<T> {
         snap.head = head;
         snap.skipped = skipped;
-        snap.dropped = self.dropped.load(Acquire);
+        snap.dropped = self.dropped.load(Acquire).saturating_sub(cleared.dropped);
         // Saturating: the words of a damaged device can hold anything.
         snap.lost = snap.head.saturating_sub(
             snap.skipped
                 .saturating_add(snap.committed)
                 .saturating_add(snap.claimed),
         );
+        // Cleared entries still in the ring were copied (committed) but are not shown.
+        snap.committed = snap.committed.saturating_sub(snap.cleared);
+        // Positions reserved before the clear that the ring no longer holds are cleared,
+        // not lost: those below both the clear's head and the ring's oldest position, less
+        // the ones given up before the clear (counted in `skipped`, not `lost`). Where some
+        // of those were still in the ring this takes too few: `lost` errs high, never low.
+        let gone = cleared
+            .head
+            .min(head.saturating_sub(self.slots.len() as u64))
+            .saturating_sub(cleared.skipped)
+            .min(snap.lost);
+        snap.lost -= gone;
+        snap.cleared = snap.cleared.saturating_add(gone);
         // Usually sorted already (slots visited oldest first); the check avoids the sort's
         // scratch buffer, half the size of the events.
         if !snap.events.is_sorted_by_key(T::stamp) {
@@ -756,7 +838,7 @@ impl<S: SlotWords> Ring<'_, S> {
     /// loaded before the copy), in order; a parent is accepted only if its position tag is
     /// its position's, a continuation only with its parent (one without is counted as
     /// overwritten, with its event). See the module documentation.
-    fn scan_restartable<T: Kept>(&self, timestamp: u64) -> RingSnapshot<T> {
+    fn scan_restartable<T: Kept>(&self, timestamp: u64, cleared: Cleared) -> RingSnapshot<T> {
         let n = self.slots.len() as u64;
         // Acquire: every entry below `h1` was committed before, and is visible to, the copy.
         let h1 = self.head.load(Acquire);
@@ -779,11 +861,7 @@ impl<S: SlotWords> Ring<'_, S> {
                 match stitch(&w, pi, || r) {
                     Some((e, s)) => {
                         stitched = s;
-                        if e.stamp > timestamp {
-                            snap.events.push(T::keep(e));
-                        } else {
-                            snap.older += 1;
-                        }
+                        snap.take(e, s, timestamp, cleared.at);
                     }
                     None => snap.malformed += 1,
                 }
@@ -819,7 +897,7 @@ impl<S: SlotWords> Ring<'_, S> {
         }
         // The cut is `h1`: what was committed since is counted as such, not as lost.
         snap.after_cut = self.head.load(Acquire).saturating_sub(h1);
-        self.finish(snap, h1, 0)
+        self.finish(snap, h1, 0, cleared)
     }
 }
 

@@ -154,6 +154,13 @@ enum Command {
         /// The device directory.
         device: Option<PathBuf>,
     },
+    /// Empty the trace (as ftrace's `echo > trace`): readers then show only what is recorded
+    /// after now, and count losses from here; `stats` counts the clears. Safe while programs
+    /// write: nothing in the rings is changed, the clear is a time published in the header.
+    Clear {
+        /// The device directory.
+        device: Option<PathBuf>,
+    },
     /// Serve a device as files any program reads, as Akaros's #ttrace: `version`, `cpuN`
     /// (CPU N's entries, oldest first), `aux`, `meta`, `ctl` (read: the mask and rules;
     /// write: commands), `trace` (dump's lines), `trace_pipe` (new events, blocking),
@@ -558,6 +565,17 @@ pub(crate) fn stats(dev: &Device) -> Result<String, String> {
     }
     let st = &snap.status;
     s += &format!(
+        "sizes: {} slots per ring ({} rings), aux {} bytes per ring, meta {} bytes\n",
+        snap.version.ring_slots,
+        snap.cpus.len(),
+        snap.version.aux_size,
+        snap.version.meta_size,
+    );
+    s += &match st.clears {
+        0 => "cleared: never\n".to_string(),
+        n => format!("cleared: {n} times, last at {} s\n", secs(st.cleared_at)),
+    };
+    s += &format!(
         "aux: {} of {} bytes in use ({} KiB per ring), {} records kept, {} incomplete; since creation {} bytes written, {} dropped\n",
         snap.aux.bytes_in_use(),
         snap.version.aux_size * snap.cpus.len() as u64,
@@ -784,6 +802,15 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Stats { device } => {
             let text = stats(&open(device)?)?;
             quiet_pipe(std::io::stdout().lock().write_all(text.as_bytes()))
+        }
+        Command::Clear { device } => {
+            let dev = open_as(device, Access::ReadWrite)?;
+            let clears = dev
+                .core()
+                .clear()
+                .map_err(|e| format!("{}: {e}", dev.dir().display()))?;
+            eprintln!("{}: cleared (clear {clears})", dev.dir().display());
+            Ok(())
         }
         Command::Ctl { words } => ctl(words),
         Command::Report {

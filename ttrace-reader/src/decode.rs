@@ -323,9 +323,80 @@ pub fn dump(
     writeln!(out, "{}", aux_line(view))
 }
 
-/// The header line of a dump: the device's facts.
-pub fn header_line<'s>(ctx: impl Into<Context<'s>>) -> String {
-    let ctx = ctx.into();
+/// What was read of the rings, as far as the header line needs it: which processes wrote
+/// the events.
+pub trait Writers {
+    /// The process ids of the events read, each once, and whether there were more than
+    /// listed (`devttrace::RingSnapshot::writers`).
+    fn writers(&self) -> (Vec<u32>, bool);
+}
+
+fn writers_of<T>(rings: &[devttrace::RingSnapshot<T>]) -> (Vec<u32>, bool) {
+    let mut pids: Vec<u32> = rings
+        .iter()
+        .flat_map(|r| r.writers.iter().copied())
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    let more = rings.iter().any(|r| r.writers_more);
+    (pids, more)
+}
+
+impl Writers for Snapshot {
+    fn writers(&self) -> (Vec<u32>, bool) {
+        writers_of(&self.cpus)
+    }
+}
+
+impl Writers for View<'_> {
+    fn writers(&self) -> (Vec<u32>, bool) {
+        writers_of(&self.cpus)
+    }
+}
+
+/// How many writing processes the header line names.
+const HEADER_WRITERS: usize = 8;
+
+/// `written by 4242 (server), 4250 (worker)`: the processes whose events were read, each
+/// with the latest name recorded for its id, or `no events` (and ` since the clear`).
+fn written_by(ctx: &Context<'_>, (pids, more): (Vec<u32>, bool)) -> String {
+    let cleared = if ctx.status.clears > 0 {
+        " since the clear"
+    } else {
+        ""
+    };
+    if pids.is_empty() {
+        return format!("no events{cleared}");
+    }
+    let name = |pid: u32| {
+        ctx.meta
+            .processes
+            .iter()
+            .rev()
+            .find(|p| p.pid == pid)
+            .map_or("?", |p| p.name.as_str())
+    };
+    let mut s = format!("written{cleared} by ");
+    for (k, &pid) in pids.iter().take(HEADER_WRITERS).enumerate() {
+        if k > 0 {
+            s += ", ";
+        }
+        s += &format!("{pid} ({})", name(pid));
+    }
+    let rest = pids.len().saturating_sub(HEADER_WRITERS);
+    if rest > 0 || more {
+        s += &format!(" and {}{rest} more", if more { "at least " } else { "" });
+    }
+    s
+}
+
+/// The header line of a dump: the device's facts, and the processes that wrote the events.
+pub fn header_line<'s, S: Writers + ?Sized>(source: &'s S) -> String
+where
+    &'s S: Into<Context<'s>>,
+{
+    let ctx: Context<'s> = source.into();
+    let writers = written_by(&ctx, source.writers());
     let v = ctx.version;
     let clock = match v.clock.source {
         ttrace_layouts::device::ClockSource::Tsc => {
@@ -334,7 +405,7 @@ pub fn header_line<'s>(ctx: impl Into<Context<'s>>) -> String {
         ttrace_layouts::device::ClockSource::MonotonicNs => "monotonic ns".to_string(),
     };
     format!(
-        "# ttrace {}: {} cpus x {} slots, aux {} KiB, {} tracepoints, clock {clock}, created {} by pid {}",
+        "# ttrace {}: {} cpus x {} slots, aux {} KiB, {} tracepoints, clock {clock}, created {} by pid {}; {writers}",
         ctx.dir.display(),
         v.num_cpus,
         v.ring_slots,
@@ -376,6 +447,9 @@ pub fn ring_counts<T>(name: &str, r: &devttrace::RingSnapshot<T>, vanished: u64)
     }
     if r.after_cut > 0 {
         s += &format!(", {} written while reading", r.after_cut);
+    }
+    if r.cleared > 0 {
+        s += &format!(", {} cleared", r.cleared);
     }
     s
 }

@@ -1,0 +1,201 @@
+//! `ttrace-reader clear`: a cleared device shows nothing recorded before the clear, counts
+//! the clear, shows what is recorded after it, and never a torn or invented event, even
+//! when a writer runs through the clear. And the dump's header names the writing processes.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use ttrace_tests::{config, define, mix};
+
+const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
+const APP: &str = env!("CARGO_BIN_EXE_ttrace-test-app");
+
+fn reader(args: &[&str]) -> Output {
+    let out = Command::new(READER).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The dump of `dir`: its header line and its event lines.
+fn dump(dir: &Path) -> (String, Vec<String>) {
+    let text = String::from_utf8(reader(&["dump", dir.to_str().unwrap()]).stdout).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap().to_string();
+    let events = lines
+        .filter(|l| !l.starts_with('#'))
+        .map(String::from)
+        .collect();
+    (header, events)
+}
+
+fn stats(dir: &Path) -> String {
+    String::from_utf8(reader(&["stats", dir.to_str().unwrap()]).stdout).unwrap()
+}
+
+#[test]
+fn clear_empties_the_trace_counts_the_clear_and_keeps_what_comes_after() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = ttrace_core::Device::open(&config(&dir, 64, 2)).unwrap();
+    let word = define(&dev, "before_or_after", "n={n}");
+    let ctx = ttrace_core::lock::owner_id();
+    let msg = |text: &str| {
+        dev.aux_write(ttrace_layouts::aux::AuxTag::Info, ctx, text.as_bytes())
+            .unwrap()
+    };
+    for n in 0..200 {
+        dev.emit(word, ctx, &[n]);
+    }
+    msg("a message before");
+    let (_, events) = dump(&dir);
+    assert!(events.len() > 10, "{events:?}");
+    assert!(stats(&dir).contains("cleared: never\n"));
+
+    reader(&["clear", dir.to_str().unwrap()]);
+    let (header, events) = dump(&dir);
+    assert_eq!(events, Vec::<String>::new(), "nothing shows after a clear");
+    assert!(header.ends_with("; no events since the clear"), "{header}");
+    let s = stats(&dir);
+    assert!(s.contains("cleared: 1 times, last at "), "{s}");
+    // The ring had wrapped: what it lost before the clear is cleared, not lost.
+    assert!(s.contains(" 0 lost,"), "{s}");
+
+    for n in 1000..1005 {
+        dev.emit(word, ctx, &[n]);
+    }
+    msg("a message after");
+    let (_, events) = dump(&dir);
+    let texts: Vec<&str> = events
+        .iter()
+        .map(|l| l.split_once(") ").unwrap().1)
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "before_or_after(n=1000)",
+            "before_or_after(n=1001)",
+            "before_or_after(n=1002)",
+            "before_or_after(n=1003)",
+            "before_or_after(n=1004)",
+            "info(\"a message after\")"
+        ]
+    );
+    reader(&["clear", dir.to_str().unwrap()]);
+    assert!(stats(&dir).contains("cleared: 2 times"));
+    assert_eq!(dump(&dir).1, Vec::<String>::new());
+}
+
+#[test]
+fn clear_while_a_writer_writes_shows_only_whole_events_written_after_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = ttrace_core::Device::open(&config(&dir, 65536, 2)).unwrap();
+    let word = define(
+        &dev,
+        "twelve",
+        "{a} {b} {c} {d} {e} {f} {g} {h} {i} {j} {k} {l}",
+    );
+    // Sequence numbers of the events the writer has committed (all of them, at or below).
+    let done = AtomicU64::new(0);
+    // Set after the clear returned: the writer writes this many more, then stops.
+    let stop_at = AtomicU64::new(u64::MAX);
+    let started = AtomicBool::new(false);
+    const AFTER: u64 = 1000;
+    let (before, after) = std::thread::scope(|s| {
+        s.spawn(|| {
+            let ctx = ttrace_core::lock::owner_id();
+            let mut seq = 1;
+            let mut last = std::time::Instant::now();
+            while seq <= stop_at.load(SeqCst) {
+                // At most one event per 2 µs (a pace, not a synchronization): the rings
+                // (32768 events each) still hold events from before the clear at its end,
+                // so that it has something to hide.
+                while last.elapsed() < std::time::Duration::from_micros(2) {
+                    std::hint::spin_loop();
+                }
+                last = std::time::Instant::now();
+                let mut args = [0u64; 12];
+                args[0] = seq;
+                for (k, a) in args.iter_mut().enumerate().skip(1) {
+                    *a = mix(1, seq, k as u64);
+                }
+                dev.emit(word, ctx, &args);
+                done.store(seq, SeqCst);
+                started.store(true, SeqCst);
+                seq += 1;
+            }
+        });
+        while !started.load(SeqCst) || done.load(SeqCst) < 10_000 {
+            std::hint::spin_loop();
+        }
+        // Every event up to `before` was committed before the clear began.
+        let before = done.load(SeqCst);
+        reader(&["clear", dir.to_str().unwrap()]);
+        let after = done.load(SeqCst);
+        stop_at.store(after + AFTER, SeqCst);
+        (before, after)
+    });
+    assert!(after > before, "the writer ran through the clear");
+    // The rings, read without regard to the clear, still hold events from before it.
+    let hidden = (0..dev.num_rings())
+        .flat_map(|r| dev.ring(r).snapshot().events)
+        .filter(|e| e.args()[0] <= before)
+        .count();
+    assert!(hidden > 0, "the clear hid nothing: the test proves nothing");
+    let (_, events) = dump(&dir);
+    let mut seqs = Vec::new();
+    for line in &events {
+        let text = line.split_once(") ").unwrap().1;
+        let args: Vec<u64> = text
+            .strip_prefix("twelve(")
+            .and_then(|t| t.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("not a whole event: {line}"))
+            .split(' ')
+            .map(|a| a.parse().unwrap())
+            .collect();
+        assert_eq!(args.len(), 12, "{line}");
+        let seq = args[0];
+        for (k, &a) in args.iter().enumerate().skip(1) {
+            assert_eq!(a, mix(1, seq, k as u64), "a torn or invented event: {line}");
+        }
+        seqs.push(seq);
+    }
+    seqs.sort_unstable();
+    // Nothing committed before the clear began shows (the events written while it ran may
+    // or may not: it takes effect at one moment in between).
+    assert!(seqs[0] > before, "{} was written before the clear", seqs[0]);
+    // Every event written after the clear returned is there, each once.
+    let tail: Vec<u64> = seqs.iter().copied().filter(|&n| n > after).collect();
+    assert_eq!(tail, (after + 1..=after + AFTER).collect::<Vec<_>>());
+    seqs.dedup();
+    assert_eq!(seqs.len(), events.len(), "no event twice");
+}
+
+#[test]
+fn the_dump_header_names_the_processes_that_wrote_the_trace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let mut pids = Vec::new();
+    for _ in 0..2 {
+        let child = Command::new(APP)
+            .arg(&dir)
+            .arg("3")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        pids.push(child.id());
+        assert!(child.wait_with_output().unwrap().status.success());
+    }
+    pids.sort_unstable();
+    let (header, _) = dump(&dir);
+    let written = header.split_once("; written by ").expect(&header).1;
+    let expected: Vec<String> = pids
+        .iter()
+        .map(|p| format!("{p} (ttrace-test-app)"))
+        .collect();
+    assert_eq!(written, expected.join(", "), "{header}");
+}

@@ -1,0 +1,179 @@
+//! Configuring a device from the environment (`TTRACE_RING_SLOTS`, `TTRACE_AUX_SIZE`,
+//! `TTRACE_MASK`, `TTRACE_DISABLED`), and a size asked for that an existing device does not
+//! have: a typed error, never a silent success.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use ttrace_core::{Config, Device, Error};
+use ttrace_tests::config;
+
+const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
+const ENV_APP: &str = env!("CARGO_BIN_EXE_ttrace-test-env");
+
+/// Runs the environment-configured program on `dir` with `vars` set.
+fn run(dir: &Path, vars: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(ENV_APP);
+    cmd.env("TTRACE_DIR", dir);
+    for v in [
+        "TTRACE_RING_SLOTS",
+        "TTRACE_AUX_SIZE",
+        "TTRACE_MASK",
+        "TTRACE_DISABLED",
+    ] {
+        cmd.env_remove(v);
+    }
+    cmd.envs(vars.iter().copied());
+    cmd.output().unwrap()
+}
+
+fn ok(dir: &Path, vars: &[(&str, &str)]) -> String {
+    let out = run(dir, vars);
+    assert!(
+        out.status.success(),
+        "{vars:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The one line of a failure, which must not be a panic.
+fn fails(dir: &Path, vars: &[(&str, &str)]) -> String {
+    let out = run(dir, vars);
+    assert_eq!(out.status.code(), Some(1), "{vars:?}: not a clean failure");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
+}
+
+fn reader(args: &[&str]) -> String {
+    let out = Command::new(READER).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn events(dir: &Path) -> usize {
+    reader(&["dump", dir.to_str().unwrap()])
+        .lines()
+        .filter(|l| l.ends_with("env_point(n=7)"))
+        .count()
+}
+
+#[test]
+fn ring_slots_and_aux_size_come_from_the_environment_and_stats_shows_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let out = ok(
+        &dir,
+        &[("TTRACE_RING_SLOTS", "128"), ("TTRACE_AUX_SIZE", "32k")],
+    );
+    assert!(out.starts_with("slots 128 aux 32768 "), "{out}");
+    let stats = reader(&["stats", dir.to_str().unwrap()]);
+    let meta = std::fs::metadata(dir.join("meta")).unwrap().len();
+    assert!(
+        stats.contains(&format!(
+            "sizes: 128 slots per ring ({} rings), aux 32768 bytes per ring, meta {meta} bytes\n",
+            2 * ttrace_core::device::configured_cpus()
+        )),
+        "{stats}"
+    );
+    // The same sizes again attach; others are refused, naming both and the way out.
+    ok(&dir, &[("TTRACE_RING_SLOTS", "128")]);
+    let err = fails(&dir, &[("TTRACE_RING_SLOTS", "256")]);
+    assert!(
+        err.contains("the device has 128 slots per ring, not the 256 asked for")
+            && err.contains("TTRACE_DIR")
+            && err.contains("rm -r"),
+        "{err}"
+    );
+    let err = fails(&dir, &[("TTRACE_AUX_SIZE", "0x10000")]);
+    assert!(
+        err.contains("the device has 32768 aux bytes per ring, not the 65536 asked for"),
+        "{err}"
+    );
+    assert_eq!(events(&dir), 2, "the refused runs recorded nothing");
+}
+
+#[test]
+fn the_mask_and_disabled_come_from_the_environment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    // The point's class is the default class (bit 0): a mask without it records nothing.
+    let out = ok(&dir, &[("TTRACE_MASK", "0x4")]);
+    assert!(out.ends_with("mask 0x4\n"), "{out}");
+    assert_eq!(events(&dir), 0);
+    assert!(reader(&["ctl", dir.to_str().unwrap()]).starts_with("setmask 0x4 "));
+    let out = ok(&dir, &[("TTRACE_MASK", "0xffffffffffffffff")]);
+    assert!(out.ends_with("mask 0xffffffffffffffff\n"), "{out}");
+    assert_eq!(events(&dir), 1);
+
+    let out = ok(&dir, &[("TTRACE_DISABLED", "1")]);
+    assert!(out.ends_with("mask 0x0\n"), "{out}");
+    assert_eq!(events(&dir), 1, "nothing recorded while disabled");
+    // Without the variables the device keeps its mask (it is the device's, not the run's).
+    let out = ok(&dir, &[]);
+    assert!(out.ends_with("mask 0x0\n"), "{out}");
+    assert_eq!(events(&dir), 1);
+    ok(&dir, &[("TTRACE_DISABLED", "0"), ("TTRACE_MASK", "1")]);
+    assert_eq!(events(&dir), 2);
+}
+
+#[test]
+fn invalid_values_are_one_clear_error_naming_the_variable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    for (var, value, why) in [
+        ("TTRACE_RING_SLOTS", "lots", "not a number"),
+        ("TTRACE_RING_SLOTS", "100", "power of two"),
+        ("TTRACE_RING_SLOTS", "1", "power of two"),
+        ("TTRACE_RING_SLOTS", "99999999999999999999", "not a number"),
+        ("TTRACE_AUX_SIZE", "1k", "power of two"),
+        ("TTRACE_AUX_SIZE", "64q", "not a size"),
+        ("TTRACE_AUX_SIZE", "0xffffffffffffffffk", "not a size"),
+        ("TTRACE_MASK", "-1", "not a number"),
+        ("TTRACE_DISABLED", "yes", "must be 1"),
+    ] {
+        let err = fails(&dir, &[(var, value)]);
+        assert!(
+            err.contains(&format!("{var}={value:?}")) && err.contains(why),
+            "{var}={value}: {err}"
+        );
+        assert!(!dir.exists(), "{var}={value}: a device was made");
+    }
+}
+
+#[test]
+fn opening_an_existing_device_with_other_sizes_is_a_typed_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    Device::open(&config(&dir, 16384, 2)).unwrap();
+    match Device::open(&config(&dir, 65536, 2)) {
+        Err(Error::SizeMismatch {
+            what,
+            asked,
+            found,
+            path,
+        }) => {
+            assert_eq!((what, asked, found), ("slots per ring", 65536, 16384));
+            assert_eq!(path, dir);
+        }
+        Err(e) => panic!("another error: {e}"),
+        Ok(_) => panic!("a size asked for and silently not given"),
+    }
+    assert!(matches!(
+        Device::open(&config(&dir, 16384, 4)),
+        Err(Error::SizeMismatch {
+            what: "cpus",
+            asked: 4,
+            found: 2,
+            ..
+        })
+    ));
+    // Sizes left at their defaults accept the device's.
+    let dev = Device::open(&Config::at(&dir)).unwrap();
+    assert_eq!(dev.ring_slots(), 16384);
+}
