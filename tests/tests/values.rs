@@ -14,6 +14,10 @@ values!(static STATE: enum = { Idle = 0, Busy = 1, Done = 2, Failed = -1 });
 
 tracepoint!(static OPEN: Entry = "open", "path={path:s} flags={flags:OPEN_FLAGS}", OPEN_FLAGS);
 tracepoint!(static STEP: Start = "step", "state={state:STATE} raw={raw:x}", STATE);
+tracepoint!(static REQUEST: Entry = "request", "state={state:STATE}", STATE);
+tracepoint!(static REQUEST_DONE: Exit = "request_done", "");
+tracepoint!(static JOB_START: Start = "job_start", "n={n}");
+tracepoint!(static JOB_DONE: Stop = "job_done", "");
 tracepoint!(static TYPED: Start = "typed", "fd={fd} ok={ok} ratio={ratio} name={name} ch={ch} small={small} big={big:d}");
 
 /// A device written once by this process: each case of the tables, then typed arguments.
@@ -29,6 +33,15 @@ fn device() -> &'static Path {
         for state in [1i32, 2, 7, -1] {
             point!(STEP, state, state);
         }
+        for state in [1u8, 2, 1, 7] {
+            point!(REQUEST, state);
+            point!(REQUEST_DONE);
+        }
+        // Two jobs that overlap, as requests do (not calls): start 1, start 2, done, done.
+        point!(JOB_START, 1u32);
+        point!(JOB_START, 2u32);
+        point!(JOB_DONE);
+        point!(JOB_DONE);
         let name = String::from("worker");
         point!(TYPED, -1i32, true, 1.5f64, name.as_str(), 'x', 200u8, -7i64);
         (tmp, dir)
@@ -218,4 +231,93 @@ fn a_definition_recorded_without_types_shows_as_its_format_says() {
     dev.emit(word, 1 << 32 | 1, &[-1i64 as u64, -1i64 as u64]);
     let text = reader(&["dump", dir.to_str().unwrap()]);
     assert!(text.contains("old(n=18446744073709551615 m=-1)"), "{text}");
+}
+
+#[test]
+fn report_splits_durations_by_an_arguments_named_values() {
+    let text = reader(&[
+        "report",
+        device().to_str().unwrap(),
+        "--by",
+        "state",
+        "--sort",
+        "count",
+    ]);
+    // `count min ... total  request  [state=Busy]`
+    let rows: Vec<(u64, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let (head, group) = l.split_once("  request  [")?;
+            let count = head.split_whitespace().next()?.parse().ok()?;
+            Some((count, group.strip_suffix(']')?.to_string()))
+        })
+        .collect();
+    assert!(rows.contains(&(2, "state=Busy".into())), "{text}");
+    assert!(rows.contains(&(1, "state=Done".into())), "{text}");
+    assert!(rows.contains(&(1, "state=7".into())), "{text}");
+    // The same, scripted.
+    let json: serde_json::Value = serde_json::from_str(&reader(&[
+        "report",
+        device().to_str().unwrap(),
+        "--by",
+        "arg:state",
+        "--json",
+    ]))
+    .unwrap();
+    let mut groups: Vec<(String, u64)> = json["durations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["name"] == "request")
+        .map(|l| {
+            (
+                l["group"].as_str().unwrap().to_string(),
+                l["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    groups.sort();
+    assert_eq!(
+        groups,
+        [
+            ("state=7".into(), 1),
+            ("state=Busy".into(), 2),
+            ("state=Done".into(), 1)
+        ]
+    );
+}
+
+#[test]
+fn a_snapshot_keeps_the_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("trace.ttrace");
+    let file = file.to_str().unwrap();
+    reader(&["snapshot", device().to_str().unwrap(), "-o", file]);
+    let lines = |source: &str| -> Vec<String> {
+        reader(&["dump", source])
+            .lines()
+            .filter(|l| l.contains(" open(") || l.contains(" step("))
+            .map(str::to_string)
+            .collect()
+    };
+    let saved = lines(file);
+    assert_eq!(saved.len(), 9);
+    assert_eq!(saved, lines(device().to_str().unwrap()));
+}
+
+#[test]
+fn start_stop_pairs_of_one_stem_are_async_slices_in_chrome() {
+    let events = exports().1["traceEvents"].as_array().unwrap();
+    let job: Vec<&serde_json::Value> = events.iter().filter(|e| e["name"] == "job").collect();
+    let phases: Vec<&str> = job.iter().map(|e| e["ph"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["b", "e", "b", "e"]);
+    // The later start closes first (as report pairs them), each pair with its own id.
+    assert_eq!(job[0]["id"], job[1]["id"]);
+    assert_ne!(job[0]["id"], job[2]["id"]);
+    let ts = |e: &serde_json::Value| e["ts"].as_f64().unwrap();
+    assert!(ts(job[2]) < ts(job[0]) && ts(job[1]) < ts(job[3]));
+    // The starts and stops keep their own events, with their arguments.
+    let starts: Vec<_> = events.iter().filter(|e| e["name"] == "job_start").collect();
+    assert_eq!(starts.len(), 2);
+    assert_eq!(starts[1]["args"]["n"], 2);
 }

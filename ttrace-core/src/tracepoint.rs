@@ -444,8 +444,9 @@ pub fn info(message: &str) -> bool {
 ///   measures the time between them. Pairs nest like calls, last entered first left.
 /// - `Start` / `Stop`: something begins and ends that is not a call: a request, a state.
 ///   Where a `Stop` tracepoint shares a `Start`'s name stem (`req_start` / `req_stop`,
-///   `_begin` / `_end`, `_done`), `report` measures it and the exports show it as a slice
-///   too; a `Start` with no such `Stop` is an instant event (`tick`, `sched_switch`).
+///   `_begin` / `_end`, `_done`), `report` measures it and the Chrome export shows it as an
+///   async slice (pairs may overlap); uftrace and CTF keep two events. A `Start` with no
+///   such `Stop` is an instant event (`tick`, `sched_switch`).
 ///
 /// ```
 /// ttrace_core::tracepoint!(pub static SWITCH: Start[1 << 4] = "sched_switch", "prev={prev} next={next}");

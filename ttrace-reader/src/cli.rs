@@ -133,9 +133,11 @@ enum Command {
         select: Select,
         #[command(flatten)]
         window: Window,
-        /// Split the durations by thread, process or CPU.
-        #[arg(long, value_enum)]
-        by: Option<ReportBy>,
+        /// Split the durations by thread, process, CPU, or the value of the entry's
+        /// argument named ARG (`--by flags`; `arg:NAME` for an argument named like a
+        /// keyword), shown as dump shows it.
+        #[arg(long, value_name = "thread|process|cpu|ARG")]
+        by: Option<crate::report::By>,
         /// Sort the durations by count, total, p99 or max (largest first).
         #[arg(long, value_enum, default_value = "total")]
         sort: ReportSort,
@@ -192,17 +194,6 @@ enum Command {
         #[arg(long)]
         utc: bool,
     },
-}
-
-/// `report --by`.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum ReportBy {
-    /// Per thread.
-    Thread,
-    /// Per process.
-    Process,
-    /// Per CPU.
-    Cpu,
 }
 
 /// `report --sort`.
@@ -823,13 +814,9 @@ fn run(cli: Cli) -> Result<(), String> {
             histogram,
             json,
         } => {
-            use crate::report::{By, Options, SortBy};
+            use crate::report::{Options, SortBy};
             let opts = Options {
-                by: by.map(|b| match b {
-                    ReportBy::Thread => By::Thread,
-                    ReportBy::Process => By::Process,
-                    ReportBy::Cpu => By::Cpu,
-                }),
+                by,
                 sort: match sort {
                     ReportSort::Count => SortBy::Count,
                     ReportSort::Total => SortBy::Total,

@@ -4,7 +4,7 @@
 //! (`request_start` .. `request_done`), as counts, percentiles and log2 histograms.
 
 use crate::decode::Item;
-use crate::export::{Closes, Pairing, Schema};
+use crate::export::{Closes, Pairing, Schema, Stems};
 use crate::merge::{Filter, Merge};
 use devttrace::{Event, TaskIndex, View};
 use std::collections::{BTreeMap, HashMap};
@@ -12,7 +12,7 @@ use std::fmt::Write;
 use ttrace_core::Kind;
 
 /// How the latency table is split.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum By {
     /// One row per pair name and thread.
     Thread,
@@ -20,6 +20,23 @@ pub enum By {
     Process,
     /// One row per pair name and CPU (the entry's).
     Cpu,
+    /// One row per pair name and value of the entry's (start's) argument of this name,
+    /// shown as `dump` shows it (a value table's names for a flags or enum argument).
+    Arg(String),
+}
+
+impl std::str::FromStr for By {
+    type Err = std::convert::Infallible;
+
+    /// `thread`, `process`, `cpu`, `arg:NAME`, or any other word as an argument's name.
+    fn from_str(s: &str) -> Result<By, Self::Err> {
+        Ok(match s {
+            "thread" => By::Thread,
+            "process" => By::Process,
+            "cpu" => By::Cpu,
+            _ => By::Arg(s.strip_prefix("arg:").unwrap_or(s).to_string()),
+        })
+    }
 }
 
 /// How the latency table is sorted (largest first).
@@ -126,49 +143,54 @@ pub struct Report {
     pub histogram: Option<Histogram>,
 }
 
-/// The stem of a start or stop name: `request_start` and `request_done` are both `request`;
-/// a name with no such suffix is its own stem.
-fn stem(name: &str, kind: Kind) -> &str {
-    let suffixes: &[&str] = match kind {
-        Kind::Start => &["_start", "_begin"],
-        _ => &["_stop", "_end", "_done"],
-    };
-    suffixes
-        .iter()
-        .find_map(|s| name.strip_suffix(s))
-        .unwrap_or(name)
-}
-
 /// Reports the events `view` holds that `filter` keeps.
 pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     let schemas = Schema::all(&view.meta);
     let clock = view.version.clock;
     let n = schemas.len();
-    // Per tracepoint id, prepared once: the stem of a start or stop, as a small number.
-    let mut stems: HashMap<&str, usize> = HashMap::new();
-    let stem_of: Vec<Option<usize>> = schemas
+    let Stems {
+        of: stem_of,
+        paired,
+        ..
+    } = Stems::new(&schemas);
+    // Per tracepoint id, the index of the argument `--by` names.
+    let by_arg: Vec<Option<usize>> = schemas
         .iter()
-        .map(|s| match s.kind {
-            Kind::Start | Kind::Stop => {
-                let next = stems.len();
-                Some(*stems.entry(stem(&s.name, s.kind)).or_insert(next))
-            }
+        .map(|s| match &opts.by {
+            Some(By::Arg(name)) => s.args.iter().position(|(n, _)| n == name),
             _ => None,
         })
         .collect();
-    // Stems that some stop tracepoint has: only their starts open a pair.
-    let mut paired = vec![false; stems.len()];
-    for (s, k) in schemas.iter().zip(&stem_of) {
-        if let (Kind::Stop, Some(k)) = (s.kind, k) {
-            paired[*k] = true;
-        }
-    }
-    let group_key = |e: &Event| -> u64 {
+    // The values of that argument as shown, each numbered once (0: the tracepoint has none).
+    let mut shown: HashMap<Vec<u8>, u64> = HashMap::new();
+    let mut labels: Vec<String> = Vec::new();
+    let mut text = Vec::new();
+    let mut group_key = |e: &Event| -> u64 {
         match opts.by {
             None => 0,
             Some(By::Thread) => e.ctx,
             Some(By::Process) => e.ctx >> 32,
             Some(By::Cpu) => e.type_word.cpu() as u64,
+            Some(By::Arg(ref name)) => {
+                let id = e.type_word.tracepoint() as usize;
+                let Some((i, &w)) = by_arg
+                    .get(id)
+                    .copied()
+                    .flatten()
+                    .and_then(|i| Some((i, e.args().get(i)?)))
+                else {
+                    return 0;
+                };
+                text.clear();
+                text.extend_from_slice(name.as_bytes());
+                text.push(b'=');
+                crate::format::word(&mut text, &schemas[id].args[i].1, w, &view.aux);
+                let next = shown.len() as u64 + 1;
+                *shown.entry(text.clone()).or_insert_with(|| {
+                    labels.push(String::from_utf8_lossy(&text).into_owned());
+                    next
+                })
+            }
         }
     };
     let mut pairing = Pairing::new(&view.cpus);
@@ -182,7 +204,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     // Open starts, per thread and stem; the stems some stop closes (a start whose stem no
     // stop has is a point of its own, not an open pair).
     let mut starts: HashMap<(u64, usize), Vec<Event>> = HashMap::new();
-    let mut stopped = vec![false; stems.len()];
+    let mut stopped = vec![false; paired.len()];
     let mut un = Unmeasured::default();
     let (mut first, mut last, mut events) = (None, 0u64, 0u64);
     let mut add = |open: &Event, close: &Event| {
@@ -278,13 +300,13 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     points.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
     let threads = TaskIndex::threads(&view.meta);
     let processes = TaskIndex::processes(&view.meta);
-    let group_name = |e: &Event| -> Option<String> {
+    let group_name = |e: &Event, key: u64| -> Option<String> {
         let (pid, tid) = (e.ctx >> 32, e.ctx as u32);
         let name = |i: &TaskIndex, list: &[devttrace::TaskInfo], id: u64| {
             i.at(id, e.stamp)
                 .map_or("?".to_string(), |c| list[c.index].name.clone())
         };
-        Some(match opts.by? {
+        Some(match opts.by.as_ref()? {
             By::Thread => format!(
                 "{pid}/{tid} ({})",
                 name(&threads, &view.meta.threads, e.ctx)
@@ -294,6 +316,10 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
                 name(&processes, &view.meta.processes, pid << 32)
             ),
             By::Cpu => format!("cpu{}", e.type_word.cpu()),
+            By::Arg(ref name) => match key {
+                0 => format!("(no {name})"),
+                k => labels[k as usize - 1].clone(),
+            },
         })
     };
     let histogram = opts.histogram.as_ref().map(|h| {
@@ -310,12 +336,12 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     });
     let mut latencies: Vec<LatencyRow> = durations
         .into_iter()
-        .map(|((id, _), (mut v, example))| {
+        .map(|((id, key), (mut v, example))| {
             v.sort_unstable();
             let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
             LatencyRow {
                 name: schemas[id].name.clone(),
-                group: group_name(&example),
+                group: group_name(&example, key),
                 count: v.len() as u64,
                 min: v[0],
                 p50: rank(0.5),
@@ -504,13 +530,6 @@ pub fn json(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stems_pair_start_and_stop_names() {
-        assert_eq!(stem("request_start", Kind::Start), "request");
-        assert_eq!(stem("request_done", Kind::Stop), "request");
-        assert_eq!(stem("io", Kind::Stop), "io");
-    }
 
     #[test]
     fn log2_buckets_cover_each_duration_once() {

@@ -23,6 +23,7 @@ use crate::merge::Merge;
 use crate::out::{self, Text};
 use devttrace::{AuxSnapshots, Clock, Event, RingIndex};
 use foldhash::HashMap as FoldHashMap;
+use std::collections::HashMap;
 use std::io::Write;
 use ttrace_layouts::entry::Kind;
 
@@ -336,6 +337,26 @@ impl Writer<'_> {
         self.written.pairs += 1;
     }
 
+    /// A start/stop pair as an async slice named by its stem (such pairs need not nest
+    /// like calls); the start and the stop keep their own instant events, with their
+    /// arguments.
+    fn span(&mut self, stem: &str, start: &Event, stop: &Event) {
+        self.next_id += 1;
+        let id = self.next_id;
+        for (ph, e) in [("b", start), ("e", stop)] {
+            self.element();
+            let _ = write!(
+                self.buf,
+                "{{\"name\":{},\"cat\":\"start/stop\",\"ph\":\"{ph}\",\"id\":{id},\"ts\":",
+                string(stem)
+            );
+            self.ts(e.stamp);
+            self.who(start.ctx, e.stamp);
+            self.buf.push(b'}');
+        }
+        self.written.pairs += 1;
+    }
+
     /// An async slice for a half whose other half is missing.
     fn unpaired(&mut self, event: &Event, begin: u64, end: u64, missing: &str) {
         self.next_id += 1;
@@ -394,6 +415,10 @@ pub fn write(
         .extend_from_slice(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
     let (mut first, mut last) = (None, 0);
     let mut vanished = vec![0u64; rings.len()];
+    // Open starts per thread and stem, paired as `report` pairs them.
+    let stems = super::Stems::new(&schemas);
+    let horizon = w.pairing.horizon();
+    let mut starts: HashMap<(u64, usize), Vec<Event>> = HashMap::new();
     items.try_for_each_ref(|item| {
         if let Item::Gap { cpu, slots, .. } = *item {
             w.written.vanished += slots;
@@ -403,6 +428,8 @@ pub fn write(
             for open in w.pairing.cut() {
                 w.uncertain(&open.event, CUT);
             }
+            // No span across events that may be missing.
+            starts.clear();
             return Ok(());
         }
         first.get_or_insert(item.timestamp());
@@ -428,6 +455,22 @@ pub fn write(
                         }
                         Closes::Uncertain => w.uncertain(event, BEFORE_HORIZON),
                     },
+                    Some(kind @ (Kind::Start | Kind::Stop)) if event.stamp >= horizon => {
+                        w.instant(event);
+                        let stem = stems.of[event.type_word.tracepoint() as usize];
+                        match (kind, stem) {
+                            (Kind::Start, Some(s)) if stems.paired[s] => {
+                                starts.entry((event.ctx, s)).or_default().push(*event)
+                            }
+                            (Kind::Stop, Some(s)) => {
+                                let open = starts.get_mut(&(event.ctx, s)).and_then(Vec::pop);
+                                if let Some(open) = open {
+                                    w.span(&stems.names[s], &open, event);
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
                     _ => w.instant(event),
                 }
             }

@@ -12,6 +12,7 @@ pub mod uftrace;
 use crate::format::{self, Piece, Spec};
 use devttrace::{Event, Metadata, RingIndex};
 use foldhash::HashMap as FoldHashMap;
+use std::collections::HashMap;
 use ttrace_layouts::entry::Kind;
 
 /// A tracepoint as exporters see it: its name, kind, and its arguments' names and specs.
@@ -53,6 +54,69 @@ impl Schema {
     }
 }
 
+/// The stem of a start or stop name: `request_start` and `request_done` are both `request`;
+/// a name with no such suffix is its own stem.
+///
+/// ```
+/// use ttrace_reader::export::stem;
+/// use ttrace_core::Kind;
+/// assert_eq!(stem("request_start", Kind::Start), "request");
+/// assert_eq!(stem("request_done", Kind::Stop), "request");
+/// assert_eq!(stem("tick", Kind::Start), "tick");
+/// assert_eq!(stem("io", Kind::Stop), "io");
+/// ```
+pub fn stem(name: &str, kind: Kind) -> &str {
+    let suffixes: &[&str] = match kind {
+        Kind::Start => &["_start", "_begin"],
+        _ => &["_stop", "_end", "_done"],
+    };
+    suffixes
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .unwrap_or(name)
+}
+
+/// How start and stop tracepoints pair: by name stem. A start opens a pair only if some
+/// stop tracepoint has its stem; else it is an instant.
+#[derive(Clone, Debug, Default)]
+pub struct Stems {
+    /// Per tracepoint id, the stem of a start or stop, as a small number.
+    pub of: Vec<Option<usize>>,
+    /// Per stem, whether a stop tracepoint has it.
+    pub paired: Vec<bool>,
+    /// Per stem, its text.
+    pub names: Vec<String>,
+}
+
+impl Stems {
+    /// The stems of the start and stop tracepoints of `schemas`.
+    pub fn new(schemas: &[Schema]) -> Stems {
+        let mut numbers: HashMap<&str, usize> = HashMap::new();
+        let mut names = Vec::new();
+        let of: Vec<Option<usize>> = schemas
+            .iter()
+            .map(|s| match s.kind {
+                Kind::Start | Kind::Stop => {
+                    let stem = stem(&s.name, s.kind);
+                    let next = numbers.len();
+                    Some(*numbers.entry(stem).or_insert_with(|| {
+                        names.push(stem.to_string());
+                        next
+                    }))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut paired = vec![false; numbers.len()];
+        for (s, k) in schemas.iter().zip(&of) {
+            if let (Kind::Stop, Some(k)) = (s.kind, k) {
+                paired[*k] = true;
+            }
+        }
+        Stems { of, paired, names }
+    }
+}
+
 /// `base`, or `base_1`, `base_2`, ...: the first that `taken` says is free.
 pub fn unique(base: &str, taken: impl Fn(&str) -> bool) -> String {
     let mut name = base.to_string();
@@ -69,7 +133,7 @@ pub fn unique(base: &str, taken: impl Fn(&str) -> bool) -> String {
 pub struct Written {
     /// Trace points and messages written.
     pub events: u64,
-    /// Entry/exit pairs written as one slice.
+    /// Entry/exit pairs, and start/stop pairs of one name stem, written as one slice.
     pub pairs: u64,
     /// Entries whose exit is not in the trace, and exits whose entry is not.
     pub unpaired: u64,
