@@ -1,7 +1,7 @@
 //! The built-in demo workload: several threads on every CPU, several tracepoints, 12-word
 //! events with continuations, strings, thread names and a message.
 
-use ttrace_core::{point, tracepoint, Device};
+use ttrace_core::{point, tracepoint, values, Device};
 
 /// Class bit of the request tracepoints.
 pub const CLASS_REQUEST: u64 = 1 << 1;
@@ -9,7 +9,8 @@ pub const CLASS_REQUEST: u64 = 1 << 1;
 pub const CLASS_IO: u64 = 1 << 2;
 
 tracepoint!(static REQUEST_START: Start[CLASS_REQUEST] = "request_start", "id={id} size={size}");
-tracepoint!(static REQUEST_DONE: Stop[CLASS_REQUEST] = "request_done", "id={id} status={status:d} took_ns={took}");
+values!(static STATUS: enum = { Ok = 0, EIO = -5 });
+tracepoint!(static REQUEST_DONE: Stop[CLASS_REQUEST] = "request_done", "id={id} status={status:STATUS} took_ns={took}", STATUS);
 tracepoint!(static FILE_READ: Entry[CLASS_IO] = "file_read", "fd={fd} path={path:s} offset={offset:x}");
 tracepoint!(static FILE_READ_DONE: Exit[CLASS_IO] = "file_read_done", "fd={fd} bytes={bytes}");
 tracepoint!(
@@ -55,7 +56,7 @@ pub fn run(dev: &Device, per_cpu: usize, requests: u64) {
                         point!(
                             REQUEST_DONE,
                             id,
-                            if r == 2 { -5 } else { 0 },
+                            if r == 2 { -5i32 } else { 0 },
                             start.elapsed().as_nanos() as u64
                         );
                     }
