@@ -152,7 +152,11 @@ fn every_file_reads_with_plain_file_calls() {
     for line in [
         "cpus 2\n",
         "ring_slots 1024\n",
-        "header_version 3.0\n",
+        &format!(
+            "header_version {}.{}\n",
+            ttrace_layouts::device::HEADER_VERSION >> 16,
+            ttrace_layouts::device::HEADER_VERSION & 0xffff
+        ),
         &format!("source {}\n", dir.display()),
     ] {
         assert!(version.contains(line), "{version}");

@@ -508,18 +508,30 @@ fn version_text(dev: &Device) -> String {
     )
 }
 
-/// The definitions and names, one per line: `tracepoint ID NAME KIND classes=0x.. nargs=N
-/// format="..."`, `process PID TIMESTAMP NAME`, `thread PID TID TIMESTAMP NAME` (names
-/// take effect at their timestamp, in the device's clock).
+/// The definitions and names, one per line: `values NAME flags|enum LABEL=VALUE ...`,
+/// `tracepoint ID NAME KIND classes=0x.. nargs=N format="..."` (then `types=...` where the
+/// writer recorded its arguments' types), `process PID TIMESTAMP NAME`, `thread PID TID
+/// TIMESTAMP NAME` (names take effect at their timestamp, in the device's clock).
 fn meta_text(dev: &Device) -> String {
     let m = dev.metadata();
     let mut s = String::new();
     let mut quoted = Vec::new();
+    for v in &m.values {
+        let kind = match v.kind {
+            ttrace_core::values::ValuesKind::Flags => "flags",
+            ttrace_core::values::ValuesKind::Enum => "enum",
+        };
+        s += &format!("values {} {kind}", v.name);
+        for (name, value) in &v.entries {
+            s += &format!(" {name}={value:#x}");
+        }
+        s.push('\n');
+    }
     for t in &m.tracepoints {
         quoted.clear();
         crate::format::quoted(&mut quoted, t.format.as_bytes());
         s += &format!(
-            "tracepoint {} {} {} classes={:#x} nargs={} format={}\n",
+            "tracepoint {} {} {} classes={:#x} nargs={} format={}",
             t.id,
             t.name,
             t.kind.name(),
@@ -527,6 +539,18 @@ fn meta_text(dev: &Device) -> String {
             t.nargs,
             String::from_utf8_lossy(&quoted)
         );
+        if t.types
+            .iter()
+            .any(|&ty| ty != ttrace_core::ArgType::Unknown)
+        {
+            let types: Vec<String> = t
+                .types
+                .iter()
+                .map(|ty| format!("{ty:?}").to_lowercase())
+                .collect();
+            s += &format!(" types={}", types.join(","));
+        }
+        s.push('\n');
     }
     for p in &m.processes {
         s += &format!("process {} {} {}\n", p.pid, p.timestamp, p.name);
