@@ -1,7 +1,8 @@
 //! A reader of the uftrace data directories `ttrace-reader export --format uftrace` writes,
 //! so that every machine checks an export's content without uftrace: the `info` header and
-//! its sections, `task.txt`, the map and symbol files, `events.txt`, and each thread's
-//! records with their arguments, resolved to names as `uftrace dump` resolves them. It
+//! its sections, `task.txt`, the map and symbol files, `events.txt`, each thread's records
+//! with their arguments and return values, resolved to names as `uftrace dump` resolves
+//! them, the text `extern.dat` gives events, and the thread names of `perf-cpu0.dat`. It
 //! refuses what uftrace would refuse or misread: a wrong header, a record without uftrace's
 //! magic, an address no symbol or event names, arguments no `argspec` describes.
 //!
@@ -11,8 +12,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-/// Feature bit: records may carry arguments; info bit: the `argspec` section.
+/// Feature bits: records may carry arguments, return values; perf data; info bit: the
+/// `argspec` section.
 const FEAT_ARGUMENT: u64 = 1 << 3;
+const FEAT_RETVAL: u64 = 1 << 4;
+const FEAT_PERF_EVENT: u64 = 1 << 8;
 const INFO_ARG_SPEC: u64 = 1 << 10;
 
 /// What a record is.
@@ -53,6 +57,8 @@ pub struct Record {
     /// The call depth.
     pub depth: u32,
     pub kind: Kind,
+    /// An exit's return value (a string); an event's text from `extern.dat`.
+    pub data: Option<String>,
 }
 
 impl Record {
@@ -82,9 +88,20 @@ pub struct Data {
     pub tasks: Vec<(u32, u32)>,
     /// Each thread's records, by tid.
     pub threads: BTreeMap<u32, Vec<Record>>,
+    /// The names `perf-cpu0.dat` gives threads (the last, for a thread renamed), by tid.
+    pub names: BTreeMap<u32, String>,
 }
 
 impl Data {
+    /// The records that stand for events (entries, exits and user events, not losses).
+    pub fn events(&self) -> usize {
+        self.threads
+            .values()
+            .flatten()
+            .filter(|r| !matches!(r.kind, Kind::Lost(_)))
+            .count()
+    }
+
     /// Every thread's records as `uftrace dump` shows them.
     pub fn dump_lines(&self) -> HashMap<u32, Vec<(String, String, String, u32)>> {
         self.threads
@@ -135,6 +152,16 @@ pub fn read(dir: &Path) -> Result<Data, Error> {
         != (!specs.is_empty(), !specs.is_empty())
     {
         return Err("info: argspec section and its feature bits disagree".into());
+    }
+    let mut retspec: HashMap<String, String> = HashMap::new();
+    for spec in section("retspec").iter().flat_map(|l| l.split(';')) {
+        match spec.split_once("@retval/") {
+            Some((name, ty)) if ty == "s" => retspec.insert(name.to_string(), ty.to_string()),
+            _ => return Err(format!("retspec `{spec}`")),
+        };
+    }
+    if (features & FEAT_RETVAL != 0) == retspec.is_empty() {
+        return Err("info: retspec section and its feature bit disagree".into());
     }
     for spec in specs.iter().flat_map(|l| l.split(';')) {
         let (name, args) = spec.split_once('@').ok_or(format!("argspec `{spec}`"))?;
@@ -277,7 +304,19 @@ pub fn read(dir: &Path) -> Result<Data, Error> {
                 2 => (String::new(), Kind::Lost(addr)),
                 _ => (resolve(3, addr)?, Kind::Event),
             };
-            if more && !matches!(kind, Kind::Entry(_)) {
+            let mut data = None;
+            if more && kind == Kind::Exit {
+                let spec = retspec.get(&name).ok_or(format!(
+                    "{tid}.dat: {name} returns a value and has no retspec"
+                ))?;
+                match arguments(&bytes, &mut at, std::slice::from_ref(spec))
+                    .map_err(|e| format!("{tid}.dat: {name}: {e}"))?
+                    .pop()
+                {
+                    Some(Arg::Str(s)) => data = Some(s),
+                    other => return Err(format!("{tid}.dat: {name} returns {other:?}")),
+                }
+            } else if more && !matches!(kind, Kind::Entry(_)) {
                 return Err(format!("{tid}.dat: a {kind:?} record with data"));
             }
             records.push(Record {
@@ -285,15 +324,81 @@ pub fn read(dir: &Path) -> Result<Data, Error> {
                 name,
                 depth,
                 kind,
+                data,
             });
         }
         threads.insert(tid, records);
+    }
+    // extern.dat: `seconds.nanoseconds text` lines in time order, each the text of an event
+    // at that time (uftrace shows it after the last record it read, at that time the
+    // event's own); here, the first event of that time that has no text yet.
+    if let Ok(external) = std::fs::read_to_string(dir.join("extern.dat")) {
+        let mut last = 0;
+        for l in external.lines() {
+            let (time, text) = l.split_once(' ').ok_or(format!("extern.dat: `{l}`"))?;
+            let (secs, nanos) = time.split_once('.').ok_or(format!("extern.dat: `{l}`"))?;
+            let ns = match (secs.parse::<u64>(), nanos.parse::<u64>()) {
+                (Ok(s), Ok(n)) if nanos.len() == 9 => s * 1_000_000_000 + n,
+                _ => return Err(format!("extern.dat: `{l}`")),
+            };
+            if ns < last {
+                return Err(format!("extern.dat: `{l}` out of time order"));
+            }
+            last = ns;
+            let event = threads
+                .values_mut()
+                .flatten()
+                .find(|r| r.ns == ns && r.kind == Kind::Event && r.data.is_none())
+                .ok_or(format!("extern.dat: `{l}`: no event at that time"))?;
+            event.data = Some(text.to_string());
+        }
+    }
+    // perf-cpu0.dat: PERF_RECORD_COMM records (the only kind written), present exactly when
+    // the feature bit says so.
+    let mut names = BTreeMap::new();
+    match std::fs::read(dir.join("perf-cpu0.dat")) {
+        Ok(_) if features & FEAT_PERF_EVENT == 0 => {
+            return Err("perf-cpu0.dat without the PERF_EVENT feature".into())
+        }
+        Ok(perf) => {
+            let mut at = 0;
+            while at < perf.len() {
+                let u32_at = |i: usize| -> Result<u32, Error> {
+                    perf.get(i..i + 4)
+                        .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+                        .ok_or(format!("perf-cpu0.dat: cut at {i}"))
+                };
+                let (ty, size) = (u32_at(at)?, (u32_at(at + 4)? >> 16) as usize);
+                if ty != 3 || size < 40 || at + size > perf.len() {
+                    return Err(format!("perf-cpu0.dat: record at {at}"));
+                }
+                let tid = u32_at(at + 12)?;
+                let comm = &perf[at + 16..at + size - 16];
+                let end = comm
+                    .iter()
+                    .position(|&b| b == 0)
+                    .ok_or("perf-cpu0.dat: comm")?;
+                if end >= 16 {
+                    return Err(format!(
+                        "perf-cpu0.dat: name of {tid} longer than uftrace keeps"
+                    ));
+                }
+                let name = std::str::from_utf8(&comm[..end]).map_err(|_| "comm not UTF-8")?;
+                names.insert(tid, name.to_string());
+                at += size;
+            }
+        }
+        Err(_) if features & FEAT_PERF_EVENT != 0 => {
+            return Err("PERF_EVENT feature without perf-cpu0.dat".into())
+        }
+        Err(_) => {}
     }
     Ok(Data {
         exename,
         sessions,
         tasks,
         threads,
+        names,
     })
 }
 

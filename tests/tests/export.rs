@@ -489,9 +489,17 @@ fn uftrace_dump(dir: &str) -> HashMap<u32, Vec<DumpRecord>> {
     let (out, _) = viewer::run("uftrace", &["dump", "--no-pager", "-d", dir]);
     let mut last_tid = None;
     for l in out.lines() {
-        // `  args[0] str: /data/0/log "0"`: an argument of the entry before.
-        if let Some(arg) = l.trim_start().strip_prefix("args[") {
-            let arg = arg.split_once("] ").unwrap().1.to_string();
+        // The perf data's thread names come last: our reader's `names`.
+        if l.starts_with("reading perf-") {
+            break;
+        }
+        // `  args[0] str: /data/0/log "0"`: an argument of the entry before; `  retval str:
+        // text`: the return value of the exit before.
+        let arg = (l.trim_start().strip_prefix("args["))
+            .map(|a| a.split_once("] ").unwrap().1)
+            .or_else(|| l.trim_start().strip_prefix("retval "));
+        if let Some(arg) = arg {
+            let arg = arg.to_string();
             let records = per_thread.get_mut(&last_tid.unwrap()).unwrap();
             records.last_mut().unwrap().1.push(arg);
             continue;
@@ -504,8 +512,8 @@ fn uftrace_dump(dir: &str) -> HashMap<u32, Vec<DumpRecord>> {
             continue;
         };
         let (kind, rest) = rest.split_once("] ").unwrap();
-        if kind.trim() == "args" {
-            // `[args ] length = 48`: the arguments follow.
+        if kind.trim() == "args" || kind == "retval" {
+            // `[args ] length = 48`: the arguments follow; `[retval] ...`: the value.
             continue;
         }
         let (name, rest) = rest.split_once('(').unwrap();
@@ -541,8 +549,9 @@ fn uftrace_as_dump(dir: &str) -> HashMap<u32, Vec<DumpRecord>> {
             let records = records
                 .iter()
                 .map(|r| {
-                    let args = match &r.kind {
-                        uftrace::Kind::Entry(args) => args.iter().map(arg).collect(),
+                    let args = match (&r.kind, &r.data) {
+                        (uftrace::Kind::Entry(args), _) => args.iter().map(arg).collect(),
+                        (uftrace::Kind::Exit, Some(value)) => vec![format!("str: {value}")],
                         _ => Vec::new(),
                     };
                     (r.dump_line(), args)
@@ -691,7 +700,10 @@ fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
             if let Some(args) = call.trim().strip_prefix("file_open(") {
                 let (d, tid) = left.split_once('[').unwrap();
                 let tid = tid.trim_end_matches(']').trim().parse().unwrap();
-                let args = args.strip_suffix(");").unwrap().to_string();
+                // The exit's arguments are the return value: `... -25) = "file_close(fd=3)";`.
+                let (args, ret) = args.rsplit_once(") = \"file_close(fd=").unwrap();
+                assert!(ret.ends_with(")\";"), "{l}");
+                let args = args.to_string();
                 replayed
                     .entry(tid)
                     .or_default()
@@ -1140,7 +1152,7 @@ fn events_overwritten_while_exported_are_counted_and_cut_the_entries_open() {
     assert_eq!(cut["args"]["unpaired"], "events lost after it");
     assert_eq!(
         doc["otherData"]["cpu1"],
-        "0 events, 2 entries lost, 0 incomplete"
+        "0 events (2 entries), 2 entries lost, 0 incomplete, 0 events dropped"
     );
     assert_eq!((written[0].pairs, written[0].uncertain), (0, 1));
     // uftrace: the lost slots are a LOST record; `call`'s exit closes nothing.
@@ -1231,4 +1243,263 @@ fn a_snapshot_exports_as_its_device_does() {
     assert_eq!(read_uftrace(path("s.uf")), read_uftrace(path("d.uf")));
     assert_eq!(read_ctf(path("s.ctf")), read_ctf(path("d.ctf")));
     assert!(read_ctf(path("d.ctf")).events.len() > 100);
+}
+
+/// A one-ring device of `slots` slots written by two threads of process 1, `alpha-thread`
+/// (tid 2) and `beta` (tid 3): per round `i` of 10, alpha calls `work(n=i)`, inside it
+/// records `tick(id=i size=2i)` and a 12-word `twelve`, returns with `work_done(n=i)`, and
+/// says `hello i from alpha`; beta records a `tick` and says `hello i from beta`. Each round
+/// takes 6 ring entries (the messages are in the aux buffer).
+fn detailed_trace(dir: &Path, slots: u64) -> ttrace_core::Device {
+    use ttrace_core::Kind;
+    let w = ttrace_core::Device::open(&ttrace_tests::config(dir, slots, 1)).unwrap();
+    let (work, done) = (
+        tracepoint(&w, "work", Kind::Entry),
+        tracepoint(&w, "work_done", Kind::Exit),
+    );
+    let tick = ttrace_tests::define(&w, "tick", "id={id} size={size}");
+    let twelve = ttrace_tests::define(
+        &w,
+        "twelve",
+        "{a} {b} {c} {d} {e} {f} {g} {h} {i} {j} {k} {l:x}",
+    );
+    let (alpha, beta) = (1 << 32 | 2, 1 << 32 | 3);
+    // On CPU 0, so that everything goes to ring `cpu0`.
+    ttrace_tests::rseq::set_affinity(0, &[0]).unwrap();
+    w.note_thread(1, 2, "alpha-thread").unwrap();
+    w.note_thread(1, 3, "beta").unwrap();
+    let say = |ctx: u64, text: String| {
+        w.aux_write(AuxTag::Info, ctx, text.as_bytes()).unwrap();
+    };
+    for i in 0..10 {
+        w.emit(work, alpha, &[i]);
+        w.emit(tick, alpha, &[i, 2 * i]);
+        w.emit(twelve, alpha, &[i; 12]);
+        w.emit(done, alpha, &[i]);
+        say(alpha, format!("hello {i} from alpha"));
+        w.emit(tick, beta, &[i, 2 * i]);
+        say(beta, format!("hello {i} from beta"));
+    }
+    w
+}
+
+#[test]
+fn dump_stats_and_every_export_count_the_same_events_and_losses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("dev");
+    // 60 entries into 16 slots: the ring wrapped, and lost the first 44.
+    let _w = detailed_trace(&dev, 16);
+    let dev = dev.to_str().unwrap();
+    let dumped = reader(&["dump", dev]);
+    let lines = dumped.lines().filter(|l| !l.starts_with('#')).count() as u64;
+    let total = dumped.lines().last().unwrap().strip_prefix("# ").unwrap();
+    // `33 events (13 trace points, 20 messages); 44 entries lost, 0 events dropped`
+    let number = |after: &str| -> u64 {
+        let (before, _) = total.split_once(after).unwrap();
+        before.rsplit([' ', '(']).next().unwrap().parse().unwrap()
+    };
+    let (events, points, messages) = (
+        number(" events ("),
+        number(" trace points"),
+        number(" messages"),
+    );
+    let lost = number(" entries lost");
+    assert_eq!(lines, events, "{dumped}");
+    assert_eq!((points + messages, messages), (events, 20), "{total}");
+    assert_eq!(lost, 60 - 16, "{total}");
+    assert_eq!(number(" events dropped"), 0);
+    // The ring's line counts its events, and the entries they take (`twelve` takes two).
+    // (`cpu0`, or `cpu0.shared` where restartable sequences are not available.)
+    let ring = (dumped.lines())
+        .find(|l| l.starts_with("# cpu0") && !l.contains(": 0 events ("))
+        .unwrap();
+    let (name, counts) = ring[2..].split_once(": ").unwrap();
+    assert!(
+        counts.starts_with(&format!(
+            "{points} events (16 entries), {lost} entries lost"
+        )),
+        "{ring}"
+    );
+
+    let stats = reader(&["stats", dev]);
+    assert!(
+        stats.lines().any(|l| l == format!("total: {total}")),
+        "{stats}"
+    );
+    assert!(
+        stats
+            .lines()
+            .any(|l| l == &ring[2..] || l.starts_with(&format!("{}, time ", &ring[2..]))),
+        "{stats}"
+    );
+
+    let json = chrome(dev, tmp.path().join("trace.json"));
+    let other = &json["otherData"];
+    assert_eq!(other["summary"], total);
+    assert_eq!(
+        (other["events"].as_u64(), other["messages"].as_u64()),
+        (Some(events), Some(messages))
+    );
+    assert_eq!(other["entries_lost"].as_u64(), Some(lost));
+    assert_eq!(
+        other[name].as_str().unwrap(),
+        ring.split_once(": ").unwrap().1
+    );
+
+    let ctf_dir = tmp.path().join("ctf");
+    export("ctf", dev, &ctf_dir);
+    let trace = read_ctf(&ctf_dir);
+    assert_eq!(trace.events.len() as u64, events);
+    assert_eq!(
+        trace.events.iter().filter(|e| e.name == "info").count() as u64,
+        messages
+    );
+    assert_eq!(trace.discarded.iter().map(|(_, n)| n).sum::<u64>(), lost);
+
+    let uf_dir = tmp.path().join("uftrace");
+    export("uftrace", dev, &uf_dir);
+    let data = read_uftrace(&uf_dir);
+    assert_eq!(data.events() as u64, events);
+    let uf_lost: u64 = (data.threads.values().flatten())
+        .filter_map(|r| match r.kind {
+            uftrace::Kind::Lost(n) => Some(n),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(uf_lost, lost);
+}
+
+#[test]
+fn the_uftrace_export_carries_exit_arguments_event_texts_messages_and_thread_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("dev");
+    let _w = detailed_trace(&dev, 256);
+    let out = tmp.path().join("uftrace");
+    export("uftrace", dev.to_str().unwrap(), &out);
+    let data = read_uftrace(&out);
+    // Each thread by its own name, not the process's.
+    assert_eq!(
+        data.names,
+        [(2, "alpha-thread".to_string()), (3, "beta".to_string())].into()
+    );
+    let records = |tid: u32, kind: uftrace::Kind| -> Vec<(String, Option<String>)> {
+        data.threads[&tid]
+            .iter()
+            .filter(|r| r.kind == kind)
+            .map(|r| (r.name.clone(), r.data.clone()))
+            .collect()
+    };
+    // Every exit returns its arguments as dump shows them.
+    let exits = records(2, uftrace::Kind::Exit);
+    assert_eq!(exits.len(), 10);
+    for (i, (name, value)) in exits.iter().enumerate() {
+        assert_eq!(name, "work");
+        assert_eq!(value.as_deref(), Some(format!("work_done(n={i})").as_str()));
+    }
+    // Instants and messages: events with their text.
+    let events = records(3, uftrace::Kind::Event);
+    for i in 0..10 {
+        let tick = (
+            "ttrace:tick".to_string(),
+            Some(format!("tick(id={i} size={})", 2 * i)),
+        );
+        let hello = (
+            "ttrace:info".to_string(),
+            Some(format!("info(\"hello {i} from beta\")")),
+        );
+        assert_eq!(events[2 * i as usize..2 * i as usize + 2], [tick, hello]);
+    }
+    let alpha = records(2, uftrace::Kind::Event);
+    assert!(alpha.contains(&(
+        "ttrace:twelve".to_string(),
+        Some("twelve(3 3 3 3 3 3 3 3 3 3 3 0x3)".to_string())
+    )));
+    assert!(alpha.contains(&(
+        "ttrace:info".to_string(),
+        Some("info(\"hello 9 from alpha\")".to_string())
+    )));
+}
+
+#[test]
+#[ignore = "needs uftrace: apt install uftrace"]
+fn uftrace_replay_shows_exit_arguments_event_texts_messages_and_thread_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("dev");
+    let _w = detailed_trace(&dev, 256);
+    let out = tmp.path().join("uftrace");
+    export("uftrace", dev.to_str().unwrap(), &out);
+    let out = out.to_str().unwrap();
+    let (replay, _) = viewer::run(
+        "uftrace",
+        &[
+            "replay",
+            "--no-pager",
+            "--event-full",
+            "-f",
+            "tid,task",
+            "-d",
+            out,
+        ],
+    );
+    // `[     2]    alpha-thread | } = "work_done(n=3)"; /* work */`
+    let lines: Vec<(u32, &str, &str)> = replay
+        .lines()
+        .filter_map(|l| {
+            let (left, call) = l.split_once(" | ")?;
+            let (tid, task) = left.trim().strip_prefix('[')?.split_once(']')?;
+            Some((tid.trim().parse().ok()?, task.trim(), call.trim()))
+        })
+        .collect();
+    let has = |tid: u32, task: &str, call: &str| lines.contains(&(tid, task, call));
+    for i in 0..10 {
+        let (a, b) = ("alpha-thread", "beta");
+        assert!(has(2, a, &format!("work({i}) {{")), "{replay}");
+        assert!(
+            has(2, a, &format!("}} = \"work_done(n={i})\"; /* work */")),
+            "{replay}"
+        );
+        assert!(
+            has(
+                2,
+                a,
+                &format!("/* external-data: tick(id={i} size={}) */", 2 * i)
+            ),
+            "{replay}"
+        );
+        assert!(
+            has(
+                2,
+                a,
+                &format!("/* external-data: info(\"hello {i} from alpha\") */")
+            ),
+            "{replay}"
+        );
+        assert!(
+            has(
+                3,
+                b,
+                &format!("/* external-data: tick(id={i} size={}) */", 2 * i)
+            ),
+            "{replay}"
+        );
+        assert!(
+            has(
+                3,
+                b,
+                &format!("/* external-data: info(\"hello {i} from beta\") */")
+            ),
+            "{replay}"
+        );
+    }
+    assert!(
+        has(3, "beta", "/* linux:task-name (comm=\"beta\") */"),
+        "{replay}"
+    );
+    // uftrace's own reading of the names, events and values is ours.
+    assert_eq!(uftrace_dump(out), uftrace_as_dump(out));
+    let (info, _) = viewer::run("uftrace", &["info", "--task", "-d", out]);
+    assert!(
+        info.contains("alpha-thread") && info.contains("beta"),
+        "{info}"
+    );
 }

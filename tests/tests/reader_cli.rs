@@ -103,10 +103,22 @@ fn dump_shows_what_another_process_wrote_line_by_line_in_time_order() {
         comments[0]
     );
     let footer: Vec<&String> = comments[1..].iter().collect();
-    assert_eq!(footer.len(), 3, "{footer:?}");
+    assert_eq!(footer.len(), 4, "{footer:?}");
     for f in &footer[..2] {
-        assert!(f.contains(" 0 lost, 0 incomplete, 0 dropped"), "{f}");
+        assert!(
+            f.contains(" 0 entries lost, 0 incomplete, 0 events dropped"),
+            "{f}"
+        );
     }
+    // The last line counts the lines printed.
+    assert_eq!(
+        *footer[3],
+        format!(
+            "# {} events ({} trace points, 0 messages); 0 entries lost, 0 events dropped",
+            lines.len(),
+            lines.len()
+        )
+    );
 
     // Every event the application recorded, as it says it recorded it; nothing else.
     assert_eq!(lines.len(), expected.len());
@@ -326,7 +338,11 @@ fn the_trace_of_a_writer_killed_with_sigkill_is_still_dumped() {
         .iter()
         .any(|l| l.thread == "worker-0" && l.text.starts_with("request_start(id=")));
     assert!(events.windows(2).all(|w| w[0].ns <= w[1].ns));
-    assert!(comments.last().unwrap().starts_with("# aux: "));
+    assert!(comments[comments.len() - 2].starts_with("# aux: "));
+    assert!(comments
+        .last()
+        .unwrap()
+        .starts_with(&format!("# {} events (", events.len())));
     // And it still reads the same afterwards: the files outlive the process.
     let again = reader(&["stats", dir.to_str().unwrap()]);
     assert!(again.status.success());
@@ -479,7 +495,7 @@ fn demo_traces_every_thread_and_loses_nothing() {
     assert!(comments
         .iter()
         .filter(|l| l.starts_with("# cpu"))
-        .all(|l| l.contains(" 0 lost, 0 incomplete, 0 dropped")));
+        .all(|l| l.contains(" 0 entries lost, 0 incomplete, 0 events dropped")));
 }
 
 #[test]
@@ -494,23 +510,21 @@ fn stats_reports_counts_and_tracepoints() {
     let s = text(out.stdout);
     let cpu_lines: Vec<&str> = s.lines().filter(|l| l.starts_with("cpu")).collect();
     assert_eq!(cpu_lines.len(), 2, "{s}");
-    let entries: u64 = cpu_lines
-        .iter()
-        .map(|l| {
-            l.split_once(": ")
-                .unwrap()
-                .1
-                .split(' ')
-                .next()
-                .unwrap()
-                .parse::<u64>()
-                .unwrap()
-        })
-        .sum();
+    // `cpu0: 10 events (12 entries), ...`
+    let count = |l: &str, i: usize| -> u64 {
+        let words: Vec<&str> = l.split_once(": ").unwrap().1.split(' ').collect();
+        words[i].trim_start_matches('(').parse().unwrap()
+    };
+    let events: u64 = cpu_lines.iter().map(|l| count(l, 0)).sum();
+    let entries: u64 = cpu_lines.iter().map(|l| count(l, 2)).sum();
     assert_eq!(
-        entries,
-        8 + 8 + 4 * 2,
+        (events, entries),
+        (8 + 8 + 4, 8 + 8 + 4 * 2),
         "pingpong, files, and wide with its continuation"
+    );
+    assert!(
+        s.contains("total: 20 events (20 trace points, 0 messages); 0 entries lost"),
+        "{s}"
     );
     assert!(s.contains("aux: "), "{s}");
     assert!(s.contains("tracepoints: 4 defined"), "{s}");

@@ -321,3 +321,44 @@ fn start_stop_pairs_of_one_stem_are_async_slices_in_chrome() {
     assert_eq!(starts.len(), 2);
     assert_eq!(starts[1]["args"]["n"], 2);
 }
+
+#[test]
+fn the_uftrace_export_shows_value_tables_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("uftrace");
+    reader(&[
+        "export",
+        "--format",
+        "uftrace",
+        device().to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let data = ttrace_tests::uftrace::read(&out).unwrap();
+    let records = || data.threads.values().flatten();
+    // An entry's table argument is the string dump shows.
+    let opens: Vec<&ttrace_tests::uftrace::Kind> = records()
+        .filter(|r| r.name == "open")
+        .map(|r| &r.kind)
+        .filter(|k| matches!(k, ttrace_tests::uftrace::Kind::Entry(_)))
+        .collect();
+    use ttrace_tests::uftrace::{Arg, Kind};
+    assert_eq!(
+        opens[0],
+        &Kind::Entry(vec![
+            Arg::Str("/tmp/x".into()),
+            Arg::Str("O_WRONLY|O_CREAT|O_TRUNC".into())
+        ])
+    );
+    let requests: Vec<&Kind> = records()
+        .filter(|r| r.name == "request" && matches!(r.kind, Kind::Entry(_)))
+        .map(|r| &r.kind)
+        .collect();
+    assert_eq!(requests[0], &Kind::Entry(vec![Arg::Str("Busy".into())]));
+    // An instant's, in its text.
+    let steps: Vec<Option<&str>> = records()
+        .filter(|r| r.name == "ttrace:step")
+        .map(|r| r.data.as_deref())
+        .collect();
+    assert_eq!(steps[0], Some("step(state=Busy raw=0x1)"));
+}

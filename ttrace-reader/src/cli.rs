@@ -554,6 +554,15 @@ pub(crate) fn stats(dev: &Device) -> Result<String, String> {
             _ => s += "\n",
         }
     }
+    // The totals `dump` shows: every event read, as it would print them.
+    let mut tally = decode::Tally::default();
+    let counted = Merge::view(&snap, &Filter::default()).try_for_each_ref(|item| {
+        tally.count(item);
+        Ok::<(), std::convert::Infallible>(())
+    });
+    let Ok(()) = counted;
+    tally.losses(&snap, &Filter::default());
+    s += &format!("total: {}\n", tally.line());
     let st = &snap.status;
     s += &format!(
         "sizes: {} slots per ring ({} rings), aux {} bytes per ring, meta {} bytes\n",
@@ -914,13 +923,17 @@ fn export(
     let progress = |n: u64| bar.set_position(n);
     let items = Merge::view(&view, &filter);
     let ctx = (&view).into();
-    let named = |r: std::io::Result<()>| r.map_err(|e| format!("{}: {e}", output.display()));
+    let named = |r: std::io::Result<crate::export::Written>| {
+        r.map(Some)
+            .map_err(|e| format!("{}: {e}", output.display()))
+    };
     let done = match (format, target) {
         (ExportFormat::Chrome, Target::Stream) => {
-            let stream = |out: &mut dyn Write| -> std::io::Result<()> {
+            let stream = |out: &mut dyn Write| -> std::io::Result<crate::export::Written> {
                 let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
-                crate::export::chrome::write(ctx, &view.cpus, items, &mut out, progress)?;
-                out.flush()
+                let written =
+                    crate::export::chrome::write(ctx, &view.cpus, items, &mut out, progress)?;
+                out.flush().map(|()| written)
             };
             // `-o /dev/stdout | head` ends as quietly as `-o - | head`.
             let written = match output == Path::new("-") {
@@ -930,7 +943,10 @@ fn export(
                     .open(output)
                     .and_then(|mut file| stream(&mut file)),
             };
-            quiet_pipe(written).map_err(|e| format!("{}: {e}", output.display()))
+            match written {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(None),
+                written => named(written),
+            }
         }
         (ExportFormat::Chrome, target) => write_output(output, target, shape, |tmp| {
             named(
@@ -940,21 +956,35 @@ fn export(
                     .open(tmp)
                     .and_then(|file| {
                         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-                        crate::export::chrome::write(ctx, &view.cpus, items, &mut out, progress)?;
-                        out.flush()
+                        let written = crate::export::chrome::write(
+                            ctx, &view.cpus, items, &mut out, progress,
+                        )?;
+                        out.flush().map(|()| written)
                     }),
             )
         }),
         (ExportFormat::Ctf, target) => write_output(output, target, shape, |tmp| {
-            named(crate::export::ctf::write(ctx, &view.cpus, items, tmp, progress).map(|_| ()))
+            named(crate::export::ctf::write(
+                ctx, &view.cpus, items, tmp, progress,
+            ))
         }),
         (ExportFormat::Uftrace, target) => write_output(output, target, shape, |tmp| {
-            named(crate::export::uftrace::write(ctx, &view.cpus, items, tmp, progress).map(|_| ()))
+            named(crate::export::uftrace::write(
+                ctx, &view.cpus, items, tmp, progress,
+            ))
         }),
     };
     bar.finish_and_clear();
-    done?;
-    dev.check_intact().map_err(|e| e.to_string())
+    let written = done?;
+    dev.check_intact().map_err(|e| e.to_string())?;
+    // What was exported, counted as `dump` counts it, on a terminal (as the progress bar).
+    if let (Some(written), true) = (
+        written,
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    ) {
+        eprintln!("{}: {}", output.display(), written.tally().line());
+    }
+    Ok(())
 }
 
 /// What an output is: a file, or a directory holding this file when it is one written by

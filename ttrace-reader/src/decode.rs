@@ -223,6 +223,13 @@ impl<'s> Decoder<'s> {
             }
         };
         out::put_text(out, &self.writers[writer]);
+        self.text(item, out);
+        out.push(b'\n');
+    }
+
+    /// Appends what a line shows of `item` after its writer: `name(arguments)` of a trace
+    /// point, `info("text")` of a message; nothing for a gap.
+    pub fn text(&self, item: &Item<'_>, out: &mut Vec<u8>) {
         match item {
             Item::Point { event, .. } => self.point(event, out),
             Item::Message(r) => {
@@ -232,7 +239,6 @@ impl<'s> Decoder<'s> {
             }
             Item::Gap { .. } => {}
         }
-        out.push(b'\n');
     }
 
     fn point(&self, event: &Event, out: &mut Vec<u8>) {
@@ -285,13 +291,22 @@ impl<'s> Decoder<'s> {
 
     /// Writes the lines of the merged items to `out`, in large blocks; returns how many.
     pub fn write_all(&mut self, items: Merge<'_>, out: &mut impl Write) -> std::io::Result<u64> {
+        self.write_counted(items, out).map(|t| t.events())
+    }
+
+    /// Writes the lines of the merged items to `out`, in large blocks; returns what they
+    /// were (trace points and messages; the [`Tally`]'s losses are left to the caller).
+    pub fn write_counted(
+        &mut self,
+        items: Merge<'_>,
+        out: &mut impl Write,
+    ) -> std::io::Result<Tally> {
         let mut buf = Vec::with_capacity(1 << 17);
-        let mut n = 0;
+        let mut n = Tally::default();
         items.try_for_each_ref(|item| {
-            if matches!(item, Item::Gap { .. }) {
+            if !n.count(item) {
                 return Ok(());
             }
-            n += 1;
             self.line(item, &mut buf);
             if buf.len() >= 1 << 16 {
                 out.write_all(&buf)?;
@@ -313,14 +328,76 @@ pub fn dump(
     out: &mut impl Write,
 ) -> std::io::Result<()> {
     writeln!(out, "{}", header_line(view))?;
-    Decoder::new(view, time).write_all(Merge::view(view, filter), out)?;
+    let mut tally = Decoder::new(view, time).write_counted(Merge::view(view, filter), out)?;
     for (ring, r) in view.cpus.iter().enumerate() {
         if shown(ring, r, view.version.num_cpus, filter) {
             let name = ring_name(ring, view.version.num_cpus);
             writeln!(out, "# {}", ring_counts(&name, r, view.vanished(ring)))?;
         }
     }
-    writeln!(out, "{}", aux_line(view))
+    tally.losses(view, filter);
+    writeln!(out, "{}", aux_line(view))?;
+    writeln!(out, "# {}", tally.line())
+}
+
+/// What a trace's events were and what it lost: the totals `dump`'s last line, `stats`,
+/// and every export's summary show, counted the same way.
+///
+/// An *event* is a line of `dump`: a trace point (one or two ring entries) or a message
+/// (a record of the aux buffer). Losses are counted in ring *entries* (64-byte slots: an
+/// event of more than 5 arguments takes two), because an overwritten slot cannot tell
+/// whose it was; *dropped* events are those writers found no free slot for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Trace points.
+    pub points: u64,
+    /// Messages (`ttrace_core::info`).
+    pub messages: u64,
+    /// Ring entries overwritten before they were read (including while reading).
+    pub lost: u64,
+    /// Events writers dropped.
+    pub dropped: u64,
+}
+
+impl Tally {
+    /// Trace points and messages.
+    pub fn events(&self) -> u64 {
+        self.points + self.messages
+    }
+
+    /// Counts `item`; whether it is an event (a gap is not: it is counted by the view's
+    /// `vanished`, see [`Tally::losses`]).
+    pub fn count(&mut self, item: &Item<'_>) -> bool {
+        match item {
+            Item::Point { .. } => self.points += 1,
+            Item::Message(_) => self.messages += 1,
+            Item::Gap { .. } => return false,
+        }
+        true
+    }
+
+    /// Adds the losses of the rings of `view` that `filter` selects (once read: entries
+    /// overwritten while reading are counted as they are found).
+    pub fn losses(&mut self, view: &View<'_>, filter: &Filter) {
+        for (ring, r) in view.cpus.iter().enumerate() {
+            if filter.cpus.is_empty() || filter.cpus.contains(&ring) {
+                self.lost += r.lost + view.vanished(ring);
+                self.dropped += r.dropped;
+            }
+        }
+    }
+
+    /// `298 events (290 trace points, 8 messages); 6 entries lost, 0 events dropped`.
+    pub fn line(&self) -> String {
+        format!(
+            "{} events ({} trace points, {} messages); {} entries lost, {} events dropped",
+            self.events(),
+            self.points,
+            self.messages,
+            self.lost,
+            self.dropped
+        )
+    }
 }
 
 /// What was read of the rings, as far as the header line needs it: which processes wrote
@@ -429,16 +506,22 @@ pub fn shown<T>(
         && (ring < num_cpus as usize || r.head > 0 || r.dropped > 0)
 }
 
-/// The counts of one ring, named `name`, as the footer and `stats` show them; `vanished`
-/// are events indexed but overwritten before they could be copied (see [`devttrace::View`]).
+/// The counts of one ring, named `name`, as the footer, `stats` and the Chrome export show
+/// them: its events (as many as `dump` shows of it, with no filter) and the ring entries
+/// they take, entries lost and incomplete, events dropped (see [`Tally`]); `vanished` are
+/// events indexed but overwritten before they could be copied (see [`devttrace::View`]).
 pub fn ring_counts<T>(name: &str, r: &devttrace::RingSnapshot<T>, vanished: u64) -> String {
     let mut s = format!(
-        "{name}: {} entries, {} lost, {} incomplete, {} dropped",
+        "{name}: {} events ({} entries), {} entries lost, {} incomplete, {} events dropped",
+        (r.events.len() as u64).saturating_sub(vanished),
         r.committed,
         r.lost + vanished,
         r.claimed,
         r.dropped
     );
+    if r.older > 0 {
+        s += &format!(", {} events older than --since", r.older);
+    }
     if r.orphans > 0 {
         s += &format!(", {} orphaned continuations", r.orphans);
     }
@@ -460,9 +543,13 @@ pub fn aux_line<'s>(ctx: impl Into<Context<'s>>) -> String {
     if let Some(e) = ctx.aux_error {
         return format!("# aux: not copied ({e}): strings show as <lost>");
     }
+    use ttrace_layouts::aux::AuxTag;
+    let tagged = |tag: AuxTag| ctx.aux.records().filter(|r| r.tag == tag as u16).count();
     format!(
-        "# aux: {} records kept, {} incomplete, {} dropped{}",
+        "# aux: {} records kept ({} messages, {} strings), {} incomplete, {} dropped{}",
         ctx.aux.records().count(),
+        tagged(AuxTag::Info),
+        tagged(AuxTag::String),
         ctx.aux.incomplete(),
         ctx.status.aux_dropped,
         if ctx.aux.corrupt() {

@@ -128,6 +128,11 @@ impl<'s> Merge<'s> {
         Merge::new(runs, Some(view), keep)
     }
 
+    /// Whether the items come from ring `ring` (among others): the filter selects it.
+    pub fn selects_ring(&self, ring: usize) -> bool {
+        self.keep.cpu(ring)
+    }
+
     /// The run with the earliest next item, and moves past that item.
     #[inline]
     fn pop(&mut self) -> Option<(usize, usize)> {

@@ -11,8 +11,10 @@
 //!   instant event whose `unpaired` argument says why.
 //! - Other trace points, and messages, are instant events (`"ph":"i"`) on their thread.
 //! - `ts` is in microseconds since the device was created, with three decimals: to the
-//!   nanosecond. `otherData`, after the events, holds the device's facts and per-ring
-//!   losses, those of the export included.
+//!   nanosecond. `otherData`, after the events, holds the device's facts, each ring's
+//!   counts as `dump`'s footer shows them, and the totals `dump`'s last line shows
+//!   (`events`, `trace_points`, `messages`, `entries_lost`, `events_dropped`, and
+//!   `summary`, the line itself), losses during the export included.
 //!
 //! The output is written as the items come; memory holds only the entries still open.
 
@@ -419,6 +421,7 @@ pub fn write(
     let stems = super::Stems::new(&schemas);
     let horizon = w.pairing.horizon();
     let mut starts: HashMap<(u64, usize), Vec<Event>> = HashMap::new();
+    w.written.losses(rings, &items);
     items.try_for_each_ref(|item| {
         if let Item::Gap { cpu, slots, .. } = *item {
             w.written.vanished += slots;
@@ -434,7 +437,7 @@ pub fn write(
         }
         first.get_or_insert(item.timestamp());
         last = last.max(item.timestamp());
-        w.written.events += 1;
+        w.written.item(item);
         match item {
             Item::Point { event, .. } => {
                 let kind = w
@@ -534,16 +537,23 @@ pub fn write(
         if !(ring < v.num_cpus as usize || r.head > 0 || r.dropped > 0) {
             continue; // A shared ring nobody wrote to.
         }
-        let gone = vanished[ring];
-        let _ = write!(
-            w.buf,
-            ",\"{}\":\"{} events, {} entries lost, {} incomplete\"",
-            ttrace_layouts::ring::ring_name(ring, v.num_cpus),
-            r.events.len() as u64 - gone.min(r.events.len() as u64),
-            r.lost + gone,
-            r.claimed
-        );
+        let name = ttrace_layouts::ring::ring_name(ring, v.num_cpus);
+        let counts = crate::decode::ring_counts(&name, r, vanished[ring]);
+        let counts = counts.split_once(": ").map_or("", |(_, c)| c);
+        let _ = write!(w.buf, ",\"{name}\":{}", string(counts));
     }
+    // The totals, as `dump`'s last line and `stats` count them.
+    let t = w.written.tally();
+    let _ = write!(
+        w.buf,
+        ",\"events\":{},\"trace_points\":{},\"messages\":{},\"entries_lost\":{},\"events_dropped\":{},\"summary\":{}",
+        t.events(),
+        t.points,
+        t.messages,
+        t.lost,
+        t.dropped,
+        string(&t.line())
+    );
     w.buf.extend_from_slice(b"}}\n");
     out.write_all(&w.buf)?;
     progress(w.written.events);

@@ -314,6 +314,7 @@ pub fn write(
     let clock = ctx.version.clock;
     let n = schemas.len();
     let mut written = Written::default();
+    written.losses(rings, &items);
     items.try_for_each_ref(|item| {
         let (cpu, stamp, who) = match *item {
             Item::Point { cpu, ref event } => (cpu, event.stamp, event.ctx),
@@ -348,7 +349,7 @@ pub fn write(
             Item::Message(r) => string(out, &r.bytes),
             Item::Gap { .. } => {}
         }
-        written.events += 1;
+        written.item(item);
         if out.len() >= PACKET_BYTES {
             s.flush(&uuid)?;
             progress(written.events);

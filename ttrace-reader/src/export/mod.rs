@@ -9,7 +9,9 @@ pub mod chrome;
 pub mod ctf;
 pub mod uftrace;
 
+use crate::decode::{Item, Tally};
 use crate::format::{self, Piece, Spec};
+use crate::merge::Merge;
 use devttrace::{Event, Metadata, RingIndex};
 use foldhash::HashMap as FoldHashMap;
 use std::collections::HashMap;
@@ -131,8 +133,15 @@ pub fn unique(base: &str, taken: impl Fn(&str) -> bool) -> String {
 /// What an exporter wrote.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Written {
-    /// Trace points and messages written.
+    /// Trace points and messages written: as many as `dump` prints lines of the same trace.
     pub events: u64,
+    /// Of these, messages.
+    pub messages: u64,
+    /// Ring entries lost, of the rings exported: overwritten before the export, and while
+    /// it ran (`vanished`).
+    pub lost: u64,
+    /// Events writers dropped, in the rings exported.
+    pub dropped: u64,
     /// Entry/exit pairs, and start/stop pairs of one name stem, written as one slice.
     pub pairs: u64,
     /// Entries whose exit is not in the trace, and exits whose entry is not.
@@ -142,6 +151,35 @@ pub struct Written {
     pub uncertain: u64,
     /// Slots overwritten between the trace's index and their copy (a live device).
     pub vanished: u64,
+}
+
+impl Written {
+    /// Counts an item written (a trace point or a message).
+    pub fn item(&mut self, item: &Item<'_>) {
+        self.events += 1;
+        self.messages += matches!(item, Item::Message(_)) as u64;
+    }
+
+    /// Adds the losses of the rings `items` reads (before the export; `vanished` is added
+    /// by [`Written::tally`]).
+    pub fn losses(&mut self, rings: &[RingIndex], items: &Merge<'_>) {
+        for (ring, r) in rings.iter().enumerate() {
+            if items.selects_ring(ring) {
+                self.lost += r.lost;
+                self.dropped += r.dropped;
+            }
+        }
+    }
+
+    /// The events and losses written, as `dump` counts them.
+    pub fn tally(&self) -> Tally {
+        Tally {
+            points: self.events - self.messages,
+            messages: self.messages,
+            lost: self.lost + self.vanished,
+            dropped: self.dropped,
+        }
+    }
 }
 
 /// An entry not yet matched by its exit.

@@ -9,23 +9,39 @@
 //!   the horizon, which cannot be paired, are user events.
 //! - An ENTRY record carries its entry's arguments, typed from the format string, as the
 //!   `argspec` in `info` describes them (`uftrace replay` shows `file_open("/etc/hosts",
-//!   0x8000, -25)`); not for a name uftrace would read as a pattern (other characters than
-//!   letters, digits, `_` and `:`), nor for an event whose continuation was lost. Strings
-//!   share 960 bytes per event: uftrace 0.13 crashes on much more.
+//!   0x8000, -25)`; an argument shown with a value table is the string of its names); not
+//!   for a name uftrace would read as a pattern (other characters than letters, digits, `_`
+//!   and `:`), nor for an event whose continuation was lost. Strings share 960 bytes per
+//!   event: uftrace 0.13 crashes on much more.
+//! - An EXIT record carries its exit's arguments as a return value (`retspec`), one string
+//!   as `dump` shows the exit: `} = "read_done(fd=3 bytes=4096)"; /* read */`. uftrace
+//!   has one return value per function, and an exit tracepoint may close several entries.
 //! - Other trace points are user events (`ttrace:<name>` in `events.txt`), and messages the
-//!   event `ttrace:info`; uftrace events carry no data.
+//!   event `ttrace:info`. uftrace 0.13 reads no data with a user event, so each of these
+//!   events also has a line in `extern.dat`, uftrace's "external data" (at the same time:
+//!   `uftrace replay` shows it right after the event, on its thread, as
+//!   `/* external-data: tick(n=7) */`), with its text as `dump` shows it.
+//! - uftrace names a thread by its process's executable (`task.txt` has no names) unless
+//!   perf data renames it: `perf-cpu0.dat` holds a `PERF_RECORD_COMM` for each thread (and
+//!   each renaming) just before its first event, with the thread's name (cut to 15 bytes,
+//!   the kernel's limit) as it was then. `uftrace replay` shows it as an event
+//!   (`/* linux:task-name (comm="worker-1") */`) and in its `task` field
+//!   (`uftrace replay -f +task`), `uftrace report --task` and `uftrace info --task` too.
 //! - The entries a ring lost are a LOST record, in the stream of the first thread seen on
 //!   that ring, before its first event; those overwritten while exported ([`Item::Gap`]),
 //!   one before the ring's next event.
 //! - Times are nanoseconds since the device was created, as `dump` shows them; one process
 //!   is one session (`sid-<pid>.map`), one thread one `<tid>.dat` of 16-byte records.
+//! - Every trace point and message is one record (ENTRY, EXIT or EVENT): as many as `dump`
+//!   prints lines.
 //!
 //! The layout of the files is uftrace's `info` header and text sections, `task.txt`,
-//! `/proc/<pid>/maps`-style map files, `nm`-style symbol files, and `struct uftrace_record`
-//! (see uftrace's `uftrace.h`).
+//! `/proc/<pid>/maps`-style map files, `nm`-style symbol files, `struct uftrace_record`
+//! (see uftrace's `uftrace.h`), `extern.dat` (`utils/extern.c`) and perf's
+//! `struct perf_event_header` records (`utils/perf.h`).
 
 use super::{Closes, Identities, Pairing, Schema, Written};
-use crate::decode::{Context, Item};
+use crate::decode::{Context, Decoder, Item, TimeFormat};
 use crate::format::Spec;
 use crate::merge::Merge;
 use devttrace::{AuxSnapshots, Event, RingIndex};
@@ -52,6 +68,16 @@ const FLUSH: usize = 1 << 16;
 const MORE: u64 = 1 << 2;
 /// Feature bit: records may carry arguments.
 const FEAT_ARGUMENT: u64 = 1 << 3;
+/// Feature bit: exit records may carry return values.
+const FEAT_RETVAL: u64 = 1 << 4;
+/// Feature bit: perf event data (`perf-cpu*.dat`).
+const FEAT_PERF_EVENT: u64 = 1 << 8;
+/// `PERF_RECORD_COMM`: a task's name.
+const PERF_RECORD_COMM: u32 = 3;
+/// The bytes of a task name uftrace keeps, its NUL included (`TASK_COMM_LEN`).
+const COMM_LEN: usize = 16;
+/// The bytes of an `extern.dat` message uftrace 0.13 keeps (`EXTERN_DATA_MAX`, less its NUL).
+const EXTERN_BYTES: usize = 1023;
 /// Info bit: the `argspec` section, which says how to read them.
 const INFO_ARG_SPEC: u64 = 1 << 10;
 /// String bytes one entry's arguments may carry in all: `uftrace replay` 0.13 overruns a
@@ -69,11 +95,11 @@ fn record(out: &mut Vec<u8>, ns: u64, kind: u64, depth: usize, addr: u64) {
 fn arg_type(spec: &Spec) -> &'static str {
     match spec {
         Spec::Unsigned | Spec::Bool | Spec::Char => "u64",
-        Spec::Values { signed: false, .. } => "u64",
-        Spec::Signed | Spec::Values { signed: true, .. } => "i64",
+        Spec::Signed => "i64",
         Spec::Hex => "x64",
         Spec::Float => "f64",
-        Spec::Str => "s",
+        // A value table's names, as `dump` shows them.
+        Spec::Str | Spec::Values { .. } => "s",
     }
 }
 
@@ -86,71 +112,124 @@ fn spec_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
 
-/// The `argspec` of the entries whose records carry their arguments (`name@arg1/u64,...`
-/// joined by `;`), and, by tracepoint id, whether an entry's record does.
-fn argspec(schemas: &[Schema]) -> (String, Vec<bool>) {
+/// What the records of each tracepoint carry, and the `info` sections that say so.
+struct Specs {
+    /// The `argspec` line (`name@arg1/u64,...` joined by `;`), empty if none.
+    args: String,
+    /// The `retspec` line (`name@retval/s;...`), empty if none.
+    rets: String,
+    /// By tracepoint id: whether its entries' records carry their arguments.
+    with_args: Vec<bool>,
+    /// By tracepoint id: whether an EXIT record at its address may carry a return value.
+    with_ret: Vec<bool>,
+}
+
+/// The argument and return value specs of `schemas`: an entry's arguments are its own; the
+/// return value of an entry's function (or of an exit's, for an exit with no entry) is the
+/// text of the exit that closed it, where an exit has arguments to show.
+fn specs(schemas: &[Schema]) -> Specs {
     // uftrace merges the specs of one name: a name two tracepoints share gets none.
     let mut uses: HashMap<&str, usize> = HashMap::new();
     for s in schemas {
         *uses.entry(&s.name).or_default() += 1;
     }
-    let mut specs = Vec::new();
-    let with_args = schemas
+    let named = |s: &Schema| spec_name(&s.name) && uses[s.name.as_str()] == 1;
+    let exit_args = schemas
         .iter()
-        .map(|s| {
-            let ok = s.kind == Kind::Entry
-                && !s.args.is_empty()
-                && spec_name(&s.name)
-                && uses[s.name.as_str()] == 1;
-            if ok {
-                let args: Vec<String> = s
-                    .args
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (_, spec))| format!("arg{}/{}", i + 1, arg_type(spec)))
-                    .collect();
-                specs.push(format!("{}@{}", s.name, args.join(",")));
-            }
-            ok
-        })
-        .collect();
-    (specs.join(";"), with_args)
+        .any(|s| s.kind == Kind::Exit && !s.args.is_empty());
+    let (mut args, mut rets) = (Vec::new(), Vec::new());
+    let mut with_args = Vec::with_capacity(schemas.len());
+    let mut with_ret = Vec::with_capacity(schemas.len());
+    for s in schemas {
+        let entry = s.kind == Kind::Entry && named(s);
+        if entry && !s.args.is_empty() {
+            let list: Vec<String> = s
+                .args
+                .iter()
+                .enumerate()
+                .map(|(i, (_, spec))| format!("arg{}/{}", i + 1, arg_type(spec)))
+                .collect();
+            args.push(format!("{}@{}", s.name, list.join(",")));
+        }
+        with_args.push(entry && !s.args.is_empty());
+        let ret = (entry && exit_args) || (s.kind == Kind::Exit && named(s) && !s.args.is_empty());
+        if ret {
+            rets.push(format!("{}@retval/s", s.name));
+        }
+        with_ret.push(ret);
+    }
+    Specs {
+        args: args.join(";"),
+        rets: rets.join(";"),
+        with_args,
+        with_ret,
+    }
+}
+
+/// Appends `bytes` as uftrace reads a string argument: a `u16` length, the bytes (up to
+/// the first NUL, at most `share` of them, cut with `...`), zeros to 4 bytes from `start`.
+fn put_string(out: &mut Vec<u8>, start: usize, bytes: &[u8], share: usize) {
+    // A C string for uftrace: up to the first NUL.
+    let bytes = &bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len())];
+    let (kept, cut) = shorten(bytes, share);
+    let len = kept.len() + if cut { 3 } else { 0 };
+    out.extend_from_slice(&(len as u16).to_le_bytes());
+    out.extend_from_slice(kept);
+    if cut {
+        out.extend_from_slice(b"...");
+    }
+    out.resize(start + (out.len() - start).next_multiple_of(4), 0);
+}
+
+/// `bytes`, or its first bytes (not cutting a UTF-8 sequence) and `true` if it is longer
+/// than `max` (room left for `...`).
+fn shorten(bytes: &[u8], max: usize) -> (&[u8], bool) {
+    if bytes.len() <= max {
+        return (bytes, false);
+    }
+    let mut end = max.saturating_sub(3);
+    // Not inside a UTF-8 sequence.
+    while end > 0 && bytes[end] & 0xc0 == 0x80 {
+        end -= 1;
+    }
+    (&bytes[..end], true)
 }
 
 /// Appends the arguments of `event` as uftrace reads them after a record with [`MORE`], in
-/// the order of its argspec: integers in 8 bytes, a string as a `u16` length, its bytes (up
-/// to its share of [`STRING_BUDGET`], cut with `...`; `<lost>` if overwritten) and zeros to
-/// 4 bytes; all padded to 8 bytes.
+/// the order of its argspec: integers in 8 bytes, a string (and the names of a value
+/// table) as [`put_string`] writes it, sharing [`STRING_BUDGET`] (`<lost>` if overwritten);
+/// all padded to 8 bytes.
 fn arguments(out: &mut Vec<u8>, event: &Event, schema: &Schema, aux: &AuxSnapshots) {
-    let strings = schema.args.iter().filter(|(_, s)| *s == Spec::Str).count();
+    let strings = schema
+        .args
+        .iter()
+        .filter(|(_, s)| arg_type(s) == "s")
+        .count();
     let share = STRING_BUDGET / strings.max(1);
     let start = out.len();
+    let mut names = Vec::new();
     for (&w, (_, spec)) in event.args().iter().zip(&schema.args) {
-        if *spec != Spec::Str {
-            out.extend_from_slice(&w.to_le_bytes());
-            continue;
-        }
-        let bytes: &[u8] = crate::format::string_arg(aux, w).map_or(b"<lost>", |r| &r.bytes);
-        // A C string for uftrace: up to the first NUL.
-        let bytes = &bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len())];
-        let (kept, cut) = if bytes.len() > share {
-            let mut end = share - 3;
-            // Not inside a UTF-8 sequence.
-            while end > 0 && bytes[end] & 0xc0 == 0x80 {
-                end -= 1;
+        match spec {
+            Spec::Str => {
+                let bytes: &[u8] =
+                    crate::format::string_arg(aux, w).map_or(b"<lost>", |r| &r.bytes);
+                put_string(out, start, bytes, share);
             }
-            (&bytes[..end], true)
-        } else {
-            (bytes, false)
-        };
-        let len = kept.len() + if cut { 3 } else { 0 };
-        out.extend_from_slice(&(len as u16).to_le_bytes());
-        out.extend_from_slice(kept);
-        if cut {
-            out.extend_from_slice(b"...");
+            Spec::Values { .. } => {
+                names.clear();
+                crate::format::word(&mut names, spec, w, aux);
+                put_string(out, start, &names, share);
+            }
+            _ => out.extend_from_slice(&w.to_le_bytes()),
         }
-        out.resize(start + (out.len() - start).next_multiple_of(4), 0);
     }
+    out.resize(start + (out.len() - start).next_multiple_of(8), 0);
+}
+
+/// Appends `text` as a string return value after a record with [`MORE`].
+fn return_value(out: &mut Vec<u8>, text: &[u8]) {
+    let start = out.len();
+    put_string(out, start, text, STRING_BUDGET);
     out.resize(start + (out.len() - start).next_multiple_of(8), 0);
 }
 
@@ -202,16 +281,25 @@ pub fn write(
     // A reused id's later threads (processes) are tasks (sessions) of their own.
     let identities = Identities::new(ctx.meta);
     let mut process_names: HashMap<u64, String> = HashMap::new();
-    let mut lost: Vec<u64> = rings.iter().map(|r| r.lost).collect();
-    let (spec, with_args) = argspec(&schemas);
+    // Each thread's name as last given to uftrace, and the records that give them.
+    let mut thread_names: HashMap<u64, &str> = HashMap::new();
+    let mut comms = Vec::new();
+    let mut lost: Vec<u64> = (rings.iter().enumerate())
+        .map(|(ring, r)| if items.selects_ring(ring) { r.lost } else { 0 })
+        .collect();
+    let specs = specs(&schemas);
     let mut p = Points {
         schemas,
-        with_args,
+        specs,
         aux: ctx.aux,
+        decoder: Decoder::new(ctx, TimeFormat::Relative),
         pairing: Pairing::new(rings),
         events_used: BTreeMap::new(),
         written: Written::default(),
+        text: Vec::new(),
+        external: std::io::BufWriter::new(std::fs::File::create(dir.join("extern.dat"))?),
     };
+    p.written.losses(rings, &items);
     items.try_for_each_ref(|item| {
         let (ring, who, stamp) = match *item {
             Item::Point { cpu, ref event } => (cpu, event.ctx, event.stamp),
@@ -234,26 +322,33 @@ pub fn write(
         }
         let t = ns(stamp);
         threads.entry(tid).or_insert((pid, t, t)).2 = t;
+        if let Some(name) = id.thread {
+            if thread_names.insert(tid, name) != Some(name) {
+                comm(&mut comms, t.saturating_sub(1), pid, tid, name);
+            }
+        }
         let out = streams.buffers.entry(tid).or_default();
         if let Some(n) = lost.get_mut(ring).filter(|n| **n > 0) {
             record(out, t, LOST, 0, *n);
             *n = 0;
         }
         match item {
-            Item::Point { event, .. } => p.point(out, t, event),
+            Item::Point { event, .. } => p.point(out, t, item, event)?,
             Item::Message(_) => {
                 record(out, t, EVENT, p.pairing.depth(who), INFO_EVENT);
                 p.events_used.insert(INFO_EVENT, "info".to_string());
+                p.external(t, item)?;
             }
             Item::Gap { .. } => {} // Handled above.
         }
-        p.written.events += 1;
+        p.written.item(item);
         if out.len() >= FLUSH {
             streams.flush(tid)?;
             progress(p.written.events);
         }
         Ok::<(), std::io::Error>(())
     })?;
+    p.external.flush()?;
     p.written.unpaired += std::mem::take(&mut p.pairing).into_open().len() as u64;
     // Losses of rings none of whose events are exported: at the end of the first thread's
     // stream (uftrace has no other place for them; with no thread at all there is no trace).
@@ -271,35 +366,77 @@ pub fn write(
     for tid in tids {
         streams.flush(tid)?;
     }
-    files(dir, &ctx, &p, &spec, &threads, &process_names)?;
+    if !comms.is_empty() {
+        std::fs::write(dir.join("perf-cpu0.dat"), &comms)?;
+    }
+    files(dir, &ctx, &p, &threads, &process_names, !comms.is_empty())?;
     progress(p.written.events);
     Ok(p.written)
+}
+
+/// Appends a `PERF_RECORD_COMM` naming thread `tid` of `pid` `name` at `t`, as uftrace
+/// reads it: the header, pid and tid, the name (cut to [`COMM_LEN`] less its NUL) padded
+/// to 8 bytes, and the sample's pid, tid and time.
+fn comm(out: &mut Vec<u8>, t: u64, pid: u64, tid: u64, name: &str) {
+    // Cut as the kernel cuts names, with no `...`, but not inside a character.
+    let mut end = name.len().min(COMM_LEN - 1);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    let kept = &name.as_bytes()[..end];
+    let padded = (kept.len() + 1).next_multiple_of(8);
+    let size = 8 + 8 + padded + 16;
+    out.extend_from_slice(&PERF_RECORD_COMM.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&(size as u16).to_le_bytes());
+    for id in [pid, tid] {
+        out.extend_from_slice(&(id as u32).to_le_bytes());
+    }
+    let start = out.len();
+    out.extend_from_slice(kept);
+    out.resize(start + padded, 0);
+    for id in [pid, tid] {
+        out.extend_from_slice(&(id as u32).to_le_bytes());
+    }
+    out.extend_from_slice(&t.to_le_bytes());
 }
 
 /// What the records of trace points need from one event to the next.
 struct Points<'s> {
     schemas: Vec<Schema>,
-    /// By tracepoint id: whether its entries' records carry their arguments.
-    with_args: Vec<bool>,
+    specs: Specs,
     aux: &'s AuxSnapshots,
+    /// Shows events as `dump` does, for return values and external data.
+    decoder: Decoder<'s>,
     pairing: Pairing,
     /// The user events used, by id: their names.
     events_used: BTreeMap<u64, String>,
     written: Written,
+    /// A buffer for an event's text.
+    text: Vec<u8>,
+    /// `extern.dat`: the text of every user event, by time.
+    external: std::io::BufWriter<std::fs::File>,
 }
 
 impl Points<'_> {
-    /// Appends the records of `event`, at `t`, to its thread's stream `out`.
-    fn point(&mut self, out: &mut Vec<u8>, t: u64, event: &Event) {
+    /// Appends the records of `event` (the trace point of `item`), at `t`, to its thread's
+    /// stream `out`.
+    fn point(
+        &mut self,
+        out: &mut Vec<u8>,
+        t: u64,
+        item: &Item<'_>,
+        event: &Event,
+    ) -> std::io::Result<()> {
         let id = event.type_word.tracepoint();
         let schema = self.schemas.get(id as usize);
         match schema.map(|s| s.kind) {
             Some(Kind::Entry) => {
                 if let Some(depth) = self.pairing.enter(event) {
-                    return match schema {
+                    match schema {
                         // Every argument the spec names is there (not a lost continuation).
                         Some(s)
-                            if self.with_args[id as usize]
+                            if self.specs.with_args[id as usize]
                                 && event.args().len() >= s.args.len() =>
                         {
                             record(out, t, ENTRY | MORE, depth, addr(id));
@@ -307,30 +444,68 @@ impl Points<'_> {
                         }
                         _ => record(out, t, ENTRY, depth, addr(id)),
                     };
+                    return Ok(());
                 }
                 self.written.uncertain += 1;
             }
-            Some(Kind::Exit) => match self.pairing.exit(event) {
-                Closes::Entry(open, depth) => {
-                    self.written.pairs += 1;
-                    let entry = open.event.type_word.tracepoint();
-                    return record(out, t, EXIT, depth, addr(entry));
+            Some(Kind::Exit) => {
+                let closes = match self.pairing.exit(event) {
+                    Closes::Entry(open, depth) => {
+                        self.written.pairs += 1;
+                        Some((open.event.type_word.tracepoint(), depth))
+                    }
+                    Closes::Nothing => {
+                        self.written.unpaired += 1;
+                        Some((id, 0))
+                    }
+                    Closes::Uncertain => None,
+                };
+                if let Some((function, depth)) = closes {
+                    let has_args = schema.is_some_and(|s| !s.args.is_empty());
+                    match self.specs.with_ret.get(function as usize) {
+                        Some(true) if has_args => {
+                            record(out, t, EXIT | MORE, depth, addr(function));
+                            self.text.clear();
+                            self.decoder.text(item, &mut self.text);
+                            return_value(out, &self.text);
+                        }
+                        _ => record(out, t, EXIT, depth, addr(function)),
+                    }
+                    return Ok(());
                 }
-                Closes::Nothing => {
-                    self.written.unpaired += 1;
-                    return record(out, t, EXIT, 0, addr(id));
-                }
-                Closes::Uncertain => self.written.uncertain += 1,
-            },
+                self.written.uncertain += 1;
+            }
             _ => {}
         }
-        // Any other point, and an entry or exit before the horizon: an event.
+        // Any other point, and an entry or exit before the horizon: an event, and its text.
         let name = schema.map_or_else(|| format!("tracepoint#{id}"), |s| s.name.clone());
         self.events_used
             .entry(USER_EVENTS + id as u64)
             .or_insert(name);
         let depth = self.pairing.depth(event.ctx);
         record(out, t, EVENT, depth, USER_EVENTS + id as u64);
+        self.external(t, item)
+    }
+
+    /// The line of `extern.dat` for `item` at `t`: `seconds.nanoseconds text`, the text
+    /// on one line and cut to what uftrace keeps.
+    fn external(&mut self, t: u64, item: &Item<'_>) -> std::io::Result<()> {
+        self.text.clear();
+        self.decoder.text(item, &mut self.text);
+        for b in &mut self.text {
+            if b.is_ascii_control() {
+                *b = b' ';
+            }
+        }
+        let (kept, cut) = shorten(&self.text, EXTERN_BYTES);
+        write!(
+            self.external,
+            "{}.{:09} ",
+            t / 1_000_000_000,
+            t % 1_000_000_000
+        )?;
+        self.external.write_all(kept)?;
+        self.external.write_all(if cut { b"...\n" } else { b"\n" })
     }
 }
 
@@ -352,10 +527,11 @@ fn files(
     dir: &Path,
     ctx: &Context<'_>,
     points: &Points<'_>,
-    argspec: &str,
     threads: &BTreeMap<u64, (u64, u64, u64)>,
     process_names: &HashMap<u64, String>,
+    perf: bool,
 ) -> std::io::Result<()> {
+    let specs = &points.specs;
     let (schemas, events_used) = (&points.schemas, &points.events_used);
     const MODULE: &str = "/ttrace/tracepoints";
     // info: the header, then a text section for each bit of the info mask, in bit order.
@@ -368,11 +544,23 @@ fn files(
     info.extend_from_slice(&40u16.to_le_bytes());
     info.push(1); // little-endian
     info.push(2); // 64-bit
-    let (argument, arg_spec) = match argspec.is_empty() {
-        true => (0, 0),
-        false => (FEAT_ARGUMENT, INFO_ARG_SPEC),
+    let argument = if specs.args.is_empty() {
+        0
+    } else {
+        FEAT_ARGUMENT
     };
-    let features = task_session | argument | sym_rel_addr | max_stack | event;
+    let retval = if specs.rets.is_empty() {
+        0
+    } else {
+        FEAT_RETVAL
+    };
+    let arg_spec = if argument | retval != 0 {
+        INFO_ARG_SPEC
+    } else {
+        0
+    };
+    let perf = if perf { FEAT_PERF_EVENT } else { 0 };
+    let features = task_session | argument | retval | sym_rel_addr | max_stack | event | perf;
     info.extend_from_slice(&features.to_le_bytes());
     info.extend_from_slice(&(exe_name | cmdline | taskinfo | arg_spec).to_le_bytes());
     info.extend_from_slice(&1024u16.to_le_bytes());
@@ -385,8 +573,13 @@ fn files(
         tids.len(),
         tids.join(",")
     );
-    if !argspec.is_empty() {
-        let _ = write!(info, "argspec:lines=1\nargspec:{argspec}\n");
+    if arg_spec != 0 {
+        let lines: Vec<String> = [("argspec", &specs.args), ("retspec", &specs.rets)]
+            .into_iter()
+            .filter(|(_, spec)| !spec.is_empty())
+            .map(|(key, spec)| format!("{key}:{spec}\n"))
+            .collect();
+        let _ = write!(info, "argspec:lines={}\n{}", lines.len(), lines.concat());
     }
     std::fs::write(dir.join("info"), info)?;
     // task.txt: a session per process, then its threads, all from time 0.
