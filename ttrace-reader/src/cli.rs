@@ -666,14 +666,23 @@ fn ctl(mut words: Vec<String>) -> Result<(), String> {
     {
         return Err(not_a_command(w));
     }
-    let access = if words.is_empty() {
-        Access::ReadOnly
-    } else {
-        Access::ReadWrite
-    };
-    let dev = open_as(device, access)?;
-    if !words.is_empty() {
-        dev.ctl_write(&words.join(" ")).map_err(|e| e.to_string())?;
+    if words.is_empty() {
+        let dev = open(device)?;
+        return quiet_pipe(std::io::stdout().lock().write_all(dev.ctl().as_bytes()));
+    }
+    let line = words.join(" ");
+    // Checked before anything is opened: a bad command changes nothing.
+    let command: ttrace_core::control::Command = line.parse().map_err(|e| format!("ctl: {e}"))?;
+    let dev = open_as(device, Access::ReadWrite)?;
+    dev.core().apply(&command).map_err(|e| e.to_string())?;
+    if let ttrace_core::control::Command::Enable(p) | ttrace_core::control::Command::Disable(p) =
+        &command
+    {
+        if !dev.core().pattern_matches_known(p) {
+            eprintln!(
+                "ttrace-reader: ctl: note: `{p}` matches nothing yet (no tracepoint of this device, nor `info`); the rule is kept for tracepoints registered later"
+            );
+        }
     }
     quiet_pipe(std::io::stdout().lock().write_all(dev.ctl().as_bytes()))
 }
