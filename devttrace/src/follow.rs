@@ -189,6 +189,16 @@ impl<'d> Follower<'d> {
         }
     }
 
+    /// Follows from the start of the device: everything the rings and the aux buffers still
+    /// hold is released first (for a device created since the reader started waiting for
+    /// it); what they no longer hold is counted lost.
+    pub fn from_start(dev: &'d Device, window_ns: u64) -> Follower<'d> {
+        let mut f = Follower::with_window(dev, window_ns);
+        f.rings.iter_mut().for_each(|c| c.next = 0);
+        f.messages_from.iter_mut().for_each(|m| *m = 0);
+        f
+    }
+
     /// The device followed.
     pub fn device(&self) -> &'d Device {
         self.dev

@@ -22,6 +22,7 @@ mod follow;
 mod snapshot;
 mod version;
 mod view;
+mod watch;
 
 pub use device::{default_dir, Access, Device, Status, Trust};
 pub use error::{Error, Problem, Result};
@@ -32,3 +33,4 @@ pub use ttrace_core::meta::{Metadata, TaskIndex, TaskInfo, TracepointInfo};
 pub use ttrace_core::ring::{event_at, Event, Mark, RingIndex, RingSnapshot, SlotRead};
 pub use version::{Clock, Version};
 pub use view::View;
+pub use watch::{version_at, Change, Watch};

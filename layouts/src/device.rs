@@ -16,8 +16,9 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ttrace\x01\x02");
 /// Version of this header layout (major in the high 16 bits, minor in the low 16). 2.0:
 /// two rings per CPU and one aux buffer per ring (see [`crate::ring`]). 3.0: lock words
 /// name their owner by `tid << 32 | start tag`, and the names area's control words. 3.1:
-/// `cleared_at` and `clears` (zero in older devices: never cleared).
-pub const HEADER_VERSION: u32 = 0x0003_0001;
+/// `cleared_at` and `clears` (zero in older devices: never cleared). 3.2: `info_off` (zero
+/// in older devices: messages on).
+pub const HEADER_VERSION: u32 = 0x0003_0002;
 /// Version of the shared data layouts (aux and metadata files). 2.0: the aux file holds one
 /// buffer per ring, and string references name their buffer ([`crate::aux::aux_ref`]).
 /// 3.0: thread and process names in a two-half names area that is compacted, not appended
@@ -34,6 +35,13 @@ pub const PERCPU_DATA_VERSION: u32 = 0x0002_0001;
 pub const fn major(version: u32) -> u16 {
     (version >> 16) as u16
 }
+
+/// The class bit of `info()` messages: the mask must have it, and the rules enable the name
+/// [`INFO_NAME`], for a message to be recorded. The highest bit, left to ttrace itself (not
+/// to be confused with `ttrace_tracing::CLASS_INFO`, the class of `tracing`'s INFO level).
+pub const CLASS_INFO: u64 = 1 << 63;
+/// The name under which rules enable or disable `info()` messages, and readers show them.
+pub const INFO_NAME: &str = "info";
 
 /// Bytes of the `header` file.
 pub const HEADER_BYTES: usize = 4096;
@@ -115,7 +123,12 @@ pub struct DeviceHeader {
     pub cleared_at: AtomicU64,
     /// Clears so far (each under `meta_lock`, after `cleared_at` and the rings' clear words).
     pub clears: AtomicU64,
-    _pad_ctl: [u64; 12],
+    /// Whether `info()` messages are off: 0 while the mask and the rules enable them (the
+    /// name `info`, the class bit [`CLASS_INFO`]), 1 while not. Recomputed with the
+    /// tracepoint words after every control change. Zero in devices older than 3.2, whose
+    /// writers recorded every message.
+    pub info_off: AtomicU64,
+    _pad_ctl: [u64; 11],
 
     // ---- (offset 256) reserved: the aux control words of version 1, now per ring ----
     _reserved_aux: [u64; 16],
@@ -167,6 +180,7 @@ const_assert_eq!(core::mem::offset_of!(DeviceHeader, flags), 100);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, ctl_generation), 136);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, cleared_at), 144);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, clears), 152);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, info_off), 160);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_used), 392);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_dropped), 400);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, tp_count), 408);

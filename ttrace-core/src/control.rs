@@ -6,12 +6,16 @@
 //! and a name no rule matches is enabled. Every change happens under the metadata lock and
 //! ends by recomputing each tracepoint's word, so writers in every process see the result
 //! with their next load of that word.
+//!
+//! `info()` messages are controlled the same way, as if they were a tracepoint named `info`
+//! of class [`CLASS_INFO`](crate::CLASS_INFO) (bit 63): the recomputation also sets the header's `info_off`
+//! word, which `info()` loads before it records anything.
 
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::lock::lock;
 use crate::sync::Ordering::*;
-use ttrace_layouts::device::RULES_BYTES;
+use ttrace_layouts::device::{INFO_NAME, RULES_BYTES};
 
 /// Whether `rules` (one `+pattern` / `-pattern` per line) enable `name`.
 ///
@@ -176,6 +180,26 @@ impl Device {
         }
         h.ctl_generation.fetch_add(1, Release);
         Ok(self.recompute_words(&guard))
+    }
+
+    /// Whether the wildcard `pattern` matches a name known to the device: a registered
+    /// tracepoint's, or `info` (messages). A rule that matches nothing is still kept (the
+    /// tracepoints it is meant for may register later); `ctl` says so.
+    pub fn pattern_matches_known(&self, pattern: &str) -> bool {
+        let m = wildmatch::WildMatch::new(pattern);
+        m.matches(INFO_NAME)
+            || self
+                .metadata()
+                .tracepoints
+                .iter()
+                .any(|t| m.matches(&t.name))
+    }
+
+    /// Whether `info()` messages record now (the mask has [`CLASS_INFO`](crate::CLASS_INFO) and the rules enable
+    /// `info`).
+    pub fn info_enabled(&self) -> bool {
+        // Relaxed: a self-contained word, read as `info()` reads it.
+        self.header().info_off.load(Relaxed) == 0
     }
 
     /// Parses and applies one command line.

@@ -418,11 +418,20 @@ fn string_word(bytes: &[u8]) -> u64 {
 }
 
 /// Records a free-form message in the aux buffer of the process's device; readers show it
-/// as an event of its own. Returns false if it could not be recorded.
+/// as an event of its own, named `info`. Messages are controlled as a tracepoint named
+/// `info` of class [`CLASS_INFO`](crate::CLASS_INFO) is (`ttrace-reader ctl disable info`,
+/// `ctl clrbits 0x8000000000000000`): while off, this records nothing and counts nothing,
+/// at the cost of one load. Returns false if nothing was recorded (messages off, no device,
+/// or the aux buffer could not take it).
 pub fn info(message: &str) -> bool {
     let Ok(dev) = crate::global::device_or_init() else {
         return false;
     };
+    // Relaxed: the word is self-contained, as a tracepoint's word is; a control change is
+    // seen at some later message, as it is at some later trace point.
+    if dev.header().info_off.load(Relaxed) != 0 {
+        return false;
+    }
     let ctx = crate::thread::ctx(dev);
     dev.aux_write(AuxTag::Info, ctx, message.as_bytes())
         .is_some()

@@ -77,6 +77,10 @@ enum Command {
         /// Show wall-clock UTC time instead of seconds since the device was created.
         #[arg(long)]
         utc: bool,
+        /// Wait for the device to be created (checking at the interval) and follow it from
+        /// its start; when it is removed and created again, follow the new one.
+        #[arg(long)]
+        wait: bool,
     },
     /// Show or change what is recorded: `setmask <value> <mask>`, `setbits <bits>`,
     /// `clrbits <bits>`, `enable <wildcard>`, `disable <wildcard>`, `reset`.
@@ -221,7 +225,7 @@ enum ExportFormat {
 }
 
 /// What to show.
-#[derive(Args)]
+#[derive(Args, Clone)]
 struct Select {
     /// Only these rings (`--cpu 0 --cpu 2` or `--cpu 0,2`).
     #[arg(long, value_delimiter = ',', value_name = "N")]
@@ -450,31 +454,132 @@ fn report(
     quiet_pipe(std::io::stdout().lock().write_all(out.as_bytes()))
 }
 
+/// How `follow` runs.
+struct FollowOptions {
+    limit: Option<u64>,
+    interval: Duration,
+    window_ns: u64,
+    time: TimeFormat,
+    wait: bool,
+}
+
+/// Why following one device ended.
+enum Ended {
+    /// The limit was reached, or the output closed.
+    Done,
+    /// The device's directory or header is gone.
+    Removed,
+    /// Another device was created at its path.
+    Replaced,
+}
+
+/// Whether an open failed only because no device is there (yet).
+fn absent(e: &devttrace::Error) -> bool {
+    matches!(
+        e,
+        devttrace::Error::Missing(_)
+            | devttrace::Error::NotADevice(_)
+            | devttrace::Error::Invalid {
+                problem: devttrace::Problem::Missing,
+                ..
+            }
+    )
+}
+
+/// Opens the device at `dir`, waiting (a check per `interval`, at least a millisecond)
+/// while there is none.
+fn wait_for(dir: &Path, interval: Duration) -> Result<Device, String> {
+    loop {
+        match Device::open_with(dir, Access::ReadOnly, trust()) {
+            Err(e) if absent(&e) => std::thread::sleep(interval.max(Duration::from_millis(1))),
+            opened => return opened.map_err(refusal),
+        }
+    }
+}
+
+/// `follow`: the device at `dir`; with `--wait`, waits for it, and follows each device
+/// created there in turn.
+fn follow_path(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    let mut say = |line: String| quiet_pipe(writeln!(out, "{line}").and_then(|_| out.flush()));
+    let (mut dev, mut from_start) = match opts.wait {
+        false => (open(Some(dir.clone()))?, false),
+        true => match Device::open_with(&dir, Access::ReadOnly, trust()) {
+            Ok(dev) => (dev, false),
+            Err(e) if !absent(&e) => return Err(refusal(e)),
+            Err(_) => {
+                say(format!(
+                    "# waiting for {} to be created (follow --wait)",
+                    dir.display()
+                ))?;
+                (wait_for(&dir, opts.interval)?, true)
+            }
+        },
+    };
+    let mut printed = 0u64;
+    let mut first = true;
+    loop {
+        let filter = filter(&dev, select.clone())?;
+        let follower = match from_start {
+            true => Follower::from_start(&dev, opts.window_ns),
+            false => Follower::with_window(&dev, opts.window_ns),
+        };
+        if first {
+            // Once the follower has taken its baseline: what is written after this line
+            // shows.
+            say(format!(
+                "# following {} (new events as they are written, in time order)",
+                dev.dir().display()
+            ))?;
+            first = false;
+        }
+        let ended = follow(follower, &filter, &opts, &mut printed)?;
+        if matches!(ended, Ended::Removed) {
+            say(format!(
+                "# device {} was removed; waiting for it to be created again",
+                dir.display()
+            ))?;
+        }
+        if matches!(ended, Ended::Done) {
+            return Ok(());
+        }
+        dev = wait_for(&dir, opts.interval)?;
+        let v = dev.version();
+        say(format!(
+            "# device {} was replaced (created {} by pid {}); following the new one",
+            dir.display(),
+            decode::utc(v.clock.anchor_realtime_ns),
+            v.creator_pid
+        ))?;
+        from_start = true;
+    }
+}
+
+/// Follows one device until the limit, a closed output, or (with `--wait`) the device's
+/// removal or replacement; without `--wait`, a removal or replacement is said once and
+/// the old device followed on (writers that still have it mapped may write to it).
 fn follow(
     mut follower: Follower<'_>,
     filter: &Filter,
-    limit: Option<u64>,
-    interval: Duration,
-    time: TimeFormat,
-) -> Result<(), String> {
+    opts: &FollowOptions,
+    printed: &mut u64,
+) -> Result<Ended, String> {
+    let (limit, interval, time) = (opts.limit, opts.interval, opts.time);
     let mut out = std::io::stdout().lock();
-    let mut printed = 0u64;
     let mut buf = Vec::new();
     let mut sleep = interval;
-    quiet_pipe(
-        writeln!(
-            out,
-            "# following {} (new events as they are written, in time order)",
-            follower.device().dir().display()
-        )
-        .and_then(|_| out.flush()),
-    )?;
+    let mut watch = Some(devttrace::Watch::new(follower.device()));
+    let dir = follower.device().dir().to_path_buf();
     loop {
+        // Checked before the poll: a device found gone has its last events read below.
+        let change = watch
+            .as_mut()
+            .map_or(devttrace::Change::Same, devttrace::Watch::check);
         let poll = follower.poll().map_err(|e| e.to_string())?;
         let mut decoder = Decoder::new(&poll.snapshot, time);
         buf.clear();
         for item in Merge::snapshot(&poll.snapshot, filter) {
-            if limit.is_some_and(|l| printed >= l) {
+            if limit.is_some_and(|l| *printed >= l) {
                 break;
             }
             decoder.line(&item, &mut buf);
@@ -483,7 +588,7 @@ fn follow(
                 buf.pop();
                 buf.extend_from_slice(b" (late)\n");
             }
-            printed += 1;
+            *printed += 1;
         }
         let name = |ring| poll.snapshot.version.ring_name(ring);
         for (ring, (&lost, &gave_up)) in poll.lost.iter().zip(&poll.gave_up).enumerate() {
@@ -512,17 +617,40 @@ fn follow(
                 poll.late
             );
         }
-        let done = limit.is_some_and(|l| printed >= l);
+        let mut ended = None;
+        if limit.is_some_and(|l| *printed >= l) {
+            ended = Some(Ended::Done);
+        } else if change != devttrace::Change::Same {
+            if opts.wait {
+                ended = Some(match change {
+                    devttrace::Change::Removed => Ended::Removed,
+                    _ => Ended::Replaced,
+                });
+            } else {
+                let what = match change {
+                    devttrace::Change::Removed => "removed",
+                    _ => "replaced by another",
+                };
+                let _ = writeln!(
+                    buf,
+                    "# device {} was {what}; still following the old one (follow --wait follows a new one)",
+                    dir.display()
+                );
+                watch = None;
+            }
+        }
         // Idle: poll less and less often; at the first event, as often as asked again.
         sleep = match poll.active {
             true => interval,
             false => (sleep * 2).clamp(interval, Duration::from_millis(100).max(interval)),
         };
         match out.write_all(&buf).and_then(|_| out.flush()) {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Ended::Done),
             Err(e) => return Err(e.to_string()),
-            Ok(()) if done => return Ok(()),
-            Ok(()) => std::thread::sleep(sleep),
+            Ok(()) => match ended {
+                Some(ended) => return Ok(ended),
+                None => std::thread::sleep(sleep),
+            },
         }
     }
 }
@@ -675,14 +803,45 @@ fn ctl(mut words: Vec<String>) -> Result<(), String> {
     {
         return Err(not_a_command(w));
     }
-    let access = if words.is_empty() {
-        Access::ReadOnly
-    } else {
-        Access::ReadWrite
+    if words.is_empty() {
+        let dev = open(device)?;
+        return quiet_pipe(std::io::stdout().lock().write_all(dev.ctl().as_bytes()));
+    }
+    let line = words.join(" ");
+    // Checked before anything is opened or created: a bad command changes nothing.
+    let command: ttrace_core::control::Command = line.parse().map_err(|e| format!("ctl: {e}"))?;
+    let dir = device.unwrap_or_else(devttrace::default_dir);
+    let dev = match Device::open_with(&dir, Access::ReadWrite, trust()) {
+        // No device yet: create it as the first program would, so that the setting is
+        // there before any program runs.
+        Err(devttrace::Error::Missing(_)) if std::fs::symlink_metadata(&dir).is_err() => {
+            let config = ttrace_core::Config {
+                dir: Some(dir.clone()),
+                ..ttrace_core::Config::from_env().map_err(|e| e.to_string())?
+            };
+            ttrace_core::Device::open(&config).map_err(|e| e.to_string())?;
+            let dev = open_as(Some(dir.clone()), Access::ReadWrite)?;
+            let v = dev.version();
+            eprintln!(
+                "ttrace-reader: ctl: no device at {}: created it ({} cpus x {} slots, aux {} KiB, as a program would) for `{line}` to apply to the programs that use it",
+                dir.display(),
+                v.num_cpus,
+                v.ring_slots,
+                v.aux_size >> 10
+            );
+            dev
+        }
+        opened => opened.map_err(refusal)?,
     };
-    let dev = open_as(device, access)?;
-    if !words.is_empty() {
-        dev.ctl_write(&words.join(" ")).map_err(|e| e.to_string())?;
+    dev.core().apply(&command).map_err(|e| e.to_string())?;
+    if let ttrace_core::control::Command::Enable(p) | ttrace_core::control::Command::Disable(p) =
+        &command
+    {
+        if !dev.core().pattern_matches_known(p) {
+            eprintln!(
+                "ttrace-reader: ctl: note: `{p}` matches nothing yet (no tracepoint of this device, nor `info`); the rule is kept for tracepoints registered later"
+            );
+        }
     }
     quiet_pipe(std::io::stdout().lock().write_all(dev.ctl().as_bytes()))
 }
@@ -787,18 +946,18 @@ fn run(cli: Cli) -> Result<(), String> {
             interval_ms,
             reorder_window_ms,
             utc,
-        } => {
-            let dev = open(device)?;
-            let filter = filter(&dev, select)?;
-            let follower = Follower::with_window(&dev, reorder_window_ms * 1_000_000);
-            follow(
-                follower,
-                &filter,
+            wait,
+        } => follow_path(
+            device.unwrap_or_else(devttrace::default_dir),
+            select,
+            FollowOptions {
                 limit,
-                Duration::from_millis(interval_ms),
-                time_format(utc),
-            )
-        }
+                interval: Duration::from_millis(interval_ms),
+                window_ns: reorder_window_ms.saturating_mul(1_000_000),
+                time: time_format(utc),
+                wait,
+            },
+        ),
         Command::Stats { device } => {
             let text = stats(&open(device)?)?;
             quiet_pipe(std::io::stdout().lock().write_all(text.as_bytes()))

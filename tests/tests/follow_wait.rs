@@ -1,0 +1,236 @@
+//! A reader started before the program it reads: `follow --wait` waits for the device and
+//! follows each device created at its path in turn, and `ctl` sets rules on a device no
+//! program has created yet (it creates it).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
+const ENV_APP: &str = env!("CARGO_BIN_EXE_ttrace-test-env");
+
+/// How long a line may take before the test gives up (a bound on failure, not a way to
+/// order anything: every step waits for the line that says it happened).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The environment-configured writer on `dir`, with its arguments (`x=N`, `info=TEXT`),
+/// spawned: the caller waits for it.
+fn writer(dir: &Path, args: &[&str]) -> Child {
+    let mut cmd = Command::new(ENV_APP);
+    cmd.env("TTRACE_DIR", dir).args(args);
+    for v in [
+        "TTRACE_RING_SLOTS",
+        "TTRACE_AUX_SIZE",
+        "TTRACE_MASK",
+        "TTRACE_DISABLED",
+    ] {
+        cmd.env_remove(v);
+    }
+    cmd.stdout(Stdio::null()).spawn().unwrap()
+}
+
+fn run_writer(dir: &Path, args: &[&str]) -> u32 {
+    let mut child = writer(dir, args);
+    let pid = child.id();
+    assert!(child.wait().unwrap().success(), "writer {args:?}");
+    pid
+}
+
+fn reader(args: &[&str]) -> Output {
+    let mut cmd = Command::new(READER);
+    cmd.args(args);
+    for v in [
+        "TTRACE_RING_SLOTS",
+        "TTRACE_AUX_SIZE",
+        "TTRACE_MASK",
+        "TTRACE_DISABLED",
+    ] {
+        cmd.env_remove(v);
+    }
+    cmd.output().unwrap()
+}
+
+/// A running `follow` and the lines it printed so far.
+struct Follow {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Follow {
+    fn start(dir: &Path, args: &[&str]) -> Follow {
+        let mut child = Command::new(READER)
+            .arg("follow")
+            .arg(dir)
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Follow {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads lines until one satisfies `want`, and returns it.
+    fn until(&mut self, what: &str, want: impl Fn(&str) -> bool) -> String {
+        loop {
+            match self.lines.recv_timeout(PATIENCE) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if want(&line) {
+                        return line;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!(
+                        "no {what} after {PATIENCE:?}; follow printed {:#?}",
+                        self.seen
+                    )
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("follow ended before {what}; it printed {:#?}", self.seen)
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Follow {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn follow_wait_prints_the_events_of_a_program_started_after_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+
+    // Without --wait, a missing device is still the one-line error.
+    let out = reader(&["follow", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no ttrace device here"), "{err}");
+
+    let mut f = Follow::start(&dir, &["--wait", "--interval-ms", "5"]);
+    let waiting = f.until("the waiting line", |l| l.starts_with('#'));
+    assert_eq!(
+        waiting,
+        format!(
+            "# waiting for {} to be created (follow --wait)",
+            dir.display()
+        )
+    );
+    let pid = run_writer(&dir, &["x=1", "info=hello"]);
+    f.until("the following line", |l| l.starts_with("# following "));
+    // Everything the new device holds, from its start: the program ran and exited before
+    // the follower may even have opened the device.
+    let mut want = vec!["env_point(n=7)", "x_point(n=1)", "info(\"hello\")"];
+    while !want.is_empty() {
+        let line = f.until("the writer's events", |l| !l.starts_with('#'));
+        assert!(line.contains(&format!(" {pid}/")), "{line}");
+        // A message takes its time before it commits: one that committed after the
+        // follower read past its time is printed all the same, marked late.
+        let line = line.trim_end_matches(" (late)");
+        want.retain(|w| !line.ends_with(w));
+    }
+    assert!(f.seen.iter().all(|l| !l.contains("lost")), "{:#?}", f.seen);
+}
+
+#[test]
+fn follow_wait_follows_a_device_removed_and_created_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    run_writer(&dir, &["x=1"]);
+
+    let mut f = Follow::start(&dir, &["--wait", "--interval-ms", "5"]);
+    f.until("the following line", |l| l.starts_with("# following "));
+    // The device exists: only what is written from now on is followed.
+    run_writer(&dir, &["x=2"]);
+    f.until("x_point(n=2)", |l| l.ends_with("x_point(n=2)"));
+
+    std::fs::remove_dir_all(&dir).unwrap();
+    let pid = run_writer(&dir, &["x=3"]);
+    let replaced = f.until("the replaced line", |l| l.contains(" was replaced "));
+    let prefix = format!("# device {} was replaced (created 20", dir.display());
+    assert!(replaced.starts_with(&prefix), "{replaced}");
+    assert!(
+        replaced.ends_with(&format!(" by pid {pid}); following the new one")),
+        "{replaced}"
+    );
+    let mut want = vec!["env_point(n=7)", "x_point(n=3)"];
+    while !want.is_empty() {
+        let line = f.until("the new device's events", |l| !l.starts_with('#'));
+        assert!(line.contains(&format!(" {pid}/")), "{line}");
+        // A message takes its time before it commits: one that committed after the
+        // follower read past its time is printed all the same, marked late.
+        let line = line.trim_end_matches(" (late)");
+        want.retain(|w| !line.ends_with(w));
+    }
+    assert!(
+        !f.seen.iter().any(|l| l.ends_with("x_point(n=1)")),
+        "{:#?}",
+        f.seen
+    );
+}
+
+#[test]
+fn ctl_on_a_missing_device_creates_it_and_a_later_program_obeys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let d = dir.to_str().unwrap();
+
+    // A malformed command creates nothing.
+    let out = reader(&["ctl", d, "disable"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!dir.exists());
+
+    let out = reader(&["ctl", d, "disable", "x*"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{err}");
+    let created: Vec<&str> = err.lines().filter(|l| l.contains("created it")).collect();
+    assert_eq!(created.len(), 1, "{err}");
+    assert!(
+        created[0].starts_with(&format!(
+            "ttrace-reader: ctl: no device at {d}: created it ("
+        )),
+        "{err}"
+    );
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("\ndisable x*\n"));
+    assert!(dir.join("header").exists());
+
+    // A program started afterwards opens that device (its sizes are the defaults it would
+    // have used) and records only what the rule lets through.
+    run_writer(&dir, &["x=1", "x=2"]);
+    let out = reader(&["dump", d]);
+    assert!(out.status.success());
+    let dump = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        dump.lines().any(|l| l.ends_with("env_point(n=7)")),
+        "{dump}"
+    );
+    assert!(!dump.contains("x_point"), "{dump}");
+
+    // A second ctl finds the device there: it says nothing about creating it.
+    let out = reader(&["ctl", d, "enable", "x*"]);
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.is_empty(), "{err}");
+}
