@@ -37,9 +37,8 @@ pub const fn major(version: u32) -> u16 {
 }
 
 /// The class bit of `info()` messages: the mask must have it, and the rules enable the name
-/// [`INFO_NAME`], for a message to be recorded. The highest bit, left to ttrace itself (not
-/// to be confused with `ttrace_tracing::CLASS_INFO`, the class of `tracing`'s INFO level).
-pub const CLASS_INFO: u64 = 1 << 63;
+/// [`INFO_NAME`], for a message to be recorded. The highest bit, left to ttrace itself.
+pub const CLASS_MESSAGES: u64 = 1 << 63;
 /// The name under which rules enable or disable `info()` messages, and readers show them.
 pub const INFO_NAME: &str = "info";
 
@@ -124,7 +123,7 @@ pub struct DeviceHeader {
     /// Clears so far (each under `meta_lock`, after `cleared_at` and the rings' clear words).
     pub clears: AtomicU64,
     /// Whether `info()` messages are off: 0 while the mask and the rules enable them (the
-    /// name `info`, the class bit [`CLASS_INFO`]), 1 while not. Recomputed with the
+    /// name `info`, the class bit [`CLASS_MESSAGES`]), 1 while not. Recomputed with the
     /// tracepoint words after every control change. Zero in devices older than 3.2, whose
     /// writers recorded every message.
     pub info_off: AtomicU64,

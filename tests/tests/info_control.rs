@@ -1,5 +1,5 @@
 //! `info()` messages are controlled as a tracepoint named `info` of class
-//! `ttrace_core::CLASS_INFO` is; a rule that matches nothing known is kept, with a note.
+//! `ttrace_core::CLASS_MESSAGES` is; a rule that matches nothing known is kept, with a note.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -102,7 +102,7 @@ fn clearing_the_info_class_bit_stops_messages() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     write(&dir, &["info=one"]);
-    let bit = format!("{:#x}", ttrace_core::CLASS_INFO);
+    let bit = format!("{:#x}", ttrace_core::CLASS_MESSAGES);
     assert_eq!(bit, "0x8000000000000000");
 
     ctl(&dir, &["clrbits", &bit]);

@@ -8,7 +8,7 @@
 //! with their next load of that word.
 //!
 //! `info()` messages are controlled the same way, as if they were a tracepoint named `info`
-//! of class [`CLASS_INFO`](crate::CLASS_INFO) (bit 63): the recomputation also sets the header's `info_off`
+//! of class [`CLASS_MESSAGES`](crate::CLASS_MESSAGES) (bit 63): the recomputation also sets the header's `info_off`
 //! word, which `info()` loads before it records anything.
 
 use crate::device::Device;
@@ -195,7 +195,7 @@ impl Device {
                 .any(|t| m.matches(&t.name))
     }
 
-    /// Whether `info()` messages record now (the mask has [`CLASS_INFO`](crate::CLASS_INFO) and the rules enable
+    /// Whether `info()` messages record now (the mask has [`CLASS_MESSAGES`](crate::CLASS_MESSAGES) and the rules enable
     /// `info`).
     pub fn info_enabled(&self) -> bool {
         // Relaxed: a self-contained word, read as `info()` reads it.

@@ -50,7 +50,7 @@ pub use thread::{rename_thread, thread_context};
 pub use tracepoint::{
     count_args, info, Arg, Args, Tracepoint, WordRef, CLASS_DEFAULT, UNREGISTERED,
 };
-pub use ttrace_layouts::device::CLASS_INFO;
+pub use ttrace_layouts::device::CLASS_MESSAGES;
 pub use ttrace_layouts::entry::Kind;
 pub use ttrace_layouts::meta::ArgType;
 pub use values::ValueTable;

@@ -8,7 +8,7 @@ use crate::lock::{lock, Guard};
 use crate::sync::Ordering::*;
 use crate::values::{ValueTable, ValuesKind};
 use std::collections::HashMap;
-use ttrace_layouts::device::{CLASS_INFO, INFO_NAME};
+use ttrace_layouts::device::{CLASS_MESSAGES, INFO_NAME};
 use ttrace_layouts::entry::{Kind, TypeWord};
 use ttrace_layouts::meta::{
     self as layout, record_bytes, ArgType, Record, RecordHeader, RecordKind, TaskRecord,
@@ -701,7 +701,7 @@ impl Device {
     pub(crate) fn recompute_words(&self, _guard: &Guard<'_>) -> usize {
         let h = self.header();
         // Relaxed: the mask changes only under the metadata lock, which the caller holds.
-        let info_on = h.type_mask.load(Relaxed) & CLASS_INFO != 0
+        let info_on = h.type_mask.load(Relaxed) & CLASS_MESSAGES != 0
             && crate::control::rules_enable(&self.rules_text(), INFO_NAME);
         // Relaxed: the word is self-contained (as a tracepoint's word); `info()` needs no
         // other store of this change to be visible with it.

@@ -419,7 +419,7 @@ fn string_word(bytes: &[u8]) -> u64 {
 
 /// Records a free-form message in the aux buffer of the process's device; readers show it
 /// as an event of its own, named `info`. Messages are controlled as a tracepoint named
-/// `info` of class [`CLASS_INFO`](crate::CLASS_INFO) is (`ttrace-reader ctl disable info`,
+/// `info` of class [`CLASS_MESSAGES`](crate::CLASS_MESSAGES) is (`ttrace-reader ctl disable info`,
 /// `ctl clrbits 0x8000000000000000`): while off, this records nothing and counts nothing,
 /// at the cost of one load. Returns false if nothing was recorded (messages off, no device,
 /// or the aux buffer could not take it).
