@@ -22,5 +22,6 @@ pub mod format;
 pub mod merge;
 pub mod mount;
 pub mod out;
+mod output;
 pub mod raw;
 pub mod report;
