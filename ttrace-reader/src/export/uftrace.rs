@@ -298,6 +298,7 @@ pub fn write(
         written: Written::default(),
         text: Vec::new(),
         external: std::io::BufWriter::new(std::fs::File::create(dir.join("extern.dat"))?),
+        line: Vec::new(),
     };
     p.written.losses(rings, &items);
     items.try_for_each_ref(|item| {
@@ -416,6 +417,8 @@ struct Points<'s> {
     text: Vec<u8>,
     /// `extern.dat`: the text of every user event, by time.
     external: std::io::BufWriter<std::fs::File>,
+    /// One line of it, being made.
+    line: Vec<u8>,
 }
 
 impl Points<'_> {
@@ -498,14 +501,15 @@ impl Points<'_> {
             }
         }
         let (kept, cut) = shorten(&self.text, EXTERN_BYTES);
-        write!(
-            self.external,
-            "{}.{:09} ",
-            t / 1_000_000_000,
-            t % 1_000_000_000
-        )?;
-        self.external.write_all(kept)?;
-        self.external.write_all(if cut { b"...\n" } else { b"\n" })
+        let line = &mut self.line;
+        line.clear();
+        crate::out::put_u64(line, t / 1_000_000_000);
+        line.push(b'.');
+        crate::out::put_nine_digits(line, (t % 1_000_000_000) as u32);
+        line.push(b' ');
+        line.extend_from_slice(kept);
+        line.extend_from_slice(if cut { b"...\n" } else { b"\n" });
+        self.external.write_all(line)
     }
 }
 
