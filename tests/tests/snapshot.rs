@@ -410,6 +410,15 @@ fn reads_taken_while_writers_lap_the_rings_count_only_what_was_overwritten() {
     );
 }
 
+/// A temporary directory on tmpfs where there is one: the tests that write a file per case
+/// would otherwise wait on a busy disk's journal.
+fn scratch() -> tempfile::TempDir {
+    match Path::new("/dev/shm").is_dir() {
+        true => tempfile::tempdir_in("/dev/shm").unwrap(),
+        false => tempfile::tempdir().unwrap(),
+    }
+}
+
 /// `bytes` with every `from` replaced by `to`.
 fn replace(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(bytes.len());
@@ -448,7 +457,7 @@ fn run(args: &[&str]) -> String {
 
 #[test]
 fn a_snapshot_cut_anywhere_is_a_one_line_error() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = scratch();
     let dir = tmp.path().join("dev");
     let _w = make(&dir);
     let good = tmp.path().join("good.ttrace");
@@ -734,7 +743,7 @@ fn a_version_2_snapshot_still_reads() {
 
 #[test]
 fn a_snapshot_with_a_size_or_offset_changed_is_read_or_refused_never_a_panic() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = scratch();
     let dir = tmp.path().join("dev");
     let w = ttrace_core::Device::open(&ttrace_core::Config {
         aux_bytes: ttrace_layouts::device::MIN_AUX_BYTES,

@@ -22,7 +22,7 @@ use crate::error::{Error, Problem, Result};
 use crate::ring::SlotRead;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::io::{Read, Seek, Write};
+use std::io::{BufRead, Read, Seek, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use ttrace_layouts::device::{DeviceHeader, HeaderError, HEADER_BYTES};
@@ -410,70 +410,94 @@ impl Extents<'_> {
     }
 }
 
+/// A version 3 snapshot file read once, in order.
+struct Input<'a> {
+    path: &'a Path,
+    file: std::io::BufReader<&'a std::fs::File>,
+    /// Where the reader is.
+    off: u64,
+    /// The file's length.
+    len: u64,
+    /// The image's length.
+    image_len: u64,
+}
+
+impl Input<'_> {
+    fn malformed(&self, offset: u64) -> Error {
+        bad(self.path, Problem::Extent { offset })
+    }
+
+    /// Fills `into` from the file: a file that ends sooner than it said (cut while read) is
+    /// one whose length is wrong.
+    fn read(&mut self, into: &mut [u8]) -> Result<()> {
+        self.file.read_exact(into).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => bad(
+                self.path,
+                Problem::Length {
+                    found: self.off,
+                    expected: self.len,
+                },
+            ),
+            _ => io(self.path)(e),
+        })?;
+        self.off += into.len() as u64;
+        Ok(())
+    }
+
+    /// The next extent's head, checked against the image and the file: its image range.
+    fn extent(&mut self) -> Result<(u64, u64)> {
+        let at = self.off;
+        if self.len - at < EXTENT_BYTES {
+            return Err(self.malformed(at));
+        }
+        let mut e = Extent::default();
+        self.read(e.as_mut_bytes())?;
+        let end = e.at.checked_add(e.len).ok_or_else(|| self.malformed(at))?;
+        let fits = e.len > 0 && e.at % 8 == 0 && e.len % 8 == 0 && e.at >= PAGE;
+        if !fits || end > self.image_len || e.len > self.len - self.off {
+            return Err(self.malformed(at));
+        }
+        Ok((e.at, end))
+    }
+}
+
 /// The image of the version 3 snapshot file `path` (`len` bytes, its header page `head`):
-/// its extents, checked, placed in a zeroed anonymous mapping the size of the image.
+/// its extents, checked, read into a zeroed anonymous mapping the size of the image.
 fn expand(
     path: &Path,
     file: &std::fs::File,
     len: u64,
     head: &SnapshotHeader,
 ) -> Result<memmap2::MmapMut> {
-    let length = |found| {
-        bad(
+    if len != head.stored_len {
+        return Err(bad(
             path,
             Problem::Length {
-                found,
+                found: len,
                 expected: head.stored_len,
             },
-        )
-    };
-    if len != head.stored_len {
-        return Err(length(len));
+        ));
     }
-    // The whole file, read at once: at most its length (it may have changed since).
-    let mut bytes = Vec::new();
-    (&*file)
-        .rewind()
-        .and_then(|()| file.take(len.saturating_add(1)).read_to_end(&mut bytes))
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    reader
+        .seek(std::io::SeekFrom::Start(PAGE))
         .map_err(io(path))?;
-    if bytes.len() as u64 != len {
-        return Err(length(bytes.len() as u64));
-    }
-    if bytes[..PAGE as usize] != *head.as_bytes() {
-        return Err(bad(path, Problem::Mismatch));
-    }
-    let malformed = |offset: usize| {
-        bad(
-            path,
-            Problem::Extent {
-                offset: offset as u64,
-            },
-        )
-    };
-    // Extent `k` at `off`: its image range and its bytes.
-    let extent = |off: usize| -> Result<(u64, u64, &[u8])> {
-        let (e, rest) = bytes
-            .get(off..)
-            .and_then(|b| Extent::read_from_prefix(b).ok())
-            .ok_or_else(|| malformed(off))?;
-        let end = e.at.checked_add(e.len).ok_or_else(|| malformed(off))?;
-        let fits = e.len > 0 && e.at % 8 == 0 && e.len % 8 == 0 && e.at >= PAGE;
-        let data = usize::try_from(e.len)
-            .ok()
-            .and_then(|n| rest.get(..n))
-            .filter(|_| fits && end <= head.layout.file_len)
-            .ok_or_else(|| malformed(off))?;
-        Ok((e.at, end, data))
+    let mut input = Input {
+        path,
+        file: reader,
+        off: PAGE,
+        len,
+        image_len: head.layout.file_len,
     };
     // Extent 0 is the device header, whole: checked before the image is made.
-    let (at, end, data) = extent(PAGE as usize)?;
     if head.layout.header_at != PAGE {
         return Err(bad(path, Problem::Mismatch));
     }
-    if (at, end) != (PAGE, PAGE + HEADER_BYTES as u64) {
-        return Err(malformed(PAGE as usize));
+    if input.extent()? != (PAGE, PAGE + HEADER_BYTES as u64) {
+        return Err(input.malformed(PAGE));
     }
-    let dh = DeviceHeader::read_from_bytes(data).map_err(|_| malformed(PAGE as usize))?;
+    let mut dh = DeviceHeader::new_zeroed();
+    input.read(dh.as_mut_bytes())?;
     let hpath = PathBuf::from(format!("{}[header]", path.display()));
     dh.check().map_err(|e| bad(&hpath, e.into()))?;
     if Layout::of(&dh).as_ref() != Some(&head.layout) {
@@ -482,20 +506,23 @@ fn expand(
     let image_len =
         usize::try_from(head.layout.file_len).map_err(|_| bad(path, Problem::Mismatch))?;
     let mut image = memmap2::MmapMut::map_anon(image_len).map_err(io(path))?;
-    let mut ranges = Vec::new();
-    let mut off = PAGE as usize;
-    for _ in 0..head.extents {
-        let (at, end, data) = extent(off)?;
-        image[at as usize..end as usize].copy_from_slice(data);
-        ranges.push((at, end, off));
-        off += EXTENT_BYTES as usize + data.len();
+    image[PAGE as usize..PAGE as usize + HEADER_BYTES].copy_from_slice(dh.as_mut_bytes());
+    let mut ranges = vec![(PAGE, PAGE + HEADER_BYTES as u64, PAGE)];
+    for _ in 1..head.extents {
+        let start = input.off;
+        let (at, end) = input.extent()?;
+        // Within the image (checked), whose length is a usize.
+        input.read(&mut image[at as usize..end as usize])?;
+        ranges.push((at, end, start));
     }
-    if off != bytes.len() {
-        return Err(malformed(off));
+    // Nothing may follow the last extent.
+    let more = input.file.fill_buf().map_err(io(path))?.len();
+    if input.off != len || more != 0 {
+        return Err(input.malformed(input.off));
     }
     ranges.sort_unstable();
     if let Some(w) = ranges.windows(2).find(|w| w[1].0 < w[0].1) {
-        return Err(malformed(w[1].2));
+        return Err(input.malformed(w[1].2));
     }
     Ok(image)
 }
