@@ -1,6 +1,10 @@
 //! A snapshot file: a whole device, copied consistently, in one file.
 //!
-//! | offset          | part                                              |
+//! A snapshot describes an *image* of the device: every device file laid out in one
+//! address space, each on a page boundary and holding exactly the bytes of the device file
+//! of the same name, so that a reader reads the image as a device whose writers stopped.
+//!
+//! | image offset    | part                                              |
 //! |-----------------|---------------------------------------------------|
 //! | 0               | [`SnapshotHeader`] (one page)                     |
 //! | `header_at`     | the device header ([`HEADER_BYTES`])              |
@@ -8,20 +12,39 @@
 //! | `aux_at`        | the `aux` file (one buffer per ring)              |
 //! | `meta_at`       | the `meta` file                                   |
 //!
-//! Every part starts on a page and holds exactly the bytes of the device file of the same
-//! name, so a reader maps the snapshot once and reads it as a device whose writers stopped.
 //! The offsets follow from the device header ([`Layout::of`]); the snapshot header repeats
 //! them so that the file describes itself, and a reader checks that both agree.
+//!
+//! **Version 3** (written now) stores only the image's bytes in use: the header page, then
+//! *extents*, each an [`Extent`] (where its bytes go in the image, and how many) followed by
+//! those bytes. Everything no extent covers is zero: the empty slots, the aux bytes outside
+//! the records kept, unused metadata. So a snapshot's size follows what the device holds,
+//! not its capacity.
+//!
+//! | file offset     | version 3                                          |
+//! |-----------------|----------------------------------------------------|
+//! | 0               | [`SnapshotHeader`] (one page): `stored_len`, `extents` |
+//! | [`PAGE`]        | extent 0: the device header, whole (`at` = `header_at`, `len` = [`HEADER_BYTES`]) |
+//! | ...             | extents 1 .. `extents`, in the order they were copied |
+//! | `stored_len`    | end of the file                                    |
+//!
+//! Each extent's `at` and `len` are multiples of 8, `len` is not zero, it lies within the
+//! image (`at + len <= layout.file_len`) and beyond the header page, and no two overlap.
+//!
+//! **Version 2** stored the image itself (the file *is* the image, `file_len` bytes, unused
+//! parts as holes); readers still accept it.
 
 use crate::device::{DeviceHeader, HEADER_BYTES};
 use crate::ring::ring_file_bytes;
-use static_assertions::assert_eq_size;
+use static_assertions::{assert_eq_size, const_assert_eq};
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 
 /// Magic of a snapshot file (`"ttsnap\0\x01"` in the writer's byte order).
 pub const SNAPSHOT_MAGIC: u64 = u64::from_le_bytes(*b"ttsnap\x00\x01");
-/// Version of this layout: major in the high 16 bits.
-pub const SNAPSHOT_VERSION: u32 = 2 << 16;
+/// Version of this layout (compacted: extents): major in the high 16 bits.
+pub const SNAPSHOT_VERSION: u32 = 3 << 16;
+/// Version of the former layout, still read: the file is the image.
+pub const SNAPSHOT_VERSION_IMAGE: u32 = 2 << 16;
 /// Alignment of every part.
 pub const PAGE: u64 = 4096;
 
@@ -41,7 +64,7 @@ pub struct Layout {
     pub aux_at: u64,
     /// Offset of the `meta` file.
     pub meta_at: u64,
-    /// Length of the whole file.
+    /// Length of the image (in version 2, of the whole file).
     pub file_len: u64,
 }
 
@@ -114,10 +137,84 @@ pub struct SnapshotHeader {
     pub source_len: u64,
     /// The device directory it was taken from (UTF-8, for people).
     pub source: [u8; 1024],
-    _pad: [u64; 374],
+    /// Version 3: the length of the file (version 2: zero).
+    pub stored_len: u64,
+    /// Version 3: how many extents follow the header page (version 2: zero).
+    pub extents: u64,
+    _pad: [u64; 372],
 }
 
 assert_eq_size!(SnapshotHeader, [u8; PAGE as usize]);
+const_assert_eq!(core::mem::align_of::<SnapshotHeader>(), 8);
+const_assert_eq!(core::mem::offset_of!(SnapshotHeader, magic), 0);
+const_assert_eq!(core::mem::offset_of!(SnapshotHeader, version), 8);
+const_assert_eq!(core::mem::offset_of!(SnapshotHeader, layout), 16);
+const_assert_eq!(core::mem::offset_of!(SnapshotHeader, taken_realtime_ns), 64);
+const_assert_eq!(core::mem::offset_of!(SnapshotHeader, source_len), 72);
+const_assert_eq!(core::mem::offset_of!(SnapshotHeader, source), 80);
+const_assert_eq!(core::mem::offset_of!(SnapshotHeader, stored_len), 1104);
+const_assert_eq!(core::mem::offset_of!(SnapshotHeader, extents), 1112);
+assert_eq_size!(Layout, [u8; 48]);
+
+/// The head of an extent of a version 3 snapshot: `len` bytes follow it, to be placed at
+/// image offset `at`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+#[repr(C)]
+pub struct Extent {
+    /// Where the bytes go in the image (a multiple of 8).
+    pub at: u64,
+    /// How many bytes follow (a multiple of 8, not zero).
+    pub len: u64,
+}
+
+/// Bytes of an [`Extent`] head.
+pub const EXTENT_BYTES: u64 = 16;
+assert_eq_size!(Extent, [u8; EXTENT_BYTES as usize]);
+const_assert_eq!(core::mem::offset_of!(Extent, at), 0);
+const_assert_eq!(core::mem::offset_of!(Extent, len), 8);
+
+/// Where the data of extent 0 (the device header) lies in a version 3 file.
+pub const HEADER_DATA_AT: u64 = PAGE + EXTENT_BYTES;
+/// Where extent 1 begins in a version 3 file.
+pub const EXTENTS_AT: u64 = HEADER_DATA_AT + HEADER_BYTES as u64;
+
+/// The image ranges worth storing of a part of `bytes` placed at an 8-aligned image offset:
+/// the runs of `block`-byte blocks (a multiple of 8) that are not all zero, as `(start, end)`
+/// offsets into `bytes`, whose ends are multiples of 8 (`bytes.len()` is one).
+///
+/// ```
+/// use ttrace_layouts::snapshot::used_runs;
+/// let mut b = [0u8; 64 * 5];
+/// b[70] = 1; // block 1
+/// (b[64 * 3], b[64 * 5 - 1]) = (2, 3); // blocks 3 and 4
+/// assert_eq!(used_runs(&b, 64).collect::<Vec<_>>(), [(64, 128), (192, 320)]);
+/// assert_eq!(used_runs(&b[..200], 64).collect::<Vec<_>>(), [(64, 128), (192, 200)]);
+/// assert_eq!(used_runs(&[0; 64], 64).count(), 0);
+/// ```
+pub fn used_runs(bytes: &[u8], block: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let block = block.max(8) & !7;
+    let mut at = 0;
+    core::iter::from_fn(move || {
+        let used = |i: usize| {
+            bytes[i..(i + block).min(bytes.len())]
+                .iter()
+                .any(|&b| b != 0)
+        };
+        while at < bytes.len() && !used(at) {
+            at += block;
+        }
+        if at >= bytes.len() {
+            return None;
+        }
+        let start = at;
+        while at < bytes.len() && used(at) {
+            at += block;
+        }
+        Some((start, at.min(bytes.len())))
+    })
+}
 
 impl SnapshotHeader {
     /// A header for a snapshot of the device at `source`, laid out as `layout`.

@@ -363,3 +363,45 @@ fn unmounting_leaves_nothing_behind() {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.contains(at.to_str().unwrap()));
 }
+
+#[test]
+#[ignore = "needs FUSE: /dev/fuse, and root or fusermount3 (apt install fuse3)"]
+fn a_snapshot_file_mounts_as_the_device_it_was_taken_from() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let _dev = device(&dir);
+    let file = tmp.path().join("saved.ttrace");
+    let out = reader(&[
+        "snapshot",
+        dir.to_str().unwrap(),
+        "-o",
+        file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(out.stderr));
+    let m = Mounted::new(&file, &tmp.path().join("mnt"));
+    let version = text(m.read("version"));
+    assert!(
+        version.contains(&format!("source {}\n", file.display())),
+        "{version}"
+    );
+    let trace: Vec<String> = text(m.read("trace"))
+        .lines()
+        .filter(|l| !l.contains(" info("))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(trace, dumped(&dir, None));
+    // A `cpuN` file decodes against the snapshot the mount serves (its `source`).
+    for cpu in 0..2 {
+        let f = m.file(&format!("cpu{cpu}"));
+        let out = reader(&["decode", f.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(out.stderr));
+        let lines: Vec<String> = text(out.stdout).lines().map(str::to_string).collect();
+        assert_eq!(lines, dumped(&dir, Some(cpu)), "cpu{cpu}");
+    }
+    let aux = m.read("aux");
+    let aux_size = devttrace::Device::open(&file).unwrap().version().aux_size;
+    assert_eq!(aux.len() as u64, 4 * aux_size, "one buffer per ring");
+    assert!(aux.windows(5).any(|w| w == b"s1-49"));
+    let (status, log) = m.unmount();
+    assert!(status.success(), "{log}");
+}

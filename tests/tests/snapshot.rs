@@ -5,6 +5,8 @@ use devttrace::{Device, Error, Problem};
 use std::path::Path;
 use ttrace_layouts::aux::AuxTag;
 use ttrace_layouts::device::HeaderError;
+use ttrace_layouts::snapshot::Layout;
+use zerocopy::FromBytes;
 
 /// A device whose rings have wrapped, with strings, messages, names and a control rule.
 fn make(dir: &Path) -> ttrace_core::Device {
@@ -93,8 +95,33 @@ fn damaged_snapshot_files_are_refused_with_the_reason() {
     let good = tmp.path().join("good.ttrace");
     Device::open(&dir).unwrap().save(&good).unwrap();
     let bytes = std::fs::read(&good).unwrap();
-    let ring_slots_at =
-        4096 + core::mem::offset_of!(ttrace_layouts::device::DeviceHeader, ring_slots);
+    let ring_slots_at = ttrace_layouts::snapshot::HEADER_DATA_AT as usize
+        + core::mem::offset_of!(ttrace_layouts::device::DeviceHeader, ring_slots);
+    let extents_at = ttrace_layouts::snapshot::EXTENTS_AT as usize;
+    let count_at = core::mem::offset_of!(ttrace_layouts::snapshot::SnapshotHeader, extents);
+    let image_len = Layout::of(
+        &ttrace_layouts::device::DeviceHeader::read_from_bytes(
+            &bytes[ttrace_layouts::snapshot::HEADER_DATA_AT as usize..extents_at],
+        )
+        .unwrap(),
+    )
+    .unwrap()
+    .file_len;
+    // Extent 1 (the first after the device header) rewritten: its head is `at, len`.
+    let with_extent1 = |at: u64, len: u64| {
+        let mut b = bytes.clone();
+        b[extents_at..extents_at + 8].copy_from_slice(&at.to_ne_bytes());
+        b[extents_at + 8..extents_at + 16].copy_from_slice(&len.to_ne_bytes());
+        b
+    };
+    let len1 = u64::from_ne_bytes(bytes[extents_at + 8..extents_at + 16].try_into().unwrap());
+    let extent = |offset: usize| {
+        invalid(move |p| {
+            *p == Problem::Extent {
+                offset: offset as u64,
+            }
+        })
+    };
     let cases: Vec<(&str, Vec<u8>, Expect)> = vec![
         // Not a snapshot at all: no device.
         (
@@ -106,6 +133,96 @@ fn damaged_snapshot_files_are_refused_with_the_reason() {
             "cut",
             bytes[..bytes.len() - 4096].to_vec(),
             invalid(|p| matches!(p, Problem::Length { .. })),
+        ),
+        (
+            "cut by a word",
+            bytes[..bytes.len() - 8].to_vec(),
+            invalid(|p| matches!(p, Problem::Length { .. })),
+        ),
+        (
+            "cut to the header page",
+            bytes[..4096].to_vec(),
+            invalid(|p| matches!(p, Problem::Length { .. })),
+        ),
+        (
+            "an extent beyond the image",
+            with_extent1(image_len - 8, len1),
+            extent(extents_at),
+        ),
+        (
+            "an extent whose end overflows",
+            with_extent1(u64::MAX - 7, len1),
+            extent(extents_at),
+        ),
+        (
+            "an extent over the header page",
+            with_extent1(0, len1),
+            extent(extents_at),
+        ),
+        (
+            "an extent over the device header",
+            with_extent1(4096 + 64, len1),
+            extent(extents_at),
+        ),
+        (
+            "an extent longer than the file",
+            with_extent1(8192, bytes.len() as u64),
+            extent(extents_at),
+        ),
+        ("an empty extent", with_extent1(8192, 0), extent(extents_at)),
+        (
+            "an unaligned extent",
+            with_extent1(8196, len1),
+            extent(extents_at),
+        ),
+        (
+            "more extents than the file holds",
+            {
+                let mut b = bytes.clone();
+                let n = u64::from_ne_bytes(b[count_at..count_at + 8].try_into().unwrap());
+                b[count_at..count_at + 8].copy_from_slice(&(n + 1).to_ne_bytes());
+                b
+            },
+            extent(bytes.len()),
+        ),
+        (
+            "fewer extents than the file holds",
+            {
+                let mut b = bytes.clone();
+                let n = u64::from_ne_bytes(b[count_at..count_at + 8].try_into().unwrap());
+                b[count_at..count_at + 8].copy_from_slice(&(n - 1).to_ne_bytes());
+                b
+            },
+            invalid(|p| matches!(p, Problem::Extent { .. })),
+        ),
+        (
+            "overlapping extents",
+            {
+                let mut b = bytes.clone();
+                let second = extents_at + 16 + len1 as usize;
+                let first_at = b[extents_at..extents_at + 8].to_vec();
+                b[second..second + 8].copy_from_slice(&first_at);
+                b
+            },
+            invalid(|p| matches!(p, Problem::Extent { .. })),
+        ),
+        (
+            "extent 0 not the device header",
+            {
+                let mut b = bytes.clone();
+                b[4096..4104].copy_from_slice(&8192u64.to_ne_bytes());
+                b
+            },
+            extent(4096),
+        ),
+        (
+            "a snapshot version to come",
+            {
+                let mut b = bytes.clone();
+                b[8..12].copy_from_slice(&(4u32 << 16).to_ne_bytes());
+                b
+            },
+            invalid(|p| matches!(p, Problem::Header(HeaderError::Version { .. }))),
         ),
         (
             "bad magic",
@@ -291,4 +408,391 @@ fn reads_taken_while_writers_lap_the_rings_count_only_what_was_overwritten() {
             assert_eq!(committed + lost + claimed, head);
         },
     );
+}
+
+/// A temporary directory on tmpfs where there is one: the tests that write a file per case
+/// would otherwise wait on a busy disk's journal.
+fn scratch() -> tempfile::TempDir {
+    match Path::new("/dev/shm").is_dir() {
+        true => tempfile::tempdir_in("/dev/shm").unwrap(),
+        false => tempfile::tempdir().unwrap(),
+    }
+}
+
+/// `bytes` with every `from` replaced by `to`.
+fn replace(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut k = 0;
+    while k < bytes.len() {
+        if bytes[k..].starts_with(from) {
+            out.extend_from_slice(to);
+            k += from.len();
+        } else {
+            out.push(bytes[k]);
+            k += 1;
+        }
+    }
+    out
+}
+
+/// Runs the reader command line; its status, standard output and standard error.
+fn cli(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ttrace-reader-cli"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// The standard output of a command line that must succeed.
+fn run(args: &[&str]) -> String {
+    let (ok, out, err) = cli(args);
+    assert!(ok, "{args:?}: {err}");
+    out
+}
+
+#[test]
+fn a_snapshot_cut_anywhere_is_a_one_line_error() {
+    let tmp = scratch();
+    let dir = tmp.path().join("dev");
+    let _w = make(&dir);
+    let good = tmp.path().join("good.ttrace");
+    Device::open(&dir).unwrap().save(&good).unwrap();
+    let bytes = std::fs::read(&good).unwrap();
+    let cut = tmp.path().join("cut.ttrace");
+    for len in (0..bytes.len()).step_by(8).chain([bytes.len() - 1]) {
+        std::fs::write(&cut, &bytes[..len]).unwrap();
+        match Device::open(&cut) {
+            Err(Error::Missing(_)) if len < 8 => {}
+            Err(Error::BadSnapshot { problem, .. }) => {
+                assert!(
+                    matches!(problem, Problem::Length { .. }),
+                    "cut to {len}: {problem}"
+                );
+            }
+            other => panic!("cut to {len}: {:?}", other.err()),
+        }
+    }
+    // What the user sees: one line naming the file and the reason, exit status 1.
+    std::fs::write(&cut, &bytes[..bytes.len() - 64]).unwrap();
+    for command in ["dump", "stats", "report"] {
+        let (ok, out, err) = cli(&[command, cut.to_str().unwrap()]);
+        assert!(!ok && out.is_empty(), "{command}: {out}");
+        assert_eq!(err.lines().count(), 1, "{command}: {err}");
+        assert!(
+            err.contains("cut.ttrace") && err.contains("not a usable ttrace snapshot"),
+            "{command}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_snapshot_holds_only_what_the_device_holds_and_reads_as_the_device_does() {
+    // A device of the default sizes (2 CPUs) with about 700 events, strings and names.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let w = ttrace_core::Device::open(&ttrace_core::Config {
+        cpus: Some(2),
+        calibration: std::time::Duration::from_millis(2),
+        ..ttrace_core::Config::at(&dir)
+    })
+    .unwrap();
+    let step = ttrace_tests::define(&w, "step", "n={n} s={s:s}");
+    let twelve = ttrace_tests::define(
+        &w,
+        "twelve",
+        "{a} {b} {c} {d} {e} {f} {g} {h} {i} {j} {k} {l:x}",
+    );
+    w.note_thread(1, 2, "worker").unwrap();
+    w.note_process(1, "app").unwrap();
+    let mut events = 0u64;
+    for n in 0..600u64 {
+        let s = w
+            .aux_write(
+                AuxTag::String,
+                1 << 32 | 2,
+                format!("string {n}").as_bytes(),
+            )
+            .unwrap();
+        w.emit(step, 1 << 32 | 2, &[n, s]);
+        events += 1;
+    }
+    for n in 0..100u64 {
+        let args = core::array::from_fn::<u64, 12, _>(|k| k as u64 + n);
+        w.emit_shared(twelve, 1 << 32 | 2, &args);
+        events += 1;
+    }
+    let dev = Device::open(&dir).unwrap();
+    let file = tmp.path().join("small.ttrace");
+    let saved = dev.save(&file).unwrap();
+    let size = std::fs::metadata(&file).unwrap().len();
+    assert_eq!(saved.bytes, size);
+    let image = Layout::of(dev.core().header()).unwrap().file_len;
+    assert_eq!(saved.image_bytes, image);
+    // What the device holds: 700 events (100 of them two slots), 600 strings, a few
+    // names and definitions; not its 2 x 2 rings of 16384 slots, nor its metadata areas.
+    assert!(
+        size < 64 * 1024 + 64 * events,
+        "{size} bytes for {events} events"
+    );
+    assert!(size * 100 < image, "{size} bytes of a {image}-byte device");
+    // Every reader of a device reads the snapshot the same.
+    let (d, f) = (dir.to_str().unwrap(), file.to_str().unwrap());
+    let same = |args: &[&str]| {
+        let on = |what: &str| {
+            let args: Vec<&str> = args
+                .iter()
+                .map(|a| if *a == "@" { what } else { a })
+                .collect();
+            run(&args).replace(what, "DEVICE")
+        };
+        assert_eq!(on(f), on(d), "{args:?}");
+    };
+    same(&["dump", "@"]);
+    same(&["dump", "--utc", "--filter", "twelve", "@"]);
+    same(&["stats", "@"]);
+    same(&["report", "@"]);
+    same(&["export", "--format", "chrome", "-o", "-", "@"]);
+    for format in ["ctf", "uftrace"] {
+        let out = |what: &str| {
+            let to = tmp.path().join(format!("{format}-{}", what.len()));
+            run(&[
+                "export",
+                "--format",
+                format,
+                "-o",
+                to.to_str().unwrap(),
+                what,
+            ]);
+            let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&to)
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    let bytes = std::fs::read(e.path()).unwrap();
+                    (e.file_name().to_string_lossy().into_owned(), bytes)
+                })
+                .collect();
+            files.sort();
+            // A CTF trace has a UUID of its own, in its metadata and each packet header.
+            let uuid = files
+                .iter()
+                .find(|(name, _)| name == "metadata")
+                .and_then(|(_, m)| {
+                    let m = String::from_utf8_lossy(m);
+                    let at = m.find("uuid = \"")? + 8;
+                    Some(m[at..at + 36].to_string())
+                });
+            for (_, bytes) in &mut files {
+                if let Some(uuid) = &uuid {
+                    let hex: String = uuid.chars().filter(|c| *c != '-').collect();
+                    let raw: Vec<u8> = (0..16)
+                        .map(|k| u8::from_str_radix(&hex[2 * k..2 * k + 2], 16).unwrap())
+                        .collect();
+                    for k in 0..bytes.len().saturating_sub(15) {
+                        if bytes[k..k + 16] == raw[..] {
+                            bytes[k..k + 16].fill(0);
+                        }
+                    }
+                }
+                *bytes = replace(bytes, what.as_bytes(), b"DEVICE");
+                if let Some(uuid) = &uuid {
+                    *bytes = replace(bytes, uuid.as_bytes(), b"UUID");
+                }
+            }
+            files
+        };
+        let (a, b) = (out(f), out(d));
+        let names = |v: &[(String, Vec<u8>)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&a), names(&b), "{format}");
+        for ((name, x), (_, y)) in a.iter().zip(&b) {
+            assert!(x == y, "{format}: {name} differs");
+        }
+    }
+    let live = dev.snapshot().unwrap();
+    let frozen = Device::open(&file).unwrap().snapshot().unwrap();
+    assert_eq!(frozen.meta, live.meta);
+    assert_eq!(frozen.aux, live.aux);
+    for (a, b) in frozen.cpus.iter().zip(&live.cpus) {
+        assert_eq!(a.events, b.events);
+        assert_eq!(counts(a), counts(b));
+    }
+    assert_eq!(
+        live.cpus.iter().map(|r| r.events.len() as u64).sum::<u64>(),
+        events
+    );
+}
+
+#[test]
+fn a_snapshot_of_wrapped_rings_keeps_exactly_the_retained_entries_and_the_losses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let slots = 64;
+    let w = ttrace_core::Device::open(&ttrace_tests::config(&dir, slots, 2)).unwrap();
+    let one = ttrace_tests::define(&w, "one", "n={n}");
+    let twelve = ttrace_tests::define(
+        &w,
+        "twelve",
+        "{a} {b} {c} {d} {e} {f} {g} {h} {i} {j} {k} {l:x}",
+    );
+    // 1000 one-slot events on a restartable ring, 1000 two-slot ones on a shared ring.
+    for n in 0..1000u64 {
+        w.emit(one, 1 << 32 | 2, &[n]);
+        let args = core::array::from_fn::<u64, 12, _>(|k| k as u64 + n);
+        w.emit_shared(twelve, 1 << 32 | 2, &args);
+    }
+    let dev = Device::open(&dir).unwrap();
+    let file = tmp.path().join("wrapped.ttrace");
+    let saved = dev.save(&file).unwrap();
+    assert_eq!(
+        saved.entries,
+        2 * slots,
+        "every slot of the two rings written"
+    );
+    let frozen = Device::open(&file).unwrap().snapshot().unwrap();
+    let rings: Vec<_> = frozen.cpus.iter().filter(|r| r.head > 0).collect();
+    assert_eq!(rings.len(), 2);
+    for r in rings {
+        // An event of 12 arguments takes two slots (a parent and its continuation).
+        let per = if r.events[0].args().len() == 12 { 2 } else { 1 };
+        let kept = slots / per;
+        assert_eq!(r.events.len() as u64, kept, "the newest {kept} events");
+        assert_eq!((r.head, r.lost), (1000 * per, 1000 * per - slots));
+        let first = r.events.first().unwrap().args()[0];
+        assert_eq!(
+            first,
+            1000 - kept,
+            "the oldest kept is the one after the last lost"
+        );
+        for (k, e) in r.events.iter().enumerate() {
+            assert_eq!(e.args()[0], first + k as u64);
+        }
+    }
+    let live = dev.snapshot().unwrap();
+    for (a, b) in frozen.cpus.iter().zip(&live.cpus) {
+        assert_eq!(a.events, b.events);
+        assert_eq!(counts(a), counts(b));
+    }
+}
+
+/// `tests/data/snapshot-v2.ttrace`: see `tests/data/README.md`.
+fn v2_fixture() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/snapshot-v2.ttrace")
+}
+
+#[test]
+fn a_version_2_snapshot_still_reads() {
+    let old = v2_fixture();
+    let bytes = std::fs::read(&old).unwrap();
+    assert_eq!(
+        u32::from_ne_bytes(bytes[8..12].try_into().unwrap()),
+        ttrace_layouts::snapshot::SNAPSHOT_VERSION_IMAGE
+    );
+    let dev = Device::open(&old).unwrap();
+    let snap = dev.snapshot().unwrap();
+    let ring = |name: &str| {
+        let i = (0..snap.cpus.len())
+            .find(|&i| snap.version.ring_name(i) == name)
+            .unwrap();
+        &snap.cpus[i]
+    };
+    let cpu1 = ring("cpu1");
+    assert_eq!((cpu1.head, cpu1.committed, cpu1.lost), (20, 8, 12));
+    let ns: Vec<u64> = cpu1.events.iter().map(|e| e.args()[0]).collect();
+    assert_eq!(ns, (12..20).collect::<Vec<_>>());
+    let shared = ring("cpu1.shared");
+    assert_eq!(
+        (shared.committed, shared.lost, shared.events.len()),
+        (6, 0, 3)
+    );
+    assert!(dev.ctl().contains("disable other*"), "{}", dev.ctl());
+    let dump = run(&["dump", old.to_str().unwrap()]);
+    for line in [
+        "cpu1 1/2 (worker) step(n=12 s=\"string 12\")",
+        "cpu1 1/2 (worker) step(n=19 s=\"string 19\")",
+        "twelve(2 3 4 5 6 7 8 9 10 11 12 0xd)",
+        "info(\"a message\")",
+    ] {
+        assert!(dump.contains(line), "{line} in {dump}");
+    }
+    // Saved again, it is a version 3 file that reads the same, a fraction of the size.
+    let tmp = tempfile::tempdir().unwrap();
+    let new = tmp.path().join("v3.ttrace");
+    dev.save(&new).unwrap();
+    let size = std::fs::metadata(&new).unwrap().len();
+    assert!(size * 4 < bytes.len() as u64, "{size} of {}", bytes.len());
+    let again = Device::open(&new).unwrap().snapshot().unwrap();
+    assert_eq!(again.meta, snap.meta);
+    assert_eq!(again.aux, snap.aux);
+    for (a, b) in again.cpus.iter().zip(&snap.cpus) {
+        assert_eq!(a.events, b.events);
+        assert_eq!(counts(a), counts(b));
+    }
+    let (o, n) = (old.to_str().unwrap(), new.to_str().unwrap());
+    for command in ["dump", "stats"] {
+        assert_eq!(
+            run(&[command, n]).replace(n, "FILE"),
+            run(&[command, o]).replace(o, "FILE"),
+            "{command}"
+        );
+    }
+}
+
+#[test]
+fn a_snapshot_with_a_size_or_offset_changed_is_read_or_refused_never_a_panic() {
+    let tmp = scratch();
+    let dir = tmp.path().join("dev");
+    let w = ttrace_core::Device::open(&ttrace_core::Config {
+        aux_bytes: ttrace_layouts::device::MIN_AUX_BYTES,
+        meta_bytes: 12288,
+        max_tracepoints: 8,
+        ..ttrace_tests::config(&dir, 8, 2)
+    })
+    .unwrap();
+    let word = ttrace_tests::define(&w, "step", "n={n} s={s:s}");
+    w.note_thread(1, 2, "worker").unwrap();
+    for n in 0..10u64 {
+        let s = w
+            .aux_write(
+                AuxTag::String,
+                1 << 32 | 2,
+                format!("string {n}").as_bytes(),
+            )
+            .unwrap();
+        w.emit(word, 1 << 32 | 2, &[n, s]);
+    }
+    let good = tmp.path().join("good.ttrace");
+    Device::open(&dir).unwrap().save(&good).unwrap();
+    let bytes = std::fs::read(&good).unwrap();
+    let edited = tmp.path().join("edited.ttrace");
+    let (mut read, mut refused) = (0, 0);
+    // The words that say where things are and how big: the header page's (but its source
+    // text, for people only), each extent's head, and the first words of its bytes (the
+    // device, ring and metadata headers' fields). Entries, records and counters are the
+    // `open` fuzz target's.
+    let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
+    let mut words: Vec<usize> = (0..80).chain(1104..1120).step_by(8).collect();
+    let mut at = 4096;
+    while at < bytes.len() {
+        let len = word(at + 8) as usize;
+        words.extend((at..at + 16 + len.min(128)).step_by(8));
+        at += 16 + len;
+    }
+    assert_eq!(at, bytes.len(), "the extents end where the file does");
+    for at in words {
+        let old = word(at);
+        for value in [0, old.wrapping_add(8), old.wrapping_sub(8), u64::MAX - 7] {
+            let mut b = bytes.clone();
+            b[at..at + 8].copy_from_slice(&value.to_ne_bytes());
+            std::fs::write(&edited, &b).unwrap();
+            match ttrace_tests::fuzz::read_device(&edited) {
+                Some(_) => read += 1,
+                None => refused += 1,
+            }
+        }
+    }
+    assert!(read > 0 && refused > 0, "{read} read, {refused} refused");
 }

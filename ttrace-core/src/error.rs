@@ -104,6 +104,14 @@ pub enum Problem {
     /// it). What was read from the lost pages was zeros, and is not trusted.
     #[error("shrank while being read (truncated by another process)")]
     Shrunk,
+    /// A snapshot file's extent (the bytes of part of the device image) at this byte offset
+    /// is malformed: cut short, outside the image, overlapping another, or not where the
+    /// header says the extents end.
+    #[error("holds a malformed extent at byte {offset}")]
+    Extent {
+        /// Its offset in the file.
+        offset: u64,
+    },
     /// The mapping is not aligned for the layout (it cannot happen with page-aligned maps).
     #[error("misaligned mapping")]
     Misaligned,

@@ -9,19 +9,30 @@
 //! `head` is the cut: what is committed during the copy is above it), the other counters
 //! (`last`, ...) after what they count, and the locks are saved free. See `ttrace_layouts::snapshot` for
 //! the layout.
+//!
+//! The file stores only the image's bytes in use (version 3): each part is copied into
+//! memory as a device file holds it, then its runs of 64-byte blocks that are not all zero
+//! (the slots in use, the aux records kept, the metadata published) are written as extents.
+//! Reading one back places the extents in a zeroed anonymous mapping the size of the image,
+//! whose pages nothing wrote stay the kernel's zero page: a reader then reads the image as
+//! it reads a device. Version 2 files, which are the image, are still mapped as they are.
 
 use crate::device::{Access, Device};
 use crate::error::{Error, Problem, Result};
 use crate::ring::SlotRead;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::io::{BufRead, Read, Seek, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use ttrace_layouts::device::{DeviceHeader, HeaderError, HEADER_BYTES};
 use ttrace_layouts::entry::SLOT_WORDS;
 use ttrace_layouts::meta::{MetaHeader, META_HEADER_BYTES};
 use ttrace_layouts::ring::{RingHeader, RING_HEADER_BYTES};
-use ttrace_layouts::snapshot::{Layout, SnapshotHeader, PAGE, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
+use ttrace_layouts::snapshot::{
+    used_runs, Extent, Layout, SnapshotHeader, EXTENTS_AT, EXTENT_BYTES, HEADER_DATA_AT, PAGE,
+    SNAPSHOT_MAGIC, SNAPSHOT_VERSION, SNAPSHOT_VERSION_IMAGE,
+};
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 /// What a snapshot holds.
@@ -35,6 +46,8 @@ pub struct Saved {
     pub changed: u64,
     /// Bytes of the file.
     pub bytes: u64,
+    /// Bytes of the device image it describes (what a version 2 file took).
+    pub image_bytes: u64,
     /// Why the aux buffer could not be copied (it is then saved empty), if it could not.
     pub aux_error: Option<crate::aux::AuxError>,
 }
@@ -74,8 +87,8 @@ fn bad(path: &Path, problem: Problem) -> Error {
 
 impl Device {
     /// Saves a consistent copy of the device to the file `path` (created, or replaced;
-    /// mode 0600). Parts of the file that the device does not use are left as holes. The
-    /// copy is written to a new file beside `path` and renamed over it when complete, so a
+    /// mode 0600), version 3: only the bytes in use (slots written, aux records kept,
+    /// metadata published), so its size follows what the device holds. The copy is written to a new file beside `path` and renamed over it when complete, so a
     /// failed save leaves `path` as it was, and saving over the file being read is safe.
     pub fn save(&self, path: &Path) -> Result<Saved> {
         let name = path
@@ -114,10 +127,18 @@ impl Device {
             .custom_flags(libc::O_CLOEXEC)
             .open(path)
             .map_err(io(path))?;
-        file.set_len(layout.file_len).map_err(io(path))?;
-        let put = |at: u64, bytes: &[u8]| file.write_all_at(bytes, at).map_err(io(path));
+        // Extent 0 (the device header) and the header page are written last, in place.
+        (&file)
+            .seek(std::io::SeekFrom::Start(EXTENTS_AT))
+            .map_err(io(path))?;
+        let mut out = Extents {
+            out: std::io::BufWriter::with_capacity(1 << 16, &file),
+            end: EXTENTS_AT,
+            count: 1,
+        };
+        let mut put = |at: u64, bytes: &[u8]| out.part(at, bytes).map_err(io(path));
         let mut saved = Saved {
-            bytes: layout.file_len,
+            image_bytes: layout.file_len,
             ..Saved::default()
         };
         // The names before and after the rings: a compaction in between may have reclaimed
@@ -125,17 +146,19 @@ impl Device {
         let names_before = self.names_bytes();
         // Rings: each one's aux records, its slots, then its header with the counters.
         let aux_size = h.aux_size;
+        let mut aux_part = vec![0u8; aux_size as usize];
+        let mut part = vec![0u8; RING_HEADER_BYTES + self.ring_slots() as usize * SLOT_WORDS * 8];
         for r in 0..self.num_rings() {
             let aux = self.aux(r);
             let aux = crate::aux::copy(aux.first, aux.last, aux.words).unwrap_or_else(|e| {
                 saved.aux_error.get_or_insert(e);
                 Default::default()
             });
-            let mut part = vec![0u8; aux_size as usize];
-            aux.place_into(&mut part);
-            put(layout.aux_at + r as u64 * aux_size, &part)?;
+            aux_part.fill(0);
+            aux.place_into(&mut aux_part);
+            put(layout.aux_at + r as u64 * aux_size, &aux_part)?;
             let ring = self.ring(r);
-            let mut part = vec![0u8; RING_HEADER_BYTES + ring.slots.len() * SLOT_WORDS * 8];
+            part.fill(0);
             // The header (its `head`: the cut) before the slots: an entry committed while
             // they are copied lies at or above the cut, and a reader of the file then counts
             // it as neither shown nor lost; one it overwrote is lost, as it was.
@@ -190,7 +213,13 @@ impl Device {
         load(tp, &mut part[META_HEADER_BYTES as usize..table]);
         put(layout.meta_at, &part)?;
         put(layout.meta_at + front as u64, &records)?;
-        // The device header last, its counters after what they count; locks free.
+        let Extents { out, end, count } = out;
+        out.into_inner()
+            .map_err(|e| io(path)(e.into_error()))?
+            .flush()
+            .map_err(io(path))?;
+        // The device header last, its counters after what they count; locks free. It is
+        // extent 0, whole: a reader checks it before it reads any other extent.
         let mut copy = DeviceHeader::new_zeroed();
         // SAFETY: the header is HEADER_BYTES of a live mapping, changed only via atomics.
         load(
@@ -202,19 +231,29 @@ impl Device {
         *copy.names_generation.get_mut() = 0;
         *copy.names_used[0].get_mut() = names.len() as u64;
         *copy.names_used[1].get_mut() = 0;
-        put(layout.header_at, copy.as_mut_bytes())?;
+        let first = Extent {
+            at: layout.header_at,
+            len: HEADER_BYTES as u64,
+        };
+        let put_at = |at: u64, bytes: &[u8]| file.write_all_at(bytes, at).map_err(io(path));
+        put_at(PAGE, first.as_bytes())?;
+        put_at(HEADER_DATA_AT, copy.as_mut_bytes())?;
         let source = self.dir().display().to_string();
-        let head = SnapshotHeader::new(layout, crate::clock::realtime_ns(), &source);
-        put(0, head.as_bytes())?;
+        let mut head = SnapshotHeader::new(layout, crate::clock::realtime_ns(), &source);
+        head.stored_len = end;
+        head.extents = count;
+        put_at(0, head.as_bytes())?;
         file.sync_all().map_err(io(path))?;
+        saved.bytes = end;
         Ok(saved)
     }
 
     /// Opens the snapshot file `path` (made by [`Device::save`]) as a read-only device.
     ///
     /// Any readable file is accepted (a snapshot is a static file, often someone else's);
-    /// its contents are checked as a device's are, and shrinking it while it is read is
-    /// reported like a device file shrinking.
+    /// its contents are checked as a device's are. A version 3 file is read whole into
+    /// memory (its extents placed in an image of zeros); a version 2 file is the image and
+    /// is mapped, and shrinking it while it is read is reported like a device file shrinking.
     pub fn attach_snapshot(path: &Path) -> Result<Device> {
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -235,17 +274,12 @@ impl Device {
         if len < min {
             return Err(too_short(len));
         }
-        // SAFETY: a private mapping of a file only read here; a file shrunk under it is
-        // caught by the SIGBUS watch set below before anything but the checks reads it.
-        let mut map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }.map_err(io(path))?;
-        let watch = crate::sigbus::watch(map.as_ptr(), map.len());
-        // From here on, the length of the mapping (the file may have changed since `len`).
-        let len = map.len() as u64;
-        if len < min {
-            return Err(too_short(len));
-        }
-        let (head, _) = SnapshotHeader::read_from_prefix(&map[..])
-            .map_err(|_| bad(path, Problem::Misaligned))?;
+        let mut head = SnapshotHeader::new_zeroed();
+        file.read_exact_at(head.as_mut_bytes(), 0)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => bad(path, Problem::Shrunk),
+                _ => io(path)(e),
+            })?;
         if head.magic != SNAPSHOT_MAGIC {
             return Err(bad(
                 path,
@@ -256,30 +290,66 @@ impl Device {
                 }),
             ));
         }
-        if head.version >> 16 != SNAPSHOT_VERSION >> 16 {
-            return Err(bad(
-                path,
-                Problem::Header(HeaderError::Version {
-                    which: "snapshot version",
-                    found: head.version,
-                    expected: SNAPSHOT_VERSION,
-                }),
-            ));
-        }
+        let (map, watch) = match head.version >> 16 {
+            v if v == SNAPSHOT_VERSION >> 16 => (expand(path, &file, len, &head)?, None),
+            v if v == SNAPSHOT_VERSION_IMAGE >> 16 => {
+                // SAFETY: a private mapping of a file only read here; a file shrunk under it
+                // is caught by the SIGBUS watch set below before anything but the checks
+                // reads it.
+                let map =
+                    unsafe { memmap2::MmapOptions::new().map_copy(&file) }.map_err(io(path))?;
+                let watch = crate::sigbus::watch(map.as_ptr(), map.len());
+                // From here on, the length of the mapping (the file may have changed).
+                if (map.len() as u64) < min {
+                    return Err(too_short(map.len() as u64));
+                }
+                let again = SnapshotHeader::read_from_prefix(&map[..])
+                    .map_err(|_| bad(path, Problem::Misaligned))?
+                    .0;
+                if again.as_bytes() != head.as_bytes() {
+                    return Err(bad(path, Problem::Mismatch));
+                }
+                (map, watch)
+            }
+            _ => {
+                return Err(bad(
+                    path,
+                    Problem::Header(HeaderError::Version {
+                        which: "snapshot version",
+                        found: head.version,
+                        expected: SNAPSHOT_VERSION,
+                    }),
+                ))
+            }
+        };
+        Device::from_image(path, map, watch, &head.layout)
+    }
+
+    /// The device held by `map`, the image of a snapshot file `path` laid out as `layout`
+    /// says (checked here against the device header the image holds).
+    fn from_image(
+        path: &Path,
+        mut map: memmap2::MmapMut,
+        watch: Option<crate::sigbus::Watch>,
+        layout: &Layout,
+    ) -> Result<Device> {
         let part_path = |name: &str| PathBuf::from(format!("{}[{name}]", path.display()));
         let hpath = part_path("header");
         // Every layout puts the device header on the second page (`Layout::of`).
-        if head.layout.header_at != PAGE {
+        if layout.header_at != PAGE {
             return Err(bad(path, Problem::Mismatch));
         }
         let at = PAGE as usize;
-        let dh = DeviceHeader::read_from_bytes(&map[at..at + HEADER_BYTES])
-            .map_err(|_| bad(&hpath, Problem::Misaligned))?;
+        let dh = map
+            .get(at..at + HEADER_BYTES)
+            .and_then(|b| DeviceHeader::read_from_bytes(b).ok())
+            .ok_or_else(|| bad(&hpath, Problem::Misaligned))?;
         dh.check().map_err(|e| bad(&hpath, e.into()))?;
-        let layout = Layout::of(&dh).filter(|l| *l == head.layout);
+        let layout = Layout::of(&dh).filter(|l| l == layout);
         let Some(layout) = layout else {
             return Err(bad(path, Problem::Mismatch));
         };
+        let len = map.len() as u64;
         if len != layout.file_len {
             return Err(bad(
                 path,
@@ -311,4 +381,148 @@ impl Device {
         dev.check_files()?;
         Ok(dev)
     }
+}
+
+/// Writes the extents of a version 3 snapshot, from [`EXTENTS_AT`] on.
+struct Extents<'f> {
+    out: std::io::BufWriter<&'f std::fs::File>,
+    /// The file offset after the last extent written.
+    end: u64,
+    /// Extents written, extent 0 (written last, in place) included.
+    count: u64,
+}
+
+impl Extents<'_> {
+    /// Writes the part `bytes` of the image at `at` (8-aligned; its length a multiple of 8):
+    /// each run of its 64-byte blocks that are not all zero, as an extent.
+    fn part(&mut self, at: u64, bytes: &[u8]) -> std::io::Result<()> {
+        for (start, end) in used_runs(bytes, SLOT_WORDS * 8) {
+            let head = Extent {
+                at: at + start as u64,
+                len: (end - start) as u64,
+            };
+            self.out.write_all(head.as_bytes())?;
+            self.out.write_all(&bytes[start..end])?;
+            self.end += EXTENT_BYTES + head.len;
+            self.count += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A version 3 snapshot file read once, in order.
+struct Input<'a> {
+    path: &'a Path,
+    file: std::io::BufReader<&'a std::fs::File>,
+    /// Where the reader is.
+    off: u64,
+    /// The file's length.
+    len: u64,
+    /// The image's length.
+    image_len: u64,
+}
+
+impl Input<'_> {
+    fn malformed(&self, offset: u64) -> Error {
+        bad(self.path, Problem::Extent { offset })
+    }
+
+    /// Fills `into` from the file: a file that ends sooner than it said (cut while read) is
+    /// one whose length is wrong.
+    fn read(&mut self, into: &mut [u8]) -> Result<()> {
+        self.file.read_exact(into).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => bad(
+                self.path,
+                Problem::Length {
+                    found: self.off,
+                    expected: self.len,
+                },
+            ),
+            _ => io(self.path)(e),
+        })?;
+        self.off += into.len() as u64;
+        Ok(())
+    }
+
+    /// The next extent's head, checked against the image and the file: its image range.
+    fn extent(&mut self) -> Result<(u64, u64)> {
+        let at = self.off;
+        if self.len - at < EXTENT_BYTES {
+            return Err(self.malformed(at));
+        }
+        let mut e = Extent::default();
+        self.read(e.as_mut_bytes())?;
+        let end = e.at.checked_add(e.len).ok_or_else(|| self.malformed(at))?;
+        let fits = e.len > 0 && e.at % 8 == 0 && e.len % 8 == 0 && e.at >= PAGE;
+        if !fits || end > self.image_len || e.len > self.len - self.off {
+            return Err(self.malformed(at));
+        }
+        Ok((e.at, end))
+    }
+}
+
+/// The image of the version 3 snapshot file `path` (`len` bytes, its header page `head`):
+/// its extents, checked, read into a zeroed anonymous mapping the size of the image.
+fn expand(
+    path: &Path,
+    file: &std::fs::File,
+    len: u64,
+    head: &SnapshotHeader,
+) -> Result<memmap2::MmapMut> {
+    if len != head.stored_len {
+        return Err(bad(
+            path,
+            Problem::Length {
+                found: len,
+                expected: head.stored_len,
+            },
+        ));
+    }
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    reader
+        .seek(std::io::SeekFrom::Start(PAGE))
+        .map_err(io(path))?;
+    let mut input = Input {
+        path,
+        file: reader,
+        off: PAGE,
+        len,
+        image_len: head.layout.file_len,
+    };
+    // Extent 0 is the device header, whole: checked before the image is made.
+    if head.layout.header_at != PAGE {
+        return Err(bad(path, Problem::Mismatch));
+    }
+    if input.extent()? != (PAGE, PAGE + HEADER_BYTES as u64) {
+        return Err(input.malformed(PAGE));
+    }
+    let mut dh = DeviceHeader::new_zeroed();
+    input.read(dh.as_mut_bytes())?;
+    let hpath = PathBuf::from(format!("{}[header]", path.display()));
+    dh.check().map_err(|e| bad(&hpath, e.into()))?;
+    if Layout::of(&dh).as_ref() != Some(&head.layout) {
+        return Err(bad(path, Problem::Mismatch));
+    }
+    let image_len =
+        usize::try_from(head.layout.file_len).map_err(|_| bad(path, Problem::Mismatch))?;
+    let mut image = memmap2::MmapMut::map_anon(image_len).map_err(io(path))?;
+    image[PAGE as usize..PAGE as usize + HEADER_BYTES].copy_from_slice(dh.as_mut_bytes());
+    let mut ranges = vec![(PAGE, PAGE + HEADER_BYTES as u64, PAGE)];
+    for _ in 1..head.extents {
+        let start = input.off;
+        let (at, end) = input.extent()?;
+        // Within the image (checked), whose length is a usize.
+        input.read(&mut image[at as usize..end as usize])?;
+        ranges.push((at, end, start));
+    }
+    // Nothing may follow the last extent.
+    let more = input.file.fill_buf().map_err(io(path))?.len();
+    if input.off != len || more != 0 {
+        return Err(input.malformed(input.off));
+    }
+    ranges.sort_unstable();
+    if let Some(w) = ranges.windows(2).find(|w| w[1].0 < w[0].1) {
+        return Err(input.malformed(w[1].2));
+    }
+    Ok(image)
 }

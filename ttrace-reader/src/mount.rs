@@ -141,7 +141,9 @@ impl TraceFs {
     /// The content of a snapshot file, made now; the device checked intact after.
     fn content(&self, ino: u64) -> Result<Vec<u8>, String> {
         let dev = self.dev;
-        if !dev.dir().join("header").exists() {
+        // A device directory whose header is gone was removed; a snapshot file (the device
+        // read from it when mounted) has no `header` of its own.
+        if !dev.dir().is_file() && !dev.dir().join("header").exists() {
             return Err(format!("{}: the device was removed", dev.dir().display()));
         }
         let bytes = match ino {
