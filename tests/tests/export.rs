@@ -694,23 +694,42 @@ fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
     // arguments (strings in quotes, as they are).
     let mut replayed: HashMap<u32, Vec<(i64, String)>> = HashMap::new();
     let (replay, _) = viewer::run("uftrace", &["replay", "--no-pager", "-d", out]);
+    // A call with nothing inside is one line; one that uftrace shows something inside (an
+    // event, or another thread's external data it attaches here) opens with `{` and closes
+    // with `}` on a later line, which has the duration.
+    let mut open: HashMap<u32, String> = HashMap::new();
     for l in replay.lines() {
-        // `  41.842 us [  5641] | file_open("/data/0/log "0"", 0x8000, -25);`
-        if let Some((left, call)) = l.split_once(" | ") {
-            if let Some(args) = call.trim().strip_prefix("file_open(") {
-                let (d, tid) = left.split_once('[').unwrap();
-                let tid = tid.trim_end_matches(']').trim().parse().unwrap();
-                // The exit's arguments are the return value: `... -25) = "file_close(fd=3)";`.
-                let (args, ret) = args.rsplit_once(") = \"file_close(fd=").unwrap();
-                assert!(ret.ends_with(")\";"), "{l}");
-                let args = args.to_string();
-                replayed
-                    .entry(tid)
-                    .or_default()
-                    .push((uftrace_duration(d), args));
+        let Some((left, call)) = l.split_once(" | ") else {
+            continue;
+        };
+        let (d, tid) = left.split_once('[').unwrap();
+        let tid: u32 = tid.trim_end_matches(']').trim().parse().unwrap();
+        let call = call.trim();
+        // `  41.842 us [  5641] | file_open("/data/0/log "0"", 0x8000, -25) = "file_close(fd=3)";`
+        if let Some(args) = call.strip_prefix("file_open(") {
+            if let Some(args) = args.strip_suffix(") {") {
+                open.insert(tid, args.to_string());
+                continue;
             }
+            // The exit's arguments are the return value.
+            let (args, ret) = args.rsplit_once(") = \"file_close(fd=").unwrap();
+            assert!(ret.ends_with(")\";"), "{l}");
+            let args = args.to_string();
+            replayed
+                .entry(tid)
+                .or_default()
+                .push((uftrace_duration(d), args));
+        } else if call.starts_with("} = \"file_close(fd=") && call.ends_with("/* file_open */") {
+            let args = open
+                .remove(&tid)
+                .expect("a closing line closes an open call");
+            replayed
+                .entry(tid)
+                .or_default()
+                .push((uftrace_duration(d), args));
         }
     }
+    assert!(open.is_empty(), "calls left open: {open:?}");
     let mut calls: HashMap<u32, Vec<(i64, String)>> = HashMap::new();
     for (tid, d) in &want.durations {
         for (d, e) in d.iter().zip(&want.opens[tid]) {
