@@ -132,10 +132,18 @@ fn clear_while_a_writer_writes_shows_only_whole_events_written_after_it() {
         while !started.load(SeqCst) || done.load(SeqCst) < 10_000 {
             std::hint::spin_loop();
         }
-        // Every event up to `before` was committed before the clear began.
-        let before = done.load(SeqCst);
-        reader(&["clear", dir.to_str().unwrap()]);
-        let after = done.load(SeqCst);
+        // Every event up to `before` was committed before the clear began. On a busy
+        // machine the writer may not run while one clear does: clear again until it did
+        // (each clear hides what came before it; the last one is the one checked).
+        let (mut before, mut after) = (0, 0);
+        for _ in 0..1000 {
+            before = done.load(SeqCst);
+            reader(&["clear", dir.to_str().unwrap()]);
+            after = done.load(SeqCst);
+            if after > before {
+                break;
+            }
+        }
         stop_at.store(after + AFTER, SeqCst);
         (before, after)
     });
