@@ -36,6 +36,40 @@ pub fn define(dev: &ttrace_core::Device, name: &'static str, format: &'static st
     .1
 }
 
+/// The environment variables that configure a device a program creates
+/// (`Config::from_env`).
+pub const CONFIG_VARS: [&str; 4] = [
+    "TTRACE_RING_SLOTS",
+    "TTRACE_AUX_SIZE",
+    "TTRACE_MASK",
+    "TTRACE_DISABLED",
+];
+
+/// `cmd` without the [`CONFIG_VARS`] of the test's own environment, so that a device it
+/// creates has the defaults unless the test says otherwise.
+pub fn without_config_env(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    for v in CONFIG_VARS {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+/// Runs `program` with `args`, which must succeed; its standard output. Panics with the
+/// command line and its error output otherwise.
+pub fn stdout_of(program: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
 /// Sets the length of the file at `path` (cutting or growing it), as another process might.
 pub fn set_len(path: &Path, len: u64) {
     std::fs::OpenOptions::new()

@@ -14,14 +14,7 @@ const ENV_APP: &str = env!("CARGO_BIN_EXE_ttrace-test-env");
 fn run(dir: &Path, vars: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(ENV_APP);
     cmd.env("TTRACE_DIR", dir);
-    for v in [
-        "TTRACE_RING_SLOTS",
-        "TTRACE_AUX_SIZE",
-        "TTRACE_MASK",
-        "TTRACE_DISABLED",
-    ] {
-        cmd.env_remove(v);
-    }
+    ttrace_tests::without_config_env(&mut cmd);
     cmd.envs(vars.iter().copied());
     cmd.output().unwrap()
 }
@@ -47,13 +40,7 @@ fn fails(dir: &Path, vars: &[(&str, &str)]) -> String {
 }
 
 fn reader(args: &[&str]) -> String {
-    let out = Command::new(READER).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    ttrace_tests::stdout_of(READER, args)
 }
 
 fn events(dir: &Path) -> usize {

@@ -19,17 +19,7 @@ const APP: &str = env!("CARGO_BIN_EXE_ttrace-test-app");
 
 /// Runs `ttrace-reader` with `args`; its standard output. Panics with its error output.
 fn reader(args: &[&str]) -> String {
-    let out = Command::new(READER)
-        .args(args)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "ttrace-reader {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    ttrace_tests::stdout_of(READER, args)
 }
 
 /// Runs `ttrace-reader export --format <format> <source> -o <out>`.

@@ -20,14 +20,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 fn writer(dir: &Path, args: &[&str]) -> Child {
     let mut cmd = Command::new(ENV_APP);
     cmd.env("TTRACE_DIR", dir).args(args);
-    for v in [
-        "TTRACE_RING_SLOTS",
-        "TTRACE_AUX_SIZE",
-        "TTRACE_MASK",
-        "TTRACE_DISABLED",
-    ] {
-        cmd.env_remove(v);
-    }
+    ttrace_tests::without_config_env(&mut cmd);
     cmd.stdout(Stdio::null()).spawn().unwrap()
 }
 
@@ -41,14 +34,7 @@ fn run_writer(dir: &Path, args: &[&str]) -> u32 {
 fn reader(args: &[&str]) -> Output {
     let mut cmd = Command::new(READER);
     cmd.args(args);
-    for v in [
-        "TTRACE_RING_SLOTS",
-        "TTRACE_AUX_SIZE",
-        "TTRACE_MASK",
-        "TTRACE_DISABLED",
-    ] {
-        cmd.env_remove(v);
-    }
+    ttrace_tests::without_config_env(&mut cmd);
     cmd.output().unwrap()
 }
 

@@ -7,23 +7,12 @@ use std::process::{Command, Output};
 const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
 const ENV_APP: &str = env!("CARGO_BIN_EXE_ttrace-test-env");
 
-fn clean(cmd: &mut Command) -> &mut Command {
-    for v in [
-        "TTRACE_RING_SLOTS",
-        "TTRACE_AUX_SIZE",
-        "TTRACE_MASK",
-        "TTRACE_DISABLED",
-    ] {
-        cmd.env_remove(v);
-    }
-    cmd
-}
-
 /// A new writer process on `dir` recording `env_point(n=7)`, then what `args` ask.
 fn write(dir: &Path, args: &[&str]) {
-    let out = clean(Command::new(ENV_APP).env("TTRACE_DIR", dir).args(args))
-        .output()
-        .unwrap();
+    let out =
+        ttrace_tests::without_config_env(Command::new(ENV_APP).env("TTRACE_DIR", dir).args(args))
+            .output()
+            .unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -32,7 +21,9 @@ fn write(dir: &Path, args: &[&str]) {
 }
 
 fn reader(args: &[&str]) -> Output {
-    clean(Command::new(READER).args(args)).output().unwrap()
+    ttrace_tests::without_config_env(Command::new(READER).args(args))
+        .output()
+        .unwrap()
 }
 
 /// `ctl` with `args`, which must succeed; its stderr.

@@ -1,7 +1,6 @@
 //! `ttrace-reader report`: durations checked against the ones the test itself recorded (a
 //! device on the nanosecond clock, entries written at chosen times).
 
-use std::process::Command;
 use ttrace_core::meta::Definition;
 use ttrace_core::{Config, Device, Kind};
 use ttrace_layouts::device::ClockSource;
@@ -9,13 +8,7 @@ use ttrace_layouts::device::ClockSource;
 const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
 
 fn reader(args: &[&str]) -> String {
-    let out = Command::new(READER).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    ttrace_tests::stdout_of(READER, args)
 }
 
 fn device(dir: &std::path::Path, slots: u64) -> Device {

@@ -8,12 +8,11 @@ use ttrace_layouts::device::HeaderError;
 use ttrace_layouts::snapshot::Layout;
 use zerocopy::FromBytes;
 
-/// A device whose rings have wrapped, with strings, messages, names and a control rule.
-fn make(dir: &Path) -> ttrace_core::Device {
-    let w = ttrace_core::Device::open(&ttrace_tests::config(dir, 8, 2)).unwrap();
-    let word = ttrace_tests::define(&w, "step", "n={n} s={s:s}");
+/// `n` events `step(n=.. s="string ..")` of thread 1/2, named `worker`.
+fn steps(w: &ttrace_core::Device, n: u64) {
+    let word = ttrace_tests::define(w, "step", "n={n} s={s:s}");
     w.note_thread(1, 2, "worker").unwrap();
-    for n in 0..20u64 {
+    for n in 0..n {
         let s = w
             .aux_write(
                 AuxTag::String,
@@ -23,6 +22,12 @@ fn make(dir: &Path) -> ttrace_core::Device {
             .unwrap();
         w.emit(word, 1 << 32 | 2, &[n, s]);
     }
+}
+
+/// A device whose rings have wrapped, with strings, messages, names and a control rule.
+fn make(dir: &Path) -> ttrace_core::Device {
+    let w = ttrace_core::Device::open(&ttrace_tests::config(dir, 8, 2)).unwrap();
+    steps(&w, 20);
     w.aux_write(AuxTag::Info, 1 << 32 | 2, b"a message")
         .unwrap();
     w.apply_text("disable other*").unwrap();
@@ -752,18 +757,7 @@ fn a_snapshot_with_a_size_or_offset_changed_is_read_or_refused_never_a_panic() {
         ..ttrace_tests::config(&dir, 8, 2)
     })
     .unwrap();
-    let word = ttrace_tests::define(&w, "step", "n={n} s={s:s}");
-    w.note_thread(1, 2, "worker").unwrap();
-    for n in 0..10u64 {
-        let s = w
-            .aux_write(
-                AuxTag::String,
-                1 << 32 | 2,
-                format!("string {n}").as_bytes(),
-            )
-            .unwrap();
-        w.emit(word, 1 << 32 | 2, &[n, s]);
-    }
+    steps(&w, 10);
     let good = tmp.path().join("good.ttrace");
     Device::open(&dir).unwrap().save(&good).unwrap();
     let bytes = std::fs::read(&good).unwrap();

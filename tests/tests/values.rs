@@ -2,7 +2,6 @@
 //! in Rust, carried in the metadata, printed by name by `dump` and the exports.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use ttrace_core::{point, tracepoint, values};
 use ttrace_tests::{ctf, viewer};
@@ -50,17 +49,7 @@ fn device() -> &'static Path {
 }
 
 fn reader(args: &[&str]) -> String {
-    let out = Command::new(READER)
-        .args(args)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    ttrace_tests::stdout_of(READER, args)
 }
 
 /// The argument text of each `name(...)` line dump prints, in order.
