@@ -281,7 +281,10 @@ fn a_snapshot_keeps_the_tables() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("trace.ttrace");
     let file = file.to_str().unwrap();
-    reader(&["snapshot", device().to_str().unwrap(), "-o", file]);
+    let said = reader(&["snapshot", device().to_str().unwrap(), "-o", file]);
+    // It says how big the file is, and that is what it is.
+    let size = std::fs::metadata(file).unwrap().len();
+    assert!(said.contains(&format!("; {size} bytes (of a ")), "{said}");
     let lines = |source: &str| -> Vec<String> {
         reader(&["dump", source])
             .lines()

@@ -1023,11 +1023,13 @@ fn run(cli: Cli) -> Result<(), String> {
                 dev.save(tmp).map_err(|e| e.to_string())
             })?;
             println!(
-                "{}: {} entries, {} being written, {} overwritten while copied",
+                "{}: {} entries, {} being written, {} overwritten while copied; {} bytes (of a {}-byte device)",
                 output.display(),
                 saved.entries,
                 saved.claimed,
-                saved.changed
+                saved.changed,
+                saved.bytes,
+                saved.image_bytes
             );
             if let Some(e) = saved.aux_error {
                 println!("# aux buffer not saved: {e}");
