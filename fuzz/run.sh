@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-600}
 jobs=${2:-2}
-targets=(open ring aux metadata ctl decode)
+targets=(open ring aux metadata ctl decode snapshot)
 mkdir -p logs
 cargo +nightly fuzz build -O
 printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} sh -c \

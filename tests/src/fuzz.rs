@@ -10,6 +10,8 @@
 //! | `aux`      | aux `first`, `last` and buffer words                 | aux snapshot and parser |
 //! | `metadata` | a metadata records area                              | metadata parser, formats |
 //! | `ctl`      | control command lines                                | ctl parser and `apply` |
+//! | `decode`   | a CPU's raw entries, as a mounted device serves them | `decode`        |
+//! | `snapshot` | edits of a real snapshot file's bytes ([`Edit`])     | the whole reader, on a snapshot file |
 
 use core::sync::atomic::AtomicU64;
 use std::io::Write;
@@ -50,6 +52,30 @@ fn make_device(dir: &Path) -> ttrace_core::Device {
         "{a} {b} {c} {d} {e} {f} {g} {h} {i} {j} {k} {l:x}",
     );
     let text = crate::define(&dev, "text", "s={s:s}");
+    // Typed arguments and value tables (their records and the references to them).
+    static FLAGS: ttrace_core::ValueTable = ttrace_core::ValueTable::new(
+        "FLAGS",
+        ttrace_core::values::ValuesKind::Flags,
+        &[("NONE", 0), ("R", 1), ("W", 2)],
+    );
+    static STATE: ttrace_core::ValueTable = ttrace_core::ValueTable::new(
+        "STATE",
+        ttrace_core::values::ValuesKind::Enum,
+        &[("Idle", 0), ("Busy", 1)],
+    );
+    static TABLES: &[&ttrace_core::ValueTable] = &[&FLAGS, &STATE];
+    use ttrace_core::ArgType::{Bool, Char, Signed, Unsigned};
+    let (_, typed) = dev
+        .register_tracepoint(&ttrace_core::meta::Definition {
+            name: "typed",
+            kind: ttrace_core::Kind::Entry,
+            classes: 1,
+            format: "f={f:FLAGS} s={s:STATE} n={n} ok={ok} c={c}",
+            nargs: 5,
+            types: &[Unsigned, Signed, Signed, Bool, Char],
+            tables: TABLES,
+        })
+        .expect("typed tracepoint");
     dev.note_thread(7, 9, "worker").expect("thread name");
     dev.note_process(7, "app").expect("process name");
     for i in 0..3u64 {
@@ -69,6 +95,7 @@ fn make_device(dir: &Path) -> ttrace_core::Device {
         .aux_write(AuxTag::String, ctx, b"a \"string\"\n")
         .expect("aux");
     dev.emit(text, ctx, &[off]);
+    dev.emit(typed, ctx, &[7, 1, -2i64 as u64, 1, 'x' as u64]);
     dev.aux_write(AuxTag::Info, ctx, b"a message").expect("aux");
     dev.apply_text("disable fi*").expect("rule");
     dev
@@ -202,6 +229,32 @@ thread_local! {
     };
 }
 
+/// Applies a byte edit (`Write`, `Word`, `Truncate`, `Append`) to `b`; the others are
+/// about files, not bytes, and change nothing here.
+fn edit_bytes(b: &mut Vec<u8>, e: &Edit) {
+    match e {
+        Edit::Write { at, bytes, .. } => {
+            if !b.is_empty() {
+                let at = *at as usize % b.len();
+                let n = bytes.len().min(b.len() - at);
+                b[at..at + n].copy_from_slice(&bytes[..n]);
+            }
+        }
+        Edit::Word { at, value, .. } => {
+            if b.len() >= 8 {
+                let at = (*at as usize % (b.len() - 7)) & !7;
+                b[at..at + 8].copy_from_slice(&value.to_ne_bytes());
+            }
+        }
+        Edit::Truncate { len, .. } => {
+            let len = *len as usize % (b.len() + 1);
+            b.truncate(len);
+        }
+        Edit::Append { bytes, .. } => b.extend_from_slice(bytes),
+        Edit::Remove { .. } | Edit::Symlink { .. } | Edit::Writable { .. } => {}
+    }
+}
+
 /// Writes the base device with `edits` applied into `dir` (replacing what was there).
 fn write_device(dir: &Path, edits: &[Edit]) {
     let base = base_files();
@@ -211,37 +264,17 @@ fn write_device(dir: &Path, edits: &[Edit]) {
     let pick = |f: u8| f as usize % base.len();
     for e in edits {
         match e {
-            Edit::Write { file, at, bytes } => {
-                if let Some(b) = &mut files[pick(*file)] {
-                    if !b.is_empty() {
-                        let at = *at as usize % b.len();
-                        let n = bytes.len().min(b.len() - at);
-                        b[at..at + n].copy_from_slice(&bytes[..n]);
-                    }
-                }
-            }
-            Edit::Word { file, at, value } => {
-                if let Some(b) = &mut files[pick(*file)] {
-                    if b.len() >= 8 {
-                        let at = (*at as usize % (b.len() - 7)) & !7;
-                        b[at..at + 8].copy_from_slice(&value.to_ne_bytes());
-                    }
-                }
-            }
-            Edit::Truncate { file, len } => {
-                if let Some(b) = &mut files[pick(*file)] {
-                    let len = *len as usize % (b.len() + 1);
-                    b.truncate(len);
-                }
-            }
-            Edit::Append { file, bytes } => {
-                if let Some(b) = &mut files[pick(*file)] {
-                    b.extend_from_slice(bytes);
-                }
-            }
             Edit::Remove { file } => files[pick(*file)] = None,
             Edit::Symlink { file, to } => links.push((pick(*file), pick(*to))),
             Edit::Writable { file } => writable.push(pick(*file)),
+            Edit::Write { file, .. }
+            | Edit::Word { file, .. }
+            | Edit::Truncate { file, .. }
+            | Edit::Append { file, .. } => {
+                if let Some(b) = &mut files[pick(*file)] {
+                    edit_bytes(b, e);
+                }
+            }
         }
     }
     let _ = std::fs::remove_dir_all(dir);
@@ -347,6 +380,45 @@ pub fn open(data: &[u8]) -> Option<usize> {
     OPEN_DIR.with(|(_, dir)| {
         write_device(dir, &Edit::decode(data));
         read_device(dir)
+    })
+}
+
+/// A snapshot file of the small real device ([`make_device`]), as `ttrace-reader snapshot`
+/// writes it: what [`snapshot`] edits.
+fn base_snapshot() -> &'static [u8] {
+    static FILE: OnceLock<Vec<u8>> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let tmp = scratch();
+        let dir = tmp.path().join("dev");
+        drop(make_device(&dir));
+        let file = tmp.path().join("snap.ttrace");
+        devttrace::Device::open(&dir)
+            .and_then(|d| d.save(&file))
+            .expect("a snapshot of the small device");
+        std::fs::read(&file).expect("the snapshot file")
+    })
+}
+
+thread_local! {
+    /// The file `snapshot` writes each input into, one per thread.
+    static SNAPSHOT_FILE: (tempfile::TempDir, PathBuf) = {
+        let tmp = scratch();
+        let file = tmp.path().join("edited.ttrace");
+        (tmp, file)
+    };
+}
+
+/// Target `snapshot`: a real snapshot file, its bytes edited as the input says (the byte
+/// edits of [`Edit::decode`]: writes, words, cuts, appends), read with [`read_device`] as
+/// `dump`, `stats` and the exports read a snapshot file.
+pub fn snapshot(data: &[u8]) -> Option<usize> {
+    let mut bytes = base_snapshot().to_vec();
+    for e in Edit::decode(data) {
+        edit_bytes(&mut bytes, &e);
+    }
+    SNAPSHOT_FILE.with(|(_, file)| {
+        std::fs::write(file, &bytes).expect("the edited snapshot");
+        read_device(file)
     })
 }
 
@@ -553,7 +625,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             .1
     };
     let word = |b: &[u8], at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().expect("8"));
-    let mut seeds = vec![("open", Vec::new())];
+    let mut seeds = vec![("open", Vec::new()), ("snapshot", Vec::new())];
     for cpu in ["cpu0", "cpu1"] {
         let b = file(cpu);
         let mut s = vec![2u8]; // 8 slots

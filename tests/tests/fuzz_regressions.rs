@@ -78,6 +78,21 @@ fn decode_corpus_and_crashes_replay_cleanly() {
 }
 
 #[test]
+fn snapshot_corpus_and_crashes_replay_cleanly() {
+    replay("snapshot", |d| {
+        ttrace_tests::fuzz::snapshot(d);
+    });
+}
+
+#[test]
+fn the_unedited_snapshot_reads_and_a_cut_one_is_refused() {
+    let whole = ttrace_tests::fuzz::snapshot(&[]).expect("the unedited snapshot opens");
+    assert!(whole > 1000, "{whole} bytes dumped");
+    // Truncate (op 2) the file to 100 bytes: inside the header page.
+    assert_eq!(ttrace_tests::fuzz::snapshot(&[2, 0, 100, 0]), None);
+}
+
+#[test]
 fn ctl_corpus_and_crashes_replay_cleanly() {
     replay("ctl", ttrace_tests::fuzz::ctl);
 }
