@@ -22,8 +22,8 @@ pub use ttrace_core::{device::Access, Trust};
 /// # let dir = tmp.path().join("dev");
 /// # let w = ttrace_core::Device::open(&ttrace_core::Config {
 /// #     ring_slots: 64, cpus: Some(2), ..ttrace_core::Config::at(&dir) }).unwrap();
-/// # let (_, word) = w.register_tracepoint(&ttrace_core::meta::Definition {
-/// #     name: "hello", kind: ttrace_core::Kind::Start, classes: 1, format: "n={n}", nargs: 1, types: &[], tables: &[] }).unwrap();
+/// # let (_, word) = w.register_tracepoint(&ttrace_core::meta::Definition::untyped(
+/// #     "hello", ttrace_core::Kind::Start, 1, "n={n}")).unwrap();
 /// # w.emit(word, 1 << 32 | 2, &[42]);
 /// let dev = devttrace::Device::open(&dir)?;
 /// assert_eq!(dev.version().num_cpus, 2);

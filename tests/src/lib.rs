@@ -23,15 +23,12 @@ pub fn config(dir: &Path, ring_slots: u64, cpus: u32) -> Config {
 
 /// Registers a `Start` tracepoint of class 1 with `dev` and returns its type word.
 pub fn define(dev: &ttrace_core::Device, name: &'static str, format: &'static str) -> u64 {
-    dev.register_tracepoint(&ttrace_core::meta::Definition {
+    dev.register_tracepoint(&ttrace_core::meta::Definition::untyped(
         name,
-        kind: ttrace_core::Kind::Start,
-        classes: 1,
+        ttrace_core::Kind::Start,
+        1,
         format,
-        nargs: ttrace_core::count_args(format) as u8,
-        types: &[],
-        tables: &[],
-    })
+    ))
     .expect("tracepoint")
     .1
 }

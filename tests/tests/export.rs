@@ -885,15 +885,9 @@ fn losses_and_unpaired_halves_show_in_every_format() {
 
 /// Registers a one-argument tracepoint of `kind`; its type word.
 fn tracepoint(w: &ttrace_core::Device, name: &'static str, kind: ttrace_core::Kind) -> u64 {
-    w.register_tracepoint(&ttrace_core::meta::Definition {
-        name,
-        kind,
-        classes: 1,
-        format: "n={n}",
-        nargs: 1,
-        types: &[],
-        tables: &[],
-    })
+    w.register_tracepoint(&ttrace_core::meta::Definition::untyped(
+        name, kind, 1, "n={n}",
+    ))
     .unwrap()
     .1
 }
@@ -1462,43 +1456,18 @@ fn uftrace_replay_shows_exit_arguments_event_texts_messages_and_thread_names() {
     let has = |tid: u32, task: &str, call: &str| lines.contains(&(tid, task, call));
     for i in 0..10 {
         let (a, b) = ("alpha-thread", "beta");
-        assert!(has(2, a, &format!("work({i}) {{")), "{replay}");
-        assert!(
-            has(2, a, &format!("}} = \"work_done(n={i})\"; /* work */")),
-            "{replay}"
-        );
-        assert!(
-            has(
-                2,
-                a,
-                &format!("/* external-data: tick(id={i} size={}) */", 2 * i)
-            ),
-            "{replay}"
-        );
-        assert!(
-            has(
-                2,
-                a,
-                &format!("/* external-data: info(\"hello {i} from alpha\") */")
-            ),
-            "{replay}"
-        );
-        assert!(
-            has(
-                3,
-                b,
-                &format!("/* external-data: tick(id={i} size={}) */", 2 * i)
-            ),
-            "{replay}"
-        );
-        assert!(
-            has(
-                3,
-                b,
-                &format!("/* external-data: info(\"hello {i} from beta\") */")
-            ),
-            "{replay}"
-        );
+        let tick = format!("/* external-data: tick(id={i} size={}) */", 2 * i);
+        let hello = |who| format!("/* external-data: info(\"hello {i} from {who}\") */");
+        for (tid, task, line) in [
+            (2, a, format!("work({i}) {{")),
+            (2, a, format!("}} = \"work_done(n={i})\"; /* work */")),
+            (2, a, tick.clone()),
+            (2, a, hello("alpha")),
+            (3, b, tick),
+            (3, b, hello("beta")),
+        ] {
+            assert!(has(tid, task, &line), "no `{line}` on {tid}:\n{replay}");
+        }
     }
     assert!(
         has(3, "beta", "/* linux:task-name (comm=\"beta\") */"),

@@ -65,6 +65,12 @@ impl Mounted {
     }
 
     /// `ttrace-reader umount`, then the mount's exit status and what it logged.
+    /// Unmounts; the mount must end with status 0.
+    fn unmount_cleanly(self) {
+        let (status, log) = self.unmount();
+        assert!(status.success(), "{log}");
+    }
+
     fn unmount(mut self) -> (ExitStatus, String) {
         let out = reader(&["umount", self.at.to_str().unwrap()]);
         assert!(out.status.success(), "umount: {}", text(out.stderr));
@@ -194,8 +200,7 @@ fn every_file_reads_with_plain_file_calls() {
         total += lines.len();
     }
     assert_eq!(total, 200);
-    let (status, log) = m.unmount();
-    assert!(status.success(), "{log}");
+    m.unmount_cleanly();
 }
 
 #[test]
@@ -302,8 +307,7 @@ fn trace_pipe_streams_each_event_written_after_it_was_opened_once() {
     drop(rx);
     write(&dev, 1, 600..601);
     reading.join().unwrap();
-    let (status, log) = m.unmount();
-    assert!(status.success(), "{log}");
+    m.unmount_cleanly();
 }
 
 #[test]
@@ -348,8 +352,7 @@ fn unmounting_leaves_nothing_behind() {
     let at = tmp.path().join("not-yet").join("mnt");
     let m = Mounted::new(&dir, &at);
     assert!(at.join("version").exists());
-    let (status, log) = m.unmount();
-    assert!(status.success(), "{log}");
+    m.unmount_cleanly();
     assert!(!at.exists(), "the mount point it made is removed");
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.contains(at.to_str().unwrap()));
@@ -402,6 +405,5 @@ fn a_snapshot_file_mounts_as_the_device_it_was_taken_from() {
     let aux_size = devttrace::Device::open(&file).unwrap().version().aux_size;
     assert_eq!(aux.len() as u64, 4 * aux_size, "one buffer per ring");
     assert!(aux.windows(5).any(|w| w == b"s1-49"));
-    let (status, log) = m.unmount();
-    assert!(status.success(), "{log}");
+    m.unmount_cleanly();
 }

@@ -20,17 +20,9 @@ fn device(dir: &std::path::Path, slots: u64) -> Device {
 }
 
 fn define(dev: &Device, name: &'static str, kind: Kind) -> u64 {
-    dev.register_tracepoint(&Definition {
-        name,
-        kind,
-        classes: 1,
-        format: "",
-        nargs: 0,
-        types: &[],
-        tables: &[],
-    })
-    .unwrap()
-    .1
+    dev.register_tracepoint(&Definition::untyped(name, kind, 1, ""))
+        .unwrap()
+        .1
 }
 
 /// Nearest-rank percentile of sorted `v`.

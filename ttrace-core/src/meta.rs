@@ -530,8 +530,8 @@ impl Device {
                 && ArgType::pack(&t.types) == types
                 && t.tables
                     .iter()
-                    .map(|i| i.map(|i| meta.values[i].offset + 1))
-                    .eq(refs.iter().map(|&r| (r != 0).then_some(r as u64)))
+                    .map(|i| i.map_or(0, |i| meta.values[i].offset as u32 + 1))
+                    .eq(refs.iter().copied())
         });
         let id = match existing {
             Some(t) => t.id,

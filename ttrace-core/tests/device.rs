@@ -259,17 +259,9 @@ fn metadata_survives_rings_and_aux_wrapping_many_times() {
     let words: Vec<u64> = names
         .iter()
         .map(|n| {
-            dev.register_tracepoint(&Definition {
-                name: n,
-                kind: Kind::Exit,
-                classes: 1,
-                format: "v={v}",
-                nargs: 1,
-                types: &[],
-                tables: &[],
-            })
-            .unwrap()
-            .1
+            dev.register_tracepoint(&Definition::untyped(n, Kind::Exit, 1, "v={v}"))
+                .unwrap()
+                .1
         })
         .collect();
     dev.note_thread(1, 2, "worker-1").unwrap();

@@ -25,3 +25,4 @@ pub mod out;
 mod output;
 pub mod raw;
 pub mod report;
+mod when;

@@ -185,11 +185,13 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
                 text.extend_from_slice(name.as_bytes());
                 text.push(b'=');
                 crate::format::word(&mut text, &schemas[id].args[i].1, w, &view.aux);
-                let next = shown.len() as u64 + 1;
-                *shown.entry(text.clone()).or_insert_with(|| {
-                    labels.push(String::from_utf8_lossy(&text).into_owned());
-                    next
-                })
+                // Looked up by the text made for this event: a copy only for a new value.
+                if let Some(&k) = shown.get(text.as_slice()) {
+                    return k;
+                }
+                labels.push(String::from_utf8_lossy(&text).into_owned());
+                shown.insert(text.clone(), labels.len() as u64);
+                labels.len() as u64
             }
         }
     };

@@ -27,15 +27,12 @@ fn device(dir: &std::path::Path, slots: u64, trace: Trace) -> Device {
     })
     .expect("device");
     let define = |name, kind| {
-        dev.register_tracepoint(&Definition {
+        dev.register_tracepoint(&Definition::untyped(
             name,
             kind,
-            classes: 1,
-            format: "id={id} size={size} flags={flags:x} delta={delta:d} user={user}",
-            nargs: 5,
-            types: &[],
-            tables: &[],
-        })
+            1,
+            "id={id} size={size} flags={flags:x} delta={delta:d} user={user}",
+        ))
         .expect("tracepoint")
         .1
     };

@@ -176,15 +176,12 @@ fn sustained(quick: bool) {
 
 /// A 5-word tracepoint on `dev`.
 fn define(dev: &Device) -> u64 {
-    dev.register_tracepoint(&ttrace_core::meta::Definition {
-        name: "request",
-        kind: Kind::Start,
-        classes: 1,
-        format: "id={id} a={a} b={b:x} c={c} d={d}",
-        nargs: 5,
-        types: &[],
-        tables: &[],
-    })
+    dev.register_tracepoint(&ttrace_core::meta::Definition::untyped(
+        "request",
+        Kind::Start,
+        1,
+        "id={id} a={a} b={b:x} c={c} d={d}",
+    ))
     .expect("tracepoint")
     .1
 }
