@@ -16,7 +16,7 @@ tracepoint!(static P12: Start = "bench_p12", "{a}{b}{c}{d}{e}{f}{g}{h}{i}{j}{k}{
 tracepoint!(static PS: Start = "bench_str", "s={s:s}");
 tracepoint!(static FIRST: Start = "bench_first", "a={a}");
 
-fn device() -> &'static ttrace_core::Device {
+fn device() -> &'static ttrace_core::Writer {
     let dev = ttrace_benches::device();
     point!(OFF, 0);
     dev.apply_text("disable bench_off").expect("ctl");
@@ -66,7 +66,7 @@ fn registration(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let tmp = tempfile::tempdir().expect("tempdir");
             let meta = (iters * 64 + (1 << 20)).next_power_of_two();
-            let d = ttrace_core::Device::open(&Config {
+            let d = ttrace_core::Writer::open(&Config {
                 meta_bytes: meta,
                 cpus: Some(1),
                 ring_slots: 64,

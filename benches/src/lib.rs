@@ -40,7 +40,7 @@ where
     F: FnMut(u64) + Send,
 {
     // The machine's CPUs, not the calling thread's affinity (which may be one CPU).
-    let cpus = ttrace_core::device::configured_cpus() as usize;
+    let cpus = devttrace::config::configured_cpus() as usize;
     let on: Vec<usize> = (0..threads).map(|k| k % cpus).collect();
     threads_on(&on, iters, make)
 }
@@ -90,7 +90,7 @@ pub fn allowed_cpus() -> Vec<usize> {
     let set = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return (0..ttrace_core::device::configured_cpus() as usize).collect();
+            return (0..devttrace::config::configured_cpus() as usize).collect();
         }
         set
     };
@@ -155,7 +155,7 @@ pub use ttrace_reader::demo::pin;
 
 /// Installs the process's device in a fresh temporary directory (kept for the life of the
 /// process), with the default sizes and one ring per CPU, and detects the CPU-id source.
-pub fn device() -> &'static ttrace_core::Device {
+pub fn device() -> &'static ttrace_core::Writer {
     static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
     let dir = DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"));
     let dev = ttrace_core::init(&ttrace_core::Config::at(dir.path().join("dev"))).expect("device");

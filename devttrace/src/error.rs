@@ -1,12 +1,12 @@
-//! What can go wrong reading or controlling a device.
+//! What can go wrong creating, opening, reading, writing or controlling a device: one error
+//! type for every role, each variant naming the file (or ring) at fault.
 
 use std::path::PathBuf;
-pub use ttrace_core::Problem;
 
-/// Errors of the device interface. Each names the file (or ring) at fault.
+/// What went wrong with a device.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// There is no device at the path.
+    /// There is no device at the path (a reader opening it; a writer creates it instead).
     #[error("{}: no ttrace device here", .0.display())]
     Missing(PathBuf),
     /// A directory that holds no device: it has no `header` file (`/tmp`, a typo'd path).
@@ -20,7 +20,7 @@ pub enum Error {
         /// What is wrong with it.
         problem: Problem,
     },
-    /// A file could not be opened, sized or mapped.
+    /// A file operation failed.
     #[error("{}: {source}", path.display())]
     Io {
         /// The file or directory.
@@ -28,7 +28,7 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
-    /// A file is not part of a device this version can read.
+    /// The directory exists but does not hold a device this version can use.
     #[error("{}: not a usable ttrace device: {problem}", path.display())]
     Invalid {
         /// The file at fault.
@@ -36,6 +36,45 @@ pub enum Error {
         /// What is wrong with it.
         problem: Problem,
     },
+    /// A configuration value is out of range.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The device exists with another size than the one asked for; nothing was changed.
+    #[error(
+        "{}: the device has {found} {what}, not the {asked} asked for; use another device \
+         directory (TTRACE_DIR or Config::at) or remove this one (rm -r {}) to create it anew",
+        path.display(),
+        path.display()
+    )]
+    SizeMismatch {
+        /// The device directory.
+        path: PathBuf,
+        /// Which size (`slots per ring`, `aux bytes per ring`, ...).
+        what: &'static str,
+        /// The size asked for.
+        asked: u64,
+        /// The size the device has.
+        found: u64,
+    },
+    /// The tracepoint table is full.
+    #[error("tracepoint table full ({0} tracepoints)")]
+    TooManyTracepoints(u32),
+    /// The metadata area is full; the record was dropped (and counted).
+    #[error("metadata area full")]
+    MetadataFull,
+    /// A control command was malformed; nothing was changed.
+    #[error("bad control command: {0}")]
+    BadCommand(String),
+    /// The lock needed is held by the calling thread itself (a trace point in a signal
+    /// handler that interrupted a metadata change); nothing was done.
+    #[error("lock held by the calling thread (re-entered from a signal handler)")]
+    Reentered,
+    /// A change was asked of a device attached read-only.
+    #[error("{}: attached read-only; control needs read-write access", .0.display())]
+    ReadOnly(PathBuf),
+    /// A writer front end already installed another device as this process's.
+    #[error("a ttrace device is already installed in this process ({})", .0.display())]
+    AlreadyInstalled(PathBuf),
     /// The device has no such ring.
     #[error("no ring cpu{cpu}: the device has {rings}")]
     NoSuchCpu {
@@ -50,34 +89,78 @@ pub enum Error {
         /// The aux file.
         path: PathBuf,
         /// Why.
-        source: ttrace_core::aux::AuxError,
+        source: crate::aux::AuxError,
     },
-    /// A control command was malformed; nothing was changed.
-    #[error("{0}")]
-    BadCommand(String),
-    /// A control command was given to a device opened read-only.
-    #[error("{}: opened read-only; control needs Device::open_for_control", .0.display())]
-    ReadOnly(PathBuf),
-    /// Another failure of the writer-side library (a full rule area, a busy lock).
-    #[error(transparent)]
-    Core(ttrace_core::Error),
 }
 
-impl From<ttrace_core::Error> for Error {
-    fn from(e: ttrace_core::Error) -> Error {
-        use ttrace_core::Error as E;
-        match e {
-            E::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
-                Error::Missing(path)
-            }
-            E::Io { path, source } => Error::Io { path, source },
-            E::BadDevice { path, problem } => Error::Invalid { path, problem },
-            E::BadCommand(why) => Error::BadCommand(why),
-            E::ReadOnly(path) => Error::ReadOnly(path),
-            other => Error::Core(other),
-        }
-    }
+/// What is wrong with a file that is not part of a usable device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    /// The device header is not one this code can use (magic, byte order, version, sizes).
+    #[error("{0}")]
+    Header(#[from] ttrace_layouts::device::HeaderError),
+    /// The file does not have the length the device header implies.
+    #[error("is {found} bytes, expected {expected}")]
+    Length {
+        /// Its length.
+        found: u64,
+        /// The length it must have.
+        expected: u64,
+    },
+    /// The file is missing from the device directory.
+    #[error("missing")]
+    Missing,
+    /// The device directory or a file of it is a symbolic link (refused: one planted in a
+    /// shared directory could lead anywhere).
+    #[error("is a symbolic link (refused; open it by its real path, or trust any owner)")]
+    Symlink,
+    /// The file belongs to another user (refused unless any owner is trusted explicitly).
+    #[error("is owned by uid {owner}, not by this user (uid {user}); refused unless any owner is trusted")]
+    Owner {
+        /// Its owner.
+        owner: u32,
+        /// The calling user.
+        user: u32,
+    },
+    /// Group or others may write the file (refused, as ssh refuses such keys).
+    #[error("is writable by group or others (mode {mode:o}); refused unless any owner is trusted")]
+    Writable {
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The file's own header contradicts the device header.
+    #[error("its header does not match the device header")]
+    Mismatch,
+    /// The file shrank while it was mapped: part of it is gone (another process truncated
+    /// it). What was read from the lost pages was zeros, and is not trusted.
+    #[error("shrank while being read (truncated by another process)")]
+    Shrunk,
+    /// A snapshot file's extent (the bytes of part of the device image) at this byte offset
+    /// is malformed: cut short, outside the image, overlapping another, or not where the
+    /// header says the extents end.
+    #[error("holds a malformed extent at byte {offset}")]
+    Extent {
+        /// Its offset in the file.
+        offset: u64,
+    },
+    /// The mapping is not aligned for the layout (it cannot happen with page-aligned maps).
+    #[error("misaligned mapping")]
+    Misaligned,
 }
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A function turning an I/O error into [`Error::Io`] for `path`.
+pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.into();
+    move |source| Error::Io { path, source }
+}
+
+/// [`Error::Invalid`]: `path` is not part of a usable device, as `problem` says.
+pub(crate) fn bad(path: &std::path::Path, problem: Problem) -> Error {
+    Error::Invalid {
+        path: path.into(),
+        problem,
+    }
+}

@@ -3,7 +3,7 @@
 //!
 //! **What is new.** Every ring keeps a cursor, the next position to read. A poll loads each
 //! ring's `head` and reads the positions between the cursor and it, each slot once with the
-//! stamp check and the position tag (`ttrace_core::ring`): an entry tagged with its position
+//! stamp check and the position tag ([`Ring::at`](crate::ring::Ring::at)): an entry tagged with its position
 //! is that position's, whole; one tagged with a later position means that position was
 //! overwritten before it could be read (counted lost). An idle ring costs one load. In a
 //! shared ring a position below `head` may still be being written (writers reserve before
@@ -22,23 +22,25 @@
 //! commits an event older than what was already released: it is released at once and counted
 //! as *late* ([`Poll::late`]; [`Poll::released_before`] tells which are).
 
-use crate::device::Device;
+use crate::aux::AuxSnapshots;
 use crate::error::Result;
+use crate::event::{Event, RingSnapshot};
+use crate::mapping::Mapping;
+use crate::meta::{Metadata, TaskInfo};
+use crate::reader::Reader;
+use crate::ring::Found;
 use crate::snapshot::Snapshot;
+use crate::status::Status;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Acquire;
-use ttrace_core::aux::AuxSnapshots;
-use ttrace_core::meta::{Metadata, TaskInfo};
-use ttrace_core::ring::{event_at, Event, Ring, RingSnapshot, SlotRead};
 use ttrace_layouts::aux::AuxTag;
-use ttrace_layouts::entry::{Slot, Stamp, TypeWord};
 
 /// The default reorder window: how long a read event may wait for older ones.
 pub const DEFAULT_WINDOW_NS: u64 = 30_000_000;
 
 /// Follows one device.
 pub struct Follower<'d> {
-    dev: &'d Device,
+    dev: &'d Reader,
     /// The reorder window, in clock ticks.
     window: u64,
     rings: Vec<Cursor>,
@@ -60,7 +62,7 @@ pub struct Follower<'d> {
     /// them.
     reclaimed: Metadata,
     /// The counters as of the last poll that released something.
-    status: crate::device::Status,
+    status: Status,
 }
 
 /// One ring's cursor.
@@ -93,77 +95,15 @@ pub struct Poll {
     pub active: bool,
 }
 
-/// How a position's slot read relates to that position.
-enum Found {
-    /// Its parent entry (maybe with its continuation).
-    Entry(Event, u64),
-    /// Its continuation: read with its parent.
-    Continuation,
-    /// A later position's write: this one was overwritten.
-    Overwritten,
-    /// Not written yet (or being written).
-    Waiting,
-    /// Claimed for an older position: its writer will skip this one (or already did).
-    Blocked,
-}
-
-fn classify(ring: &Ring<'_, Slot>, pos: u64) -> Found {
-    let n = ring.slots.len() as u64;
-    let i = (pos & (n - 1)) as usize;
-    let read = ring.read(i);
-    let later = |tag: u32| {
-        // Tags are positions modulo 2^28: the distance from `pos`, signed.
-        let d = (tag.wrapping_sub(TypeWord::tag_of(pos)) << 4) as i32 >> 4;
-        d > 0
-    };
-    match read {
-        SlotRead::Committed(w) if Stamp(w[0]).is_continuation() => Found::Continuation,
-        SlotRead::Committed(w) => {
-            let tag = TypeWord(w[1]).position_tag();
-            if tag == TypeWord::tag_of(pos) {
-                let next = match TypeWord(w[1]).has_continuation() {
-                    true => ring.read(((pos + 1) & (n - 1)) as usize),
-                    false => SlotRead::Empty,
-                };
-                let reads = [read, next];
-                match event_at(&reads, 0) {
-                    Some((mut e, cont)) => {
-                        e.slot = i as u32;
-                        Found::Entry(e, 1 + cont.is_some() as u64)
-                    }
-                    // A malformed type word: nothing to show, nothing to wait for.
-                    None => Found::Overwritten,
-                }
-            } else if later(tag) {
-                Found::Overwritten
-            } else {
-                Found::Waiting
-            }
-        }
-        SlotRead::Changed => Found::Overwritten,
-        SlotRead::Claimed(c) => {
-            let mine = c.claim_pos() == pos & 0xff_ffff_ffff;
-            if mine {
-                Found::Waiting
-            } else if (c.claim_pos().wrapping_sub(pos) & 0xff_ffff_ffff) < 1 << 39 {
-                Found::Overwritten // a later position's writer has it
-            } else {
-                Found::Blocked
-            }
-        }
-        SlotRead::Empty => Found::Waiting,
-    }
-}
-
 impl<'d> Follower<'d> {
     /// Starts following: what the device holds now counts as seen.
-    pub fn new(dev: &'d Device) -> Follower<'d> {
+    pub fn new(dev: &'d Reader) -> Follower<'d> {
         Follower::with_window(dev, DEFAULT_WINDOW_NS)
     }
 
     /// [`Follower::new`] with a reorder window of `window_ns` nanoseconds.
-    pub fn with_window(dev: &'d Device, window_ns: u64) -> Follower<'d> {
-        let core = dev.core();
+    pub fn with_window(dev: &'d Reader, window_ns: u64) -> Follower<'d> {
+        let core = dev.mapping();
         let rings = (0..dev.cpus())
             .map(|r| Cursor {
                 next: core.ring(r).head.load(Acquire),
@@ -192,7 +132,7 @@ impl<'d> Follower<'d> {
     /// Follows from the start of the device: everything the rings and the aux buffers still
     /// hold is released first (for a device created since the reader started waiting for
     /// it); what they no longer hold is counted lost.
-    pub fn from_start(dev: &'d Device, window_ns: u64) -> Follower<'d> {
+    pub fn from_start(dev: &'d Reader, window_ns: u64) -> Follower<'d> {
         let mut f = Follower::with_window(dev, window_ns);
         f.rings.iter_mut().for_each(|c| c.next = 0);
         f.messages_from.iter_mut().for_each(|m| *m = 0);
@@ -200,14 +140,14 @@ impl<'d> Follower<'d> {
     }
 
     /// The device followed.
-    pub fn device(&self) -> &'d Device {
+    pub fn reader(&self) -> &'d Reader {
         self.dev
     }
 
     /// The events committed and the messages written since the last poll, released in time
     /// order (see the module documentation).
     pub fn poll(&mut self) -> Result<Poll> {
-        let core = self.dev.core();
+        let core = self.dev.mapping();
         let rings = self.dev.cpus();
         let (mut lost, mut gave_up) = (vec![0; rings], vec![0; rings]);
         let now = core.now();
@@ -225,7 +165,7 @@ impl<'d> Follower<'d> {
                 let found = if p < oldest {
                     Found::Overwritten
                 } else {
-                    classify(&ring, p)
+                    ring.at(p)
                 };
                 match found {
                     Found::Entry(e, _) => {
@@ -251,7 +191,7 @@ impl<'d> Follower<'d> {
             }
             let mut p = cursor.next;
             while p < head {
-                match classify(&ring, p) {
+                match ring.at(p) {
                     Found::Entry(e, slots) => {
                         self.held.push((r, e));
                         read_any = true;
@@ -337,7 +277,7 @@ impl<'d> Follower<'d> {
         let mut late = 0;
         let mut keep = Vec::new();
         // A clear since (or just before) these were read: what it cleared is not released.
-        let cleared_at = self.dev.core().cleared_at();
+        let cleared_at = crate::clear::cleared_at(core.header());
         self.held.retain(|(_, e)| e.stamp > cleared_at);
         self.held_messages.retain(|&(t, _, _)| t > cleared_at);
         for (r, e) in self.held.drain(..) {
@@ -409,9 +349,9 @@ impl<'d> Follower<'d> {
 
 /// The words that say whether the metadata changed: tracepoint bytes, names generation and
 /// the bytes of names in use.
-fn meta_seen(core: &ttrace_core::Device) -> (u64, u64, u64) {
+fn meta_seen(core: &Mapping) -> (u64, u64, u64) {
     let h = core.header();
-    // Acquire: as `Device::metadata` loads them (a change seen here is copied next).
+    // Acquire: as `Reader::metadata` loads them (a change seen here is copied next).
     let generation = h.names_generation.load(Acquire);
     (
         h.meta_used.load(Acquire),

@@ -1,36 +1,82 @@
-//! The ttrace device interface for readers, after Akaros's `#ttrace` device: the `version`
-//! header, consistent snapshots of the per-CPU rings (`cpuN`) and of the `aux` buffer, the
-//! metadata that names everything, and `ctl`, which changes what is recorded.
+//! devttrace: the ttrace device in shared memory, beneath the writer and the reader.
 //!
-//! A device is a directory of memory-mapped files written by any process that links
-//! `ttrace-core`. [`Device::open`] maps it read-only: it works on a running process and on
-//! one that has died, and it checks every file before anything is read from it, so a damaged
-//! or foreign directory is a typed [`Error`] naming the file, never a crash.
+//! A device is a directory of memory-mapped files (after the Akaros kernel's `#ttrace`
+//! device): a header, per-CPU rings of 64-byte entries, aux buffers of variable-length
+//! records, and the metadata that names everything. Any process that links `ttrace-core`
+//! writes into it; any process may read it, live or after the writers died. This crate
+//! holds the device's files, both halves of every protocol over its words, and two roles:
+//!
+//! - a [`Reader`] maps a device read-only (or a snapshot file) and copies it consistently:
+//!   [`Reader::snapshot`], a [`View`] read in two passes, a [`Follower`] that reads only
+//!   what is new;
+//! - a [`Device`] maps it read-write to change it: create it, register tracepoints, name
+//!   threads, control what is recorded, clear it.
+//!
+//! The writer's hot path (`ttrace-core`) records through the same [`Mapping`] with the
+//! [`ring`] and [`aux`] protocols. How each protocol works and why it is correct:
+//! `docs/DESIGN.md`.
 //!
 //! ```no_run
-//! let dev = devttrace::Device::open_default()?;
+//! let dev = devttrace::Reader::open_default()?;
 //! let snap = dev.snapshot()?;
 //! for (r, ring) in snap.cpus.iter().enumerate() {
 //!     println!("{}: {} events, {} lost", dev.ring_name(r), ring.events.len(), ring.lost);
 //! }
 //! # Ok::<(), devttrace::Error>(())
 //! ```
+//!
+//! Modules are listed from the bottom up: each one uses only modules listed before it.
 
-mod device;
-mod error;
-mod follow;
-mod snapshot;
-mod version;
-mod view;
-mod watch;
+// Foundations: atomic words, errors, clocks, the calling thread, locks in shared memory.
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod lock;
+pub mod meta;
+pub mod sigbus;
+pub mod sync;
+pub mod thread;
+pub mod values;
+// The protocols, each over the words of one part of the device.
+pub mod aux;
+pub mod clear;
+pub mod control;
+pub mod event;
+pub mod names;
+pub mod registry;
+pub mod ring;
+pub mod rules;
+// The device's files and their mapping.
+mod files;
+pub mod image;
+pub mod mapping;
+// What readers get, and the roles.
+pub mod device;
+pub mod follow;
+pub mod reader;
+pub mod snapshot;
+pub mod status;
+pub mod version;
+pub mod view;
+pub mod watch;
 
-pub use device::{default_dir, Access, Device, Status, Trust};
+pub use aux::{AuxRecord, AuxSnapshot, AuxSnapshots};
+pub use clock::Clock;
+pub use config::{default_dir, Config};
+pub use device::Device;
 pub use error::{Error, Problem, Result};
+pub use event::{Event, Mark, RingIndex, RingSnapshot};
+pub use files::Trust;
 pub use follow::{Follower, Poll, DEFAULT_WINDOW_NS};
+pub use mapping::Mapping;
+pub use meta::{Definition, Metadata, TaskIndex, TaskInfo, TracepointInfo};
+pub use reader::Reader;
+pub use ring::{event_at, SlotRead};
 pub use snapshot::Snapshot;
-pub use ttrace_core::aux::{AuxRecord, AuxSnapshot, AuxSnapshots};
-pub use ttrace_core::meta::{Metadata, TaskIndex, TaskInfo, TracepointInfo};
-pub use ttrace_core::ring::{event_at, Event, Mark, RingIndex, RingSnapshot, SlotRead};
-pub use version::{Clock, Version};
+pub use status::Status;
+pub use ttrace_layouts::entry::Kind;
+pub use ttrace_layouts::meta::ArgType;
+pub use values::{ValueTable, ValuesKind};
+pub use version::Version;
 pub use view::View;
 pub use watch::{version_at, Change, Watch};

@@ -1,11 +1,11 @@
 //! A whole device copied at one moment.
 
-use crate::device::Status;
+use crate::aux::{AuxRecord, AuxSnapshots};
+use crate::event::RingSnapshot;
+use crate::meta::Metadata;
+use crate::status::Status;
 use crate::version::Version;
 use std::path::PathBuf;
-use ttrace_core::aux::{AuxRecord, AuxSnapshots};
-use ttrace_core::meta::Metadata;
-use ttrace_core::ring::RingSnapshot;
 use ttrace_layouts::aux::AuxTag;
 
 /// Every ring, the aux buffer and the metadata of a device.

@@ -1,11 +1,13 @@
 //! A device read in two passes: an index now, the events when they are used.
 
-use crate::device::{Device, Status};
+use crate::aux::AuxSnapshots;
+use crate::error::Result;
+use crate::event::{Event, Mark, RingIndex};
+use crate::meta::Metadata;
+use crate::reader::Reader;
+use crate::status::Status;
 use crate::version::Version;
 use std::cell::Cell;
-use ttrace_core::aux::AuxSnapshots;
-use ttrace_core::meta::Metadata;
-use ttrace_core::ring::{Event, Mark, RingIndex};
 
 /// Like a [`crate::Snapshot`], but each ring is an index (where each complete event is, in
 /// time order) and an event is copied from the ring only when asked for, with the same
@@ -15,7 +17,7 @@ use ttrace_core::ring::{Event, Mark, RingIndex};
 /// An event overwritten between the index and its copy is not returned, and its slots are
 /// counted in [`View::vanished`]; nothing else differs from a snapshot.
 pub struct View<'d> {
-    dev: &'d Device,
+    dev: &'d Reader,
     /// The header.
     pub version: Version,
     /// Counters and control words.
@@ -34,14 +36,16 @@ pub struct View<'d> {
 }
 
 impl<'d> View<'d> {
-    pub(crate) fn new(
-        dev: &'d Device,
-        cpus: Vec<RingIndex>,
-        aux: AuxSnapshots,
-        aux_error: Option<String>,
-    ) -> View<'d> {
+    /// Every ring of `dev` indexed (keeping only the events stamped after `timestamp`),
+    /// then the aux buffers and the metadata copied.
+    pub fn of(dev: &'d Reader, timestamp: u64) -> Result<View<'d>> {
+        let cpus = (0..dev.cpus())
+            .map(|n| Ok(dev.ring(n)?.index_cleared(timestamp, dev.cleared(n))))
+            .collect::<Result<Vec<_>>>()?;
+        let (aux, aux_error) = dev.aux_or_empty();
+        dev.check_intact()?;
         let meta = dev.metadata();
-        View {
+        Ok(View {
             dev,
             version: dev.version(),
             status: dev.status(),
@@ -51,18 +55,18 @@ impl<'d> View<'d> {
             cpus,
             aux,
             aux_error,
-        }
+        })
     }
 
-    /// The device.
-    pub fn device(&self) -> &'d Device {
+    /// The device read.
+    pub fn reader(&self) -> &'d Reader {
         self.dev
     }
 
     /// The event at `mark` of ring `cpu`, if the ring still holds it.
     #[inline]
     pub fn event(&self, cpu: usize, mark: Mark) -> Option<Event> {
-        let e = self.dev.core().ring(cpu).event(mark);
+        let e = self.dev.mapping().ring(cpu).event(mark);
         // Slots lost since the index: the whole event, or its continuation.
         let gone = match &e {
             None => 1 + mark.continued as u64,

@@ -6,7 +6,7 @@
 //! anchor), checked again only when the `header` file at the path is another file (its
 //! device, inode or change time differ), so that a check costs one `stat`.
 
-use crate::device::Device;
+use crate::reader::Reader;
 use crate::version::Version;
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -41,9 +41,9 @@ pub struct Watch {
 /// # let tmp = tempfile::tempdir().unwrap();
 /// # let dir = tmp.path().join("dev");
 /// assert!(devttrace::version_at(&dir).is_none());
-/// let w = ttrace_core::Device::open(&ttrace_core::Config { ring_slots: 64, cpus: Some(1), ..ttrace_core::Config::at(&dir) })?;
+/// let w = devttrace::Device::open(&devttrace::Config { ring_slots: 64, cpus: Some(1), ..devttrace::Config::at(&dir) })?;
 /// assert_eq!(devttrace::version_at(&dir).unwrap().creator_pid, std::process::id());
-/// # Ok::<(), ttrace_core::Error>(())
+/// # Ok::<(), devttrace::Error>(())
 /// ```
 pub fn version_at(dir: &Path) -> Option<Version> {
     let mut buf = vec![0u8; HEADER_BYTES];
@@ -65,7 +65,7 @@ fn file_key(dir: &Path) -> Option<(u64, u64, i64, i64)> {
 
 impl Watch {
     /// Watches the path `dev` was opened at (a snapshot file never changes: nothing to do).
-    pub fn new(dev: &Device) -> Watch {
+    pub fn new(dev: &Reader) -> Watch {
         Watch {
             dir: dev.dir().to_path_buf(),
             version: dev.version(),

@@ -138,14 +138,20 @@ impl AuxPath {
     pub const INVALID: u64 = 1;
     /// The truncated flag.
     pub const TRUNCATED: u64 = 2;
+    /// The lowest bit of the payload length.
+    pub const LEN_SHIFT: u32 = 4;
+    /// The payload length's bits, once shifted down.
+    pub const LEN_MASK: u64 = 0xfff;
+    /// The lowest bit of the writer's CPU.
+    pub const CPU_SHIFT: u32 = 16;
     const RESERVED: u64 = 0b1100 | (0xffff << 48);
 
     /// A valid path; `len` must not exceed [`AUX_MAX_PAYLOAD`].
     pub const fn new(tag: AuxTag, cpu: u32, len: u64, truncated: bool) -> AuxPath {
         AuxPath(
             ((tag as u64) << 32)
-                | ((cpu as u64 & 0xffff) << 16)
-                | ((len & 0xfff) << 4)
+                | ((cpu as u64 & 0xffff) << Self::CPU_SHIFT)
+                | ((len & Self::LEN_MASK) << Self::LEN_SHIFT)
                 | if truncated { Self::TRUNCATED } else { 0 },
         )
     }
@@ -172,7 +178,7 @@ impl AuxPath {
 
     /// Payload length in bytes.
     pub const fn len(self) -> u64 {
-        crate::bits(self.0, 4, 12)
+        crate::bits(self.0, Self::LEN_SHIFT, 12)
     }
 
     /// Whether the payload is empty.
@@ -182,7 +188,7 @@ impl AuxPath {
 
     /// CPU of the writer.
     pub const fn cpu(self) -> u32 {
-        crate::bits(self.0, 16, 16) as u32
+        crate::bits(self.0, Self::CPU_SHIFT, 16) as u32
     }
 
     /// Raw tag.

@@ -209,12 +209,14 @@ impl TypeWord {
     /// Set in every type word, so an enabled tracepoint's word is never zero.
     pub const PRESENT: u64 = 1 << 3;
     const NARGS_SHIFT: u32 = 4;
-    const CPU_SHIFT: u32 = 8;
+    /// The lowest bit of the CPU field.
+    pub const CPU_SHIFT: u32 = 8;
     const CPU_BITS: u32 = 12;
     const TP_SHIFT: u32 = 20;
     /// Number of tracepoint ids a device can hold.
     pub const MAX_TRACEPOINTS: u32 = 1 << 16;
-    const POSITION_SHIFT: u32 = 36;
+    /// The lowest bit of the position tag.
+    pub const POSITION_SHIFT: u32 = 36;
     /// Bits of a ring position a type word keeps ([`TypeWord::with_position`]).
     pub const POSITION_BITS: u32 = 28;
 
@@ -241,7 +243,7 @@ impl TypeWord {
     }
 
     /// The same word with the position tag of ring position `pos` (its low 28 bits): what a
-    /// restartable ring's reader checks a slot's entry against (`ttrace_core::ring`).
+    /// restartable ring's reader checks a slot's entry against (`devttrace::ring`).
     ///
     /// ```
     /// use ttrace_layouts::entry::{Kind, TypeWord};

@@ -48,6 +48,7 @@ extern crate alloc;
 pub mod aux;
 pub mod device;
 pub mod entry;
+pub mod format;
 pub mod meta;
 pub mod ring;
 pub mod snapshot;

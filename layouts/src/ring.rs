@@ -12,7 +12,7 @@
 //! use a restartable sequence (no rseq registration, a CPU id at or above `n`, other
 //! architectures): several may write it at once, each reserving a position with a
 //! `fetch_add` of `head` and claiming its slot with a compare-and-exchange of the stamp
-//! (`ttrace_core::ring`). The two kinds never share a ring, so neither protocol has to
+//! (`devttrace::ring`). The two kinds never share a ring, so neither protocol has to
 //! defend against the other.
 //!
 //! Each ring also owns one aux buffer (region `index` of the `aux` file) whose control words

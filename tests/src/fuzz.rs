@@ -14,12 +14,12 @@
 //! | `snapshot` | edits of a real snapshot file's bytes ([`Edit`])     | the whole reader, on a snapshot file |
 
 use core::sync::atomic::AtomicU64;
+use devttrace::aux::{AuxSnapshot, AuxSnapshots};
+use devttrace::ring::HeapRing;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use ttrace_core::aux::{AuxSnapshot, AuxSnapshots};
-use ttrace_core::ring::HeapRing;
 use ttrace_layouts::aux::{aux_ref, AuxTag, AUX_MAX_PAYLOAD};
 use ttrace_layouts::entry::MAX_ARGS;
 
@@ -35,8 +35,8 @@ fn scratch() -> tempfile::TempDir {
 
 /// A small device holding one of everything: events of 0, 5 and 12 arguments on two rings,
 /// a string argument, a message, names of a thread and a process, and a control rule.
-fn make_device(dir: &Path) -> ttrace_core::Device {
-    let dev = ttrace_core::Device::open(&ttrace_core::Config {
+fn make_device(dir: &Path) -> ttrace_core::Writer {
+    let dev = ttrace_core::Writer::open(&ttrace_core::Config {
         aux_bytes: ttrace_layouts::device::MIN_AUX_BYTES,
         meta_bytes: 12288,
         max_tracepoints: 8,
@@ -55,18 +55,18 @@ fn make_device(dir: &Path) -> ttrace_core::Device {
     // Typed arguments and value tables (their records and the references to them).
     static FLAGS: ttrace_core::ValueTable = ttrace_core::ValueTable::new(
         "FLAGS",
-        ttrace_core::values::ValuesKind::Flags,
+        ttrace_core::ValuesKind::Flags,
         &[("NONE", 0), ("R", 1), ("W", 2)],
     );
     static STATE: ttrace_core::ValueTable = ttrace_core::ValueTable::new(
         "STATE",
-        ttrace_core::values::ValuesKind::Enum,
+        ttrace_core::ValuesKind::Enum,
         &[("Idle", 0), ("Busy", 1)],
     );
     static TABLES: &[&ttrace_core::ValueTable] = &[&FLAGS, &STATE];
     use ttrace_core::ArgType::{Bool, Char, Signed, Unsigned};
     let (_, typed) = dev
-        .register_tracepoint(&ttrace_core::meta::Definition {
+        .register_tracepoint(&ttrace_core::Definition {
             name: "typed",
             kind: ttrace_core::Kind::Entry,
             classes: 1,
@@ -311,12 +311,12 @@ fn write_device(dir: &Path, edits: &[Edit]) {
 pub fn read_device(dir: &Path) -> Option<usize> {
     use ttrace_reader::decode::{self, TimeFormat};
     use ttrace_reader::merge::{Filter, Merge};
-    let dev = devttrace::Device::open(dir).ok()?;
+    let dev = devttrace::Reader::open(dir).ok()?;
     let version = dev.version();
     let status = dev.status();
     let _ = (version.clock.realtime_ns(u64::MAX), status.mask);
     let mut out = Vec::new();
-    if let Ok(view) = dev.view_newer_than(0) {
+    if let Ok(view) = devttrace::View::of(&dev, 0) {
         for time in [TimeFormat::Relative, TimeFormat::Utc] {
             decode::dump(&view, &Filter::default(), time, &mut out).expect("to memory");
         }
@@ -332,7 +332,7 @@ pub fn read_device(dir: &Path) -> Option<usize> {
             assert!(n <= dev.version().ring_slots, "more events than slots");
         }
     }
-    if let Ok(view) = dev.view_newer_than(0) {
+    if let Ok(view) = devttrace::View::of(&dev, 0) {
         // The Chrome export is always valid JSON; the CTF metadata always builds.
         let mut json = Vec::new();
         let items = Merge::view(&view, &Filter::default());
@@ -392,7 +392,7 @@ fn base_snapshot() -> &'static [u8] {
         let dir = tmp.path().join("dev");
         drop(make_device(&dir));
         let file = tmp.path().join("snap.ttrace");
-        devttrace::Device::open(&dir)
+        devttrace::Reader::open(&dir)
             .and_then(|d| d.save(&file))
             .expect("a snapshot of the small device");
         std::fs::read(&file).expect("the snapshot file")
@@ -492,8 +492,7 @@ pub fn aux(data: &[u8]) -> usize {
             at = r.offset + 1;
         }
     };
-    if let Ok(s) =
-        ttrace_core::aux::snapshot(&AtomicU64::new(first), &AtomicU64::new(last), &atomics)
+    if let Ok(s) = devttrace::aux::snapshot(&AtomicU64::new(first), &AtomicU64::new(last), &atomics)
     {
         check(&s);
         // Rendered as a string argument, each record is quoted without a panic.
@@ -507,7 +506,7 @@ pub fn aux(data: &[u8]) -> usize {
         }
     }
     // The parser alone, on the words as a copy starting at `first`.
-    let parsed = ttrace_core::aux::parse(&buf, first, first, last);
+    let parsed = devttrace::aux::parse(&buf, first, first, last);
     check(&parsed);
     parsed.records.len()
 }
@@ -521,7 +520,7 @@ pub fn metadata(data: &[u8]) {
         assert!(records.offset() >= last && records.offset() <= data.len());
         last = records.offset();
     }
-    let meta = ttrace_core::meta::Metadata::parse(data);
+    let meta = devttrace::meta::Metadata::parse(data);
     let args: Vec<u64> = words(data).take(MAX_ARGS).collect();
     let mut out = Vec::new();
     for t in &meta.tracepoints {
@@ -534,8 +533,8 @@ pub fn metadata(data: &[u8]) {
 }
 
 /// The writable device `ctl` applies commands to, one per process.
-fn ctl_device() -> &'static ttrace_core::Device {
-    static DEV: OnceLock<(tempfile::TempDir, ttrace_core::Device)> = OnceLock::new();
+fn ctl_device() -> &'static ttrace_core::Writer {
+    static DEV: OnceLock<(tempfile::TempDir, ttrace_core::Writer)> = OnceLock::new();
     &DEV.get_or_init(|| {
         let tmp = scratch();
         let dev = make_device(&tmp.path().join("dev"));
@@ -547,11 +546,12 @@ fn ctl_device() -> &'static ttrace_core::Device {
 /// Target `ctl`: each line is a control command. A command that parses is applied, and
 /// then the mask and the rules are what it says; one that does not changes nothing.
 pub fn ctl(data: &[u8]) {
-    use ttrace_core::control::{rules_enable, Command};
+    use devttrace::control::Command;
+    use devttrace::rules::rules_enable;
     let dev = ctl_device();
     let text = String::from_utf8_lossy(data);
     for line in text.lines().take(16) {
-        let before = (dev.mask(), dev.rules_text());
+        let before = (dev.mask(), dev.rules());
         match line.parse::<Command>() {
             Err(_) => assert!(dev.apply_text(line).is_err(), "{line:?} parsed once"),
             Ok(cmd) => {
@@ -565,12 +565,12 @@ pub fn ctl(data: &[u8]) {
                     (Command::Enable(p) | Command::Disable(p), Ok(_)) => {
                         // A pattern matches itself, and the newest rule decides.
                         let on = matches!(cmd, Command::Enable(_));
-                        assert_eq!(rules_enable(&dev.rules_text(), p), on, "{line:?}");
+                        assert_eq!(rules_enable(&dev.rules(), p), on, "{line:?}");
                     }
                     (Command::Reset, Ok(_)) => {
-                        assert_eq!((dev.mask(), dev.rules_text()), (u64::MAX, String::new()))
+                        assert_eq!((dev.mask(), dev.rules()), (u64::MAX, String::new()))
                     }
-                    (_, Err(_)) => assert_eq!((dev.mask(), dev.rules_text()), before),
+                    (_, Err(_)) => assert_eq!((dev.mask(), dev.rules()), before),
                 }
             }
         }
@@ -580,12 +580,12 @@ pub fn ctl(data: &[u8]) {
 }
 
 /// The device `decode` resolves names, formats and strings against, one per process.
-fn decode_device() -> &'static devttrace::Device {
-    static DEV: OnceLock<(tempfile::TempDir, devttrace::Device)> = OnceLock::new();
+fn decode_device() -> &'static devttrace::Reader {
+    static DEV: OnceLock<(tempfile::TempDir, devttrace::Reader)> = OnceLock::new();
     &DEV.get_or_init(|| {
         let tmp = scratch();
         make_device(&tmp.path().join("dev"));
-        let dev = devttrace::Device::open(tmp.path().join("dev")).expect("reader");
+        let dev = devttrace::Reader::open(tmp.path().join("dev")).expect("reader");
         (tmp, dev)
     })
     .1
@@ -657,7 +657,10 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let tmp = scratch();
     seeds.push((
         "metadata",
-        make_device(&tmp.path().join("dev")).metadata_bytes(),
+        make_device(&tmp.path().join("dev"))
+            .mapping()
+            .registry()
+            .records_bytes(),
     ));
     // A CPU's entries as a mounted device serves them, cut, shifted and with an unknown
     // tracepoint.

@@ -22,8 +22,8 @@ pub fn config(dir: &Path, ring_slots: u64, cpus: u32) -> Config {
 }
 
 /// Registers a `Start` tracepoint of class 1 with `dev` and returns its type word.
-pub fn define(dev: &ttrace_core::Device, name: &'static str, format: &'static str) -> u64 {
-    dev.register_tracepoint(&ttrace_core::meta::Definition::untyped(
+pub fn define(dev: &ttrace_core::Writer, name: &'static str, format: &'static str) -> u64 {
+    dev.register_tracepoint(&ttrace_core::Definition::untyped(
         name,
         ttrace_core::Kind::Start,
         1,
@@ -158,7 +158,7 @@ impl Progress {
 /// `writer-<cpu>` in `dev`, for each `i` of `range`: `one(i)`, `five(i, 255, 3, 4,
 /// "s<cpu>-<i>")` and, if `twelve`, `twelve(i; 12)`. Returns nothing until it is done.
 pub fn write_pinned(
-    dev: &ttrace_core::Device,
+    dev: &ttrace_core::Writer,
     cpu: usize,
     range: std::ops::Range<u64>,
     twelve: bool,
@@ -174,7 +174,7 @@ pub fn write_pinned(
         s.spawn(|| {
             let n = std::thread::available_parallelism().map_or(1, |n| n.get());
             rseq::set_affinity(0, &[cpu % n]).expect("affinity");
-            let ctx = ttrace_core::lock::owner_id();
+            let ctx = devttrace::thread::context();
             dev.note_thread((ctx >> 32) as u32, ctx as u32, &format!("writer-{cpu}"))
                 .expect("thread name");
             for i in range {

@@ -167,11 +167,11 @@ impl WritePath {
 
     /// Sets `cmd`'s environment for this path.
     pub fn apply(self, cmd: &mut Command) -> &mut Command {
-        cmd.env_remove(ttrace_core::device::ENV_NO_RSEQ)
+        cmd.env_remove(ttrace_core::ENV_NO_RSEQ)
             .env_remove("GLIBC_TUNABLES");
         match self {
             WritePath::Restartable => cmd,
-            WritePath::NoRseqVar => cmd.env(ttrace_core::device::ENV_NO_RSEQ, "1"),
+            WritePath::NoRseqVar => cmd.env(ttrace_core::ENV_NO_RSEQ, "1"),
             WritePath::GlibcNoRseq => cmd.env("GLIBC_TUNABLES", "glibc.pthread.rseq=0"),
         }
     }

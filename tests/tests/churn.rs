@@ -76,7 +76,7 @@ fn every_event_shows_the_name_its_writer_had_when_tids_are_reused() {
         dev.note_thread(pid, tid(i), &format!("t{i}")).unwrap();
         assert!(dev.emit(word, (pid as u64) << 32 | tid(i) as u64, &[i]));
     }
-    let h = dev.header();
+    let h = dev.mapping().header();
     assert!(
         h.names_generation.load(Relaxed) > 10,
         "the names area was compacted"
@@ -117,8 +117,8 @@ fn real_threads_churning_are_each_named_as_they_were() {
                     .spawn(move || {
                         // All 64 alive at once.
                         start.wait();
-                        let ctx = ttrace_core::lock::owner_id();
-                        let name = ttrace_core::meta::current_thread_name();
+                        let ctx = devttrace::thread::context();
+                        let name = devttrace::thread::name();
                         dev.note_thread((ctx >> 32) as u32, ctx as u32, &name)
                             .unwrap();
                         assert!(dev.emit(word, ctx, &[i]));
@@ -144,8 +144,8 @@ fn real_threads_churning_are_each_named_as_they_were() {
     if pid_max < threads {
         assert!((distinct.len() as u64) < threads, "tids repeated");
     }
-    assert_eq!(dev.header().names_dropped.load(Relaxed), 0);
-    assert!(dev.header().names_generation.load(Relaxed) > 0);
+    assert_eq!(dev.mapping().header().names_dropped.load(Relaxed), 0);
+    assert!(dev.mapping().header().names_generation.load(Relaxed) > 0);
     let events = dumped(&dir);
     assert!(events.len() >= 1024, "{} events", events.len());
     for (_, t, name, i) in &events {
@@ -176,7 +176,7 @@ fn a_million_births_leave_a_device_that_still_names_and_registers() {
             .unwrap();
         dev.note_process(4_000_000 + i, "cron-job").unwrap();
     }
-    let h = dev.header();
+    let h = dev.mapping().header();
     assert_eq!(h.names_dropped.load(Relaxed), 0);
     assert_eq!(h.meta_dropped.load(Relaxed), 0);
     // All but what one half holds were reclaimed.
@@ -292,7 +292,7 @@ fn follow_names_every_event_through_compactions() {
     let dir = tmp.path().join("dev");
     let dev = Device::open(&small(&dir, 1 << 20)).unwrap();
     let word = ttrace_tests::define(&dev, "churn_event", "i={i}");
-    let reader = devttrace::Device::open(&dir).unwrap();
+    let reader = devttrace::Reader::open(&dir).unwrap();
     let mut follower = devttrace::Follower::with_window(&reader, 0);
     let pid = std::process::id();
     let tid = |i: u64| 3_000_000 + (i % 300) as u32;
@@ -308,7 +308,7 @@ fn follow_names_every_event_through_compactions() {
             }
         }
     }
-    assert!(dev.header().names_generation.load(Relaxed) > 3);
+    assert!(dev.mapping().header().names_generation.load(Relaxed) > 3);
     let text = String::from_utf8(printed).unwrap();
     let mut n = 0;
     for l in text.lines() {

@@ -40,9 +40,9 @@ fn stats(dir: &Path) -> String {
 fn clear_empties_the_trace_counts_the_clear_and_keeps_what_comes_after() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let dev = ttrace_core::Device::open(&config(&dir, 64, 2)).unwrap();
+    let dev = ttrace_core::Writer::open(&config(&dir, 64, 2)).unwrap();
     let word = define(&dev, "before_or_after", "n={n}");
-    let ctx = ttrace_core::lock::owner_id();
+    let ctx = devttrace::thread::context();
     let msg = |text: &str| {
         dev.aux_write(ttrace_layouts::aux::AuxTag::Info, ctx, text.as_bytes())
             .unwrap()
@@ -93,7 +93,7 @@ fn clear_empties_the_trace_counts_the_clear_and_keeps_what_comes_after() {
 fn clear_while_a_writer_writes_shows_only_whole_events_written_after_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let dev = ttrace_core::Device::open(&config(&dir, 65536, 2)).unwrap();
+    let dev = ttrace_core::Writer::open(&config(&dir, 65536, 2)).unwrap();
     let word = define(
         &dev,
         "twelve",
@@ -107,7 +107,7 @@ fn clear_while_a_writer_writes_shows_only_whole_events_written_after_it() {
     const AFTER: u64 = 1000;
     let (before, after) = std::thread::scope(|s| {
         s.spawn(|| {
-            let ctx = ttrace_core::lock::owner_id();
+            let ctx = devttrace::thread::context();
             let mut seq = 1;
             let mut last = std::time::Instant::now();
             while seq <= stop_at.load(SeqCst) {
@@ -149,8 +149,8 @@ fn clear_while_a_writer_writes_shows_only_whole_events_written_after_it() {
     });
     assert!(after > before, "the writer ran through the clear");
     // The rings, read without regard to the clear, still hold events from before it.
-    let hidden = (0..dev.num_rings())
-        .flat_map(|r| dev.ring(r).snapshot().events)
+    let hidden = (0..dev.mapping().num_rings())
+        .flat_map(|r| dev.mapping().ring(r).snapshot().events)
         .filter(|e| e.args()[0] <= before)
         .count();
     assert!(hidden > 0, "the clear hid nothing: the test proves nothing");

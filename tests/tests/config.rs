@@ -64,7 +64,7 @@ fn ring_slots_and_aux_size_come_from_the_environment_and_stats_shows_them() {
     assert!(
         stats.contains(&format!(
             "sizes: 128 slots per ring ({} rings), aux 32768 bytes per ring, meta {meta} bytes\n",
-            2 * ttrace_core::device::configured_cpus()
+            2 * devttrace::config::configured_cpus()
         )),
         "{stats}"
     );
@@ -162,5 +162,5 @@ fn opening_an_existing_device_with_other_sizes_is_a_typed_error() {
     ));
     // Sizes left at their defaults accept the device's.
     let dev = Device::open(&Config::at(&dir)).unwrap();
-    assert_eq!(dev.ring_slots(), 16384);
+    assert_eq!(dev.mapping().ring_slots(), 16384);
 }

@@ -16,13 +16,13 @@
 //! `TTRACE_CRASH_KILLS` sets the number of kills of each run (default 100, run in CI; the
 //! third run makes twice as many); `TTRACE_CRASH_SEED` replays a run (the seed is printed).
 
+use devttrace::ring::{event_at, holds_position};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::time::{Duration, Instant};
-use ttrace_core::ring::{event_at, holds_position};
 use ttrace_layouts::aux::AUX_REF;
 use ttrace_layouts::entry::{Stamp, TypeWord};
 use ttrace_tests::rseq::{WritePath, RSEQ_REQUIRED};
@@ -178,7 +178,7 @@ fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
     let most = (kills + WRITERS as u64 + 8) * EVENTS;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let creator = ttrace_core::Device::open(&ttrace_core::Config {
+    let creator = ttrace_core::Writer::open(&ttrace_core::Config {
         ring_slots: (most / 2 * 3).next_power_of_two().min(1 << 24),
         cpus: Some(2),
         aux_bytes: (most / 8 * 128).next_power_of_two().max(1 << 20),
@@ -186,7 +186,7 @@ fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
         ..ttrace_core::Config::at(&dir)
     })
     .unwrap();
-    let num_cpus = creator.num_cpus() as usize;
+    let num_cpus = creator.mapping().num_cpus() as usize;
     drop(creator);
 
     let stop = AtomicBool::new(false);
@@ -196,7 +196,7 @@ fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
     let (outcomes, reader) = std::thread::scope(|s| {
         // A reader copying every ring over and over while writers die.
         let reader = s.spawn(|| {
-            let dev = devttrace::Device::open(&dir).unwrap();
+            let dev = devttrace::Reader::open(&dir).unwrap();
             let (mut copies, mut accepted, mut mixed, mut slowest) =
                 (0u64, 0u64, 0u64, Duration::ZERO);
             while !stop.load(Acquire) {
@@ -307,7 +307,7 @@ fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
     }
 
     // Every event recorded before a kill is there, exactly; nothing else is.
-    let dev = devttrace::Device::open(&dir).unwrap();
+    let dev = devttrace::Reader::open(&dir).unwrap();
     let snap = dev.snapshot().unwrap();
     let mut seen: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
     let mut rings: BTreeMap<WritePath, (u64, u64)> = BTreeMap::new();
@@ -488,16 +488,16 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
     let cap = 8_000;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let dev = ttrace_core::Device::open(&ttrace_core::Config {
+    let dev = ttrace_core::Writer::open(&ttrace_core::Config {
         ring_slots: 1 << 14,
-        cpus: Some(ttrace_core::device::configured_cpus()),
+        cpus: Some(devttrace::config::configured_cpus()),
         aux_bytes: 1 << 22,
         calibration: Duration::from_millis(2),
         ..ttrace_core::Config::at(&dir)
     })
     .unwrap();
-    let n = dev.num_cpus() as usize;
-    let slots = dev.ring_slots();
+    let n = dev.mapping().num_cpus() as usize;
+    let slots = dev.mapping().ring_slots();
 
     let (mut in_entry, mut finished_first, mut checked, mut overshoot) = (0u64, 0u64, 0u64, 0u64);
     let deadline =
@@ -510,7 +510,7 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
         }
         let file = tmp.path().join(format!("progress-{inc}"));
         let progress = Progress::open(&file).unwrap();
-        let start = dev.ring(cpu).head.load(Acquire);
+        let start = dev.mapping().ring(cpu).head.load(Acquire);
         let threshold = 1 + rng.below(400);
         let mut child = crasher(
             &dir,
@@ -568,7 +568,7 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
         // What it left at the ring's head: the next writer on this CPU starts there, so
         // anything but the entry of the position one lap back (or nothing, on the first lap)
         // is the stores of a write that died inside its critical section.
-        let ring = dev.ring(cpu);
+        let ring = dev.mapping().ring(cpu);
         let head = ring.head.load(Acquire);
         let slot = &ring.slots[(head & (slots - 1)) as usize].words;
         let (stamp, word) = (
@@ -622,7 +622,7 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
     // Everything, read by another reader: nothing mixed, each restartable ring's slots
     // holding their positions' entries but for what the last kill on its CPU left, the
     // strings there, nothing in the shared rings.
-    let reader = devttrace::Device::open(&dir).unwrap();
+    let reader = devttrace::Reader::open(&dir).unwrap();
     let snap = reader.snapshot().unwrap();
     let mut strings = 0;
     for (r, ring) in snap.cpus.iter().enumerate() {
@@ -637,7 +637,7 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
         );
         assert!(ring.claimed + ring.changed <= 1, "ring {r}: {ring:?}");
         // Nothing was evicted from the aux buffer unless its `first` moved.
-        let evicted = dev.aux(r).first.load(Acquire) > 0;
+        let evicted = dev.mapping().aux(r).first.load(Acquire) > 0;
         for e in &ring.events {
             assert!(whole(e), "a mixed event was accepted: {e:?}");
             let (inc, seq) = (e.args()[0], e.args()[1]);

@@ -1,7 +1,7 @@
 //! Damaged devices, table-driven: each damage gives its own clear error, or is skipped and
 //! counted — never a panic, a hang or an unbounded allocation.
 
-use devttrace::{Device, Error, Problem};
+use devttrace::{Error, Problem, Reader};
 use std::path::Path;
 use ttrace_layouts::aux::{AuxPath, AuxTag};
 use ttrace_layouts::device::{DeviceHeader, HeaderError};
@@ -9,7 +9,7 @@ use ttrace_layouts::ring::RingHeader;
 
 /// A device with one string event, one message and a named thread.
 fn make(dir: &Path) {
-    let w = ttrace_core::Device::open(&ttrace_tests::config(dir, 64, 2)).unwrap();
+    let w = ttrace_core::Writer::open(&ttrace_tests::config(dir, 64, 2)).unwrap();
     let word = ttrace_tests::define(&w, "hello", "s={s:s}");
     w.note_thread(1, 2, "worker").unwrap();
     let off = w.aux_write(AuxTag::String, 1 << 32 | 2, b"text").unwrap();
@@ -62,7 +62,7 @@ fn header_fields_out_of_range_are_refused_by_name() {
                 put_u64(h, at, value);
             }
         });
-        match Device::open(&dir) {
+        match Reader::open(&dir) {
             Err(Error::Invalid {
                 path,
                 problem: Problem::Header(HeaderError::Field { which: w, value: v }),
@@ -78,7 +78,7 @@ fn header_fields_out_of_range_are_refused_by_name() {
 /// The ring whose aux buffer holds the records `make` wrote (that of the CPU it ran on),
 /// and those records' offsets.
 fn aux_buffer(dir: &Path) -> (usize, Vec<u64>) {
-    let aux = Device::open(dir).unwrap().aux().unwrap();
+    let aux = Reader::open(dir).unwrap().aux().unwrap();
     let b = aux
         .buffers
         .iter()
@@ -93,14 +93,14 @@ fn aux_offsets_out_of_range_are_reported_and_the_rings_still_read() {
     let dir = tmp.path().join("dev");
     make(&dir);
     let (b, _) = aux_buffer(&dir);
-    let ring = dir.join(Device::open(&dir).unwrap().ring_name(b));
+    let ring = dir.join(Reader::open(&dir).unwrap().ring_name(b));
     // `first` after `last`, and `last` more than a buffer ahead of `first`.
     for (first, last) in [(4096u64, 64u64), (0, 1 << 40)] {
         edit(&ring, |h| {
             put_u64(h, core::mem::offset_of!(RingHeader, aux_first), first);
             put_u64(h, core::mem::offset_of!(RingHeader, aux_last), last);
         });
-        let dev = Device::open(&dir).unwrap();
+        let dev = Reader::open(&dir).unwrap();
         assert!(matches!(dev.aux(), Err(Error::Aux { .. })));
         let snap = dev.snapshot().unwrap();
         assert_eq!(
@@ -122,7 +122,7 @@ fn aux_records_whose_length_points_past_the_buffer_end_the_walk() {
     let dir = tmp.path().join("dev");
     make(&dir);
     let (b, offsets) = aux_buffer(&dir);
-    let aux_size = Device::open(&dir).unwrap().version().aux_size;
+    let aux_size = Reader::open(&dir).unwrap().version().aux_size;
     let second = (b as u64 * aux_size + offsets[1] % aux_size) as usize;
     // Each damage ends the walk there: the record before it is kept, nothing after it is
     // trusted. (A zero length is a well-formed empty record; the bytes after its header are
@@ -136,7 +136,7 @@ fn aux_records_whose_length_points_past_the_buffer_end_the_walk() {
         AuxPath::new(AuxTag::Info, 0, 0, false).0,
     ] {
         edit(&dir.join("aux"), |a| put_u64(a, second, damage));
-        let aux = Device::open(&dir).unwrap().aux().unwrap();
+        let aux = Reader::open(&dir).unwrap().aux().unwrap();
         let buffer = &aux.buffers[b];
         assert_eq!(
             buffer.records[0].bytes, b"text",
@@ -179,7 +179,7 @@ fn a_file_grown_after_the_device_was_made_is_refused_at_open() {
         .unwrap();
     let len = f.metadata().unwrap().len();
     f.set_len(len + 4096).unwrap();
-    match Device::open(&dir) {
+    match Reader::open(&dir) {
         Err(Error::Invalid {
             path,
             problem: Problem::Length { found, expected },
@@ -205,7 +205,7 @@ fn a_file_cut_while_it_is_read_is_reported_not_a_crash() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("dev");
         make(&dir);
-        let dev = Device::open(&dir).unwrap();
+        let dev = Reader::open(&dir).unwrap();
         // Slots are read only below a ring's head: cut the one that holds the event.
         let written = (0..dev.cpus()).find(|&r| !dev.cpu(r).unwrap().events.is_empty());
         let name = dev.ring_name(written.unwrap());
@@ -241,7 +241,7 @@ fn a_file_grown_while_it_is_read_changes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     make(&dir);
-    let dev = Device::open(&dir).unwrap();
+    let dev = Reader::open(&dir).unwrap();
     let before = dev.snapshot().unwrap();
     for file in ["header", "cpu0", "aux", "meta"] {
         let f = std::fs::OpenOptions::new()
@@ -300,7 +300,7 @@ fn control_rules_with_empty_or_foreign_lines_are_skipped() {
         put_u64(h, at!(rules_len), rules.len() as u64);
         h[at!(rules)..at!(rules) + rules.len()].copy_from_slice(rules.as_bytes());
     });
-    let ctl = Device::open(&dir).unwrap().ctl();
+    let ctl = Reader::open(&dir).unwrap().ctl();
     assert_eq!(
         ctl.lines().skip(1).collect::<Vec<_>>(),
         ["enable a*", "disable b\u{e9}"],

@@ -19,13 +19,13 @@ fn text(b: Vec<u8>) -> String {
 /// pinned), and the `cpuN` files of it in `files/`.
 fn device(tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let dir = tmp.join("dev");
-    let dev = ttrace_core::Device::open(&ttrace_tests::config(&dir, 1024, 2)).unwrap();
+    let dev = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 1024, 2)).unwrap();
     for cpu in 0..2 {
         ttrace_tests::write_pinned(&dev, cpu, 0..100, true);
     }
     let files = tmp.join("files");
     std::fs::create_dir(&files).unwrap();
-    let reader = devttrace::Device::open(&dir).unwrap();
+    let reader = devttrace::Reader::open(&dir).unwrap();
     for cpu in 0..2 {
         let bytes = ttrace_reader::raw::cpu_entries(&reader, cpu).unwrap();
         std::fs::write(files.join(format!("cpu{cpu}")), bytes).unwrap();

@@ -1,20 +1,21 @@
 //! The device interface: what a reader gets from `devttrace` for a device written elsewhere.
 
-use devttrace::{Device, Error, Follower, Problem};
+use devttrace::{Error, Follower, Problem, Reader};
 use ttrace_layouts::aux::AuxTag;
 use ttrace_layouts::entry::TypeWord;
 
-fn writer(dir: &std::path::Path, slots: u64) -> ttrace_core::Device {
-    ttrace_core::Device::open(&ttrace_tests::config(dir, slots, 2)).unwrap()
+fn writer(dir: &std::path::Path, slots: u64) -> ttrace_core::Writer {
+    ttrace_core::Writer::open(&ttrace_tests::config(dir, slots, 2)).unwrap()
 }
 
-fn define(dev: &ttrace_core::Device, name: &'static str) -> u64 {
+fn define(dev: &ttrace_core::Writer, name: &'static str) -> u64 {
     ttrace_tests::define(dev, name, "n={n}")
 }
 
 /// Writes `n` (and `pid << 32 | 1`) into ring `ring` directly at `timestamp`.
-fn put(dev: &ttrace_core::Device, ring: usize, word: u64, timestamp: u64, n: u64) {
-    dev.ring(ring)
+fn put(dev: &ttrace_core::Writer, ring: usize, word: u64, timestamp: u64, n: u64) {
+    dev.mapping()
+        .ring(ring)
         .write(
             timestamp,
             7,
@@ -27,17 +28,17 @@ fn put(dev: &ttrace_core::Device, ring: usize, word: u64, timestamp: u64, n: u64
 fn version_is_the_header_as_a_value() {
     let tmp = tempfile::tempdir().unwrap();
     let w = writer(&tmp.path().join("dev"), 64);
-    let dev = Device::open(w.dir()).unwrap();
+    let dev = Reader::open(w.dir()).unwrap();
     let v = dev.version();
     assert_eq!((v.num_cpus, v.ring_slots), (2, 64));
     assert_eq!(v.header_version, ttrace_layouts::device::HEADER_VERSION);
-    assert_eq!(v.aux_size, w.header().aux_size);
+    assert_eq!(v.aux_size, w.mapping().header().aux_size);
     assert_eq!(v.creator_pid, std::process::id());
-    assert_eq!(v.clock.hz, w.header().tsc_hz);
+    assert_eq!(v.clock.hz, w.mapping().header().tsc_hz);
     // The anchor converts back to the creation time.
     assert_eq!(
         v.clock.realtime_ns(v.clock.anchor_ticks),
-        w.header().anchor_realtime_ns
+        w.mapping().header().anchor_realtime_ns
     );
 }
 
@@ -52,7 +53,7 @@ fn cpu_snapshots_are_time_ordered_counted_and_filterable() {
     }
     put(&w, 0, word, 1200, 11);
     put(&w, 0, word, 1150, 10);
-    let dev = Device::open(w.dir()).unwrap();
+    let dev = Reader::open(w.dir()).unwrap();
     let s = dev.cpu(0).unwrap();
     let ns: Vec<u64> = s.events.iter().map(|e| e.args()[0]).collect();
     assert_eq!(
@@ -89,7 +90,7 @@ fn aux_and_metadata_come_with_the_snapshot() {
         .aux_write(AuxTag::String, 7 << 32 | 1, b"hello aux")
         .unwrap();
     w.emit(word, 7 << 32 | 1, &[off]);
-    let snap = Device::open(w.dir()).unwrap().snapshot().unwrap();
+    let snap = Reader::open(w.dir()).unwrap().snapshot().unwrap();
     assert_eq!(snap.events(), 1);
     let e = snap.cpus.iter().flat_map(|c| &c.events).next().unwrap();
     let rec = snap.aux.get(e.args()[0]).unwrap();
@@ -111,17 +112,18 @@ fn ctl_needs_control_access_and_rejects_malformed_commands() {
     let w = writer(&tmp.path().join("dev"), 64);
     define(&w, "alpha");
     define(&w, "beta");
-    let ro = Device::open(w.dir()).unwrap();
-    assert!(matches!(ro.ctl_write("clrbits 1"), Err(Error::ReadOnly(_))));
-    let ctl = Device::open_for_control(w.dir()).unwrap();
-    assert_eq!(ctl.ctl_write("disable a*").unwrap(), 1, "beta is still on");
+    // A reader cannot change the device: it has no control methods at all (a
+    // `compile_fail` example on `devttrace::Reader` checks that it does not build).
+    let ro = Reader::open(w.dir()).unwrap();
+    let ctl = devttrace::Device::attach(w.dir()).unwrap();
+    assert_eq!(ctl.apply_text("disable a*").unwrap(), 1, "beta is still on");
     assert!(
         !ro.enabled(0) && ro.enabled(1),
         "the read-only view sees the change"
     );
     for bad in ["", "setmask 1", "setbits x", "enable", "frob 1"] {
         assert!(
-            matches!(ctl.ctl_write(bad), Err(Error::BadCommand(_))),
+            matches!(ctl.apply_text(bad), Err(Error::BadCommand(_))),
             "{bad:?}"
         );
     }
@@ -129,7 +131,7 @@ fn ctl_needs_control_access_and_rejects_malformed_commands() {
         ctl.ctl(),
         "setmask 0xffffffffffffffff 0xffffffffffffffff\ndisable a*\n"
     );
-    assert_eq!(ctl.ctl_write("setmask 0 1").unwrap(), 0);
+    assert_eq!(ctl.apply_text("setmask 0 1").unwrap(), 0);
     assert_eq!(ro.status().mask, !1);
 }
 
@@ -137,7 +139,7 @@ fn ctl_needs_control_access_and_rejects_malformed_commands() {
 fn opening_reports_what_is_wrong_with_which_file() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("nothing");
-    assert!(matches!(Device::open(&missing), Err(Error::Missing(p)) if p == missing));
+    assert!(matches!(Reader::open(&missing), Err(Error::Missing(p)) if p == missing));
     let w = writer(&tmp.path().join("dev"), 64);
     std::fs::OpenOptions::new()
         .write(true)
@@ -145,7 +147,7 @@ fn opening_reports_what_is_wrong_with_which_file() {
         .unwrap()
         .set_len(10)
         .unwrap();
-    match Device::open(w.dir()) {
+    match Reader::open(w.dir()) {
         Err(Error::Invalid { path, problem }) => {
             assert_eq!(path, w.dir().join("aux"));
             assert!(matches!(problem, Problem::Length { found: 10, .. }));
@@ -160,7 +162,7 @@ fn the_follower_reports_each_event_once_and_counts_what_it_missed() {
     let w = writer(&tmp.path().join("dev"), 64);
     let word = define(&w, "n");
     put(&w, 0, word, 10, 0);
-    let dev = Device::open(w.dir()).unwrap();
+    let dev = Reader::open(w.dir()).unwrap();
     let mut f = Follower::new(&dev);
     let p = f.poll().unwrap();
     assert_eq!(
@@ -202,8 +204,8 @@ fn a_view_copies_events_late_and_counts_those_overwritten_meanwhile() {
     for n in 0..8 {
         put(&w, 0, word, 100 + n, n);
     }
-    let dev = Device::open(w.dir()).unwrap();
-    let view = dev.view_newer_than(0).unwrap();
+    let dev = Reader::open(w.dir()).unwrap();
+    let view = devttrace::View::of(&dev, 0).unwrap();
     assert_eq!(view.cpus[0].events.len(), 8);
     // Three entries overwrite the three oldest after the index was taken.
     for n in 8..11 {
@@ -224,7 +226,7 @@ fn a_follower_started_during_writes_reports_no_false_losses() {
     let tmp = tempfile::tempdir().unwrap();
     let w = writer(&tmp.path().join("dev"), 1 << 16);
     let word = define(&w, "n");
-    let dev = Device::open(w.dir()).unwrap();
+    let dev = Reader::open(w.dir()).unwrap();
     let (started, wait_started) = std::sync::mpsc::channel();
     let (following, wait_following) = std::sync::mpsc::channel();
     let mut reported = Vec::new();
@@ -290,7 +292,7 @@ fn the_follower_releases_events_in_time_order_while_writers_migrate() {
     let tmp = tempfile::tempdir().unwrap();
     let w = std::sync::Arc::new(writer(&tmp.path().join("dev"), 1 << 14));
     let word = define(&w, "seq");
-    let dev = Device::open(w.dir()).unwrap();
+    let dev = Reader::open(w.dir()).unwrap();
     let mut f = Follower::with_window(&dev, 20_000_000);
     const EACH: u64 = 3000;
     let writers: Vec<_> = (0..4u64)
@@ -362,18 +364,19 @@ fn a_stalled_writer_holds_later_events_for_the_window_then_comes_out_late() {
     let tmp = tempfile::tempdir().unwrap();
     let w = writer(&tmp.path().join("dev"), 64);
     let word = define(&w, "n");
-    let dev = Device::open(w.dir()).unwrap();
+    let dev = Reader::open(w.dir()).unwrap();
     let window = std::time::Duration::from_millis(5);
     let mut f = Follower::with_window(&dev, window.as_nanos() as u64);
     // A writer of CPU 0's shared ring takes its time, reserves its position, and stalls.
-    let ring = w.shared_ring(0);
+    let ring = w.mapping().shared_ring(0);
     let t0 = w.now();
     let pos = ring.head.fetch_add(1, Relaxed);
     // A later event, on CPU 1's shared ring, waits for it...
     let start = std::time::Instant::now();
     let t1 = w.now();
     let tw = TypeWord(word).with_cpu(1).0;
-    w.shared_ring(1)
+    w.mapping()
+        .shared_ring(1)
         .write(t1, 7, &[tw, 7 << 32 | 2, 1, 0, 0, 0, 0])
         .unwrap();
     let p = f.poll().unwrap();

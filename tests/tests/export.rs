@@ -812,8 +812,8 @@ fn exports_print_nothing_when_not_on_a_terminal() {
 /// A one-ring device of 8 slots that lost the beginning of a call tree: an outer entry,
 /// ten entry/exit pairs and the outer exit, of which the last 8 entries remain (an exit
 /// whose entry was overwritten, three pairs, and the outer exit).
-fn wrapped_trace(dir: &Path) -> ttrace_core::Device {
-    let w = ttrace_core::Device::open(&ttrace_tests::config(dir, 8, 1)).unwrap();
+fn wrapped_trace(dir: &Path) -> ttrace_core::Writer {
+    let w = ttrace_core::Writer::open(&ttrace_tests::config(dir, 8, 1)).unwrap();
     let (entry, exit) = (
         tracepoint(&w, "call", ttrace_core::Kind::Entry),
         tracepoint(&w, "call_done", ttrace_core::Kind::Exit),
@@ -884,18 +884,17 @@ fn losses_and_unpaired_halves_show_in_every_format() {
 }
 
 /// Registers a one-argument tracepoint of `kind`; its type word.
-fn tracepoint(w: &ttrace_core::Device, name: &'static str, kind: ttrace_core::Kind) -> u64 {
-    w.register_tracepoint(&ttrace_core::meta::Definition::untyped(
-        name, kind, 1, "n={n}",
-    ))
-    .unwrap()
-    .1
+fn tracepoint(w: &ttrace_core::Writer, name: &'static str, kind: ttrace_core::Kind) -> u64 {
+    w.register_tracepoint(&ttrace_core::Definition::untyped(name, kind, 1, "n={n}"))
+        .unwrap()
+        .1
 }
 
 /// Writes an event of `word` for `ctx` into ring `cpu` at `stamp`, whatever CPU this runs on.
-fn put(w: &ttrace_core::Device, cpu: usize, stamp: u64, word: u64, ctx: u64, n: u64) {
+fn put(w: &ttrace_core::Writer, cpu: usize, stamp: u64, word: u64, ctx: u64, n: u64) {
     let word = ttrace_layouts::entry::TypeWord(word).with_cpu(cpu as u32).0;
     let stamp = w
+        .mapping()
         .ring(cpu)
         .write(stamp, (ctx >> 32) as u32, &[word, ctx, n, 0, 0, 0, 0]);
     assert!(stamp.is_some());
@@ -906,9 +905,9 @@ fn put(w: &ttrace_core::Device, cpu: usize, stamp: u64, word: u64, ctx: u64, n: 
 /// takes 8 `tick`s of another thread and loses `inner`'s entry: before the horizon (ring 1's
 /// first remaining event) a thread's events may be missing, and stack order would pair
 /// `outer` with `inner`'s exit.
-fn two_rings_one_wrapped(dir: &Path) -> ttrace_core::Device {
+fn two_rings_one_wrapped(dir: &Path) -> ttrace_core::Writer {
     use ttrace_core::Kind;
-    let w = ttrace_core::Device::open(&ttrace_tests::config(dir, 8, 2)).unwrap();
+    let w = ttrace_core::Writer::open(&ttrace_tests::config(dir, 8, 2)).unwrap();
     let (outer, outer_done) = (
         tracepoint(&w, "outer", Kind::Entry),
         tracepoint(&w, "outer_done", Kind::Exit),
@@ -997,10 +996,10 @@ fn no_exit_is_paired_across_the_horizon_of_a_ring_that_lost_entries() {
 /// as a pattern) and two tracepoints of one name (uftrace would merge their specs).
 fn uftrace_limits(dir: &Path) -> std::path::PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    use ttrace_core::meta::Definition;
+    use ttrace_core::Definition;
     use ttrace_core::Kind;
     let dev = dir.join("dev");
-    let w = ttrace_core::Device::open(&ttrace_tests::config(&dev, 64, 1)).unwrap();
+    let w = ttrace_core::Writer::open(&ttrace_tests::config(&dev, 64, 1)).unwrap();
     let def = |name, format, nargs| {
         let d = Definition {
             name,
@@ -1117,7 +1116,7 @@ fn overwritten_while_exported(
     use ttrace_core::Kind;
     std::fs::create_dir_all(dir).unwrap();
     let dev = dir.join("dev");
-    let w = ttrace_core::Device::open(&ttrace_tests::config(&dev, 8, 2)).unwrap();
+    let w = ttrace_core::Writer::open(&ttrace_tests::config(&dev, 8, 2)).unwrap();
     let (call, call_done) = (
         tracepoint(&w, "call", Kind::Entry),
         tracepoint(&w, "call_done", Kind::Exit),
@@ -1129,8 +1128,8 @@ fn overwritten_while_exported(
     put(&w, 1, t0 + 2, tick, other, 0);
     put(&w, 1, t0 + 3, tick, other, 1);
     put(&w, 0, t0 + 4, call_done, t, 1);
-    let reading = devttrace::Device::open(&dev).unwrap();
-    let view = reading.view_newer_than(0).unwrap();
+    let reading = devttrace::Reader::open(&dev).unwrap();
+    let view = devttrace::View::of(&reading, 0).unwrap();
     assert_eq!(view.cpus[1].events.len(), 2);
     for k in 0..8 {
         put(&w, 1, t0 + 10 + k, tick, other, 10 + k);
@@ -1181,7 +1180,7 @@ fn events_overwritten_while_exported_are_counted_and_cut_the_entries_open() {
 fn clashing_names(dir: &Path) -> std::path::PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let dev = dir.join("dev");
-    let w = ttrace_core::Device::open(&ttrace_tests::config(&dev, 64, 1)).unwrap();
+    let w = ttrace_core::Writer::open(&ttrace_tests::config(&dev, 64, 1)).unwrap();
     let word = ttrace_tests::define(&w, "clash", "{a b} {a_b} {x} {x}");
     w.emit(word, 1 << 32 | 2, &[1, 2, 3, 4]);
     export("ctf", dev.to_str().unwrap(), dir.join("ctf"));
@@ -1253,9 +1252,9 @@ fn a_snapshot_exports_as_its_device_does() {
 /// records `tick(id=i size=2i)` and a 12-word `twelve`, returns with `work_done(n=i)`, and
 /// says `hello i from alpha`; beta records a `tick` and says `hello i from beta`. Each round
 /// takes 6 ring entries (the messages are in the aux buffer).
-fn detailed_trace(dir: &Path, slots: u64) -> ttrace_core::Device {
+fn detailed_trace(dir: &Path, slots: u64) -> ttrace_core::Writer {
     use ttrace_core::Kind;
-    let w = ttrace_core::Device::open(&ttrace_tests::config(dir, slots, 1)).unwrap();
+    let w = ttrace_core::Writer::open(&ttrace_tests::config(dir, slots, 1)).unwrap();
     let (work, done) = (
         tracepoint(&w, "work", Kind::Entry),
         tracepoint(&w, "work_done", Kind::Exit),

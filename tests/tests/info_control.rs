@@ -53,7 +53,7 @@ fn messages(dir: &Path) -> Vec<String> {
 
 /// Bytes written to the device's aux buffers since it was created.
 fn aux_bytes(dir: &Path) -> u64 {
-    devttrace::Device::open(dir).unwrap().status().aux_bytes
+    devttrace::Reader::open(dir).unwrap().status().aux_bytes
 }
 
 #[test]

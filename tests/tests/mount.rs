@@ -96,15 +96,15 @@ impl Drop for Mounted {
 }
 
 /// A device with events on both CPUs: `one(i)` and `five(...)` with a string.
-fn device(dir: &Path) -> ttrace_core::Device {
-    let dev = ttrace_core::Device::open(&ttrace_tests::config(dir, 1024, 2)).unwrap();
+fn device(dir: &Path) -> ttrace_core::Writer {
+    let dev = ttrace_core::Writer::open(&ttrace_tests::config(dir, 1024, 2)).unwrap();
     write(&dev, 0, 0..50);
     write(&dev, 1, 0..50);
     dev
 }
 
 /// Writes `one(i)` and `five(i, .., "s<cpu>-<i>")` for each `i`, pinned to `cpu`.
-fn write(dev: &ttrace_core::Device, cpu: usize, range: std::ops::Range<u64>) {
+fn write(dev: &ttrace_core::Writer, cpu: usize, range: std::ops::Range<u64>) {
     ttrace_tests::write_pinned(dev, cpu, range, false);
 }
 
@@ -114,7 +114,7 @@ fn dumped(dir: &Path, cpu: Option<usize>) -> Vec<String> {
 }
 
 /// A temporary directory with a device (see [`device`]) mounted in it.
-fn mounted() -> (tempfile::TempDir, PathBuf, ttrace_core::Device, Mounted) {
+fn mounted() -> (tempfile::TempDir, PathBuf, ttrace_core::Writer, Mounted) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let dev = device(&dir);
@@ -173,7 +173,7 @@ fn every_file_reads_with_plain_file_calls() {
         .lines()
         .any(|l| l.starts_with("thread ") && l.ends_with(" writer-1")));
     let aux = m.read("aux");
-    let aux_size = devttrace::Device::open(&dir).unwrap().version().aux_size;
+    let aux_size = devttrace::Reader::open(&dir).unwrap().version().aux_size;
     assert_eq!(aux.len() as u64, 4 * aux_size, "one buffer per ring");
     assert!(aux.windows(5).any(|w| w == b"s1-49"));
     assert!(text(m.read("stats")).contains("cpu0: "));
@@ -402,7 +402,7 @@ fn a_snapshot_file_mounts_as_the_device_it_was_taken_from() {
         assert_eq!(lines, dumped(&dir, Some(cpu)), "cpu{cpu}");
     }
     let aux = m.read("aux");
-    let aux_size = devttrace::Device::open(&file).unwrap().version().aux_size;
+    let aux_size = devttrace::Reader::open(&file).unwrap().version().aux_size;
     assert_eq!(aux.len() as u64, 4 * aux_size, "one buffer per ring");
     assert!(aux.windows(5).any(|w| w == b"s1-49"));
     m.unmount_cleanly();

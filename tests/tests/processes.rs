@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use ttrace_core::Device;
+use ttrace_core::Writer;
 use ttrace_tests::rseq::{WritePath, RSEQ_REQUIRED};
 
 #[test]
@@ -27,7 +27,7 @@ fn two_processes_share_rings_aux_and_tracepoint_ids() {
         assert!(c.wait_with_output().unwrap().status.success());
     }
 
-    let dev = Device::attach(&dir).unwrap();
+    let dev = Writer::attach(&dir).unwrap();
     let meta = dev.metadata();
     // One definition per tracepoint, whichever process registered it first.
     let names: Vec<&str> = meta.tracepoints.iter().map(|t| t.name.as_str()).collect();
@@ -47,11 +47,11 @@ fn two_processes_share_rings_aux_and_tracepoint_ids() {
         .find(|t| t.name == "shared_event")
         .unwrap()
         .id;
-    let aux = dev.aux_snapshot().unwrap();
+    let aux = dev.aux().unwrap();
 
     let mut seen = vec![Vec::new(); 3];
-    for ring in 0..dev.num_rings() {
-        let snap = dev.ring(ring).snapshot();
+    for ring in 0..dev.mapping().num_rings() {
+        let snap = dev.mapping().ring(ring).snapshot();
         assert_eq!(snap.lost, 0);
         for e in snap
             .events
@@ -95,9 +95,9 @@ fn fallback_and_restartable_writer_processes_share_a_device_exactly() {
     let dir = tmp.path().join("dev");
     let events = 20_000u64;
     // Rings and aux buffers that hold everything: nothing is overwritten.
-    let dev = Device::open(&ttrace_core::Config {
+    let dev = Writer::open(&ttrace_core::Config {
         aux_bytes: 1 << 22,
-        ..ttrace_tests::config(&dir, 1 << 17, ttrace_core::device::configured_cpus())
+        ..ttrace_tests::config(&dir, 1 << 17, devttrace::config::configured_cpus())
     })
     .unwrap();
     let paths: Vec<WritePath> = (0..6).map(|i| WritePath::ALL[i % 3]).collect();
@@ -155,15 +155,15 @@ fn fallback_and_restartable_writer_processes_share_a_device_exactly() {
     let meta = dev.metadata();
     let id = |name: &str| meta.tracepoints.iter().find(|t| t.name == name).unwrap().id;
     let (shared_event, done_event) = (id("shared_event"), id("writer_done"));
-    let aux = dev.aux_snapshot().unwrap();
-    let n = dev.num_cpus() as usize;
+    let aux = dev.aux().unwrap();
+    let n = dev.mapping().num_cpus() as usize;
     // Per writer: the indices seen, its events in restartable rings and in shared ones.
     let mut seen: BTreeMap<usize, (Vec<u64>, u64, u64)> = BTreeMap::new();
     // Per writer: its first and last stamps.
     let mut span: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
     let mut total = 0;
-    for r in 0..dev.num_rings() {
-        let snap = dev.ring(r).snapshot();
+    for r in 0..dev.mapping().num_rings() {
+        let snap = dev.mapping().ring(r).snapshot();
         assert_eq!(
             (
                 snap.lost,

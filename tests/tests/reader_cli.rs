@@ -315,10 +315,9 @@ fn the_trace_of_a_writer_killed_with_sigkill_is_still_dumped() {
     // Wait until the writer has recorded a good number of events (bounded: 60 s).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let recorded = devttrace::Device::open(&dir)
+        let recorded = devttrace::Reader::open(&dir)
             .and_then(|d| {
-                d.view_newer_than(0)
-                    .map(|v| v.cpus.iter().map(|c| c.events.len()).sum())
+                devttrace::View::of(&d, 0).map(|v| v.cpus.iter().map(|c| c.events.len()).sum())
             })
             .unwrap_or(0usize);
         if recorded >= 200 {
@@ -472,7 +471,7 @@ fn demo_traces_every_thread_and_loses_nothing() {
     assert!(out.status.success());
     let s = text(out.stdout);
     let (lines, comments) = dump_lines(&s);
-    let cpus = ttrace_core::device::configured_cpus() as usize;
+    let cpus = devttrace::config::configured_cpus() as usize;
     let starts = lines
         .iter()
         .filter(|l| l.text.starts_with("request_start(id="))
@@ -609,7 +608,7 @@ fn garbage_in_the_rings_aux_and_metadata_is_survived_and_reported() {
     scramble(&dir.join("cpu0"), 4096);
     scramble(&dir.join("aux"), 0);
     // The metadata records start after the header page and the tracepoint table.
-    let max = devttrace::Device::open(&dir)
+    let max = devttrace::Reader::open(&dir)
         .unwrap()
         .version()
         .max_tracepoints;
@@ -635,7 +634,7 @@ fn garbage_in_the_rings_aux_and_metadata_is_survived_and_reported() {
 fn extreme_values_are_shown_not_crashed_on() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let w = ttrace_core::Device::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
+    let w = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
     let word = ttrace_tests::define(&w, "edge", "u={u} d={d:d} x={x:x} s={s:s}");
     // An unnamed writer whose context is all ones, and extreme argument values.
     w.emit(

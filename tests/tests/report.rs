@@ -1,7 +1,7 @@
 //! `ttrace-reader report`: durations checked against the ones the test itself recorded (a
 //! device on the nanosecond clock, entries written at chosen times).
 
-use ttrace_core::meta::Definition;
+use ttrace_core::Definition;
 use ttrace_core::{Config, Device, Kind};
 use ttrace_layouts::device::ClockSource;
 
@@ -35,10 +35,12 @@ fn rank(v: &[u64], q: f64) -> u64 {
 fn pairs(dev: &Device, ring: usize, ctx: u64, start: u64, ds: &[u64], enter: u64, exit: u64) {
     let mut t = start;
     for &d in ds {
-        dev.ring(ring)
+        dev.mapping()
+            .ring(ring)
             .write(t, 1, &[enter, ctx, 0, 0, 0, 0, 0])
             .unwrap();
-        dev.ring(ring)
+        dev.mapping()
+            .ring(ring)
             .write(t + d, 1, &[exit, ctx, 0, 0, 0, 0, 0])
             .unwrap();
         t += d + 50;
@@ -67,17 +69,19 @@ fn percentiles_counts_and_histograms_are_those_of_the_recorded_durations() {
     pairs(&dev, 1, 1 << 32 | 3, base + 10, &slow, enter, exit);
     // A start/stop pair of one stem on the slow thread, after its calls.
     let t = base + 2_000_000;
-    dev.ring(1)
+    dev.mapping()
+        .ring(1)
         .write(t, 1, &[start, 1 << 32 | 3, 0, 0, 0, 0, 0])
         .unwrap();
-    dev.ring(1)
+    dev.mapping()
+        .ring(1)
         .write(t + 12_346, 1, &[stop, 1 << 32 | 3, 0, 0, 0, 0, 0])
         .unwrap();
     let d = dir.to_str().unwrap();
 
     // The library's figures against the durations written.
-    let view_dev = devttrace::Device::open(&dir).unwrap();
-    let view = view_dev.view_newer_than(0).unwrap();
+    let view_dev = devttrace::Reader::open(&dir).unwrap();
+    let view = devttrace::View::of(&view_dev, 0).unwrap();
     let opts = ttrace_reader::report::Options {
         by: Some(ttrace_reader::report::By::Thread),
         ..Default::default()
@@ -175,18 +179,19 @@ fn pairs_across_lost_entries_are_counted_not_measured() {
     // Even durations: a stamp's bit 0 is the slot's state, not time.
     let ds: Vec<u64> = (1..=30).map(|i| 1000 + 2 * i).collect();
     pairs(&dev, 0, 1 << 32 | 2, base, &ds, enter, exit);
-    let view_dev = devttrace::Device::open(&dir).unwrap();
-    let view = view_dev.view_newer_than(0).unwrap();
+    let view_dev = devttrace::Reader::open(&dir).unwrap();
+    let view = devttrace::View::of(&view_dev, 0).unwrap();
     let r = ttrace_reader::report::build(&view, &Default::default(), &Default::default());
     let call = r.latencies.iter().find(|l| l.name == "call").unwrap();
     // The 16 slots hold the last 8 pairs: each is measured with its own duration.
     assert_eq!(call.count, 8);
     assert_eq!((call.min, call.max), (1046, 1060));
     // Write one more exit: the ring now starts with an exit whose entry is gone.
-    dev.ring(0)
+    dev.mapping()
+        .ring(0)
         .write(base + 1_000_000, 1, &[exit, 1 << 32 | 2, 0, 0, 0, 0, 0])
         .unwrap();
-    let view = view_dev.view_newer_than(0).unwrap();
+    let view = devttrace::View::of(&view_dev, 0).unwrap();
     let r = ttrace_reader::report::build(&view, &Default::default(), &Default::default());
     let call = r.latencies.iter().find(|l| l.name == "call").unwrap();
     assert_eq!(

@@ -1,6 +1,6 @@
 //! Devices that are not the user's own are refused, unless any owner is trusted explicitly.
 
-use devttrace::{Access, Device, Error, Problem, Trust};
+use devttrace::{Error, Problem, Reader, Trust};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
@@ -8,12 +8,12 @@ use std::process::Command;
 const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
 
 fn make(dir: &Path) {
-    let w = ttrace_core::Device::open(&ttrace_tests::config(dir, 64, 2)).unwrap();
+    let w = ttrace_core::Writer::open(&ttrace_tests::config(dir, 64, 2)).unwrap();
     let word = ttrace_tests::define(&w, "hello", "n={n}");
     w.emit(word, 1 << 32 | 2, &[7]);
 }
 
-fn problem(r: Result<Device, Error>) -> (std::path::PathBuf, Problem) {
+fn problem(r: Result<Reader, Error>) -> (std::path::PathBuf, Problem) {
     match r {
         Err(Error::Invalid { path, problem }) => (path, problem),
         other => panic!("expected a refusal, got {:?}", other.err()),
@@ -53,10 +53,10 @@ fn a_file_others_may_write_is_refused() {
     let dir = tmp.path().join("dev");
     make(&dir);
     std::fs::set_permissions(dir.join("aux"), std::fs::Permissions::from_mode(0o620)).unwrap();
-    let (path, p) = problem(Device::open(&dir));
+    let (path, p) = problem(Reader::open(&dir));
     assert_eq!(path, dir.join("aux"));
     assert_eq!(p, Problem::Writable { mode: 0o620 });
-    assert!(Device::open_with(&dir, Access::ReadOnly, Trust::Any).is_ok());
+    assert!(Reader::open_with(&dir, Trust::Any).is_ok());
     cli_refuses_then_accepts(
         &dir,
         "aux: not a usable ttrace device: is writable by group or others (mode 620)",
@@ -69,11 +69,11 @@ fn a_directory_others_may_write_is_refused_by_writers_too() {
     let dir = tmp.path().join("dev");
     make(&dir);
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let (path, p) = problem(Device::open(&dir));
+    let (path, p) = problem(Reader::open(&dir));
     assert_eq!((path, p), (dir.clone(), Problem::Writable { mode: 0o777 }));
     // A writer would otherwise record into a device another user controls.
-    match ttrace_core::Device::open(&ttrace_tests::config(&dir, 64, 2)) {
-        Err(ttrace_core::Error::BadDevice { problem, .. }) => {
+    match ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)) {
+        Err(ttrace_core::Error::Invalid { problem, .. }) => {
             assert_eq!(problem, Problem::Writable { mode: 0o777 })
         }
         other => panic!("a writer attached: {:?}", other.err()),
@@ -87,17 +87,17 @@ fn a_device_reached_through_a_symlink_is_refused() {
     make(&real);
     let link = tmp.path().join("link");
     std::os::unix::fs::symlink(&real, &link).unwrap();
-    let (path, p) = problem(Device::open(&link));
+    let (path, p) = problem(Reader::open(&link));
     assert_eq!((path, p), (link.clone(), Problem::Symlink));
     cli_refuses_then_accepts(
         &link,
         "link: not a usable ttrace device: is a symbolic link",
     );
     // A writer neither attaches through it nor creates a device behind it.
-    assert!(ttrace_core::Device::open(&ttrace_tests::config(&link, 64, 2)).is_err());
+    assert!(ttrace_core::Writer::open(&ttrace_tests::config(&link, 64, 2)).is_err());
     let dangling = tmp.path().join("dangling");
     std::os::unix::fs::symlink(tmp.path().join("nowhere"), &dangling).unwrap();
-    assert!(ttrace_core::Device::open(&ttrace_tests::config(&dangling, 64, 2)).is_err());
+    assert!(ttrace_core::Writer::open(&ttrace_tests::config(&dangling, 64, 2)).is_err());
     assert!(
         !tmp.path().join("nowhere").exists(),
         "nothing was created behind the link"
@@ -112,7 +112,7 @@ fn a_file_of_the_device_replaced_by_a_symlink_is_refused_even_when_trusting_any_
     std::fs::rename(dir.join("cpu1"), tmp.path().join("elsewhere")).unwrap();
     std::os::unix::fs::symlink(tmp.path().join("elsewhere"), dir.join("cpu1")).unwrap();
     for trust in [Trust::Own, Trust::Any] {
-        let (path, p) = problem(Device::open_with(&dir, Access::ReadOnly, trust));
+        let (path, p) = problem(Reader::open_with(&dir, trust));
         assert_eq!((path, p), (dir.join("cpu1"), Problem::Symlink));
     }
 }
@@ -127,7 +127,7 @@ fn a_device_of_another_user_is_refused() {
         let dir = tmp.path().join("dev");
         make(&dir);
         std::os::unix::fs::chown(&dir, Some(4242), None).unwrap();
-        let (path, p) = problem(Device::open(&dir));
+        let (path, p) = problem(Reader::open(&dir));
         assert_eq!(
             (path, p),
             (
@@ -142,6 +142,6 @@ fn a_device_of_another_user_is_refused() {
     } else {
         // Anyone else finds a directory of root's that holds no device: that is said first,
         // before whom it belongs to.
-        assert!(matches!(Device::open("/"), Err(Error::NotADevice(p)) if p == Path::new("/")));
+        assert!(matches!(Reader::open("/"), Err(Error::NotADevice(p)) if p == Path::new("/")));
     }
 }

@@ -1,7 +1,7 @@
 //! Snapshot files: a device saved to one file reads back as the device did, and a damaged
 //! snapshot file is refused with the reason.
 
-use devttrace::{Device, Error, Problem};
+use devttrace::{Error, Problem, Reader};
 use std::path::Path;
 use ttrace_layouts::aux::AuxTag;
 use ttrace_layouts::device::HeaderError;
@@ -9,7 +9,7 @@ use ttrace_layouts::snapshot::Layout;
 use zerocopy::FromBytes;
 
 /// `n` events `step(n=.. s="string ..")` of thread 1/2, named `worker`.
-fn steps(w: &ttrace_core::Device, n: u64) {
+fn steps(w: &ttrace_core::Writer, n: u64) {
     let word = ttrace_tests::define(w, "step", "n={n} s={s:s}");
     w.note_thread(1, 2, "worker").unwrap();
     for n in 0..n {
@@ -25,8 +25,8 @@ fn steps(w: &ttrace_core::Device, n: u64) {
 }
 
 /// A device whose rings have wrapped, with strings, messages, names and a control rule.
-fn make(dir: &Path) -> ttrace_core::Device {
-    let w = ttrace_core::Device::open(&ttrace_tests::config(dir, 8, 2)).unwrap();
+fn make(dir: &Path) -> ttrace_core::Writer {
+    let w = ttrace_core::Writer::open(&ttrace_tests::config(dir, 8, 2)).unwrap();
     steps(&w, 20);
     w.aux_write(AuxTag::Info, 1 << 32 | 2, b"a message")
         .unwrap();
@@ -39,12 +39,12 @@ fn a_saved_device_reads_back_as_the_device_did() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let _w = make(&dir);
-    let dev = Device::open(&dir).unwrap();
+    let dev = Reader::open(&dir).unwrap();
     let file = tmp.path().join("trace.ttrace");
     let saved = dev.save(&file).unwrap();
     assert_eq!((saved.claimed, saved.changed), (0, 0));
     let live = dev.snapshot().unwrap();
-    let snap = Device::open(&file).unwrap();
+    let snap = Reader::open(&file).unwrap();
     let frozen = snap.snapshot().unwrap();
     assert_eq!(frozen.version, live.version);
     assert_eq!(frozen.status, live.status);
@@ -71,7 +71,7 @@ fn a_saved_device_reads_back_as_the_device_did() {
     // beside it and renamed over it.
     snap.save(&file).unwrap();
     drop(snap);
-    let again = Device::open(&file).unwrap().snapshot().unwrap();
+    let again = Reader::open(&file).unwrap().snapshot().unwrap();
     assert_eq!(again.aux, live.aux);
     assert_eq!(again.meta, live.meta);
     for (a, b) in again.cpus.iter().zip(&live.cpus) {
@@ -79,7 +79,7 @@ fn a_saved_device_reads_back_as_the_device_did() {
     }
     // A snapshot cannot be controlled.
     assert!(matches!(
-        Device::open_for_control(&file),
+        devttrace::Device::attach_with(&file, devttrace::Trust::Own),
         Err(Error::ReadOnly(_))
     ));
 }
@@ -98,7 +98,7 @@ fn damaged_snapshot_files_are_refused_with_the_reason() {
     let dir = tmp.path().join("dev");
     let _w = make(&dir);
     let good = tmp.path().join("good.ttrace");
-    Device::open(&dir).unwrap().save(&good).unwrap();
+    Reader::open(&dir).unwrap().save(&good).unwrap();
     let bytes = std::fs::read(&good).unwrap();
     let ring_slots_at = ttrace_layouts::snapshot::HEADER_DATA_AT as usize
         + core::mem::offset_of!(ttrace_layouts::device::DeviceHeader, ring_slots);
@@ -268,7 +268,7 @@ fn damaged_snapshot_files_are_refused_with_the_reason() {
     for (what, content, expected) in cases {
         let path = tmp.path().join(format!("{what}.ttrace"));
         std::fs::write(&path, content).unwrap();
-        match Device::open(&path) {
+        match Reader::open(&path) {
             Err(e) if expected(&e) => {}
             other => panic!("{what}: {:?}", other.err()),
         }
@@ -328,11 +328,11 @@ fn read_while_writing(slots: u64, each: u64, shared: bool, check: impl Fn(Counts
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let w = std::sync::Arc::new(
-        ttrace_core::Device::open(&ttrace_tests::config(&dir, slots, 2)).unwrap(),
+        ttrace_core::Writer::open(&ttrace_tests::config(&dir, slots, 2)).unwrap(),
     );
     assert!(w.restartable(), "{}", ttrace_tests::rseq::RSEQ_REQUIRED);
     let word = ttrace_tests::define(&w, "n", "n={n}");
-    let dev = Device::open(&dir).unwrap();
+    let dev = Reader::open(&dir).unwrap();
     let file = tmp.path().join("s.ttrace");
     let writers: Vec<_> = (0..2u64)
         .map(|k| {
@@ -350,9 +350,9 @@ fn read_while_writing(slots: u64, each: u64, shared: bool, check: impl Fn(Counts
     let mut reads = 0;
     while !writers.iter().all(|t| t.is_finished()) || reads < 3 {
         let snap = dev.snapshot().unwrap();
-        let view = dev.view_newer_than(0).unwrap();
+        let view = devttrace::View::of(&dev, 0).unwrap();
         dev.save(&file).unwrap();
-        let saved = Device::open(&file).unwrap().snapshot().unwrap();
+        let saved = Reader::open(&file).unwrap().snapshot().unwrap();
         for r in if shared { 2..4 } else { 0..2 } {
             check(counts(&snap.cpus[r]), true);
             check(counts(&view.cpus[r]), true);
@@ -466,12 +466,12 @@ fn a_snapshot_cut_anywhere_is_a_one_line_error() {
     let dir = tmp.path().join("dev");
     let _w = make(&dir);
     let good = tmp.path().join("good.ttrace");
-    Device::open(&dir).unwrap().save(&good).unwrap();
+    Reader::open(&dir).unwrap().save(&good).unwrap();
     let bytes = std::fs::read(&good).unwrap();
     let cut = tmp.path().join("cut.ttrace");
     for len in (0..bytes.len()).step_by(8).chain([bytes.len() - 1]) {
         std::fs::write(&cut, &bytes[..len]).unwrap();
-        match Device::open(&cut) {
+        match Reader::open(&cut) {
             Err(Error::Missing(_)) if len < 8 => {}
             Err(Error::BadSnapshot { problem, .. }) => {
                 assert!(
@@ -500,7 +500,7 @@ fn a_snapshot_holds_only_what_the_device_holds_and_reads_as_the_device_does() {
     // A device of the default sizes (2 CPUs) with about 700 events, strings and names.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let w = ttrace_core::Device::open(&ttrace_core::Config {
+    let w = ttrace_core::Writer::open(&ttrace_core::Config {
         cpus: Some(2),
         calibration: std::time::Duration::from_millis(2),
         ..ttrace_core::Config::at(&dir)
@@ -531,12 +531,12 @@ fn a_snapshot_holds_only_what_the_device_holds_and_reads_as_the_device_does() {
         w.emit_shared(twelve, 1 << 32 | 2, &args);
         events += 1;
     }
-    let dev = Device::open(&dir).unwrap();
+    let dev = Reader::open(&dir).unwrap();
     let file = tmp.path().join("small.ttrace");
     let saved = dev.save(&file).unwrap();
     let size = std::fs::metadata(&file).unwrap().len();
     assert_eq!(saved.bytes, size);
-    let image = Layout::of(dev.core().header()).unwrap().file_len;
+    let image = Layout::of(dev.mapping().header()).unwrap().file_len;
     assert_eq!(saved.image_bytes, image);
     // What the device holds: 700 events (100 of them two slots), 600 strings, a few
     // names and definitions; not its 2 x 2 rings of 16384 slots, nor its metadata areas.
@@ -618,7 +618,7 @@ fn a_snapshot_holds_only_what_the_device_holds_and_reads_as_the_device_does() {
         }
     }
     let live = dev.snapshot().unwrap();
-    let frozen = Device::open(&file).unwrap().snapshot().unwrap();
+    let frozen = Reader::open(&file).unwrap().snapshot().unwrap();
     assert_eq!(frozen.meta, live.meta);
     assert_eq!(frozen.aux, live.aux);
     for (a, b) in frozen.cpus.iter().zip(&live.cpus) {
@@ -636,7 +636,7 @@ fn a_snapshot_of_wrapped_rings_keeps_exactly_the_retained_entries_and_the_losses
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let slots = 64;
-    let w = ttrace_core::Device::open(&ttrace_tests::config(&dir, slots, 2)).unwrap();
+    let w = ttrace_core::Writer::open(&ttrace_tests::config(&dir, slots, 2)).unwrap();
     let one = ttrace_tests::define(&w, "one", "n={n}");
     let twelve = ttrace_tests::define(
         &w,
@@ -649,7 +649,7 @@ fn a_snapshot_of_wrapped_rings_keeps_exactly_the_retained_entries_and_the_losses
         let args = core::array::from_fn::<u64, 12, _>(|k| k as u64 + n);
         w.emit_shared(twelve, 1 << 32 | 2, &args);
     }
-    let dev = Device::open(&dir).unwrap();
+    let dev = Reader::open(&dir).unwrap();
     let file = tmp.path().join("wrapped.ttrace");
     let saved = dev.save(&file).unwrap();
     assert_eq!(
@@ -657,7 +657,7 @@ fn a_snapshot_of_wrapped_rings_keeps_exactly_the_retained_entries_and_the_losses
         2 * slots,
         "every slot of the two rings written"
     );
-    let frozen = Device::open(&file).unwrap().snapshot().unwrap();
+    let frozen = Reader::open(&file).unwrap().snapshot().unwrap();
     let rings: Vec<_> = frozen.cpus.iter().filter(|r| r.head > 0).collect();
     assert_eq!(rings.len(), 2);
     for r in rings {
@@ -696,7 +696,7 @@ fn a_version_2_snapshot_still_reads() {
         u32::from_ne_bytes(bytes[8..12].try_into().unwrap()),
         ttrace_layouts::snapshot::SNAPSHOT_VERSION_IMAGE
     );
-    let dev = Device::open(&old).unwrap();
+    let dev = Reader::open(&old).unwrap();
     let snap = dev.snapshot().unwrap();
     let ring = |name: &str| {
         let i = (0..snap.cpus.len())
@@ -729,7 +729,7 @@ fn a_version_2_snapshot_still_reads() {
     dev.save(&new).unwrap();
     let size = std::fs::metadata(&new).unwrap().len();
     assert!(size * 4 < bytes.len() as u64, "{size} of {}", bytes.len());
-    let again = Device::open(&new).unwrap().snapshot().unwrap();
+    let again = Reader::open(&new).unwrap().snapshot().unwrap();
     assert_eq!(again.meta, snap.meta);
     assert_eq!(again.aux, snap.aux);
     for (a, b) in again.cpus.iter().zip(&snap.cpus) {
@@ -750,7 +750,7 @@ fn a_version_2_snapshot_still_reads() {
 fn a_snapshot_with_a_size_or_offset_changed_is_read_or_refused_never_a_panic() {
     let tmp = scratch();
     let dir = tmp.path().join("dev");
-    let w = ttrace_core::Device::open(&ttrace_core::Config {
+    let w = ttrace_core::Writer::open(&ttrace_core::Config {
         aux_bytes: ttrace_layouts::device::MIN_AUX_BYTES,
         meta_bytes: 12288,
         max_tracepoints: 8,
@@ -759,7 +759,7 @@ fn a_snapshot_with_a_size_or_offset_changed_is_read_or_refused_never_a_panic() {
     .unwrap();
     steps(&w, 10);
     let good = tmp.path().join("good.ttrace");
-    Device::open(&dir).unwrap().save(&good).unwrap();
+    Reader::open(&dir).unwrap().save(&good).unwrap();
     let bytes = std::fs::read(&good).unwrap();
     let edited = tmp.path().join("edited.ttrace");
     let (mut read, mut refused) = (0, 0);

@@ -11,11 +11,11 @@
 //! run in CI, are 10 million for the first and 1 million for the others.
 
 use core::cell::Cell;
+use devttrace::Event;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
-use ttrace_core::ring::Event;
-use ttrace_core::Device;
+use ttrace_core::Writer;
 use ttrace_layouts::entry::{Kind, TypeWord};
 use ttrace_tests::mix;
 use ttrace_tests::rseq::{self as rs, RSEQ_REQUIRED};
@@ -46,10 +46,10 @@ fn whole(e: &Event) -> bool {
             .all(|(i, &a)| a == mix(writer, seq, i as u64))
 }
 
-/// Records event `seq` of `writer`, on the restartable path (`Device::emit`, where this
-/// process takes it) or on the shared rings (`Device::emit_shared`). Returns whether it was
+/// Records event `seq` of `writer`, on the restartable path (`Writer::emit`, where this
+/// process takes it) or on the shared rings (`Writer::emit_shared`). Returns whether it was
 /// recorded, and the slots it takes.
-fn write_one(dev: &Device, writer: u64, seq: u64, shared: bool) -> (bool, u64) {
+fn write_one(dev: &Writer, writer: u64, seq: u64, shared: bool) -> (bool, u64) {
     let ctx = writer << 32 | seq;
     let nargs = SHAPES[(seq % 3) as usize];
     let word = TypeWord::new(Kind::Entry, nargs as u8, writer as u16).0;
@@ -110,7 +110,7 @@ impl Counts {
 /// What a writer thread's SIGUSR1 handler records with: the writer's device and counts, and
 /// a writer id and sequence of its own.
 struct Handler<'a> {
-    dev: &'a Device,
+    dev: &'a Writer,
     counts: &'a Counts,
     writer: u64,
     seq: Cell<u64>,
@@ -195,10 +195,10 @@ fn stress(run: &Run) -> Found {
     let tmp = tempfile::tempdir().unwrap();
     // A restartable ring for every CPU id this machine has, so no writer falls back for
     // want of one.
-    let dev = Device::open(&ttrace_tests::config(
+    let dev = Writer::open(&ttrace_tests::config(
         &tmp.path().join("dev"),
         4,
-        ttrace_core::device::configured_cpus(),
+        devttrace::config::configured_cpus(),
     ))
     .unwrap();
     ttrace_core::cpu::detect();
@@ -227,7 +227,10 @@ fn stress(run: &Run) -> Found {
             s.spawn(move || {
                 let mut ring = r;
                 while !done.load(Relaxed) {
-                    let snap = dev.ring(ring % dev.num_rings()).snapshot();
+                    let snap = dev
+                        .mapping()
+                        .ring(ring % dev.mapping().num_rings())
+                        .snapshot();
                     for e in &snap.events {
                         accepted.fetch_add(1, Relaxed);
                         if !whole(e) {
@@ -335,11 +338,11 @@ fn stress(run: &Run) -> Found {
     let elapsed = start.elapsed();
 
     // Quiescent now: the accounting must be exact.
-    let n = dev.num_cpus() as usize;
-    let slots = dev.ring_slots();
+    let n = dev.mapping().num_cpus() as usize;
+    let slots = dev.mapping().ring_slots();
     let (mut restartable_slots, mut shared_slots, mut dropped_in_rings, mut residue) = (0, 0, 0, 0);
-    for r in 0..dev.num_rings() {
-        let snap = dev.ring(r).snapshot();
+    for r in 0..dev.mapping().num_rings() {
+        let snap = dev.mapping().ring(r).snapshot();
         assert_eq!(
             snap.head,
             snap.skipped + snap.committed + snap.claimed + snap.lost,

@@ -215,7 +215,7 @@ fn a_definition_recorded_without_types_shows_as_its_format_says() {
     // What an older writer recorded: no types, no tables. `{n}` is unsigned, `{m:d}` signed.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let dev = ttrace_core::Device::open(&ttrace_tests::config(&dir, 64, 1)).unwrap();
+    let dev = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 1)).unwrap();
     let word = ttrace_tests::define(&dev, "old", "n={n} m={m:d}");
     dev.emit(word, 1 << 32 | 1, &[-1i64 as u64, -1i64 as u64]);
     let text = reader(&["dump", dir.to_str().unwrap()]);

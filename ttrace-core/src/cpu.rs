@@ -49,12 +49,10 @@ pub fn detect() -> CpuSource {
     DETECT.call_once(|| {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         {
-            if let Some(offset) = rseq_offset() {
-                RSEQ_OFFSET.store(offset, Relaxed);
-                if agrees_with_kernel(|| rseq_cpu(offset)) {
-                    SOURCE.store(CpuSource::Rseq as u8, Relaxed);
-                    return;
-                }
+            if let Some(area) = crate::rseq::area() {
+                RSEQ_OFFSET.store(area.offset, Relaxed);
+                SOURCE.store(CpuSource::Rseq as u8, Relaxed);
+                return;
             }
             if has_rdpid() && agrees_with_kernel(rdpid_cpu) {
                 SOURCE.store(CpuSource::Rdpid as u8, Relaxed);
@@ -65,7 +63,7 @@ pub fn detect() -> CpuSource {
 }
 
 /// The CPU this thread is running on (possibly stale by the time it is used). Writers use
-/// [`Device::cpu`](crate::Device::cpu), which keeps the [`mode`] and avoids these statics.
+/// [`Writer::cpu`](crate::Writer::cpu), which keeps the [`mode`] and avoids these statics.
 #[inline]
 pub fn current() -> u32 {
     current_with(mode())
@@ -92,7 +90,7 @@ pub fn current_with(mode: i64) -> u32 {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
         if mode > MODE_SCHED {
-            return rseq_cpu(mode);
+            return crate::rseq::cpu_id(mode);
         }
         if mode == MODE_RDPID {
             return rdpid_cpu();
@@ -123,71 +121,6 @@ fn agrees_with_kernel(f: impl Fn() -> u32) -> bool {
     })
 }
 
-/// glibc's offset of the rseq area from the thread pointer, when this process's threads
-/// have a registered area that holds `rseq_cs` (`__rseq_size` is 20 before glibc 2.40) and
-/// its `cpu_id` agrees with the kernel's: what [`crate::rseq`] needs.
-#[cfg_attr(loom, allow(dead_code))] // the restartable path is not built under loom
-pub(crate) fn rseq_area_offset() -> Option<i64> {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    {
-        if detect() == CpuSource::Rseq && rseq_size() >= 20 {
-            return Some(RSEQ_OFFSET.load(Relaxed));
-        }
-    }
-    None
-}
-
-/// glibc's `__rseq_size`: 0 when rseq is not registered.
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-#[cfg_attr(loom, allow(dead_code))]
-fn rseq_size() -> u32 {
-    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks a symbol up.
-    let size = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_size".as_ptr()) } as *const u32;
-    if size.is_null() {
-        return 0;
-    }
-    // SAFETY: glibc defines `__rseq_size` as an `unsigned int`, constant after start-up.
-    unsafe { *size }
-}
-
-/// glibc's offset of the rseq area from the thread pointer, if glibc registered one.
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-fn rseq_offset() -> Option<i64> {
-    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks a symbol up.
-    let offset =
-        unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()) } as *const isize;
-    // SAFETY: as above.
-    let size = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_size".as_ptr()) } as *const u32;
-    if offset.is_null() || size.is_null() {
-        return None;
-    }
-    // SAFETY: glibc defines `__rseq_offset` as a `ptrdiff_t` and `__rseq_size` as an
-    // `unsigned int`, both initialized before `main` and constant afterwards.
-    let (offset, size) = unsafe { (*offset, *size) };
-    // The `cpu_id` field is bytes 4..8 of the area; size 0 means rseq is not registered.
-    (size >= 8).then_some(offset as i64)
-}
-
-/// Reads `cpu_id` from the calling thread's rseq area.
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-#[inline(always)]
-fn rseq_cpu(offset: i64) -> u32 {
-    let cpu: u32;
-    // SAFETY: glibc registered an rseq area for every thread at `fs:offset` (checked by
-    // `rseq_offset`), and `cpu_id` is the 32-bit field at byte 4 of it, kept current by the
-    // kernel. The read has no side effects. An unregistered thread reads -1, which the ring
-    // selection folds onto a valid ring.
-    unsafe {
-        core::arch::asm!(
-            "mov {cpu:e}, dword ptr fs:[{off} + 4]",
-            off = in(reg) offset,
-            cpu = out(reg) cpu,
-            options(nostack, readonly, preserves_flags),
-        );
-    }
-    cpu
-}
-
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn has_rdpid() -> bool {
     use core::arch::x86_64::{__cpuid, __cpuid_count};
@@ -213,7 +146,7 @@ pub fn available() -> Vec<CpuSource> {
         if has_rdpid() {
             v.push(CpuSource::Rdpid);
         }
-        if rseq_offset().is_some() {
+        if crate::rseq::area().is_some() {
             v.push(CpuSource::Rseq);
         }
     }
@@ -226,7 +159,7 @@ pub fn available() -> Vec<CpuSource> {
 pub fn read(source: CpuSource) -> u32 {
     match source {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        CpuSource::Rseq => rseq_cpu(RSEQ_OFFSET.load(Relaxed)),
+        CpuSource::Rseq => crate::rseq::cpu_id(RSEQ_OFFSET.load(Relaxed)),
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         CpuSource::Rdpid => rdpid_cpu(),
         _ => sched_getcpu(),

@@ -1,11 +1,11 @@
-//! ttrace-core: the writer side of ttrace, an always-on flight recorder whose hot path costs
-//! about one timestamp read.
+//! ttrace-core: the writer front end of ttrace, an always-on flight recorder whose hot path
+//! costs about one timestamp read.
 //!
 //! Define tracepoints with [`tracepoint!`], record them with [`point!`]; events go into
 //! per-CPU overwrite rings of 64-byte entries in a memory-mapped device directory (default
 //! `/dev/shm/ttrace-<uid>`, or `$TTRACE_DIR`), where readers in other processes find them,
 //! live or after this process died. Strings go to a wrapping aux buffer; names, formats and
-//! thread names go to an append-only metadata area, so the trace describes itself.
+//! thread names go to the metadata, so the trace describes itself.
 //!
 //! ```
 //! # let tmp = tempfile::tempdir().unwrap();
@@ -18,39 +18,36 @@
 //! # Ok::<(), ttrace_core::Error>(())
 //! ```
 //!
-//! Layouts are in [`ttrace_layouts`]; the protocols and why they are correct are in
-//! `docs/DESIGN.md` and in the docs of [`ring`] and [`aux`].
+//! The device itself (its files, the protocols, the readers) is the `devttrace` crate; the
+//! layouts are [`ttrace_layouts`]. The hot path, from `point!` to the commit, is
+//! [`writer`]; the restartable sections it runs are [`rseq`].
+//!
+//! Modules are listed from the bottom up: each one uses only modules listed before it.
 
-pub mod aux;
-mod clear;
-pub mod clock;
-pub mod control;
+pub mod args;
+pub mod check;
 pub mod cpu;
-pub mod device;
-pub mod error;
-pub mod format;
-mod global;
-pub mod lock;
-pub mod meta;
-pub mod names;
-pub mod ring;
 pub mod rseq;
-pub mod sigbus;
-pub mod snapshot;
-pub mod sync;
-mod thread;
 #[doc(hidden)]
 pub mod tracepoint;
-pub mod values;
+mod values;
+pub mod writer;
 
-pub use device::{default_dir, Config, Device, Trust};
-pub use error::{Error, Problem, Result};
-pub use global::{device, device_or_init, init};
-pub use thread::{rename_thread, thread_context};
-pub use tracepoint::{
-    count_args, info, Arg, Args, Tracepoint, WordRef, CLASS_DEFAULT, UNREGISTERED,
+pub use args::{Arg, Args};
+pub use devttrace::clock;
+pub use devttrace::config::{
+    default_dir, DEFAULT_AUX_BYTES, DEFAULT_MAX_TRACEPOINTS, DEFAULT_RING_SLOTS, ENV_AUX_SIZE,
+    ENV_DIR, ENV_DISABLED, ENV_MASK, ENV_RING_SLOTS,
 };
+pub use devttrace::{Config, Definition, Error, Problem, Result, Trust, ValueTable, ValuesKind};
+pub use rseq::ENV_NO_RSEQ;
+pub use tracepoint::{Tracepoint, WordRef, CLASS_DEFAULT, UNREGISTERED};
 pub use ttrace_layouts::device::CLASS_MESSAGES;
 pub use ttrace_layouts::entry::Kind;
+pub use ttrace_layouts::format::count_args;
 pub use ttrace_layouts::meta::ArgType;
-pub use values::ValueTable;
+pub use writer::{device, device_or_init, info, init, rename_thread, thread_context, Writer};
+
+/// The writer under the name it had before (`ttrace_core::Device::attach(dir)` still
+/// works): a [`Writer`].
+pub type Device = Writer;

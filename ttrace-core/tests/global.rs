@@ -53,12 +53,12 @@ fn trace_points_record_arguments_strings_and_thread_names() {
 
     // One CPU's rings: its restartable one, and the shared one of every CPU (CPU 1 folds
     // onto CPU 0's shared ring), in time order.
-    let mut events: Vec<_> = (0..dev.num_rings())
-        .flat_map(|r| dev.ring(r).snapshot().events)
+    let mut events: Vec<_> = (0..dev.mapping().num_rings())
+        .flat_map(|r| dev.mapping().ring(r).snapshot().events)
         .collect();
     events.sort_by_key(|e| e.stamp);
     let meta = dev.metadata();
-    let name_of = |e: &ttrace_core::ring::Event| {
+    let name_of = |e: &devttrace::Event| {
         meta.tracepoints[e.type_word.tracepoint() as usize]
             .name
             .clone()
@@ -90,21 +90,21 @@ fn trace_points_record_arguments_strings_and_thread_names() {
 
     let text = events[4].args()[0];
     assert_ne!(text & AUX_REF, 0);
-    let aux = dev.aux_snapshot().unwrap();
+    let aux = dev.aux().unwrap();
     let rec = aux.get(text).expect("string kept");
     assert_eq!(rec.bytes, b"/etc/hosts");
     assert_eq!(rec.ctx, worker);
     assert_eq!(events[4].args()[1], 9);
 
     assert!(ttrace_core::info("hello"));
-    let aux = dev.aux_snapshot().unwrap();
+    let aux = dev.aux().unwrap();
     assert!(aux.records().any(|r| r.bytes == b"hello"));
 
     // The class mask applies to registered tracepoints at once.
     dev.apply_text("clrbits 0x2").unwrap();
     point!(FIVE, 1, 2, 3, 4, 5);
-    let now: usize = (0..dev.num_rings())
-        .map(|r| dev.ring(r).snapshot().events.len())
+    let now: usize = (0..dev.mapping().num_rings())
+        .map(|r| dev.mapping().ring(r).snapshot().events.len())
         .sum();
     assert_eq!(now, 5);
 }

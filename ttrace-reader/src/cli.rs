@@ -5,7 +5,7 @@ use crate::merge::{Filter, Merge};
 use crate::output::{output_target, quiet_pipe, write_output, Shape, Target};
 use crate::when::{parse_time, resolve, When};
 use clap::{Args, Parser, Subcommand};
-use devttrace::{Access, Device, Follower, Trust, View};
+use devttrace::{Device, Follower, Reader, Trust, View};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -262,17 +262,12 @@ fn trust() -> Trust {
     *TRUST.get().unwrap_or(&Trust::Own)
 }
 
-fn open(device: Option<PathBuf>) -> Result<Device, String> {
-    open_as(device, Access::ReadOnly)
+fn open(device: Option<PathBuf>) -> Result<Reader, String> {
+    Reader::open_with(device.unwrap_or_else(devttrace::default_dir), trust()).map_err(refusal)
 }
 
-fn open_as(device: Option<PathBuf>, access: Access) -> Result<Device, String> {
-    Device::open_with(
-        device.unwrap_or_else(devttrace::default_dir),
-        access,
-        trust(),
-    )
-    .map_err(refusal)
+fn open_control(device: Option<PathBuf>) -> Result<Device, String> {
+    Device::attach_with(&device.unwrap_or_else(devttrace::default_dir), trust()).map_err(refusal)
 }
 
 /// The text of an open error; a device refused for whom it belongs to says how to open it.
@@ -287,7 +282,7 @@ fn refusal(e: devttrace::Error) -> String {
     }
 }
 
-fn filter(dev: &Device, select: Select) -> Result<Filter, String> {
+fn filter(dev: &Reader, select: Select) -> Result<Filter, String> {
     let n = dev.version().num_cpus as usize;
     if let Some(&c) = select.cpu.iter().find(|&&c| c >= n) {
         return Err(format!("no cpu{c}: the device has {n} cpus"));
@@ -326,7 +321,7 @@ fn dump(device: Option<PathBuf>, select: Select, window: Window, utc: bool) -> R
 }
 
 /// A view of `dev` and the filter of `--cpu`, `--filter`, `--since` and `--until`.
-fn view_window(dev: &Device, select: Select, window: Window) -> Result<(View<'_>, Filter), String> {
+fn view_window(dev: &Reader, select: Select, window: Window) -> Result<(View<'_>, Filter), String> {
     let mut filter = filter(dev, select)?;
     let since = window
         .since
@@ -348,7 +343,7 @@ fn view_window(dev: &Device, select: Select, window: Window) -> Result<(View<'_>
                 .saturating_add(clock.ns_to_ticks(ns as u64 - 1));
         }
     }
-    let view = dev.view_newer_than(newer_than).map_err(|e| e.to_string())?;
+    let view = View::of(dev, newer_than).map_err(|e| e.to_string())?;
     // The newest event of every ring, and the newest message, for `-10s`.
     let info = ttrace_layouts::aux::AuxTag::Info as u16;
     let messages = view.aux.records().filter(|r| r.tag == info);
@@ -426,9 +421,9 @@ fn absent(e: &devttrace::Error) -> bool {
 
 /// Opens the device at `dir`, waiting (a check per `interval`, at least a millisecond)
 /// while there is none.
-fn wait_for(dir: &Path, interval: Duration) -> Result<Device, String> {
+fn wait_for(dir: &Path, interval: Duration) -> Result<Reader, String> {
     loop {
-        match Device::open_with(dir, Access::ReadOnly, trust()) {
+        match Reader::open_with(dir, trust()) {
             Err(e) if absent(&e) => std::thread::sleep(interval.max(Duration::from_millis(1))),
             opened => return opened.map_err(refusal),
         }
@@ -442,7 +437,7 @@ fn follow_path(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(), 
     let mut say = |line: String| quiet_pipe(writeln!(out, "{line}").and_then(|_| out.flush()));
     let (mut dev, mut from_start) = match opts.wait {
         false => (open(Some(dir.clone()))?, false),
-        true => match Device::open_with(&dir, Access::ReadOnly, trust()) {
+        true => match Reader::open_with(&dir, trust()) {
             Ok(dev) => (dev, false),
             Err(e) if !absent(&e) => return Err(refusal(e)),
             Err(_) => {
@@ -506,8 +501,8 @@ fn follow(
     let mut out = std::io::stdout().lock();
     let mut buf = Vec::new();
     let mut sleep = interval;
-    let mut watch = Some(devttrace::Watch::new(follower.device()));
-    let dir = follower.device().dir().to_path_buf();
+    let mut watch = Some(devttrace::Watch::new(follower.reader()));
+    let dir = follower.reader().dir().to_path_buf();
     loop {
         // Checked before the poll: a device found gone has its last events read below.
         let change = watch
@@ -594,8 +589,8 @@ fn follow(
 }
 
 /// What `stats` prints.
-pub(crate) fn stats(dev: &Device) -> Result<String, String> {
-    let snap = dev.view_newer_than(0).map_err(|e| e.to_string())?;
+pub(crate) fn stats(dev: &Reader) -> Result<String, String> {
+    let snap = View::of(dev, 0).map_err(|e| e.to_string())?;
     let clock = snap.version.clock;
     let secs = |t: u64| {
         let ns = clock.since_anchor_ns(t);
@@ -747,19 +742,18 @@ fn ctl(mut words: Vec<String>) -> Result<(), String> {
     }
     let line = words.join(" ");
     // Checked before anything is opened or created: a bad command changes nothing.
-    let command: ttrace_core::control::Command = line.parse().map_err(|e| format!("ctl: {e}"))?;
+    let command: devttrace::control::Command = line.parse().map_err(|e| format!("ctl: {e}"))?;
     let dir = device.unwrap_or_else(devttrace::default_dir);
-    let dev = match Device::open_with(&dir, Access::ReadWrite, trust()) {
+    let dev = match Device::attach_with(&dir, trust()) {
         // No device yet: create it as the first program would, so that the setting is
         // there before any program runs.
         Err(devttrace::Error::Missing(_)) if std::fs::symlink_metadata(&dir).is_err() => {
-            let config = ttrace_core::Config {
+            let config = devttrace::Config {
                 dir: Some(dir.clone()),
-                ..ttrace_core::Config::from_env().map_err(|e| e.to_string())?
+                ..devttrace::Config::from_env().map_err(|e| e.to_string())?
             };
-            ttrace_core::Device::open(&config).map_err(|e| e.to_string())?;
-            let dev = open_as(Some(dir.clone()), Access::ReadWrite)?;
-            let v = dev.version();
+            let dev = Device::open(&config).map_err(|e| e.to_string())?;
+            let v = dev.reader().version();
             eprintln!(
                 "ttrace-reader: ctl: no device at {}: created it ({} cpus x {} slots, aux {} KiB, as a program would) for `{line}` to apply to the programs that use it",
                 dir.display(),
@@ -771,22 +765,26 @@ fn ctl(mut words: Vec<String>) -> Result<(), String> {
         }
         opened => opened.map_err(refusal)?,
     };
-    dev.core().apply(&command).map_err(|e| e.to_string())?;
-    if let ttrace_core::control::Command::Enable(p) | ttrace_core::control::Command::Disable(p) =
+    dev.apply(&command).map_err(|e| e.to_string())?;
+    if let devttrace::control::Command::Enable(p) | devttrace::control::Command::Disable(p) =
         &command
     {
-        if !dev.core().pattern_matches_known(p) {
+        if !dev.pattern_matches_known(p) {
             eprintln!(
                 "ttrace-reader: ctl: note: `{p}` matches nothing yet (no tracepoint of this device, nor `info`); the rule is kept for tracepoints registered later"
             );
         }
     }
-    quiet_pipe(std::io::stdout().lock().write_all(dev.ctl().as_bytes()))
+    quiet_pipe(
+        std::io::stdout()
+            .lock()
+            .write_all(dev.reader().ctl().as_bytes()),
+    )
 }
 
 /// The device that raw entries belong to: `device`, else the directory of the first file;
 /// a mounted device (`version` has a `source` line) stands for the device it serves.
-fn entries_device(device: Option<PathBuf>, files: &[PathBuf]) -> Result<Device, String> {
+fn entries_device(device: Option<PathBuf>, files: &[PathBuf]) -> Result<Reader, String> {
     let dir = match device {
         Some(d) => d,
         None => match files.first() {
@@ -842,9 +840,9 @@ fn demo(
         .tempdir()
         .map_err(|e| e.to_string())?;
     let dir = device.unwrap_or_else(|| tmp.path().join("dev"));
-    let cfg = ttrace_core::Config {
+    let cfg = devttrace::Config {
         ring_slots: 4096,
-        ..ttrace_core::Config::at(&dir)
+        ..devttrace::Config::at(&dir)
     };
     let writer = ttrace_core::init(&cfg).map_err(|e| e.to_string())?;
     loop {
@@ -854,7 +852,7 @@ fn demo(
         }
     }
     let dev = open(Some(dir))?;
-    let view = dev.view_newer_than(0).map_err(|e| e.to_string())?;
+    let view = View::of(&dev, 0).map_err(|e| e.to_string())?;
     quiet_pipe(print(&view, &Filter::default(), TimeFormat::Relative))
 }
 
@@ -901,9 +899,8 @@ fn run(cli: Cli) -> Result<(), String> {
             quiet_pipe(std::io::stdout().lock().write_all(text.as_bytes()))
         }
         Command::Clear { device } => {
-            let dev = open_as(device, Access::ReadWrite)?;
+            let dev = open_control(device)?;
             let clears = dev
-                .core()
                 .clear()
                 .map_err(|e| format!("{}: {e}", dev.dir().display()))?;
             eprintln!("{}: cleared (clear {clears})", dev.dir().display());

@@ -88,7 +88,7 @@ impl<'s> From<&'s Snapshot> for Context<'s> {
 impl<'s> From<&'s View<'_>> for Context<'s> {
     fn from(v: &'s View<'_>) -> Context<'s> {
         Context {
-            dir: v.device().dir(),
+            dir: v.reader().dir(),
             version: &v.version,
             status: &v.status,
             meta: &v.meta,

@@ -32,7 +32,7 @@ pub fn pin(cpu: usize) {
 /// threads pinned to each of the device's CPUs, each serving `requests` requests.
 pub fn run(dev: &Device, per_cpu: usize, requests: u64) {
     ttrace_core::info("demo workload starting");
-    let cpus = dev.num_cpus() as usize;
+    let cpus = dev.mapping().num_cpus() as usize;
     std::thread::scope(|s| {
         for t in 0..cpus * per_cpu {
             std::thread::Builder::new()

@@ -1,11 +1,11 @@
 //! A tracepoint's format string, parsed once and rendered for every event.
 
 use crate::out;
-use devttrace::{Metadata, TracepointInfo};
+use devttrace::aux::{AuxRecord, AuxSnapshots};
+use devttrace::meta::ValuesInfo;
+use devttrace::{ArgType, Metadata, TracepointInfo};
 use std::sync::Arc;
-use ttrace_core::aux::{AuxRecord, AuxSnapshots};
-use ttrace_core::meta::ValuesInfo;
-use ttrace_core::ArgType;
+use ttrace_layouts::format::{Letter, Token, Tokens};
 
 /// How one argument is shown.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,30 +35,25 @@ pub enum Spec {
 }
 
 impl Spec {
-    /// The spec a letter names (`u d x f s b c`), if any.
+    /// The spec a letter names (`u d x f s b c`, see [`Letter`]), if any.
     pub fn letter(spec: &str) -> Option<Spec> {
-        Some(match spec {
-            "u" => Spec::Unsigned,
-            "d" => Spec::Signed,
-            "x" => Spec::Hex,
-            "f" => Spec::Float,
-            "s" => Spec::Str,
-            "b" => Spec::Bool,
-            "c" => Spec::Char,
-            _ => return None,
-        })
+        Letter::of(spec.as_bytes()).map(Spec::of_letter)
     }
 
     /// How an argument of type `ty` shows without a spec.
     pub fn of_type(ty: ArgType) -> Spec {
-        match ty {
-            ArgType::Unknown | ArgType::Unsigned => Spec::Unsigned,
-            ArgType::Signed => Spec::Signed,
-            ArgType::Bool => Spec::Bool,
-            ArgType::Float => Spec::Float,
-            ArgType::Str => Spec::Str,
-            ArgType::Char => Spec::Char,
-            ArgType::Pointer => Spec::Hex,
+        Spec::of_letter(Letter::of_type(ty))
+    }
+
+    fn of_letter(l: Letter) -> Spec {
+        match l {
+            Letter::Unsigned => Spec::Unsigned,
+            Letter::Signed => Spec::Signed,
+            Letter::Hex => Spec::Hex,
+            Letter::Float => Spec::Float,
+            Letter::Str => Spec::Str,
+            Letter::Bool => Spec::Bool,
+            Letter::Char => Spec::Char,
         }
     }
 }
@@ -114,40 +109,22 @@ pub fn pieces(t: &TracepointInfo, meta: &Metadata) -> Vec<Piece> {
     })
 }
 
-/// Parses `format`, asking `spec_of(argument index, spec text)` how each argument shows.
+/// Parses `format` with the format grammar ([`Tokens`]), asking `spec_of(argument index,
+/// spec text)` how each argument shows.
 fn parse_with(format: &str, mut spec_of: impl FnMut(usize, &str) -> Spec) -> Vec<Piece> {
-    let mut n = 0;
     let mut pieces = Vec::new();
     let mut text = String::new();
-    let mut rest = format;
-    while let Some(i) = rest.find(['{', '}']) {
-        text.push_str(&rest[..i]);
-        let (c, after) = (rest.as_bytes()[i], &rest[i + 1..]);
-        if after.as_bytes().first() == Some(&c) {
-            text.push(c as char);
-            rest = &after[1..];
-            continue;
+    for token in Tokens::new(format) {
+        match token {
+            Token::Text(t) => text.push_str(t),
+            Token::Arg { index, name, spec } => {
+                if !text.is_empty() {
+                    pieces.push(Piece::Text(std::mem::take(&mut text)));
+                }
+                pieces.push(Piece::Arg(name.to_string(), spec_of(index, spec)));
+            }
         }
-        if c == b'}' {
-            text.push('}');
-            rest = after;
-            continue;
-        }
-        let Some(end) = after.find('}') else {
-            text.push('{');
-            rest = after;
-            continue;
-        };
-        let (name, spec) = after[..end].split_once(':').unwrap_or((&after[..end], ""));
-        let spec = spec_of(n, spec);
-        n += 1;
-        if !text.is_empty() {
-            pieces.push(Piece::Text(std::mem::take(&mut text)));
-        }
-        pieces.push(Piece::Arg(name.to_string(), spec));
-        rest = &after[end + 1..];
     }
-    text.push_str(rest);
     if !text.is_empty() {
         pieces.push(Piece::Text(text));
     }

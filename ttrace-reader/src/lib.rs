@@ -7,8 +7,8 @@
 //!
 //! ```no_run
 //! use ttrace_reader::{decode::{Decoder, TimeFormat}, merge::{Filter, Merge}};
-//! let dev = devttrace::Device::open_default()?;
-//! let view = dev.view_newer_than(0)?;
+//! let dev = devttrace::Reader::open_default()?;
+//! let view = devttrace::View::of(&dev, 0)?;
 //! let items = Merge::view(&view, &Filter::default());
 //! Decoder::new(&view, TimeFormat::Relative).write_all(items, &mut std::io::stdout())?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -8,7 +8,7 @@
 
 use crate::decode::{self, Decoder, TimeFormat};
 use crate::merge::{Filter, Merge};
-use devttrace::{Access, Device, Follower, Trust};
+use devttrace::{Device, Follower, Reader, Trust, View};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, LockOwner, MountOption,
     OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite,
@@ -97,7 +97,7 @@ struct Pipe {
 /// The file system.
 struct TraceFs {
     /// The device, read-only: a file of it cut while mounted is then reported, not a crash.
-    dev: &'static Device,
+    dev: &'static Reader,
     /// How `ctl` writes open it for control (each write opens it afresh, checked).
     trust: Trust,
     cpus: u32,
@@ -152,7 +152,7 @@ impl TraceFs {
             META => meta_text(dev).into_bytes(),
             AUX => aux_bytes(dev).map_err(|e| e.to_string())?,
             TRACE => {
-                let view = dev.view_newer_than(0).map_err(|e| e.to_string())?;
+                let view = View::of(dev, 0).map_err(|e| e.to_string())?;
                 let mut out = Vec::new();
                 Decoder::new(&view, TimeFormat::Relative)
                     .write_all(Merge::view(&view, &Filter::default()), &mut out)
@@ -328,11 +328,11 @@ impl Filesystem for TraceFs {
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         if lines
             .iter()
-            .any(|l| l.parse::<ttrace_core::control::Command>().is_err())
+            .any(|l| l.parse::<devttrace::control::Command>().is_err())
         {
             return reply.error(Errno::EINVAL);
         }
-        let control = match Device::open_with(self.dev.dir(), Access::ReadWrite, self.trust) {
+        let control = match Device::attach_with(self.dev.dir(), self.trust) {
             Ok(d) => d,
             Err(devttrace::Error::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::PermissionDenied =>
@@ -342,7 +342,7 @@ impl Filesystem for TraceFs {
             Err(e) => return reply.error(eio(&e.to_string())),
         };
         for l in lines {
-            match control.ctl_write(l) {
+            match control.apply_text(l) {
                 Ok(_) => {}
                 Err(devttrace::Error::ReadOnly(_)) => return reply.error(Errno::EROFS),
                 Err(devttrace::Error::BadCommand(_)) => return reply.error(Errno::EINVAL),
@@ -484,9 +484,9 @@ fn pipe_read(pipe: &Pipe, size: usize, reader: u32, reply: ReplyData) {
     }
 }
 
-fn version_text(dev: &Device) -> String {
+fn version_text(dev: &Reader) -> String {
     let v = dev.version();
-    let h = dev.core().header();
+    let h = dev.mapping().header();
     let ver = |x: u32| format!("{}.{}", x >> 16, x & 0xffff);
     let clock = match v.clock.source {
         ttrace_layouts::device::ClockSource::Tsc => "tsc",
@@ -514,14 +514,14 @@ fn version_text(dev: &Device) -> String {
 /// `tracepoint ID NAME KIND classes=0x.. nargs=N format="..."` (then `types=...` where the
 /// writer recorded its arguments' types), `process PID TIMESTAMP NAME`, `thread PID TID
 /// TIMESTAMP NAME` (names take effect at their timestamp, in the device's clock).
-fn meta_text(dev: &Device) -> String {
+fn meta_text(dev: &Reader) -> String {
     let m = dev.metadata();
     let mut s = String::new();
     let mut quoted = Vec::new();
     for v in &m.values {
         let kind = match v.kind {
-            ttrace_core::values::ValuesKind::Flags => "flags",
-            ttrace_core::values::ValuesKind::Enum => "enum",
+            devttrace::ValuesKind::Flags => "flags",
+            devttrace::ValuesKind::Enum => "enum",
         };
         s += &format!("values {} {kind}", v.name);
         for (name, value) in &v.entries {
@@ -541,10 +541,7 @@ fn meta_text(dev: &Device) -> String {
             t.nargs,
             String::from_utf8_lossy(&quoted)
         );
-        if t.types
-            .iter()
-            .any(|&ty| ty != ttrace_core::ArgType::Unknown)
-        {
+        if t.types.iter().any(|&ty| ty != devttrace::ArgType::Unknown) {
             let types: Vec<String> = t
                 .types
                 .iter()
@@ -569,9 +566,9 @@ fn meta_text(dev: &Device) -> String {
 
 /// The aux buffers as the device's `aux` file lays them out (one buffer of `aux_size`
 /// bytes per ring, records at their offsets), each copied consistently.
-fn aux_bytes(dev: &Device) -> Result<Vec<u8>, ttrace_core::aux::AuxError> {
+fn aux_bytes(dev: &Reader) -> devttrace::Result<Vec<u8>> {
     let size = dev.version().aux_size;
-    let copies = dev.core().aux_copies()?;
+    let copies = dev.aux_copies()?;
     let mut out = vec![0u8; size as usize * copies.len()];
     for (c, buffer) in copies.iter().zip(out.chunks_exact_mut(size as usize)) {
         c.place_into(buffer);
@@ -582,10 +579,10 @@ fn aux_bytes(dev: &Device) -> Result<Vec<u8>, ttrace_core::aux::AuxError> {
 /// Serves `device` at `mountpoint` (created if missing, and then removed after) until
 /// SIGINT or SIGTERM, or until it is unmounted (`ttrace-reader umount`, `fusermount3 -u`).
 pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), String> {
-    let dev = Device::open_with(device, Access::ReadOnly, trust).map_err(|e| e.to_string())?;
+    let dev = Reader::open_with(device, trust).map_err(|e| e.to_string())?;
     let meta = std::fs::metadata(dev.dir()).map_err(|e| format!("{}: {e}", device.display()))?;
     use std::os::unix::fs::MetadataExt;
-    let dev: &'static Device = Box::leak(Box::new(dev));
+    let dev: &'static Reader = Box::leak(Box::new(dev));
     let created = !mountpoint.exists();
     if created {
         std::fs::DirBuilder::new()

@@ -7,7 +7,7 @@
 //! data words. Events are oldest first, the CPU's two rings merged by time. Only complete
 //! entries are written: they were read with the stamp check.
 
-use devttrace::{Device, Event, RingSnapshot, Snapshot, Version};
+use devttrace::{Event, Reader, RingSnapshot, Snapshot, Version};
 use std::ops::RangeInclusive;
 use ttrace_layouts::entry::{Stamp, ENTRY_ARGS, SLOT_BYTES, SLOT_WORDS};
 
@@ -49,7 +49,7 @@ fn put_words(out: &mut Vec<u8>, words: &[u64; SLOT_WORDS]) {
 
 /// The events of CPU `cpu` (its restartable and its shared ring, merged by time) as
 /// entries, read now with the stamp check.
-pub fn cpu_entries(dev: &Device, cpu: usize) -> devttrace::Result<Vec<u8>> {
+pub fn cpu_entries(dev: &Reader, cpu: usize) -> devttrace::Result<Vec<u8>> {
     let n = dev.version().num_cpus as usize;
     let a = dev.cpu(cpu)?;
     let b = dev.cpu(n + cpu)?;
@@ -187,7 +187,7 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Vec<Event>, RawError> {
 
 /// A snapshot to decode `files` (each a sequence of events) with: the names, formats and
 /// strings of `dev` as they are now, no messages.
-pub fn snapshot(dev: &Device, files: Vec<Vec<Event>>) -> Snapshot {
+pub fn snapshot(dev: &Reader, files: Vec<Vec<Event>>) -> Snapshot {
     let meta = dev.metadata();
     let (aux, aux_error) = match dev.aux() {
         Ok(aux) => (aux, None),

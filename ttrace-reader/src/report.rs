@@ -6,10 +6,10 @@
 use crate::decode::Item;
 use crate::export::{Closes, Pairing, Schema, Stems};
 use crate::merge::{Filter, Merge};
+use devttrace::Kind;
 use devttrace::{Event, TaskIndex, View};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
-use ttrace_core::Kind;
 
 /// How the latency table is split.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,8 +5,8 @@
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Mutex;
 use tracing_core::{Level, Metadata};
-use ttrace_core::meta::Definition;
-use ttrace_core::{Device, Kind};
+use ttrace_core::Definition;
+use ttrace_core::{Kind, Writer};
 
 /// Argument words an event can carry.
 pub(crate) const MAX_ARGS: usize = 12;
@@ -142,7 +142,7 @@ impl Callsite {
     /// The word to record an event (span entry) of signature `sig` with: its type word if
     /// enabled, else 0. Registers the signature's tracepoint the first time.
     #[inline]
-    pub(crate) fn word(&self, dev: &'static Device, sig: u64, tys: &[Ty]) -> u64 {
+    pub(crate) fn word(&self, dev: &'static Writer, sig: u64, tys: &[Ty]) -> u64 {
         // Relaxed: `first_word` is published after `first_sig` and read with Acquire.
         if self.first_sig.load(Relaxed) == sig {
             let w = self.first_word.load(Acquire);
@@ -155,7 +155,7 @@ impl Callsite {
     }
 
     #[cold]
-    fn word_slow(&self, dev: &'static Device, sig: u64, tys: &[Ty]) -> u64 {
+    fn word_slow(&self, dev: &'static Writer, sig: u64, tys: &[Ty]) -> u64 {
         let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
         let found = if self.first_sig.load(Relaxed) == sig {
             // SAFETY: as in `enabled`; set under this lock before `first_sig`'s readers
@@ -193,7 +193,7 @@ impl Callsite {
 
     /// The word of the span's exit tracepoint (registered the first time).
     #[inline]
-    pub(crate) fn exit_word(&self, dev: &'static Device) -> u64 {
+    pub(crate) fn exit_word(&self, dev: &'static Writer) -> u64 {
         // Acquire: as in `enabled`.
         let mut w = self.exit_word.load(Acquire);
         if w.is_null() {
@@ -211,7 +211,7 @@ impl Callsite {
 /// Registers a tracepoint (names and formats are leaked: one per callsite and signature) and
 /// returns its shared word, or a word that is never enabled if the device refuses it.
 fn register(
-    dev: &'static Device,
+    dev: &'static Writer,
     name: &'static str,
     kind: Kind,
     classes: u64,

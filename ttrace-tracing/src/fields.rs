@@ -5,7 +5,7 @@ use crate::callsite::{signature, Callsite, Ty, MAX_ARGS};
 use std::fmt::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use tracing_core::field::{Field, Visit};
-use ttrace_core::Device;
+use ttrace_core::Writer;
 use ttrace_layouts::aux::AuxTag;
 
 /// Longest `Debug` rendering kept, in bytes; a longer one is cut, ends with `…`, and is
@@ -48,7 +48,7 @@ impl Words {
 
 /// Visits the fields of one event into [`Words`].
 pub(crate) struct Visitor<'a> {
-    pub(crate) dev: &'static Device,
+    pub(crate) dev: &'static Writer,
     pub(crate) ctx: u64,
     pub(crate) cs: &'a Callsite,
     pub(crate) out: &'a mut Words,

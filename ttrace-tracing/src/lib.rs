@@ -46,7 +46,7 @@ use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
-use ttrace_core::Device;
+use ttrace_core::Writer;
 
 pub use callsite::level_class;
 pub use fields::DEBUG_BYTES;
@@ -65,7 +65,7 @@ pub const CLASS_TRACE: u64 = 1 << 12;
 /// The layer: records into a ttrace device.
 #[derive(Clone, Copy)]
 pub struct TtraceLayer {
-    dev: Option<&'static Device>,
+    dev: Option<&'static Writer>,
     max: LevelFilter,
 }
 
@@ -86,7 +86,7 @@ pub fn layer() -> TtraceLayer {
 }
 
 /// The layer recording into `dev`.
-pub fn layer_into(dev: &'static Device) -> TtraceLayer {
+pub fn layer_into(dev: &'static Writer) -> TtraceLayer {
     TtraceLayer {
         dev: Some(dev),
         max: LevelFilter::TRACE,
@@ -133,7 +133,7 @@ struct SpanWords(Words);
 impl TtraceLayer {
     /// Records the words of `cs` (an event, or a span's entry).
     #[inline]
-    fn emit(dev: &'static Device, cs: &Callsite, ctx: u64, w: &mut Words) {
+    fn emit(dev: &'static Writer, cs: &Callsite, ctx: u64, w: &mut Words) {
         let sig = w.finish(cs);
         let word = cs.word(dev, sig, &w.tys[..cs.nargs()]);
         if word == 0 {

@@ -33,8 +33,8 @@ fn device() -> PathBuf {
 
 /// `dump`'s event lines that contain `needle`.
 fn dumped(needle: &str) -> Vec<String> {
-    let dev = devttrace::Device::open(device()).unwrap();
-    let view = dev.view_newer_than(0).unwrap();
+    let dev = devttrace::Reader::open(device()).unwrap();
+    let view = devttrace::View::of(&dev, 0).unwrap();
     let mut out = Vec::new();
     ttrace_reader::decode::dump(
         &view,
@@ -146,8 +146,8 @@ fn span_entries_and_exits_export_as_slices() {
         let inner = info_span!(target: "slices", "inner");
         inner.in_scope(|| info!(target: "slices", i, "inside"));
     }
-    let dev = devttrace::Device::open(device()).unwrap();
-    let view = dev.view_newer_than(0).unwrap();
+    let dev = devttrace::Reader::open(device()).unwrap();
+    let view = devttrace::View::of(&dev, 0).unwrap();
     let filter = ttrace_reader::merge::Filter {
         name: Some("slices::*".into()),
         ..Default::default()
@@ -179,7 +179,7 @@ fn span_entries_and_exits_export_as_slices() {
 fn ctl_switches_levels_and_names_in_a_running_process() {
     dir();
     // Another mapping of the device, as `ttrace-reader ctl` would open it.
-    let control = devttrace::Device::open_for_control(device()).unwrap();
+    let control = devttrace::Device::attach(&device()).unwrap();
     let round = |r: u64| {
         info!(target: "ctl_a", r, "info a");
         debug!(target: "ctl_a", r, "debug a");
@@ -187,15 +187,15 @@ fn ctl_switches_levels_and_names_in_a_running_process() {
     };
     round(0);
     control
-        .ctl_write(&format!("clrbits {:#x}", ttrace_tracing::CLASS_DEBUG))
+        .apply_text(&format!("clrbits {:#x}", ttrace_tracing::CLASS_DEBUG))
         .unwrap();
     round(1);
-    control.ctl_write("disable ctl_b::*").unwrap();
+    control.apply_text("disable ctl_b::*").unwrap();
     round(2);
     control
-        .ctl_write(&format!("setbits {:#x}", ttrace_tracing::CLASS_DEBUG))
+        .apply_text(&format!("setbits {:#x}", ttrace_tracing::CLASS_DEBUG))
         .unwrap();
-    control.ctl_write("enable ctl_b::*").unwrap();
+    control.apply_text("enable ctl_b::*").unwrap();
     round(3);
     let seen = |what: &str| -> Vec<u64> {
         dumped(&format!("message=\"{what}\""))
@@ -267,7 +267,7 @@ fn two_processes_share_a_device_each_event_its_writer() {
             pid
         })
         .collect();
-    let reader = devttrace::Device::open(&dev).unwrap();
+    let reader = devttrace::Reader::open(&dev).unwrap();
     let meta = reader.metadata();
     let handle: Vec<&str> = meta
         .tracepoints
@@ -280,7 +280,7 @@ fn two_processes_share_a_device_each_event_its_writer() {
         2,
         "one Entry and one Exit, shared by both processes"
     );
-    let view = reader.view_newer_than(0).unwrap();
+    let view = devttrace::View::of(&reader, 0).unwrap();
     let mut out = Vec::new();
     ttrace_reader::decode::dump(
         &view,
@@ -316,8 +316,8 @@ fn spans_export_to_uftrace_as_a_call_tree() {
         .unwrap()
         .join()
         .unwrap();
-    let dev = devttrace::Device::open(device()).unwrap();
-    let view = dev.view_newer_than(0).unwrap();
+    let dev = devttrace::Reader::open(device()).unwrap();
+    let view = devttrace::View::of(&dev, 0).unwrap();
     let filter = ttrace_reader::merge::Filter {
         name: Some("tree::*".into()),
         ..Default::default()

@@ -86,7 +86,7 @@ fn main() {
     }
     let slowest = first.iter().copied().fold(0f64, f64::max);
     let mean = first.iter().sum::<f64>() / first.len() as f64;
-    let h = dev.header();
+    let h = dev.mapping().header();
     let compactions = h
         .names_generation
         .load(std::sync::atomic::Ordering::Relaxed);

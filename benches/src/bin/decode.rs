@@ -3,7 +3,7 @@
 //! into files in the temporary directory), as are a device of entry/exit pairs. `cargo run --release -p ttrace-benches --bin decode [-- --quick]`
 
 use std::time::Instant;
-use ttrace_core::meta::Definition;
+use ttrace_core::Definition;
 use ttrace_core::{Config, Device, Kind};
 use ttrace_reader::decode::{Decoder, TimeFormat};
 use ttrace_reader::merge::{Filter, Merge};
@@ -58,7 +58,9 @@ fn device(dir: &std::path::Path, slots: u64, trace: Trace) -> Device {
                 (i as i64 - 500) as u64,
                 7,
             ];
-            dev.ring(ring).write(base + i * 100 + ring as u64, 1, &w);
+            dev.mapping()
+                .ring(ring)
+                .write(base + i * 100 + ring as u64, 1, &w);
         }
     }
     dev
@@ -81,12 +83,12 @@ fn main() {
         Trace::Instants,
     );
     let events = 2 * slots;
-    let reader = devttrace::Device::open(dev.dir()).expect("open read-only");
+    let reader = devttrace::Reader::open(dev.dir()).expect("open read-only");
     let mut best = f64::MAX;
     let mut parts = [0.0; 2];
     for _ in 0..if quick { 1 } else { 5 } {
         let t0 = Instant::now();
-        let view = reader.view_newer_than(0).expect("view");
+        let view = devttrace::View::of(&reader, 0).expect("view");
         let t1 = Instant::now();
         let mut sink = Counting(0);
         let lines = Decoder::new(&view, TimeFormat::Relative)
@@ -156,13 +158,13 @@ fn main() {
         rate(parts[1]),
     );
     let calls = device(&tmp.path().join("calls"), slots, Trace::Calls);
-    let calls = devttrace::Device::open(calls.dir()).expect("open read-only");
+    let calls = devttrace::Reader::open(calls.dir()).expect("open read-only");
     // `report`, view included, over both devices, next to dump's rate above.
     for (reader, what) in [(&reader, "events"), (&calls, "entry/exit events")] {
         let mut report = f64::MAX;
         for _ in 0..if quick { 1 } else { 5 } {
             let t0 = Instant::now();
-            let view = reader.view_newer_than(0).expect("view");
+            let view = devttrace::View::of(reader, 0).expect("view");
             let r = ttrace_reader::report::build(&view, &Filter::default(), &Default::default());
             report = report.min(t0.elapsed().as_secs_f64());
             assert_eq!(r.events, events);
@@ -200,7 +202,7 @@ fn main() {
 /// The best time of each export of `reader`'s `events`, end to end (view included); CTF and
 /// uftrace write into `tmp`.
 fn exports(
-    reader: &devttrace::Device,
+    reader: &devttrace::Reader,
     tmp: &std::path::Path,
     events: u64,
     quick: bool,
@@ -211,7 +213,7 @@ fn exports(
         for round in 0..if quick { 1 } else { 5 } {
             let out = tmp.join(format!("{format}-{round}"));
             let t0 = Instant::now();
-            let view = reader.view_newer_than(0).expect("view");
+            let view = devttrace::View::of(reader, 0).expect("view");
             let items = Merge::view(&view, &Filter::default());
             let written = match format {
                 "chrome" => ttrace_reader::export::chrome::write(

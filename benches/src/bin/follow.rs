@@ -35,7 +35,7 @@ fn idle(quick: bool) {
         ..Config::at(&dir)
     })
     .expect("device");
-    let dev = devttrace::Device::open(&dir).expect("reader");
+    let dev = devttrace::Reader::open(&dir).expect("reader");
     let mut f = devttrace::Follower::new(&dev);
     // The first poll maps in the pages it probes; from then on, what each poll costs.
     f.poll().expect("poll");
@@ -70,7 +70,7 @@ fn follow_at(dir: &std::path::Path, rate: f64, run: Duration) -> (u64, u64) {
     })
     .expect("device");
     let word = define(&w);
-    let dev = devttrace::Device::open(dir).expect("reader");
+    let dev = devttrace::Reader::open(dir).expect("reader");
     let mut f = devttrace::Follower::new(&dev);
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -154,8 +154,8 @@ fn sustained(quick: bool) {
     for i in 0..1 << 16 {
         w.emit(word, 1 << 32 | 2, &[i, 1, 2, 3, 4]);
     }
-    let dev = devttrace::Device::open(&dir).expect("reader");
-    let view = dev.view_newer_than(0).expect("view");
+    let dev = devttrace::Reader::open(&dir).expect("reader");
+    let view = devttrace::View::of(&dev, 0).expect("view");
     let mut sink = Vec::with_capacity(1 << 20);
     let start = Instant::now();
     let mut n = 0u64;
@@ -176,7 +176,7 @@ fn sustained(quick: bool) {
 
 /// A 5-word tracepoint on `dev`.
 fn define(dev: &Device) -> u64 {
-    dev.register_tracepoint(&ttrace_core::meta::Definition::untyped(
+    dev.register_tracepoint(&ttrace_core::Definition::untyped(
         "request",
         Kind::Start,
         1,

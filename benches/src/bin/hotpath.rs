@@ -37,8 +37,8 @@ fn main() {
     let notes = format!(
         "cpu source in use: {:?}; clock: {:?} at {} Hz; {} CPUs; {reps} rounds",
         ttrace_core::cpu::source(),
-        dev.clock(),
-        dev.header().tsc_hz,
+        dev.mapping().clock(),
+        dev.mapping().header().tsc_hz,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     let mut b = Bench::default();

@@ -336,11 +336,11 @@ fn cpu_model() -> String {
         .map_or("unknown CPU".into(), |(_, m)| m.trim().to_string())
 }
 
-fn machine(dev: &ttrace_core::Device, cpus: usize) -> Machine {
+fn machine(dev: &ttrace_core::Writer, cpus: usize) -> Machine {
     Machine {
         cpu_model: cpu_model(),
         cpus,
-        configured_cpus: ttrace_core::device::configured_cpus(),
+        configured_cpus: devttrace::config::configured_cpus(),
         cpu_source: format!("{:?}", ttrace_core::cpu::detect()),
         rings: if dev.restartable() {
             "restartable"
@@ -348,8 +348,8 @@ fn machine(dev: &ttrace_core::Device, cpus: usize) -> Machine {
             "shared"
         }
         .into(),
-        clock: format!("{:?}", dev.clock()),
-        tsc_hz: dev.header().tsc_hz,
+        clock: format!("{:?}", dev.mapping().clock()),
+        tsc_hz: dev.mapping().header().tsc_hz,
     }
 }
 
@@ -468,7 +468,7 @@ fn main() {
     }
     let dev = ttrace_benches::device();
     assert_eq!(
-        dev.ring_slots(),
+        dev.mapping().ring_slots(),
         MODEL_SLOTS as u64,
         "the model ring's size"
     );

@@ -114,7 +114,7 @@ fn main() {
             unsafe { libc::write(1, b"!".as_ptr() as *const libc::c_void, 1) };
         }
     }
-    let hz = dev.header().tsc_hz.max(1) as u128;
+    let hz = dev.mapping().header().tsc_hz.max(1) as u128;
     progress
         .slowest_ns
         .store((slowest as u128 * 1_000_000_000 / hz) as u64, Release);

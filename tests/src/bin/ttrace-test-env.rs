@@ -41,7 +41,7 @@ fn main() {
             }
         }
     }
-    let h = dev.header();
+    let h = dev.mapping().header();
     println!(
         "slots {} aux {} mask {:#x}",
         h.ring_slots,

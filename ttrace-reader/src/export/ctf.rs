@@ -416,7 +416,7 @@ fn fields(
                 None => string(out, b"<lost>"),
             },
             Spec::Values { table, .. } => {
-                if table.kind == ttrace_core::values::ValuesKind::Flags
+                if table.kind == devttrace::ValuesKind::Flags
                     && !table.entries.iter().any(|e| e.1 == w)
                 {
                     let tp = event.type_word.tracepoint() as usize;

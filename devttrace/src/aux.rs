@@ -18,14 +18,10 @@
 //! Both halves are written once, over any [`AtomicWord`] ([`Aux`]): the device runs them on
 //! its mapped words, and `tests/loom_aux.rs` model-checks the very same code with loom.
 
-use crate::device::Device;
-use crate::lock::{lock, owner_alive};
 use crate::sync::{AtomicWord, Ordering::*};
 use core::sync::atomic::AtomicU64;
 use crossbeam_utils::Backoff;
-use ttrace_layouts::aux::{
-    aux_ref, aux_ref_parts, full_offset, AuxPath, AuxTag, AUX_HEADER_BYTES, AUX_MAX_PAYLOAD,
-};
+use ttrace_layouts::aux::{aux_ref_parts, full_offset, AuxPath, AUX_HEADER_BYTES};
 
 /// Tries before an aux write blocked by a record still being written is dropped.
 const BLOCKED_TRIES: u32 = 64;
@@ -68,7 +64,7 @@ fn store_bytes<W: AtomicWord>(words: &[W], offset: u64, bytes: &[u8]) {
 }
 
 /// The aux buffer with its offsets and counters, over any atomic word: the device's (see
-/// [`Device::aux_write`]), or a [`HeapAux`] for tests and model checks. The writer half of the
+/// [`Mapping::aux`](crate::Mapping::aux)), or a [`HeapAux`] for tests and model checks. The writer half of the
 /// protocol is [`reserve`](Aux::reserve) then [`commit`](Aux::commit); the reader half is
 /// [`snapshot`](Aux::snapshot).
 pub struct Aux<'a, W> {
@@ -265,7 +261,7 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
 /// ```
 /// use core::sync::atomic::AtomicU64;
 /// use ttrace_layouts::aux::{AuxPath, AuxTag};
-/// let mem = ttrace_core::aux::HeapAux::<AtomicU64>::new(16);
+/// let mem = devttrace::aux::HeapAux::<AtomicU64>::new(16);
 /// let (aux, lock) = (mem.aux(), std::sync::Mutex::new(()));
 /// let path = AuxPath::new(AuxTag::Info, 0, 5, false);
 /// let at = aux.reserve(path, 7, 1, || lock.lock().ok(), |_| true, || {});
@@ -317,93 +313,34 @@ impl<W: AtomicWord> HeapAux<W> {
     }
 }
 
-impl Device {
-    /// The aux buffer of ring `index`, with its offsets and counters.
-    #[inline]
-    pub fn aux(&self, index: usize) -> Aux<'_, AtomicU64> {
-        let h = self.ring_header(index);
-        Aux {
-            first: &h.aux_first,
-            last: &h.aux_last,
-            records: &h.aux_records,
-            truncated: &h.aux_truncated,
-            dropped: &h.aux_dropped,
-            words: self.aux_words(index),
-        }
-    }
-
-    /// Appends an aux record holding `bytes` (truncated to 4072 bytes and flagged if longer)
-    /// for the writer `ctx` (`pid << 32 | tid`), to the aux buffer of the ring this thread
-    /// writes to. Returns the argument word that refers to it ([`aux_ref`]), or `None` if the
-    /// write was dropped (and counted in the shared ring's `aux_dropped`).
-    pub fn aux_write(&self, tag: AuxTag, ctx: u64, bytes: &[u8]) -> Option<u64> {
-        let truncated = bytes.len() as u64 > AUX_MAX_PAYLOAD;
-        let bytes = &bytes[..bytes.len().min(AUX_MAX_PAYLOAD as usize)];
-        // A message carries its own time; a string is timed by the entry that refers to it,
-        // which spares a second clock read on the hot path.
-        let timestamp = if tag == AuxTag::String { 0 } else { self.now() };
-        #[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom)))]
-        if let Some((offset, table)) = self.rseq() {
-            let path = AuxPath::new(tag, 0, bytes.len() as u64, truncated);
-            let (words, tail) = bytes.split_at(bytes.len() / 8 * 8);
-            let mut last = [0u8; 8];
-            last[..tail.len()].copy_from_slice(tail);
-            let args = crate::rseq::AuxArgs {
-                path: path.0,
-                timestamp,
-                ctx,
-                record_bytes: path.record_bytes(),
-                full_words: words.len() as u64 / 8,
-                tail: u64::from_ne_bytes(last),
-                has_tail: !tail.is_empty() as u64,
-                src: words.as_ptr(),
-            };
-            // SAFETY: `rseq()` gives this process's registered rseq offset and the table of
-            // this device's restartable rings; `src` holds `full_words` words; a record
-            // (at most 4 KiB) fits in a buffer (at least 16 KiB).
-            let (found, start) = unsafe { crate::rseq::aux_write(offset, table, &args) };
-            if found != 0 {
-                return Some(aux_ref(found as usize - 1, start));
-            }
-        }
-        let cpu = self.cpu();
-        let index = self.shared_ring_index(cpu);
-        let aux = self.aux(index);
-        let path = AuxPath::new(tag, cpu, bytes.len() as u64, truncated);
+impl Aux<'_, AtomicU64> {
+    /// Writes a record holding `bytes` (at most
+    /// [`AUX_MAX_PAYLOAD`](ttrace_layouts::aux::AUX_MAX_PAYLOAD)) with the shared
+    /// protocol: reserved under `lock` (the buffer's lock word, its ring header's
+    /// `aux_lock`), then committed. `path` is the record's valid path (with its CPU);
+    /// `timestamp` is 0 for a string argument (its entry carries the time). Returns the
+    /// record's offset, or `None` if the write was dropped (and counted in `dropped`): the
+    /// oldest record was still being written by a live writer, or the calling thread holds
+    /// the lock already (a signal handler interrupted its own reservation).
+    pub fn write(
+        &self,
+        lock: &AtomicU64,
+        path: AuxPath,
+        ctx: u64,
+        timestamp: u64,
+        bytes: &[u8],
+    ) -> Option<u64> {
         let backoff = Backoff::new();
-        let start = aux.reserve(
+        let start = self.reserve(
             path,
             ctx,
             BLOCKED_TRIES,
-            || lock(&self.ring_header(index).aux_lock),
-            owner_alive,
+            || crate::lock::lock(lock),
+            crate::thread::alive,
             || backoff.snooze(),
         )?;
-        aux.commit(start, path, timestamp, bytes);
-        Some(aux_ref(index, start))
-    }
-
-    /// A consistent snapshot of every ring's aux buffer.
-    pub fn aux_snapshot(&self) -> Result<AuxSnapshots, AuxError> {
-        let buffers = (0..self.num_rings())
-            .map(|r| {
-                let mut b = self.aux(r).snapshot()?;
-                b.records.iter_mut().for_each(|rec| rec.buffer = r as u32);
-                Ok(b)
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(AuxSnapshots { buffers })
-    }
-
-    /// A consistent copy of each ring's aux buffer's words (what [`Device::aux_snapshot`]
-    /// parses), by ring.
-    pub fn aux_copies(&self) -> Result<Vec<AuxCopy>, AuxError> {
-        (0..self.num_rings())
-            .map(|r| {
-                let a = self.aux(r);
-                copy(a.first, a.last, a.words)
-            })
-            .collect()
+        self.commit(start, path, timestamp, bytes);
+        Some(start)
     }
 }
 

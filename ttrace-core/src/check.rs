@@ -29,67 +29,40 @@
 //! ttrace_core::point!(OPEN, "/etc/hosts"); // a string shown as hex
 //! ```
 
-use crate::values::ValueTable;
+use devttrace::meta::Definition;
+use devttrace::values::ValueTable;
+use ttrace_layouts::format::{next_placeholder, part, table_fits, Letter};
 use ttrace_layouts::meta::ArgType;
 
-/// One placeholder of a format: byte ranges of its name and spec, and where the text after
-/// it starts.
+/// What a spec is, for a tracepoint that lists some value tables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Placeholder {
-    /// `{` to `}` inclusive.
-    pub whole: (usize, usize),
-    /// The name (may be empty).
-    pub name: (usize, usize),
-    /// The spec after `:` (empty without one).
-    pub spec: (usize, usize),
+enum SpecKind {
+    /// No spec: the argument's type decides.
+    Default,
+    /// One of the letters.
+    Letter(Letter),
+    /// A value table the tracepoint lists.
+    Table,
+    /// Not a spec.
+    Unknown,
 }
 
-/// The first placeholder of `format` at or after byte `from`, skipping `{{`. `Err(at)` for
-/// an unclosed `{` at `at`.
-pub const fn next_placeholder(format: &str, from: usize) -> Result<Option<Placeholder>, usize> {
-    let b = format.as_bytes();
-    let mut i = from;
-    while i < b.len() {
-        if b[i] == b'{' {
-            if i + 1 < b.len() && b[i + 1] == b'{' {
-                i += 2;
-                continue;
-            }
-            let mut j = i + 1;
-            let mut colon = 0;
-            while j < b.len() && b[j] != b'}' {
-                if b[j] == b':' && colon == 0 {
-                    colon = j;
-                }
-                j += 1;
-            }
-            if j == b.len() {
-                return Err(i);
-            }
-            let (name, spec) = if colon == 0 {
-                ((i + 1, j), (j, j))
-            } else {
-                ((i + 1, colon), (colon + 1, j))
-            };
-            return Ok(Some(Placeholder {
-                whole: (i, j + 1),
-                name,
-                spec,
-            }));
-        }
-        i += 1;
+/// What `spec` means for a tracepoint that lists `tables`.
+const fn spec_kind(spec: &[u8], tables: &[&ValueTable]) -> SpecKind {
+    if spec.is_empty() {
+        return SpecKind::Default;
     }
-    Ok(None)
-}
-
-/// Bytes `range` of `s`.
-pub const fn part(s: &str, range: (usize, usize)) -> &[u8] {
-    s.as_bytes().split_at(range.1).0.split_at(range.0).1
-}
-
-/// Whether two strings are equal (usable in constants).
-pub const fn same(a: &str, b: &str) -> bool {
-    same_bytes(a.as_bytes(), b.as_bytes())
+    if let Some(l) = Letter::of(spec) {
+        return SpecKind::Letter(l);
+    }
+    let mut t = 0;
+    while t < tables.len() {
+        if same_bytes(spec, tables[t].name.as_bytes()) {
+            return SpecKind::Table;
+        }
+        t += 1;
+    }
+    SpecKind::Unknown
 }
 
 const fn same_bytes(a: &[u8], b: &[u8]) -> bool {
@@ -106,56 +79,12 @@ const fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     true
 }
 
-/// What a spec is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SpecKind {
-    /// No spec: the argument's type decides.
-    Default,
-    /// One of the letters `u d x f s b c`.
-    Letter(u8),
-    /// The value table at this index of the tracepoint's tables.
-    Table(usize),
-    /// Not a spec.
-    Unknown,
-}
-
-/// What `spec` means for a tracepoint that lists `tables`.
-pub const fn spec_kind(spec: &[u8], tables: &[&ValueTable]) -> SpecKind {
-    if spec.is_empty() {
-        return SpecKind::Default;
-    }
-    if spec.len() == 1 && matches!(spec[0], b'u' | b'd' | b'x' | b'f' | b's' | b'b' | b'c') {
-        return SpecKind::Letter(spec[0]);
-    }
-    let mut t = 0;
-    while t < tables.len() {
-        if same_bytes(spec, tables[t].name.as_bytes()) {
-            return SpecKind::Table(t);
-        }
-        t += 1;
-    }
-    SpecKind::Unknown
-}
-
 /// Whether a spec can show an argument of type `ty`.
-pub const fn fits(spec: SpecKind, ty: ArgType) -> bool {
-    use ArgType::*;
+const fn fits(spec: SpecKind, ty: ArgType) -> bool {
     match spec {
         SpecKind::Default | SpecKind::Unknown => true,
-        SpecKind::Table(_) => matches!(ty, Unsigned | Signed | Unknown),
-        SpecKind::Letter(l) => match l {
-            b'u' => matches!(ty, Unsigned | Signed | Bool | Char | Pointer | Unknown),
-            b'd' => matches!(ty, Unsigned | Signed | Bool | Char | Unknown),
-            b'x' => matches!(
-                ty,
-                Unsigned | Signed | Bool | Char | Pointer | Float | Unknown
-            ),
-            b'f' => matches!(ty, Float | Unknown),
-            b's' => matches!(ty, Str | Unknown),
-            b'b' => matches!(ty, Unsigned | Signed | Bool | Unknown),
-            b'c' => matches!(ty, Char | Unsigned | Unknown),
-            _ => false,
-        },
+        SpecKind::Table => table_fits(ty),
+        SpecKind::Letter(l) => l.fits(ty),
     }
 }
 
@@ -226,10 +155,6 @@ impl Message {
     }
 }
 
-/// The letters a spec may be, for error messages.
-const VALID: &str = "u (unsigned), d (signed), x (hex), f (float), s (string), b (bool), \
-                     c (char), or the name of a value table listed after the format";
-
 /// Checks a tracepoint's format against the value tables it lists; panics (a compile
 /// error in a `static`) with a message naming the placeholder at fault.
 pub const fn check_format(name: &str, format: &str, tables: &[&ValueTable]) {
@@ -258,7 +183,8 @@ pub const fn check_format(name: &str, format: &str, tables: &[&ValueTable]) {
                 .text("` has an unknown spec `")
                 .bytes(spec)
                 .text("`; a spec is one of ")
-                .text(VALID);
+                .text(Letter::LIST)
+                .text(", or the name of a value table listed after the format");
             panic!("{}", m.as_str());
         }
         from = p.whole.1;
@@ -293,7 +219,7 @@ const fn uses(format: &str, table: &str) -> bool {
 /// Checks the types of a trace point's arguments against its tracepoint's format; panics
 /// (a compile error, from [`point!`](crate::point!)) naming the first placeholder whose
 /// spec cannot show its argument.
-pub const fn check_args(def: &crate::meta::Definition, types: &[ArgType]) {
+pub const fn check_args(def: &Definition, types: &[ArgType]) {
     if types.len() != def.nargs as usize {
         let mut m = Message::new();
         m.text("point!: tracepoint `")
@@ -330,17 +256,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn placeholders_are_found_with_their_specs() {
-        let f = "a={a} {{lit}} b={b:x}";
-        let p = next_placeholder(f, 0).unwrap().unwrap();
-        assert_eq!((part(f, p.name), part(f, p.spec)), (&b"a"[..], &b""[..]));
-        let q = next_placeholder(f, p.whole.1).unwrap().unwrap();
-        assert_eq!((part(f, q.name), part(f, q.spec)), (&b"b"[..], &b"x"[..]));
-        assert_eq!(next_placeholder(f, q.whole.1), Ok(None));
-        assert_eq!(next_placeholder("x {open", 0), Err(2));
-    }
-
-    #[test]
     fn messages_name_what_is_wrong() {
         let mut m = Message::new();
         m.text("n=").number(0).text(" ").number(4096);
@@ -356,10 +271,10 @@ mod tests {
 
     #[test]
     fn specs_fit_the_types_they_can_show() {
-        assert!(fits(SpecKind::Letter(b'x'), ArgType::Pointer));
-        assert!(!fits(SpecKind::Letter(b'x'), ArgType::Str));
-        assert!(!fits(SpecKind::Letter(b's'), ArgType::Signed));
-        assert!(!fits(SpecKind::Table(0), ArgType::Float));
+        assert!(fits(SpecKind::Letter(Letter::Hex), ArgType::Pointer));
+        assert!(!fits(SpecKind::Letter(Letter::Hex), ArgType::Str));
+        assert!(!fits(SpecKind::Letter(Letter::Str), ArgType::Signed));
+        assert!(!fits(SpecKind::Table, ArgType::Float));
         assert!(fits(SpecKind::Default, ArgType::Str));
     }
 }

@@ -7,7 +7,7 @@
 //! tag, CPU, timestamp, ident, length and payload); a record still being written by a live
 //! writer is never overtaken; a dead writer's record is; when quiescent, the buffer holds
 //! exactly the newest completed writes and the counters account for every write attempted.
-//! Run with `RUSTFLAGS="--cfg loom" cargo test -p ttrace-core --release --test loom_aux`.
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p devttrace --release --test loom_aux`.
 //!
 //! Each model fails on broken variants of the protocol (the table is in `docs/RELIABILITY.md`):
 //! a reader that does not re-load `first` after its copy; a writer that moves `first` only
@@ -16,11 +16,11 @@
 //! overtakes a record still invalid, even a dead writer's.
 #![cfg(loom)]
 
+use devttrace::aux::{AuxRecord, AuxSnapshot, HeapAux};
 use loom::sync::atomic::AtomicU64;
 use loom::sync::atomic::Ordering::{Relaxed, SeqCst};
 use loom::sync::{Arc, Mutex};
 use std::sync::atomic::AtomicUsize;
-use ttrace_core::aux::{AuxRecord, AuxSnapshot, HeapAux};
 use ttrace_layouts::aux::{AuxPath, AuxTag};
 
 /// Words of the buffer: 64 bytes, two or three records.

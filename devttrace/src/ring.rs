@@ -41,6 +41,8 @@
 //! (A writer that gives a claimed slot back restores its old stamp before writing anything,
 //! which changes no word.)
 
+use crate::clear::Cleared;
+use crate::event::{Event, Kept, Mark, RingIndex, RingSnapshot, MAX_WRITERS};
 use crate::sync::{AtomicWord, Ordering::*};
 use ttrace_layouts::entry::{Slot, Stamp, TypeWord, MAX_ARGS, SLOT_WORDS};
 
@@ -91,7 +93,7 @@ pub struct Ring<'a, S: SlotWords> {
 ///
 /// ```
 /// use core::sync::atomic::AtomicU64;
-/// let mem = ttrace_core::ring::HeapRing::<AtomicU64>::new(4);
+/// let mem = devttrace::ring::HeapRing::<AtomicU64>::new(4);
 /// assert!(mem.ring().write(1000, 1, &[0; 7]).is_some());
 /// assert_eq!(mem.ring().snapshot().committed, 1);
 /// ```
@@ -377,258 +379,87 @@ impl<'a, S: SlotWords> Ring<'a, S> {
     }
 }
 
-/// One event read from a ring: a parent entry with its continuation's words, if any.
-#[derive(Clone, Copy, PartialEq, Eq)]
-#[repr(align(16))]
-pub struct Event {
-    /// The parent's committed stamp (its timestamp).
-    pub stamp: u64,
-    /// Type word.
-    pub type_word: ttrace_layouts::entry::TypeWord,
-    /// `pid << 32 | tid` of the writer.
-    pub ctx: u64,
-    /// Argument words, `nargs` of them.
-    words: [u64; MAX_ARGS],
-    nargs: u8,
-    /// Whether the entry announced a continuation that had been overwritten.
-    pub continuation_lost: bool,
-    /// Slot of the parent entry.
-    pub slot: u32,
-}
-
-impl Event {
-    /// The argument words: `type_word.nargs()` of them, or the first 5 if the continuation
-    /// was lost.
-    #[inline]
-    pub fn args(&self) -> &[u64] {
-        &self.words[..self.nargs as usize]
-    }
-}
-
-impl core::fmt::Debug for Event {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Event")
-            .field("stamp", &self.stamp)
-            .field("type_word", &self.type_word)
-            .field("ctx", &self.ctx)
-            .field("args", &self.args())
-            .field("continuation_lost", &self.continuation_lost)
-            .field("slot", &self.slot)
-            .finish()
-    }
-}
-
-/// A consistent copy of a ring: every complete event, in time order, and the accounting.
-///
-/// The counts are in slots (a continued event takes two). On a ring nobody is writing,
-/// `head == skipped + committed + claimed + lost` exactly.
-///
-/// `RingSnapshot<Mark>` (a [`RingIndex`]) has the same counts but keeps only where each event
-/// is; [`Ring::event`] then copies it, if it is still there.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RingSnapshot<T = Event> {
-    /// Positions reserved (the ring's `head`, read after the copy).
-    pub head: u64,
-    /// Positions given up without writing (`skipped`).
-    pub skipped: u64,
-    /// Events dropped by writers that found no free slot (`dropped`).
-    pub dropped: u64,
-    /// Committed slots copied (parents and continuations).
-    pub committed: u64,
-    /// Slots owned by a writer at the time of the copy (being written, or abandoned).
-    pub claimed: u64,
-    /// Slots overwritten before this copy: `head - skipped - committed - claimed`.
-    pub lost: u64,
-    /// Slots that changed while being copied (overwritten during the copy: counted lost).
-    pub changed: u64,
-    /// Continuations whose parent had been overwritten.
-    pub orphans: u64,
-    /// Committed parents whose type word is malformed (a damaged device), skipped.
-    pub malformed: u64,
-    /// Complete events left out because they were not newer than the timestamp asked for.
-    pub older: u64,
-    /// Restartable rings: entries committed while the copy ran, at positions at or above
-    /// `head` (which is then the head loaded before the copy: the cut): not in this copy,
-    /// and not lost.
-    pub after_cut: u64,
-    /// Slots emptied by the device's last clear ([`Cleared`]): complete entries stamped at
-    /// or before it (not in `committed`), and positions reserved before it that the ring no
-    /// longer holds (not in `lost`).
-    pub cleared: u64,
-    /// The process ids of the events kept (parents' contexts), each once, in the order they
-    /// were first met; at most [`MAX_WRITERS`], `writers_more` says whether there were more.
-    pub writers: Vec<u32>,
-    /// Whether more than [`MAX_WRITERS`] processes wrote the events kept.
-    pub writers_more: bool,
-    /// Complete events, oldest first.
-    pub events: Vec<T>,
-}
-
-/// How many distinct writing processes a scan lists ([`RingSnapshot::writers`]).
-pub const MAX_WRITERS: usize = 64;
-
-/// What the device's last clear left for readers (`ttrace-reader clear`; DESIGN.md,
-/// *Clearing*): entries stamped at or before `at` are no longer shown, and the counts
-/// start from the ring's counters as they were at the clear. All zero: never cleared.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Cleared {
-    /// The clear's timestamp: every entry stamped at or before it is cleared.
-    pub at: u64,
-    /// The ring's `head` when it was cleared (read after `at` was taken).
-    pub head: u64,
-    /// The ring's `skipped` at the clear.
-    pub skipped: u64,
-    /// The ring's `dropped` at the clear.
-    pub dropped: u64,
-}
-
-impl<T> Default for RingSnapshot<T> {
-    fn default() -> Self {
-        RingSnapshot {
-            head: 0,
-            skipped: 0,
-            dropped: 0,
-            committed: 0,
-            claimed: 0,
-            lost: 0,
-            changed: 0,
-            orphans: 0,
-            malformed: 0,
-            older: 0,
-            after_cut: 0,
-            cleared: 0,
-            writers: Vec::new(),
-            writers_more: false,
-            events: Vec::new(),
-        }
-    }
-}
-
-/// Where a complete event was: its stamp and its parent's slot.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Mark {
-    /// The parent's stamp.
-    pub stamp: u64,
-    /// The parent's slot.
-    pub slot: u32,
-    /// Whether the event had its continuation (it takes two slots).
-    pub continued: bool,
-}
-
-/// The time-ordered marks of a ring's complete events, with the counts of a snapshot.
-pub type RingIndex = RingSnapshot<Mark>;
-
-/// What a scan keeps of each event.
-pub trait Kept: Sized {
-    /// Keeps `event`.
-    fn keep(event: Event) -> Self;
-    /// Its stamp.
-    fn stamp(&self) -> u64;
-}
-
-impl Kept for Event {
-    #[inline]
-    fn keep(event: Event) -> Event {
-        event
-    }
-    #[inline]
-    fn stamp(&self) -> u64 {
-        self.stamp
-    }
-}
-
-impl Kept for Mark {
-    #[inline]
-    fn keep(event: Event) -> Mark {
-        Mark {
-            stamp: event.stamp,
-            slot: event.slot,
-            continued: event.type_word.has_continuation() && !event.continuation_lost,
-        }
-    }
-    #[inline]
-    fn stamp(&self) -> u64 {
-        self.stamp
-    }
-}
-
-impl<T: Kept> RingSnapshot<T> {
-    /// Keeps the complete event `e` (its continuation `stitched` from the next slot) if it
-    /// is newer than both `newer_than` and the clear, else counts it.
-    #[inline]
-    fn take(&mut self, e: Event, stitched: bool, newer_than: u64, cleared_at: u64) {
-        if e.stamp <= cleared_at {
-            self.cleared += 1 + stitched as u64;
-        } else if e.stamp > newer_than {
-            let pid = (e.ctx >> 32) as u32;
-            if self.writers.last() != Some(&pid) && !self.writers.contains(&pid) {
-                if self.writers.len() < MAX_WRITERS {
-                    self.writers.push(pid);
-                } else {
-                    self.writers_more = true;
-                }
-            }
-            self.events.push(T::keep(e));
-        } else {
-            self.older += 1;
-        }
-    }
-
-    /// Counts one slot read, against the cut `cut` (the head loaded before the copy): a
-    /// parent or claim of a position at or above it was written while the copy ran; an empty
-    /// slot below it (`below`) is a position reserved and still being written.
-    #[inline]
-    fn count(&mut self, r: &SlotRead, cut: u64, below: bool) {
-        match r {
-            SlotRead::Empty if below => self.claimed += 1,
-            SlotRead::Empty => {}
-            SlotRead::Claimed(c) if claimed_after(*c, cut) => self.after_cut += 1,
-            SlotRead::Claimed(_) => self.claimed += 1,
-            SlotRead::Changed => self.changed += 1,
-            SlotRead::Committed(w) if tagged_after(w, cut) => self.after_cut += 1,
-            SlotRead::Committed(_) => self.committed += 1,
-        }
-    }
-
-    /// Takes the event of `prev` (read from slot `prev_slot`) if it is a parent, with `next`
-    /// (the read of the following slot) as its possible continuation; counts `next` as an
-    /// orphan if it is a continuation whose parent `prev` is not.
-    #[inline]
-    fn visit(
-        &mut self,
-        prev: &SlotRead,
-        prev_slot: usize,
-        next: &SlotRead,
-        newer_than: u64,
-        cleared_at: u64,
-        cut: u64,
-    ) {
-        let mut stitched = false;
-        if let SlotRead::Committed(w) = prev {
-            if tagged_after(w, cut) {
-                // Written while the copy ran: neither shown nor lost, its continuation too.
-                // (Saturating: the last slot's successor is read again, uncounted.)
-                if matches!(next, SlotRead::Committed(c) if c[0] == w[0] | Stamp::CONTINUATION)
-                    && self.committed > 0
-                {
-                    self.committed -= 1;
-                    self.after_cut += 1;
-                }
-                return;
-            }
-            if !Stamp(w[0]).is_continuation() {
-                match stitch(w, prev_slot, || *next) {
-                    Some((e, s)) => {
-                        stitched = s;
-                        self.take(e, s, newer_than, cleared_at);
-                    }
-                    None => self.malformed += 1,
-                }
+/// Keeps the complete event `e` (its continuation `stitched` from the next slot) if it
+/// is newer than both `newer_than` and the clear, else counts it.
+#[inline]
+fn take<T: Kept>(
+    snap: &mut RingSnapshot<T>,
+    e: Event,
+    stitched: bool,
+    newer_than: u64,
+    cleared_at: u64,
+) {
+    if e.stamp <= cleared_at {
+        snap.cleared += 1 + stitched as u64;
+    } else if e.stamp > newer_than {
+        let pid = (e.ctx >> 32) as u32;
+        if snap.writers.last() != Some(&pid) && !snap.writers.contains(&pid) {
+            if snap.writers.len() < MAX_WRITERS {
+                snap.writers.push(pid);
+            } else {
+                snap.writers_more = true;
             }
         }
-        if matches!(next, SlotRead::Committed(c) if Stamp(c[0]).is_continuation()) && !stitched {
-            self.orphans += 1;
+        snap.events.push(T::keep(e));
+    } else {
+        snap.older += 1;
+    }
+}
+
+/// Counts one slot read, against the cut `cut` (the head loaded before the copy): a
+/// parent or claim of a position at or above it was written while the copy ran; an empty
+/// slot below it (`below`) is a position reserved and still being written.
+#[inline]
+fn count<T: Kept>(snap: &mut RingSnapshot<T>, r: &SlotRead, cut: u64, below: bool) {
+    match r {
+        SlotRead::Empty if below => snap.claimed += 1,
+        SlotRead::Empty => {}
+        SlotRead::Claimed(c) if claimed_after(*c, cut) => snap.after_cut += 1,
+        SlotRead::Claimed(_) => snap.claimed += 1,
+        SlotRead::Changed => snap.changed += 1,
+        SlotRead::Committed(w) if tagged_after(w, cut) => snap.after_cut += 1,
+        SlotRead::Committed(_) => snap.committed += 1,
+    }
+}
+
+/// Takes the event of `prev` (read from slot `prev_slot`) if it is a parent, with `next`
+/// (the read of the following slot) as its possible continuation; counts `next` as an
+/// orphan if it is a continuation whose parent `prev` is not.
+#[inline]
+fn visit<T: Kept>(
+    snap: &mut RingSnapshot<T>,
+    prev: &SlotRead,
+    prev_slot: usize,
+    next: &SlotRead,
+    newer_than: u64,
+    cleared_at: u64,
+    cut: u64,
+) {
+    let mut stitched = false;
+    if let SlotRead::Committed(w) = prev {
+        if tagged_after(w, cut) {
+            // Written while the copy ran: neither shown nor lost, its continuation too.
+            // (Saturating: the last slot's successor is read again, uncounted.)
+            if matches!(next, SlotRead::Committed(c) if c[0] == w[0] | Stamp::CONTINUATION)
+                && snap.committed > 0
+            {
+                snap.committed -= 1;
+                snap.after_cut += 1;
+            }
+            return;
         }
+        if !Stamp(w[0]).is_continuation() {
+            match stitch(w, prev_slot, || *next) {
+                Some((e, s)) => {
+                    stitched = s;
+                    take(snap, e, s, newer_than, cleared_at);
+                }
+                None => snap.malformed += 1,
+            }
+        }
+    }
+    if matches!(next, SlotRead::Committed(c) if Stamp(c[0]).is_continuation()) && !stitched {
+        snap.orphans += 1;
     }
 }
 
@@ -761,12 +592,13 @@ impl<S: SlotWords> Ring<'_, S> {
         // when its successor (which may hold its continuation) has been read.
         let first = self.read(start);
         let mut prev = first;
-        snap.count(&first, head, below(start));
+        count(&mut snap, &first, head, below(start));
         for k in 1..n {
             let i = (start + k) & (n - 1);
             let r = self.read(i);
-            snap.count(&r, head, below(i));
-            snap.visit(
+            count(&mut snap, &r, head, below(i));
+            visit(
+                &mut snap,
                 &prev,
                 (i + n - 1) & (n - 1),
                 &r,
@@ -791,7 +623,9 @@ impl<S: SlotWords> Ring<'_, S> {
             }
             _ => first,
         };
-        snap.visit(&prev, last, &successor, timestamp, cleared.at, head);
+        visit(
+            &mut snap, &prev, last, &successor, timestamp, cleared.at, head,
+        );
         self.finish(snap, head, skipped, cleared)
     }
 
@@ -861,7 +695,7 @@ impl<S: SlotWords> Ring<'_, S> {
                 match stitch(&w, pi, || r) {
                     Some((e, s)) => {
                         stitched = s;
-                        snap.take(e, s, timestamp, cleared.at);
+                        take(&mut snap, e, s, timestamp, cleared.at);
                     }
                     None => snap.malformed += 1,
                 }
@@ -901,6 +735,75 @@ impl<S: SlotWords> Ring<'_, S> {
     }
 }
 
+/// What a ring position holds, read from a cursor ([`Ring::at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// Its parent entry (maybe with its continuation).
+    Entry(Event, u64),
+    /// Its continuation: read with its parent.
+    Continuation,
+    /// A later position's write: this one was overwritten.
+    Overwritten,
+    /// Not written yet (or being written).
+    Waiting,
+    /// Claimed for an older position: its writer will skip this one (or already did).
+    Blocked,
+}
+
+impl<S: SlotWords> Ring<'_, S> {
+    /// What position `pos` of this ring holds now, read with the stamp check and the
+    /// position tag: its entry (with the slots it takes), its continuation, a later
+    /// position's write (it was overwritten), nothing yet, or a claim for an older position
+    /// (its writer will skip it). What a live reader's cursor reads (`Follower`).
+    pub fn at(&self, pos: u64) -> Found {
+        let n = self.slots.len() as u64;
+        let i = (pos & (n - 1)) as usize;
+        let read = self.read(i);
+        let later = |tag: u32| {
+            // Tags are positions modulo 2^28: the distance from `pos`, signed.
+            let d = (tag.wrapping_sub(TypeWord::tag_of(pos)) << 4) as i32 >> 4;
+            d > 0
+        };
+        match read {
+            SlotRead::Committed(w) if Stamp(w[0]).is_continuation() => Found::Continuation,
+            SlotRead::Committed(w) => {
+                let tag = TypeWord(w[1]).position_tag();
+                if tag == TypeWord::tag_of(pos) {
+                    let next = match TypeWord(w[1]).has_continuation() {
+                        true => self.read(((pos + 1) & (n - 1)) as usize),
+                        false => SlotRead::Empty,
+                    };
+                    let reads = [read, next];
+                    match event_at(&reads, 0) {
+                        Some((mut e, cont)) => {
+                            e.slot = i as u32;
+                            Found::Entry(e, 1 + cont.is_some() as u64)
+                        }
+                        // A malformed type word: nothing to show, nothing to wait for.
+                        None => Found::Overwritten,
+                    }
+                } else if later(tag) {
+                    Found::Overwritten
+                } else {
+                    Found::Waiting
+                }
+            }
+            SlotRead::Changed => Found::Overwritten,
+            SlotRead::Claimed(c) => {
+                let mine = c.claim_pos() == pos & 0xff_ffff_ffff;
+                if mine {
+                    Found::Waiting
+                } else if (c.claim_pos().wrapping_sub(pos) & 0xff_ffff_ffff) < 1 << 39 {
+                    Found::Overwritten // a later position's writer has it
+                } else {
+                    Found::Blocked
+                }
+            }
+            SlotRead::Empty => Found::Waiting,
+        }
+    }
+}
+
 /// Whether the committed parent `w` was written at or above position `cut` (its position
 /// tag, 28 bits, is at most 2^27 positions ahead of the cut's).
 fn tagged_after(w: &[u64; SLOT_WORDS], cut: u64) -> bool {
@@ -920,7 +823,7 @@ fn claimed_after(c: Stamp, cut: u64) -> bool {
 /// whose entry slot `index` should hold (the latest below `h1`), if there is one.
 ///
 /// ```
-/// use ttrace_core::ring::restartable_position;
+/// use devttrace::ring::restartable_position;
 /// // 4 slots, head 6: slots 2, 3, 0, 1 hold positions 2, 3, 4, 5.
 /// let p: Vec<_> = (0..4).map(|i| restartable_position(4, i, 6)).collect();
 /// assert_eq!(p, [Some(4), Some(5), Some(2), Some(3)]);

@@ -41,15 +41,16 @@
 //! The copies are checked to store exactly what the library's writers store when they have
 //! no mistake (`the_copied_writers_store_what_the_library_stores`).
 //!
-//! Run with `RUSTFLAGS="--cfg loom" cargo test -p ttrace-core --release --test
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p devttrace --release --test
 //! loom_restartable` (about a minute and a half on two cores: model 2 takes most of it).
 #![cfg(loom)]
 
+use devttrace::aux::{AuxRecord, AuxSnapshot, HeapAux};
+use devttrace::ring::HeapRing;
+use devttrace::RingSnapshot;
 use loom::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use loom::sync::atomic::{fence, AtomicU64};
 use loom::sync::Arc;
-use ttrace_core::aux::{AuxRecord, AuxSnapshot, HeapAux};
-use ttrace_core::ring::{HeapRing, RingSnapshot};
 use ttrace_layouts::aux::{AuxPath, AuxTag};
 use ttrace_layouts::entry::{Kind, Stamp, TypeWord, SLOT_WORDS};
 
@@ -94,7 +95,7 @@ fn stores(cont: bool) -> usize {
 /// A mistake in a copy of the restartable ring writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum WriterBug {
-    /// The library's writer ([`ttrace_core::ring::Ring::write_restartable`]) itself.
+    /// The library's writer ([`devttrace::ring::Ring::write_restartable`]) itself.
     Library,
     /// The copy without a mistake (checked to store what the library stores).
     None,
@@ -109,7 +110,7 @@ enum WriterBug {
 /// How the reader reads the restartable ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ReaderRule {
-    /// The library's reader ([`ttrace_core::ring::Ring::snapshot`] of the restartable ring).
+    /// The library's reader ([`devttrace::ring::Ring::snapshot`] of the restartable ring).
     Restartable,
     /// A reader that ignores the position tag: every committed parent with the stamp check,
     /// stitched to its continuation, is accepted.
@@ -135,7 +136,7 @@ fn entry(seq: u64, cont: bool) -> ([u64; 7], Option<[u64; 7]>) {
     (w, cont.then_some([seq; 7]))
 }
 
-/// The restartable write of [`ttrace_core::ring::Ring::write_restartable`], copied here with
+/// The restartable write of [`devttrace::ring::Ring::write_restartable`], copied here with
 /// `bug` (none for [`WriterBug::None`]).
 fn write_copy(
     bug: WriterBug,
@@ -280,14 +281,14 @@ impl Rings {
             ReaderRule::Restartable => self.a.restartable_ring().snapshot(),
             ReaderRule::SharedRule => {
                 let ring = self.a.ring();
-                let reads: Vec<ttrace_core::ring::SlotRead> =
+                let reads: Vec<devttrace::ring::SlotRead> =
                     (0..ring.slots.len()).map(|i| ring.read(i)).collect();
                 let mut snap = RingSnapshot {
                     head: ring.head.load(Acquire),
                     ..RingSnapshot::default()
                 };
                 for i in 0..reads.len() {
-                    if let Some((e, _)) = ttrace_core::ring::event_at(&reads, i) {
+                    if let Some((e, _)) = devttrace::ring::event_at(&reads, i) {
                         snap.events.push(e);
                     }
                 }
@@ -654,7 +655,7 @@ fn broken_continued_writer_without_the_continuation_claim_is_caught() {
 /// Model 3: a CPU's restartable ring A (2 slots; position 0 written before the threads; a
 /// section at position 1 aborted after `k` stores, then its successor) and a shared ring B
 /// (2 slots) written at the same time by another thread with the atomic protocol
-/// ([`ttrace_core::ring::Ring::write`], two entries); a reader snapshots both rings, as a
+/// ([`devttrace::ring::Ring::write`], two entries); a reader snapshots both rings, as a
 /// device reader does before it merges them. With `same_ring` (the broken variant) the
 /// shared writer writes ring A instead.
 ///
@@ -782,7 +783,7 @@ const AUX_WORDS: usize = 8;
 /// A mistake in a copy of the restartable aux writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum AuxBug {
-    /// The library's writer ([`ttrace_core::aux::Aux::write_restartable`]) itself.
+    /// The library's writer ([`devttrace::aux::Aux::write_restartable`]) itself.
     Library,
     /// The copy without a mistake (checked to store what the library stores).
     None,
@@ -792,7 +793,7 @@ enum AuxBug {
     FirstAfterOverwrite,
 }
 
-/// The restartable aux write of [`ttrace_core::aux::Aux::write_restartable`], copied here
+/// The restartable aux write of [`devttrace::aux::Aux::write_restartable`], copied here
 /// with `bug`.
 fn aux_write_copy(
     bug: AuxBug,

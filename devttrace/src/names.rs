@@ -19,35 +19,16 @@
 //! its record whatever it writes later. A live thread whose id is reused by another thread
 //! only keeps a record longer than needed, never shorter. See `docs/DESIGN.md`.
 
-use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::lock::Guard;
-use crate::ring::SlotRead;
+use crate::meta::{copy_words, store_record};
+use crate::ring::{Ring, SlotRead};
 use crate::sync::Ordering::*;
 use core::sync::atomic::{fence, AtomicU64};
 use std::collections::HashMap;
-use ttrace_layouts::entry::Stamp;
+use ttrace_layouts::device::DeviceHeader;
+use ttrace_layouts::entry::{Slot, Stamp};
 use ttrace_layouts::meta::{self as layout, Record};
-
-/// Copies `len` bytes of words.
-pub(crate) fn copy_words(words: &[AtomicU64], len: u64) -> Vec<u8> {
-    let n = (len as usize / 8).min(words.len());
-    // Relaxed: the caller ordered these loads after the Acquire load that published them,
-    // or checks the generation afterwards and discards the copy if it moved.
-    words[..n]
-        .iter()
-        .flat_map(|w| w.load(Relaxed).to_ne_bytes())
-        .collect()
-}
-
-/// Stores the record `rec` (a multiple of 8 bytes) at byte `at` of `words`.
-pub(crate) fn store_record(words: &[AtomicU64], at: u64, rec: &[u8]) {
-    for (i, chunk) in rec.chunks_exact(8).enumerate() {
-        let w = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
-        // Relaxed: published by the caller's Release store of the area's used count.
-        words[at as usize / 8 + i].store(w, Relaxed);
-    }
-}
 
 /// What one compaction did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,18 +51,38 @@ struct Found {
     timestamp: u64,
 }
 
-impl Device {
+/// The names area of a device ([`Mapping::names`](crate::Mapping::names)): two halves, the
+/// header's `names_generation` saying which is in use and `names_used[half]` how much of it.
+#[derive(Clone, Copy)]
+pub struct Names<'a> {
+    header: &'a DeviceHeader,
+    /// Both halves, one after the other.
+    area: &'a [AtomicU64],
+}
+
+impl<'a> Names<'a> {
+    /// The names area of the device `header`.
+    pub(crate) fn new(header: &'a DeviceHeader, area: &'a [AtomicU64]) -> Names<'a> {
+        Names { header, area }
+    }
+
+    /// Half `half` (0 or 1) of the area.
+    fn half(&self, half: usize) -> &'a [AtomicU64] {
+        let n = self.area.len() / 2;
+        &self.area[half * n..(half + 1) * n]
+    }
+
     /// The generation of the names area: how many compactions it has had. A reader that
     /// copies the rings and then the names, and finds the same generation before and after,
     /// has every name its events need.
-    pub fn names_generation(&self) -> u64 {
+    pub fn generation(&self) -> u64 {
         // Acquire: pairs with the Release of a compaction, as in `names_bytes`.
-        self.header().names_generation.load(Acquire)
+        self.header.names_generation.load(Acquire)
     }
 
     /// A consistent copy of the names records in use, with the generation they belong to.
-    pub fn names_bytes(&self) -> (u64, Vec<u8>) {
-        let h = self.header();
+    pub fn copy(&self) -> (u64, Vec<u8>) {
+        let h = self.header;
         let mut tries = 0;
         loop {
             // Acquire: a compaction's copy into the new half happened before its Release
@@ -90,7 +91,7 @@ impl Device {
             let half = (g & 1) as usize;
             // Acquire: pairs with the Release store that published the records below it.
             let used = h.names_used[half].load(Acquire);
-            let bytes = copy_words(self.names_words(half), used);
+            let bytes = copy_words(self.half(half), used);
             // Acquire fence: the copy's loads come before the generation is read again, so
             // a compaction that overwrote this half (two flips later) is seen.
             fence(Acquire);
@@ -102,38 +103,44 @@ impl Device {
     }
 
     /// Appends a name record; the caller holds the metadata lock. Compacts when the half in
-    /// use is full; a record that does not fit even then is dropped and counted.
-    pub(crate) fn append_name(&self, guard: &Guard<'_>, rec: &[u8]) -> Result<()> {
-        let h = self.header();
+    /// use is full (keeping what the events in `rings` need); a record that does not fit even
+    /// then is dropped and counted.
+    pub(crate) fn append(
+        &self,
+        guard: &Guard<'_>,
+        rec: &[u8],
+        rings: &[Ring<'_, Slot>],
+    ) -> Result<()> {
+        let h = self.header;
         // Relaxed: only holders of the metadata lock change these; the lock ordered us.
         let half = (h.names_generation.load(Relaxed) & 1) as usize;
         let used = h.names_used[half].load(Relaxed);
-        let capacity = self.names_words(half).len() as u64 * 8;
+        let capacity = self.half(half).len() as u64 * 8;
         let (half, used) = if used + rec.len() as u64 <= capacity {
             (half, used)
         } else {
-            let c = self.compact_names(guard);
+            let c = self.compact(guard, rings);
             (1 - half, c.used)
         };
         if used + rec.len() as u64 > capacity {
             h.names_dropped.fetch_add(1, Relaxed);
             return Err(Error::MetadataFull);
         }
-        store_record(self.names_words(half), used, rec);
+        store_record(self.half(half), used, rec);
         // Release: publishes the record to readers that acquire the count.
         h.names_used[half].store(used + rec.len() as u64, Release);
         Ok(())
     }
 
-    /// Copies the records some event may still need into the other half and makes it the
-    /// half in use; the caller holds the metadata lock.
-    pub fn compact_names(&self, _guard: &Guard<'_>) -> Compaction {
-        let h = self.header();
+    /// Copies the records that a live thread or an event in `rings` may still need into
+    /// the other half and makes it the half in use; the caller holds the metadata lock.
+    pub fn compact(&self, _guard: &Guard<'_>, rings: &[Ring<'_, Slot>]) -> Compaction {
+        let h = self.header;
         // Relaxed: only holders of the metadata lock change these.
         let g = h.names_generation.load(Relaxed);
         let from = (g & 1) as usize;
         let to = 1 - from;
-        let bytes = copy_words(self.names_words(from), h.names_used[from].load(Relaxed));
+        let bytes = copy_words(self.half(from), h.names_used[from].load(Relaxed));
         let mut found = Vec::new();
         let mut walk = layout::records(&bytes);
         loop {
@@ -187,8 +194,7 @@ impl Device {
         // Entries come in runs from one writer: its lists are looked up once per run.
         type Lists<'a> = (Option<&'a Vec<usize>>, Option<&'a Vec<usize>>);
         let mut last: Option<(u64, Lists<'_>)> = None;
-        for r in 0..self.num_rings() {
-            let ring = self.ring(r);
+        for ring in rings {
             for i in 0..ring.slots.len() {
                 let SlotRead::Committed(w) = ring.read(i) else {
                     continue;
@@ -214,7 +220,7 @@ impl Device {
                 }
             }
         }
-        let words = self.names_words(to);
+        let words = self.half(to);
         let mut used = 0u64;
         let mut kept = 0;
         for (f, _) in found.iter().zip(&keep).filter(|(_, &k)| k) {
@@ -233,12 +239,6 @@ impl Device {
             reclaimed,
             used,
         }
-    }
-
-    /// Compacts the names area now (`ttrace-reader clear` and tests use it).
-    pub fn compact_names_now(&self) -> Result<Compaction> {
-        let guard = crate::lock::lock(&self.header().meta_lock).ok_or(Error::Reentered)?;
-        Ok(self.compact_names(&guard))
     }
 }
 

@@ -2,17 +2,13 @@
 //! overwritten), and thread and process names with the time each took effect (kept in the
 //! names area, see [`crate::names`]).
 
-use crate::device::Device;
-use crate::error::{Error, Result};
-use crate::lock::{lock, Guard};
-use crate::sync::Ordering::*;
+use crate::sync::Ordering::Relaxed;
 use crate::values::{ValueTable, ValuesKind};
+use core::sync::atomic::AtomicU64;
 use std::collections::HashMap;
-use ttrace_layouts::device::{CLASS_MESSAGES, INFO_NAME};
-use ttrace_layouts::entry::{Kind, TypeWord};
+use ttrace_layouts::entry::Kind;
 use ttrace_layouts::meta::{
     self as layout, record_bytes, ArgType, Record, RecordHeader, RecordKind, TaskRecord,
-    TracepointRecord, ValuesRecord,
 };
 use zerocopy::IntoBytes;
 
@@ -41,7 +37,7 @@ impl Definition {
     /// say how to show them), for tracepoints made at run time.
     ///
     /// ```
-    /// use ttrace_core::{meta::Definition, Kind};
+    /// use devttrace::{meta::Definition, Kind};
     /// let d = Definition::untyped("tick", Kind::Start, 1, "n={n} at={at:x}");
     /// assert_eq!(d.nargs, 2);
     /// ```
@@ -56,7 +52,7 @@ impl Definition {
             kind,
             classes,
             format,
-            nargs: crate::count_args(format) as u8,
+            nargs: ttrace_layouts::format::count_args(format) as u8,
             types: &[],
             tables: &[],
         }
@@ -257,7 +253,7 @@ impl Metadata {
     /// thread, so each event gets its own writer's name.
     ///
     /// ```
-    /// use ttrace_core::meta::{Metadata, TaskInfo};
+    /// use devttrace::meta::{Metadata, TaskInfo};
     /// let task = |timestamp, name: &str| TaskInfo {
     ///     pid: 1, tid: 2, timestamp, name: name.into(), ..Default::default()
     /// };
@@ -360,7 +356,7 @@ impl TaskIndex {
     /// The record of `id` current at `timestamp`.
     ///
     /// ```
-    /// use ttrace_core::meta::{Metadata, TaskIndex, TaskInfo};
+    /// use devttrace::meta::{Metadata, TaskIndex, TaskInfo};
     /// let task = |timestamp, name: &str| TaskInfo {
     ///     pid: 1, tid: 2, timestamp, name: name.into(), ..Default::default()
     /// };
@@ -386,7 +382,7 @@ impl TaskIndex {
 }
 
 /// The bytes of a metadata record: header, fixed part, strings, padded to 8 bytes.
-pub(crate) fn record(kind: RecordKind, fixed: &[u8], strings: &[&[u8]]) -> Vec<u8> {
+pub fn record(kind: RecordKind, fixed: &[u8], strings: &[&[u8]]) -> Vec<u8> {
     let len = record_bytes(strings.iter().map(|s| s.len()).sum());
     let mut rec = Vec::with_capacity(len as usize);
     rec.extend_from_slice(
@@ -416,9 +412,10 @@ fn task_info(task: &TaskRecord, name: String) -> TaskInfo {
 }
 
 /// Longest name a record keeps (longer names are cut at a character boundary).
-const MAX_NAME: usize = 255;
+pub(crate) const MAX_NAME: usize = 255;
 
-fn cut(s: &str, max: usize) -> &str {
+/// `s` cut to at most `max` bytes, at a character boundary.
+pub(crate) fn cut(s: &str, max: usize) -> &str {
     let mut end = s.len().min(max);
     while !s.is_char_boundary(end) {
         end -= 1;
@@ -426,333 +423,44 @@ fn cut(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-impl Device {
-    /// A copy of the tracepoint records in use.
-    pub fn metadata_bytes(&self) -> Vec<u8> {
-        // Acquire: every record below `meta_used` was complete before the Release store
-        // that published it.
-        let used = self.header().meta_used.load(Acquire);
-        crate::names::copy_words(self.meta_words(), used)
-    }
-
-    /// The tracepoint definitions alone (what registration and control need: the names
-    /// area is not copied).
-    fn tracepoints_only(&self) -> Metadata {
-        Metadata::parse(&self.metadata_bytes())
-    }
-
-    /// Everything in the metadata: tracepoints, then the names in use.
-    pub fn metadata(&self) -> Metadata {
-        let records = self.metadata_bytes();
-        let (generation, names) = self.names_bytes();
-        Metadata::parse_parts(&records, &names, generation)
-    }
-
-    /// Appends one record; the caller holds the metadata lock.
-    fn append(
-        &self,
-        _guard: &Guard<'_>,
-        kind: RecordKind,
-        fixed: &[u8],
-        strings: &[&[u8]],
-    ) -> Result<()> {
-        let h = self.header();
-        let total: usize = strings.iter().map(|s| s.len()).sum();
-        let len = record_bytes(total);
-        let used = h.meta_used.load(Relaxed);
-        let words = self.meta_words();
-        if used + len > words.len() as u64 * 8 {
-            h.meta_dropped.fetch_add(1, Relaxed);
-            return Err(Error::MetadataFull);
-        }
-        let rec = record(kind, fixed, strings);
-        crate::names::store_record(words, used, &rec);
-        h.meta_used.store(used + len, Release);
-        Ok(())
-    }
-
-    /// Records the name of a new thread `tid` of process `pid` (from now on, until the next
-    /// record of this id).
-    pub fn note_thread(&self, pid: u32, tid: u32, name: &str) -> Result<()> {
-        self.note_task(RecordKind::Thread, pid, tid, name, 0)
-    }
-
-    /// Records a new name of the thread `tid` of process `pid` that was named before.
-    pub fn note_rename(&self, pid: u32, tid: u32, name: &str) -> Result<()> {
-        self.note_task(RecordKind::Thread, pid, tid, name, layout::TASK_RENAMED)
-    }
-
-    /// Records the name of a new process `pid`.
-    pub fn note_process(&self, pid: u32, name: &str) -> Result<()> {
-        self.note_task(RecordKind::Process, pid, 0, name, 0)
-    }
-
-    fn note_task(&self, kind: RecordKind, pid: u32, tid: u32, name: &str, flags: u8) -> Result<()> {
-        let name = cut(name, MAX_NAME);
-        // The time is read before the record is written, and the caller's events after:
-        // each of its events is at or after the record that names it.
-        let task = TaskRecord {
-            pid,
-            tid,
-            timestamp: self.now(),
-            name_len: name.len() as u16,
-            flags,
-            reserved: [0; 5],
-        };
-        let rec = record(kind, task.as_bytes(), &[name.as_bytes()]);
-        let Some(guard) = lock(&self.header().meta_lock) else {
-            return Err(Error::Reentered);
-        };
-        self.repair_if_recovered(&guard);
-        self.append_name(&guard, &rec)
-    }
-
-    /// Registers a tracepoint (or finds the one another process registered with the same
-    /// definition) and returns its id and current word (its type word if enabled, else 0).
-    /// Its value tables are recorded first, once per device.
-    pub fn register_tracepoint(&self, def: &Definition) -> Result<(u16, u64)> {
-        let h = self.header();
-        let name = cut(def.name, MAX_NAME);
-        let format = cut(def.format, layout::MAX_STRING);
-        let types = ArgType::pack(def.types);
-        let Some(guard) = lock(&h.meta_lock) else {
-            return Err(Error::Reentered);
-        };
-        self.repair_if_recovered(&guard);
-        let mut meta = self.tracepoints_only();
-        let refs = self.table_refs(&guard, &mut meta, def, format)?;
-        let existing = meta.tracepoints.iter().find(|t| {
-            t.name == name
-                && t.format == format
-                && t.kind == def.kind
-                && t.classes == def.classes
-                && t.nargs == def.nargs
-                && ArgType::pack(&t.types) == types
-                && t.tables
-                    .iter()
-                    .map(|i| i.map_or(0, |i| meta.values[i].offset as u32 + 1))
-                    .eq(refs.iter().copied())
-        });
-        let id = match existing {
-            Some(t) => t.id,
-            None => {
-                let id = h.tp_count.load(Relaxed);
-                let capacity = self.tp_words().len() as u32;
-                if id >= capacity as u64 {
-                    return Err(Error::TooManyTracepoints(capacity));
-                }
-                let rec = TracepointRecord {
-                    id: id as u32,
-                    name_len: name.len() as u16,
-                    format_len: format.len() as u16,
-                    classes: def.classes,
-                    kind: def.kind as u8,
-                    nargs: def.nargs,
-                    types,
-                };
-                // The tables' references follow the strings, 4-byte aligned.
-                let pad = [0u8; 3];
-                let pad = &pad[..(name.len() + format.len()).next_multiple_of(4)
-                    - (name.len() + format.len())];
-                let refs: Vec<u8> = refs.iter().flat_map(|r| r.to_ne_bytes()).collect();
-                let strings: &[&[u8]] = if def.tables.is_empty() {
-                    &[name.as_bytes(), format.as_bytes()]
-                } else {
-                    &[name.as_bytes(), format.as_bytes(), pad, &refs]
-                };
-                self.append(&guard, RecordKind::Tracepoint, rec.as_bytes(), strings)?;
-                h.tp_count.store(id + 1, Release);
-                id as u16
-            }
-        };
-        let word = self.effective_word(name, def.kind, def.classes, def.nargs, id);
-        // Relaxed: the word is self-contained (writers need nothing else to use it).
-        self.tp_words()[id as usize].store(word, Relaxed);
-        Ok((id, word))
-    }
-
-    /// For each argument of `def`, its value table's record offset plus one, or 0; records
-    /// the tables `meta` does not have yet. The caller holds the metadata lock.
-    fn table_refs(
-        &self,
-        guard: &Guard<'_>,
-        meta: &mut Metadata,
-        def: &Definition,
-        format: &str,
-    ) -> Result<Vec<u32>> {
-        let mut refs = Vec::new();
-        let mut from = 0;
-        while let Ok(Some(p)) = crate::format::next_placeholder(format, from) {
-            from = p.whole.1;
-            let spec = crate::format::part(format, p.spec);
-            let crate::format::SpecKind::Table(t) = crate::format::spec_kind(spec, def.tables)
-            else {
-                refs.push(0);
-                continue;
-            };
-            let table = def.tables[t];
-            let found = meta.values.iter().find(|v| {
-                v.name == table.name
-                    && v.kind == table.kind
-                    && v.entries
-                        .iter()
-                        .map(|(n, v)| (n.as_str(), *v))
-                        .eq(table.entries.iter().copied())
-            });
-            let offset = match found {
-                Some(v) => v.offset,
-                None => {
-                    let offset = self.append_values(guard, table)?;
-                    meta.values.push(ValuesInfo {
-                        offset,
-                        name: table.name.into(),
-                        kind: table.kind,
-                        entries: table.entries.iter().map(|&(n, v)| (n.into(), v)).collect(),
-                    });
-                    offset
-                }
-            };
-            refs.push(offset as u32 + 1);
-        }
-        Ok(refs)
-    }
-
-    /// Appends a value table's record and returns its offset in the records area.
-    fn append_values(&self, guard: &Guard<'_>, table: &ValueTable) -> Result<u64> {
-        let name = cut(table.name, MAX_NAME);
-        let entries: Vec<(&str, u64)> = table
-            .entries
-            .iter()
-            .map(|&(n, v)| (cut(n, MAX_NAME), v))
-            .collect();
-        let values: Vec<u8> = entries.iter().flat_map(|e| e.1.to_ne_bytes()).collect();
-        let lens: Vec<u8> = entries
-            .iter()
-            .flat_map(|e| (e.0.len() as u16).to_ne_bytes())
-            .collect();
-        let names: Vec<u8> = entries.iter().flat_map(|e| e.0.bytes()).collect();
-        let rec = ValuesRecord {
-            kind: match table.kind {
-                ValuesKind::Flags => layout::VALUES_FLAGS,
-                ValuesKind::Enum => layout::VALUES_ENUM,
-            },
-            reserved: 0,
-            name_len: name.len() as u16,
-            count: entries.len() as u32,
-            names_len: names.len() as u32,
-            reserved2: [0; 3],
-        };
-        // Relaxed: the metadata lock orders this with every other append.
-        let offset = self.header().meta_used.load(Relaxed);
-        let strings: &[&[u8]] = &[&values, &lens, name.as_bytes(), &names];
-        self.append(guard, RecordKind::Values, rec.as_bytes(), strings)?;
-        Ok(offset)
-    }
-
-    /// The word of tracepoint `id`: its type word if the mask and the rules enable it, else 0.
-    pub(crate) fn effective_word(
-        &self,
-        name: &str,
-        kind: Kind,
-        classes: u64,
-        nargs: u8,
-        id: u16,
-    ) -> u64 {
-        let mask = self.header().type_mask.load(Relaxed);
-        if mask & classes != 0 && crate::control::rules_enable(&self.rules_text(), name) {
-            TypeWord::new(kind, nargs, id).0
-        } else {
-            0
-        }
-    }
-
-    /// Whether tracepoint `id` is enabled now.
-    pub fn tracepoint_enabled(&self, id: u16) -> bool {
-        self.tp_words()
-            .get(id as usize)
-            .is_some_and(|w| w.load(Relaxed) != 0)
-    }
-
-    /// The shared word of tracepoint `id` (as [`Device::register_tracepoint`] returned it):
-    /// its type word while enabled, 0 while not. A trace point keeps a reference to it and
-    /// tests it with one load; `ctl` changes it for every process at once.
-    ///
-    /// # Panics
-    /// If `id` was not returned by [`Device::register_tracepoint`] for this device.
-    pub fn tracepoint_word(&self, id: u16) -> &core::sync::atomic::AtomicU64 {
-        self.tp_word(id)
-    }
-
-    /// The shared word of tracepoint `id`, tested by its trace points.
-    pub(crate) fn tp_word(&self, id: u16) -> &core::sync::atomic::AtomicU64 {
-        &self.tp_words()[id as usize]
-    }
-
-    /// After taking the metadata lock over from a dead owner: its control change may have
-    /// stopped half way, so recompute every tracepoint word from the mask and the rules.
-    fn repair_if_recovered(&self, guard: &Guard<'_>) {
-        if guard.recovered() {
-            self.recompute_words(guard);
-        }
-    }
-
-    /// Recomputes every tracepoint word, and whether `info()` messages record; the caller
-    /// holds the metadata lock.
-    pub(crate) fn recompute_words(&self, _guard: &Guard<'_>) -> usize {
-        let h = self.header();
-        // Relaxed: the mask changes only under the metadata lock, which the caller holds.
-        let info_on = h.type_mask.load(Relaxed) & CLASS_MESSAGES != 0
-            && crate::control::rules_enable(&self.rules_text(), INFO_NAME);
-        // Relaxed: the word is self-contained (as a tracepoint's word); `info()` needs no
-        // other store of this change to be visible with it.
-        h.info_off.store(u64::from(!info_on), Relaxed);
-        let meta = self.tracepoints_only();
-        let mut enabled = 0;
-        for t in &meta.tracepoints {
-            if let Some(w) = self.tp_words().get(t.id as usize) {
-                let word = self.effective_word(&t.name, t.kind, t.classes, t.nargs, t.id);
-                enabled += (word != 0) as usize;
-                w.store(word, Relaxed);
-            }
-        }
-        enabled
-    }
-}
-
-/// The name of the calling thread as the kernel knows it (`comm`, at most 15 bytes).
-pub fn current_thread_name() -> String {
-    let mut buf = [0u8; 16];
-    // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included, into the buffer.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_GET_NAME,
-            buf.as_mut_ptr() as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
+/// The record naming thread `tid` of process `pid` (`tid` 0 and `kind` [`RecordKind::Process`]
+/// for a process) `name` from `timestamp` on; `renamed` if the same thread took a new name.
+pub(crate) fn task_record(
+    kind: RecordKind,
+    pid: u32,
+    tid: u32,
+    name: &str,
+    renamed: bool,
+    timestamp: u64,
+) -> Vec<u8> {
+    let name = cut(name, MAX_NAME);
+    let task = TaskRecord {
+        pid,
+        tid,
+        timestamp,
+        name_len: name.len() as u16,
+        flags: if renamed { layout::TASK_RENAMED } else { 0 },
+        reserved: [0; 5],
     };
-    if rc != 0 {
-        return String::new();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
+    record(kind, task.as_bytes(), &[name.as_bytes()])
 }
 
-/// The name of this process: the file name of `argv[0]`, else the kernel's `comm`.
-pub fn current_process_name() -> String {
-    std::fs::read("/proc/self/cmdline")
-        .ok()
-        .and_then(|c| {
-            let arg0 = c.split(|&b| b == 0).next()?.to_vec();
-            let arg0 = String::from_utf8_lossy(&arg0).into_owned();
-            let base = arg0.rsplit('/').next()?.to_string();
-            (!base.is_empty()).then_some(base)
-        })
-        .or_else(|| {
-            std::fs::read_to_string("/proc/self/comm")
-                .ok()
-                .map(|s| s.trim_end().to_string())
-        })
-        .unwrap_or_default()
+/// Copies the first `len` bytes of `words` (whole words).
+pub(crate) fn copy_words(words: &[AtomicU64], len: u64) -> Vec<u8> {
+    let n = (len as usize / 8).min(words.len());
+    // Relaxed: the caller ordered these loads after the Acquire load that published them,
+    // or checks a generation afterwards and discards the copy if it moved.
+    words[..n]
+        .iter()
+        .flat_map(|w| w.load(Relaxed).to_ne_bytes())
+        .collect()
+}
+
+/// Stores the record `rec` (a multiple of 8 bytes) at byte `at` of `words`.
+pub(crate) fn store_record(words: &[AtomicU64], at: u64, rec: &[u8]) {
+    for (i, chunk) in rec.chunks_exact(8).enumerate() {
+        let w = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
+        // Relaxed: published by the caller's Release store of the area's used count.
+        words[at as usize / 8 + i].store(w, Relaxed);
+    }
 }

@@ -1,15 +1,15 @@
 //! Model checks of the entry protocol with loom: writers that lap a tiny ring while another
 //! writer is preempted mid-entry, with a reader copying concurrently. The property checked
 //! is exact: every copy a reader accepts is one completed write — its stamp and every one of
-//! its words. Run with `RUSTFLAGS="--cfg loom" cargo test -p ttrace-core --release --test loom`.
+//! its words. Run with `RUSTFLAGS="--cfg loom" cargo test -p devttrace --release --test loom`.
 //!
 //! Each model fails on the protocol of the Akaros sketch (invalidate by a plain store instead
 //! of claiming by compare-and-exchange) and on a reader without the stamp re-check.
 #![cfg(loom)]
 
+use devttrace::ring::{HeapRing, Ring, SlotRead};
 use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
-use ttrace_core::ring::{HeapRing, Ring, SlotRead};
 use ttrace_layouts::entry::{Kind, TypeWord, SLOT_WORDS};
 
 struct Mem {

@@ -1,0 +1,256 @@
+//! How a device is made: its sizes and clock ([`Config`]), as a program gives them or as the
+//! environment changes them (`TTRACE_*`), and where it lives by default.
+
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use ttrace_layouts::device::{self as layout, ClockSource, DeviceHeader};
+
+/// Environment variable naming the device directory.
+pub const ENV_DIR: &str = "TTRACE_DIR";
+/// Environment variable: slots per ring of a device created by [`Config::from_env`].
+pub const ENV_RING_SLOTS: &str = "TTRACE_RING_SLOTS";
+/// Environment variable: bytes of each ring's aux buffer ([`Config::from_env`]).
+pub const ENV_AUX_SIZE: &str = "TTRACE_AUX_SIZE";
+/// Environment variable: the class mask to set at start-up ([`Config::from_env`]).
+pub const ENV_MASK: &str = "TTRACE_MASK";
+/// Environment variable: `1` sets the class mask to 0 at start-up, so that nothing records
+/// until `ttrace-reader ctl` turns it on ([`Config::from_env`]).
+pub const ENV_DISABLED: &str = "TTRACE_DISABLED";
+
+/// The default of [`Config::ring_slots`].
+pub const DEFAULT_RING_SLOTS: u64 = 16384;
+/// The default of [`Config::aux_bytes`].
+pub const DEFAULT_AUX_BYTES: u64 = 256 << 10;
+/// The default of [`Config::max_tracepoints`].
+pub const DEFAULT_MAX_TRACEPOINTS: u32 = 4096;
+
+/// How to create a device. Opening an existing device checks every size that differs from
+/// its default against the device's, and fails with [`Error::SizeMismatch`] where they
+/// differ (a size left at its default accepts the device's).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The device directory; `None` means [`default_dir`].
+    pub dir: Option<PathBuf>,
+    /// Slots per ring: a power of two, at least 2 (default 16384 = 1 MiB).
+    pub ring_slots: u64,
+    /// Bytes of each ring's aux buffer: a power of two (default 256 KiB; the `aux` file holds
+    /// one per ring, two rings per CPU, and pages never written cost nothing).
+    pub aux_bytes: u64,
+    /// Bytes of the metadata file; `0` (the default) sizes it for the rings
+    /// ([`meta_bytes_for`]). Untouched pages cost nothing.
+    pub meta_bytes: u64,
+    /// Capacity of the tracepoint table (default 4096).
+    pub max_tracepoints: u32,
+    /// Number of CPUs to make rings for (two each: a restartable and a shared one); `None`
+    /// means the number of configured CPUs.
+    pub cpus: Option<u32>,
+    /// Clock; `None` means the best one this machine has.
+    pub clock: Option<ClockSource>,
+    /// How long to calibrate the TSC rate against `CLOCK_MONOTONIC` (default 20 ms).
+    pub calibration: Duration,
+    /// A class mask to set when the device is opened (created or attached): the mask is
+    /// the device's, so this changes it for every process, as `ttrace-reader ctl setmask`
+    /// does. `None` (the default) leaves it as it is.
+    pub mask: Option<u64>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            dir: None,
+            ring_slots: DEFAULT_RING_SLOTS,
+            aux_bytes: DEFAULT_AUX_BYTES,
+            meta_bytes: 0,
+            max_tracepoints: DEFAULT_MAX_TRACEPOINTS,
+            cpus: None,
+            clock: None,
+            calibration: Duration::from_millis(20),
+            mask: None,
+        }
+    }
+}
+
+impl Config {
+    /// The default configuration for the device directory `dir`.
+    pub fn at(dir: impl Into<PathBuf>) -> Config {
+        Config {
+            dir: Some(dir.into()),
+            ..Config::default()
+        }
+    }
+
+    /// The directory this configuration names.
+    pub fn resolved_dir(&self) -> PathBuf {
+        self.dir.clone().unwrap_or_else(default_dir)
+    }
+
+    /// The default configuration as the environment changes it: `TTRACE_DIR` (the
+    /// directory, as [`default_dir`]), `TTRACE_RING_SLOTS` and `TTRACE_AUX_SIZE` (sizes, in
+    /// decimal or `0x` hex, with an optional `k`/`m` suffix for the aux size),
+    /// `TTRACE_MASK` (the class mask to set) and `TTRACE_DISABLED=1` (set the mask to 0:
+    /// everything off). This is what the first trace point of a process that never called
+    /// `ttrace_core::init` uses. A value that is not a number, or out of range, is an
+    /// [`Error::Config`] naming the variable; an empty one counts as unset.
+    ///
+    /// ```
+    /// let c = devttrace::Config::from_env()?;
+    /// assert!(c.ring_slots.is_power_of_two());
+    /// # Ok::<(), devttrace::Error>(())
+    /// ```
+    pub fn from_env() -> Result<Config> {
+        Config::from_vars(|name| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(|v| v.to_string_lossy().into_owned())
+        })
+    }
+
+    /// [`Config::from_env`] with the variables given by `var`.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        let mut c = Config::default();
+        let bad =
+            |name: &str, value: &str, why: &str| Error::Config(format!("{name}={value:?}: {why}"));
+        if let Some(v) = var(ENV_RING_SLOTS) {
+            let n = parse_size(&v, false).ok_or_else(|| bad(ENV_RING_SLOTS, &v, "not a number"))?;
+            if !n.is_power_of_two() || !(2..=layout::MAX_RING_SLOTS).contains(&n) {
+                return Err(bad(
+                    ENV_RING_SLOTS,
+                    &v,
+                    &format!(
+                        "slots per ring must be a power of two from 2 to {}",
+                        layout::MAX_RING_SLOTS
+                    ),
+                ));
+            }
+            c.ring_slots = n;
+        }
+        if let Some(v) = var(ENV_AUX_SIZE) {
+            let n = parse_size(&v, true).ok_or_else(|| bad(ENV_AUX_SIZE, &v, "not a size"))?;
+            if !n.is_power_of_two() || !(layout::MIN_AUX_BYTES..=layout::MAX_AUX_BYTES).contains(&n)
+            {
+                return Err(bad(
+                    ENV_AUX_SIZE,
+                    &v,
+                    &format!(
+                        "bytes per aux buffer must be a power of two from {} to {}",
+                        layout::MIN_AUX_BYTES,
+                        layout::MAX_AUX_BYTES
+                    ),
+                ));
+            }
+            c.aux_bytes = n;
+        }
+        if let Some(v) = var(ENV_MASK) {
+            c.mask = Some(parse_size(&v, false).ok_or_else(|| bad(ENV_MASK, &v, "not a number"))?);
+        }
+        match var(ENV_DISABLED).as_deref() {
+            None | Some("0") => {}
+            Some("1") => c.mask = Some(0),
+            Some(v) => return Err(bad(ENV_DISABLED, v, "must be 1 (or 0)")),
+        }
+        Ok(c)
+    }
+
+    /// Fails with [`Error::SizeMismatch`] if the existing device at `dir`, whose header is
+    /// `h`, does not have a size this configuration asks for (one that differs from its
+    /// default).
+    pub(crate) fn check_sizes(&self, dir: &Path, h: &DeviceHeader) -> Result<()> {
+        let d = Config::default();
+        let checks = [
+            (
+                "slots per ring",
+                self.ring_slots,
+                d.ring_slots,
+                h.ring_slots,
+            ),
+            (
+                "aux bytes per ring",
+                self.aux_bytes,
+                d.aux_bytes,
+                h.aux_size,
+            ),
+            ("metadata bytes", self.meta_bytes, d.meta_bytes, h.meta_size),
+            (
+                "tracepoint capacity",
+                self.max_tracepoints as u64,
+                d.max_tracepoints as u64,
+                h.max_tracepoints as u64,
+            ),
+            ("cpus", self.cpus.map_or(0, u64::from), 0, h.num_cpus as u64),
+        ];
+        for (what, asked, default, found) in checks {
+            if asked != default && asked != found {
+                return Err(Error::SizeMismatch {
+                    path: dir.to_path_buf(),
+                    what,
+                    asked,
+                    found,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A size: decimal or `0x` hex, with a `k`, `m` or `g` suffix (binary units) if `units`.
+fn parse_size(v: &str, units: bool) -> Option<u64> {
+    let v = v.trim();
+    let (digits, shift) = match v.as_bytes().last().map(u8::to_ascii_lowercase) {
+        Some(b'k') if units => (&v[..v.len() - 1], 10),
+        Some(b'm') if units => (&v[..v.len() - 1], 20),
+        Some(b'g') if units => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    let n = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(hex) => u64::from_str_radix(hex, 16).ok()?,
+        None => digits.parse::<u64>().ok()?,
+    };
+    n.checked_mul(1 << shift)
+}
+
+/// The default device directory of this user: `$TTRACE_DIR` if set, else
+/// `/dev/shm/ttrace-<uid>` (or `<tmp>/ttrace-<uid>` where `/dev/shm` does not exist).
+pub fn default_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os(ENV_DIR).filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let shm = Path::new("/dev/shm");
+    let base = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    base.join(format!("ttrace-{uid}"))
+}
+
+/// The size of a `meta` file for rings of `ring_slots` slots on `cpus` CPUs: each half of
+/// the names area holds a name (of up to 15 bytes, as the kernel keeps them) for every slot
+/// of every ring, so that however many threads wrote the events in the rings, every one
+/// keeps its name; at least 4 MiB, at most `MAX_META_BYTES`.
+///
+/// ```
+/// let bytes = devttrace::config::meta_bytes_for(2, 16384, 4096);
+/// let (_, _, half) = ttrace_layouts::meta::split(4096, bytes);
+/// assert!(half >= 2 * 2 * 16384 * 48);
+/// ```
+pub fn meta_bytes_for(cpus: u32, ring_slots: u64, max_tracepoints: u32) -> u64 {
+    let slots = ttrace_layouts::ring::num_rings(cpus) as u64 * ring_slots;
+    let half = slots.saturating_mul(ttrace_layouts::meta::record_bytes(15));
+    let bytes = ttrace_layouts::meta::records_offset(max_tracepoints)
+        .saturating_add(half.saturating_mul(4))
+        .next_multiple_of(4096);
+    bytes.clamp(4 << 20, layout::MAX_META_BYTES)
+}
+
+/// Number of CPUs the system is configured with (at least 1).
+pub fn configured_cpus() -> u32 {
+    // SAFETY: sysconf has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    (n.max(1) as u64).min(layout::MAX_CPUS as u64) as u32
+}

@@ -1,0 +1,173 @@
+//! Control: the class mask and wildcard rules that decide which tracepoints record.
+//!
+//! A tracepoint records when `type_mask & classes != 0` *and* the rules enable its name.
+//! Rules are shell-style wildcards (`*`, `?`), kept in the device header one per line as
+//! `+pattern` (enable) or `-pattern` (disable); the last rule that matches a name decides,
+//! and a name no rule matches is enabled. Every change happens under the metadata lock and
+//! ends by recomputing each tracepoint's word, so writers in every process see the result
+//! with their next load of that word.
+//!
+//! `info()` messages are controlled the same way, as if they were a tracepoint named `info`
+//! of class [`CLASS_MESSAGES`](ttrace_layouts::device::CLASS_MESSAGES) (bit 63): the recomputation also sets the header's `info_off`
+//! word, which `info()` loads before it records anything.
+
+use crate::error::{Error, Result};
+use crate::registry::Registry;
+use crate::sync::Ordering::*;
+use ttrace_layouts::device::{DeviceHeader, INFO_NAME};
+
+/// A parsed control command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `setmask <value> <mask>`: the bits of `mask` take the values of `value`.
+    SetMask {
+        /// New values.
+        value: u64,
+        /// Which bits change.
+        mask: u64,
+    },
+    /// `setbits <bits>`: set these bits, keep the others (Akaros replaced the whole mask).
+    SetBits(u64),
+    /// `clrbits <bits>`: clear these bits, keep the others.
+    ClearBits(u64),
+    /// `enable <pattern>`: enable tracepoints whose names match.
+    Enable(String),
+    /// `disable <pattern>`: disable tracepoints whose names match.
+    Disable(String),
+    /// `reset`: mask all ones, no rules.
+    Reset,
+}
+
+fn number(s: &str) -> Result<u64> {
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16),
+        None => s.replace('_', "").parse(),
+    };
+    parsed.map_err(|_| Error::BadCommand(format!("{s:?} is not a number (decimal or 0x hex)")))
+}
+
+fn pattern(s: &str) -> Result<String> {
+    if s.is_empty() || s.len() > 255 || s.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(Error::BadCommand(format!(
+            "{s:?} is not a pattern (1 to 255 characters, no spaces or control characters)"
+        )));
+    }
+    Ok(s.to_string())
+}
+
+impl std::str::FromStr for Command {
+    type Err = Error;
+
+    /// Parses one command; anything malformed is an error that names the problem.
+    ///
+    /// ```
+    /// use devttrace::control::Command;
+    /// assert_eq!("setbits 0x30".parse::<Command>().unwrap(), Command::SetBits(0x30));
+    /// assert!("setbits".parse::<Command>().is_err());
+    /// assert!("frobnicate 1".parse::<Command>().is_err());
+    /// ```
+    fn from_str(line: &str) -> Result<Command> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let usage = |u: &str| Error::BadCommand(format!("usage: {u}"));
+        match words.as_slice() {
+            ["setmask", v, m] => Ok(Command::SetMask {
+                value: number(v)?,
+                mask: number(m)?,
+            }),
+            ["setmask", ..] => Err(usage("setmask <value> <mask>")),
+            ["setbits", b] => Ok(Command::SetBits(number(b)?)),
+            ["setbits", ..] => Err(usage("setbits <bits>")),
+            ["clrbits", b] => Ok(Command::ClearBits(number(b)?)),
+            ["clrbits", ..] => Err(usage("clrbits <bits>")),
+            ["enable", p] => Ok(Command::Enable(pattern(p)?)),
+            ["enable", ..] => Err(usage("enable <pattern>")),
+            ["disable", p] => Ok(Command::Disable(pattern(p)?)),
+            ["disable", ..] => Err(usage("disable <pattern>")),
+            ["reset"] => Ok(Command::Reset),
+            [] => Err(Error::BadCommand("empty command".into())),
+            [other, ..] => Err(Error::BadCommand(format!(
+                "unknown command {other:?} (setmask, setbits, clrbits, enable, disable, reset)"
+            ))),
+        }
+    }
+}
+
+/// The class mask of the device `h`.
+pub fn mask(h: &DeviceHeader) -> u64 {
+    h.type_mask.load(Acquire)
+}
+
+/// The control state of the device `h` as text, as `ctl` prints it: `setmask 0x<mask>
+/// 0xffffffffffffffff` then one `enable` / `disable` line per rule; writing these lines back
+/// restores it.
+pub fn text(h: &DeviceHeader) -> String {
+    let mut s = format!("setmask {:#x} {:#x}\n", mask(h), u64::MAX);
+    // The rules live in a shared file: a line may be empty or start with any character.
+    for l in crate::rules::text(h).lines() {
+        if let Some(p) = l.strip_prefix('+') {
+            s += &format!("enable {p}\n");
+        } else if let Some(p) = l.strip_prefix('-') {
+            s += &format!("disable {p}\n");
+        }
+    }
+    s
+}
+
+/// Whether `info()` messages record now in the device `h` (the mask has
+/// [`CLASS_MESSAGES`](ttrace_layouts::device::CLASS_MESSAGES) and the rules enable `info`).
+pub fn info_enabled(h: &DeviceHeader) -> bool {
+    // Relaxed: a self-contained word, read as `info()` reads it.
+    h.info_off.load(Relaxed) == 0
+}
+
+/// Whether the wildcard `pattern` matches a name the registry knows: a registered
+/// tracepoint's, or `info` (messages). A rule that matches nothing is still kept (the
+/// tracepoints it is meant for may register later); `ctl` says so.
+pub fn matches_known(registry: &Registry<'_>, pattern: &str) -> bool {
+    let m = wildmatch::WildMatch::new(pattern);
+    m.matches(INFO_NAME)
+        || registry
+            .tracepoints()
+            .tracepoints
+            .iter()
+            .any(|t| m.matches(&t.name))
+}
+
+/// Applies `command` to the device `h` atomically with respect to every other control
+/// change and tracepoint registration (under the metadata lock), then recomputes every
+/// tracepoint word. Returns the number of tracepoints enabled afterwards.
+pub(crate) fn apply(h: &DeviceHeader, registry: &Registry<'_>, command: &Command) -> Result<usize> {
+    let guard = registry.lock()?;
+    // Relaxed: the mask changes only under the lock we hold.
+    let old = h.type_mask.load(Relaxed);
+    let rule = |sign: char, pat: &str| -> Result<()> {
+        // Later rules win, so an existing rule for the same pattern is dropped.
+        let mut text: String = crate::rules::text(h)
+            .lines()
+            .filter(|l| l.get(1..) != Some(pat))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        text.push(sign);
+        text.push_str(pat);
+        text.push('\n');
+        crate::rules::store(h, &text)
+    };
+    // Release (the mask stores): a writer that loads a recomputed word needs nothing else,
+    // but a reader of the mask sees the rules stored before it.
+    match command {
+        Command::SetMask { value, mask } => {
+            h.type_mask.store((old & !mask) | (value & mask), Release)
+        }
+        Command::SetBits(bits) => h.type_mask.store(old | bits, Release),
+        Command::ClearBits(bits) => h.type_mask.store(old & !bits, Release),
+        Command::Enable(p) => rule('+', p)?,
+        Command::Disable(p) => rule('-', p)?,
+        Command::Reset => {
+            h.type_mask.store(u64::MAX, Release);
+            crate::rules::store(h, "")?;
+        }
+    }
+    // Release: a reader that sees the new generation sees the change.
+    h.ctl_generation.fetch_add(1, Release);
+    Ok(registry.recompute(&guard))
+}

@@ -1,0 +1,166 @@
+//! What a reader gets from a ring: events, where each one is, and the counts of a copy.
+//!
+//! The protocols that produce them are in [`crate::ring`]; a copy's counts are explained
+//! there and in `docs/DESIGN.md` (*Accounting*).
+
+use ttrace_layouts::entry::MAX_ARGS;
+
+/// One event read from a ring: a parent entry with its continuation's words, if any.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(align(16))]
+pub struct Event {
+    /// The parent's committed stamp (its timestamp).
+    pub stamp: u64,
+    /// Type word.
+    pub type_word: ttrace_layouts::entry::TypeWord,
+    /// `pid << 32 | tid` of the writer.
+    pub ctx: u64,
+    /// Argument words, `nargs` of them.
+    pub(crate) words: [u64; MAX_ARGS],
+    pub(crate) nargs: u8,
+    /// Whether the entry announced a continuation that had been overwritten.
+    pub continuation_lost: bool,
+    /// Slot of the parent entry.
+    pub slot: u32,
+}
+
+impl Event {
+    /// The argument words: `type_word.nargs()` of them, or the first 5 if the continuation
+    /// was lost.
+    #[inline]
+    pub fn args(&self) -> &[u64] {
+        &self.words[..self.nargs as usize]
+    }
+}
+
+impl core::fmt::Debug for Event {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Event")
+            .field("stamp", &self.stamp)
+            .field("type_word", &self.type_word)
+            .field("ctx", &self.ctx)
+            .field("args", &self.args())
+            .field("continuation_lost", &self.continuation_lost)
+            .field("slot", &self.slot)
+            .finish()
+    }
+}
+
+/// A consistent copy of a ring: every complete event, in time order, and the accounting.
+///
+/// The counts are in slots (a continued event takes two). On a ring nobody is writing,
+/// `head == skipped + committed + claimed + lost` exactly.
+///
+/// `RingSnapshot<Mark>` (a [`RingIndex`]) has the same counts but keeps only where each event
+/// is; [`Ring::event`](crate::ring::Ring::event) then copies it, if it is still there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingSnapshot<T = Event> {
+    /// Positions reserved (the ring's `head`, read after the copy).
+    pub head: u64,
+    /// Positions given up without writing (`skipped`).
+    pub skipped: u64,
+    /// Events dropped by writers that found no free slot (`dropped`).
+    pub dropped: u64,
+    /// Committed slots copied (parents and continuations).
+    pub committed: u64,
+    /// Slots owned by a writer at the time of the copy (being written, or abandoned).
+    pub claimed: u64,
+    /// Slots overwritten before this copy: `head - skipped - committed - claimed`.
+    pub lost: u64,
+    /// Slots that changed while being copied (overwritten during the copy: counted lost).
+    pub changed: u64,
+    /// Continuations whose parent had been overwritten.
+    pub orphans: u64,
+    /// Committed parents whose type word is malformed (a damaged device), skipped.
+    pub malformed: u64,
+    /// Complete events left out because they were not newer than the timestamp asked for.
+    pub older: u64,
+    /// Restartable rings: entries committed while the copy ran, at positions at or above
+    /// `head` (which is then the head loaded before the copy: the cut): not in this copy,
+    /// and not lost.
+    pub after_cut: u64,
+    /// Slots emptied by the device's last clear ([`Cleared`](crate::clear::Cleared)): complete entries stamped at
+    /// or before it (not in `committed`), and positions reserved before it that the ring no
+    /// longer holds (not in `lost`).
+    pub cleared: u64,
+    /// The process ids of the events kept (parents' contexts), each once, in the order they
+    /// were first met; at most [`MAX_WRITERS`], `writers_more` says whether there were more.
+    pub writers: Vec<u32>,
+    /// Whether more than [`MAX_WRITERS`] processes wrote the events kept.
+    pub writers_more: bool,
+    /// Complete events, oldest first.
+    pub events: Vec<T>,
+}
+
+/// How many distinct writing processes a scan lists ([`RingSnapshot::writers`]).
+pub const MAX_WRITERS: usize = 64;
+
+impl<T> Default for RingSnapshot<T> {
+    fn default() -> Self {
+        RingSnapshot {
+            head: 0,
+            skipped: 0,
+            dropped: 0,
+            committed: 0,
+            claimed: 0,
+            lost: 0,
+            changed: 0,
+            orphans: 0,
+            malformed: 0,
+            older: 0,
+            after_cut: 0,
+            cleared: 0,
+            writers: Vec::new(),
+            writers_more: false,
+            events: Vec::new(),
+        }
+    }
+}
+
+/// Where a complete event was: its stamp and its parent's slot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Mark {
+    /// The parent's stamp.
+    pub stamp: u64,
+    /// The parent's slot.
+    pub slot: u32,
+    /// Whether the event had its continuation (it takes two slots).
+    pub continued: bool,
+}
+
+/// The time-ordered marks of a ring's complete events, with the counts of a snapshot.
+pub type RingIndex = RingSnapshot<Mark>;
+
+/// What a scan keeps of each event.
+pub trait Kept: Sized {
+    /// Keeps `event`.
+    fn keep(event: Event) -> Self;
+    /// Its stamp.
+    fn stamp(&self) -> u64;
+}
+
+impl Kept for Event {
+    #[inline]
+    fn keep(event: Event) -> Event {
+        event
+    }
+    #[inline]
+    fn stamp(&self) -> u64 {
+        self.stamp
+    }
+}
+
+impl Kept for Mark {
+    #[inline]
+    fn keep(event: Event) -> Mark {
+        Mark {
+            stamp: event.stamp,
+            slot: event.slot,
+            continued: event.type_word.has_continuation() && !event.continuation_lost,
+        }
+    }
+    #[inline]
+    fn stamp(&self) -> u64 {
+        self.stamp
+    }
+}

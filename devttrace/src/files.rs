@@ -1,0 +1,307 @@
+//! The device's files on disk: creating them atomically, opening them with the checks that
+//! keep another user's files out, and mapping them.
+
+use crate::config::{configured_cpus, meta_bytes_for, Config};
+use crate::error::{bad, io, Error, Problem, Result};
+use core::ptr::NonNull;
+use memmap2::MmapMut;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use ttrace_layouts::device::{self as layout, DeviceHeader, HEADER_BYTES};
+use ttrace_layouts::meta::{MetaHeader, META_HEADER_BYTES};
+use ttrace_layouts::ring::{
+    num_rings, ring_file_bytes, ring_name, RingHeader, RESTARTABLE, RING_HEADER_BYTES, RING_MAGIC,
+    SHARED,
+};
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
+
+/// How a device's files are opened and mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Shared and writable: writers, and control commands.
+    ReadWrite,
+    /// Files opened read-only and mapped private: a reader that cannot change the device,
+    /// needs no write permission, and still sees every update (on Linux, pages of a private
+    /// file mapping that are never written stay those of the page cache).
+    ReadOnly,
+}
+
+/// Whose devices a process accepts to open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trust {
+    /// Only a device that belongs to the calling user: directory and files owned by the
+    /// effective user, none writable by group or others, the directory not a symlink (as ssh
+    /// treats its keys). The default: a device in a shared directory could otherwise be one
+    /// planted by another user, to read what is recorded or to feed readers a hostile file.
+    Own,
+    /// Any device the operating system lets this process open (an explicit opt-in, to read
+    /// another user's trace).
+    Any,
+}
+
+/// Checks that `meta` (of `path`) is the calling user's and writable by nobody else.
+pub(crate) fn check_trust(
+    path: &Path,
+    meta: &std::fs::Metadata,
+    trust: Trust,
+    uid: u32,
+) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if trust == Trust::Any {
+        return Ok(());
+    }
+    if meta.file_type().is_symlink() {
+        return Err(bad(path, Problem::Symlink));
+    }
+    if meta.uid() != uid {
+        return Err(bad(
+            path,
+            Problem::Owner {
+                owner: meta.uid(),
+                user: uid,
+            },
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(bad(
+            path,
+            Problem::Writable {
+                mode: meta.mode() & 0o7777,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// The effective user id.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid has no arguments and no memory effects.
+    unsafe { libc::geteuid() }
+}
+
+/// Opens a file of an existing device, refusing one that is not the user's (see [`Trust`]).
+pub(crate) fn open_existing(path: &Path, access: Access, trust: Trust) -> Result<File> {
+    let file = open_file(path, None, access).map_err(|e| match e {
+        // O_NOFOLLOW refuses a symlink with ELOOP.
+        Error::Io { path, source } if source.raw_os_error() == Some(libc::ELOOP) => {
+            bad(&path, Problem::Symlink)
+        }
+        e => e,
+    })?;
+    check_trust(path, &file.metadata().map_err(io(path))?, trust, euid())?;
+    Ok(file)
+}
+
+fn open_file(path: &Path, create_len: Option<u64>, access: Access) -> Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.read(true)
+        .write(access == Access::ReadWrite)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    if create_len.is_some() {
+        opts.create_new(true).mode(0o600);
+    }
+    let file = opts.open(path).map_err(io(path))?;
+    if let Some(len) = create_len {
+        file.set_len(len).map_err(io(path))?;
+    }
+    Ok(file)
+}
+
+pub(crate) fn map(path: &Path, file: &File, expected_len: u64, access: Access) -> Result<MmapMut> {
+    let len = file.metadata().map_err(io(path))?.len();
+    if len != expected_len {
+        return Err(bad(
+            path,
+            Problem::Length {
+                found: len,
+                expected: expected_len,
+            },
+        ));
+    }
+    // The length checked, not the file's length now: a file cut in between still gives a
+    // mapping of the size the layout needs (its lost pages fault; see `sigbus`).
+    let mut opts = memmap2::MmapOptions::new();
+    opts.len(expected_len as usize);
+    match access {
+        // SAFETY: the file is a device file shared with other ttrace processes; they only
+        // change it through atomics, and nothing truncates it while it is mapped (a process
+        // that did would be outside the device protocol; the mapping would fault, not corrupt).
+        Access::ReadWrite => unsafe { opts.map_mut(file) },
+        // SAFETY: as above; the mapping is private, so nothing done through it reaches the file.
+        Access::ReadOnly => unsafe { opts.map_copy(file) },
+    }
+    .map_err(io(path))
+}
+
+/// The mappings of a device being opened; each read-only one is watched for its file
+/// shrinking from the moment it is mapped. The watches drop before the mappings.
+#[derive(Default)]
+pub(crate) struct Maps {
+    pub(crate) watches: Vec<(PathBuf, crate::sigbus::Watch)>,
+    pub(crate) maps: Vec<MmapMut>,
+}
+
+impl Maps {
+    /// Keeps `m` (the file `path`); where its bytes are.
+    pub(crate) fn add(&mut self, path: &Path, mut m: MmapMut, access: Access) -> NonNull<[u8]> {
+        if access == Access::ReadOnly {
+            if let Some(w) = crate::sigbus::watch(m.as_ptr(), m.len()) {
+                self.watches.push((path.to_path_buf(), w));
+            }
+        }
+        let p = NonNull::from(&mut m[..]);
+        self.maps.push(m);
+        p
+    }
+}
+
+/// Creates the device `config` describes at `dir`, atomically: every file is built in a
+/// temporary directory beside it, which is then renamed into place without replacing
+/// anything. Returns `false`, having changed nothing, if a device appeared at `dir` first
+/// (another process won the race): the caller attaches to that one.
+pub(crate) fn create(dir: &Path, config: &Config) -> Result<bool> {
+    let cpus = config.cpus.unwrap_or_else(configured_cpus);
+    let clock = config.clock.unwrap_or_else(crate::clock::best_source);
+    let cal = crate::clock::calibrate(clock, config.calibration);
+    let mut h = DeviceHeader::new_zeroed();
+    h.magic = layout::MAGIC;
+    h.header_version = layout::HEADER_VERSION;
+    h.shared_data_version = layout::SHARED_DATA_VERSION;
+    h.percpu_data_version = layout::PERCPU_DATA_VERSION;
+    h.num_cpus = cpus;
+    h.ring_slots = config.ring_slots;
+    h.aux_size = config.aux_bytes;
+    h.aux_mask = config.aux_bytes.wrapping_sub(1);
+    h.meta_size = match config.meta_bytes {
+        0 => meta_bytes_for(cpus, config.ring_slots, config.max_tracepoints),
+        n => n,
+    };
+    h.max_tracepoints = config.max_tracepoints;
+    h.clock = clock as u32;
+    h.tsc_hz = cal.hz;
+    h.anchor_tsc = cal.anchor_ticks;
+    h.anchor_realtime_ns = cal.anchor_realtime_ns;
+    h.anchor_monotonic_ns = cal.anchor_monotonic_ns;
+    h.creator_pid = std::process::id();
+    *h.type_mask.get_mut() = u64::MAX;
+    h.check().map_err(|e| Error::Config(e.to_string()))?;
+
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = dir
+        .file_name()
+        .ok_or_else(|| Error::Config(format!("{} is not a directory name", dir.display())))?;
+    let nanos = crate::clock::monotonic_ns();
+    let tmp = parent.join(format!(
+        ".{}.tmp-{}-{nanos}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    // The temporary name is ours, not the user's: a failure here (a missing parent, no
+    // permission) names the directory they asked for.
+    DirBuilder::new()
+        .mode(0o700)
+        .create(&tmp)
+        .map_err(io(dir))?;
+    match build(&tmp, &mut h).and_then(|()| publish(&tmp, dir)) {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            match e {
+                Error::Io { ref source, .. }
+                    if matches!(
+                        source.raw_os_error(),
+                        Some(libc::EEXIST) | Some(libc::ENOTEMPTY)
+                    ) =>
+                {
+                    Ok(false)
+                }
+                e => Err(e),
+            }
+        }
+    }
+}
+
+/// Writes every file of a new device into `tmp`.
+fn build(tmp: &Path, h: &mut DeviceHeader) -> Result<()> {
+    let path = tmp.join("header");
+    let mut hmap = map(
+        &path,
+        &open_file(&path, Some(HEADER_BYTES as u64), Access::ReadWrite)?,
+        HEADER_BYTES as u64,
+        Access::ReadWrite,
+    )?;
+    let n = num_rings(h.num_cpus);
+    for r in 0..n {
+        let path = tmp.join(ring_name(r, h.num_cpus));
+        let len = ring_file_bytes(h.ring_slots);
+        let mut m = map(
+            &path,
+            &open_file(&path, Some(len), Access::ReadWrite)?,
+            len,
+            Access::ReadWrite,
+        )?;
+        let rh = RingHeader::mut_from_bytes(&mut m[..RING_HEADER_BYTES])
+            .map_err(|_| bad(&path, Problem::Misaligned))?;
+        rh.magic = RING_MAGIC;
+        rh.index = r as u32;
+        rh.kind = if r < h.num_cpus as usize {
+            RESTARTABLE
+        } else {
+            SHARED
+        };
+        rh.slots = h.ring_slots;
+    }
+    let path = tmp.join("aux");
+    open_file(&path, Some(h.aux_size * n as u64), Access::ReadWrite)?;
+    let path = tmp.join("meta");
+    let mut m = map(
+        &path,
+        &open_file(&path, Some(h.meta_size), Access::ReadWrite)?,
+        h.meta_size,
+        Access::ReadWrite,
+    )?;
+    m[..META_HEADER_BYTES as usize]
+        .copy_from_slice(MetaHeader::new(h.max_tracepoints, h.meta_size).as_bytes());
+    // The header goes last, magic included, though nothing can see the directory before
+    // it is renamed into place.
+    hmap.copy_from_slice(h.as_mut_bytes());
+    Ok(())
+}
+
+/// Renames the finished directory into place, never replacing anything.
+fn publish(tmp: &Path, dir: &Path) -> Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| Error::Config(format!("{} contains NUL", p.display())))
+    };
+    let (from, to) = (c(tmp)?, c(dir)?);
+    // SAFETY: both are valid NUL-terminated paths; renameat2 only renames.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if matches!(err.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EINVAL)) {
+        // No RENAME_NOREPLACE on this file system: rename(2) still refuses a non-empty
+        // target, and a device directory is never empty.
+        return std::fs::rename(tmp, dir).map_err(io(dir));
+    }
+    Err(Error::Io {
+        path: dir.to_path_buf(),
+        source: err,
+    })
+}

@@ -1,0 +1,519 @@
+//! A device saved to one file, and read back as a device whose writers stopped.
+//!
+//! Each part is copied with its reader protocol, so the file holds only what a reader of
+//! the live device could have accepted: a ring slot is copied with the stamp check (a
+//! complete entry as it was, a slot still being written as its claimed stamp alone, a slot
+//! overwritten during the copy as empty, counted as lost), each aux buffer with the aux
+//! protocol (the records at or after the `first` the copy ends with), the metadata up to
+//! the length published when it was copied. A ring's header is copied before its slots (its
+//! `head` is the cut: what is committed during the copy is above it), the other counters
+//! (`last`, ...) after what they count, and the locks are saved free. See `ttrace_layouts::snapshot` for
+//! the layout.
+//!
+//! The file stores only the image's bytes in use (version 3): each part is copied into
+//! memory as a device file holds it, then its runs of 64-byte blocks that are not all zero
+//! (the slots in use, the aux records kept, the metadata published) are written as extents.
+//! Reading one back places the extents in a zeroed anonymous mapping the size of the image,
+//! whose pages nothing wrote stay the kernel's zero page: a reader then reads the image as
+//! it reads a device. Version 2 files, which are the image, are still mapped as they are.
+
+use crate::error::{bad, Error, Problem, Result};
+use crate::mapping::Mapping;
+use crate::ring::SlotRead;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::io::{BufRead, Read, Seek, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use ttrace_layouts::device::{DeviceHeader, HeaderError, HEADER_BYTES};
+use ttrace_layouts::entry::SLOT_WORDS;
+use ttrace_layouts::meta::{MetaHeader, META_HEADER_BYTES};
+use ttrace_layouts::ring::{RingHeader, RING_HEADER_BYTES};
+use ttrace_layouts::snapshot::{
+    used_runs, Extent, Layout, SnapshotHeader, EXTENTS_AT, EXTENT_BYTES, HEADER_DATA_AT, PAGE,
+    SNAPSHOT_MAGIC, SNAPSHOT_VERSION, SNAPSHOT_VERSION_IMAGE,
+};
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
+
+/// What a snapshot holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Saved {
+    /// Complete entries (parents and continuations) copied.
+    pub entries: u64,
+    /// Slots still being written, saved as claimed.
+    pub claimed: u64,
+    /// Slots overwritten while they were copied, saved empty.
+    pub changed: u64,
+    /// Bytes of the file.
+    pub bytes: u64,
+    /// Bytes of the device image it describes (what a version 2 file took).
+    pub image_bytes: u64,
+    /// Why the aux buffer could not be copied (it is then saved empty), if it could not.
+    pub aux_error: Option<crate::aux::AuxError>,
+}
+
+/// `bytes` bytes at `ptr`, as atomic words.
+///
+/// # Safety
+/// `ptr` must point to `bytes` bytes (a multiple of 8) of a live mapping, 8-aligned, that
+/// others change only through atomics, for as long as the result is used.
+unsafe fn words<'a>(ptr: *const u8, bytes: usize) -> &'a [AtomicU64] {
+    // SAFETY: the caller's contract; AtomicU64 has the size and alignment of u64.
+    unsafe { core::slice::from_raw_parts(ptr.cast::<AtomicU64>(), bytes / 8) }
+}
+
+/// Copies atomic words into bytes.
+fn load(words: &[AtomicU64], out: &mut [u8]) {
+    for (w, o) in words.iter().zip(out.chunks_exact_mut(8)) {
+        // Relaxed: these are counters and fields no protocol orders against the copy; the
+        // protocol-ordered parts (slots, aux, metadata) are copied with their own loads.
+        o.copy_from_slice(&w.load(Relaxed).to_ne_bytes());
+    }
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Saves a consistent copy of the device `map` to the file `path` (created, or replaced;
+/// mode 0600), version 3: only the bytes in use (slots written, aux records kept, metadata
+/// published), so its size follows what the device holds. The copy is written to a new
+/// file beside `path` and renamed over it when complete, so a failed save leaves `path` as
+/// it was, and saving over the file being read is safe.
+pub(crate) fn save(map: &Mapping, path: &Path) -> Result<Saved> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io(path)(std::io::ErrorKind::InvalidInput.into()))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let saved = save_to(map, &tmp).and_then(|saved| {
+        std::fs::rename(&tmp, path).map_err(io(path))?;
+        Ok(saved)
+    });
+    if saved.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    saved
+}
+
+fn save_to(map: &Mapping, path: &Path) -> Result<Saved> {
+    let h = map.header();
+    let layout = Layout::of(h).ok_or_else(|| {
+        bad(
+            map.dir(),
+            Problem::Header(HeaderError::Field {
+                which: "device size",
+                value: u64::MAX,
+            }),
+        )
+    })?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(io(path))?;
+    // Extent 0 (the device header) and the header page are written last, in place.
+    (&file)
+        .seek(std::io::SeekFrom::Start(EXTENTS_AT))
+        .map_err(io(path))?;
+    let mut out = Extents {
+        out: std::io::BufWriter::with_capacity(1 << 16, &file),
+        end: EXTENTS_AT,
+        count: 1,
+    };
+    let mut put = |at: u64, bytes: &[u8]| out.part(at, bytes).map_err(io(path));
+    let mut saved = Saved {
+        image_bytes: layout.file_len,
+        ..Saved::default()
+    };
+    // The names before and after the rings: a compaction in between may have reclaimed
+    // the name of an event copied (see `Names::generation`).
+    let names_before = map.names().copy();
+    // Rings: each one's aux records, its slots, then its header with the counters.
+    let aux_size = h.aux_size;
+    let mut aux_part = vec![0u8; aux_size as usize];
+    let mut part = vec![0u8; RING_HEADER_BYTES + map.ring_slots() as usize * SLOT_WORDS * 8];
+    for r in 0..map.num_rings() {
+        let aux = map.aux(r);
+        let aux = crate::aux::copy(aux.first, aux.last, aux.words).unwrap_or_else(|e| {
+            saved.aux_error.get_or_insert(e);
+            Default::default()
+        });
+        aux_part.fill(0);
+        aux.place_into(&mut aux_part);
+        put(layout.aux_at + r as u64 * aux_size, &aux_part)?;
+        let ring = map.ring(r);
+        part.fill(0);
+        // The header (its `head`: the cut) before the slots: an entry committed while
+        // they are copied lies at or above the cut, and a reader of the file then counts
+        // it as neither shown nor lost; one it overwrote is lost, as it was.
+        let rh: *const RingHeader = map.ring_header(r);
+        // SAFETY: a ring header is RING_HEADER_BYTES of a live mapping, 128-aligned,
+        // changed by writers only through its atomics.
+        load(
+            unsafe { words(rh.cast(), RING_HEADER_BYTES) },
+            &mut part[..RING_HEADER_BYTES],
+        );
+        for (i, slot) in part[RING_HEADER_BYTES..]
+            .chunks_exact_mut(SLOT_WORDS * 8)
+            .enumerate()
+        {
+            let read = (0..4)
+                .map(|_| ring.read(i))
+                .find(|r| *r != SlotRead::Changed)
+                .unwrap_or(SlotRead::Changed);
+            match read {
+                SlotRead::Committed(w) => {
+                    slot.copy_from_slice(w.as_bytes());
+                    saved.entries += 1;
+                }
+                SlotRead::Claimed(stamp) => {
+                    slot[..8].copy_from_slice(&stamp.0.to_ne_bytes());
+                    saved.claimed += 1;
+                }
+                SlotRead::Changed => saved.changed += 1,
+                SlotRead::Empty => {}
+            }
+        }
+        // The aux lock saved free, the offsets those of the records copied.
+        let mut set = |at: usize, v: u64| part[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+        set(core::mem::offset_of!(RingHeader, aux_lock), 0);
+        set(core::mem::offset_of!(RingHeader, aux_first), aux.first);
+        let last = aux.last.max(aux.first);
+        set(core::mem::offset_of!(RingHeader, aux_last), last);
+        put(layout.rings_at + r as u64 * layout.ring_stride, &part)?;
+    }
+    // Metadata: the header page and the tracepoint words, then the records published,
+    // then the names in half 0.
+    let records = map.registry().records_bytes();
+    let (_, names_at, half) = ttrace_layouts::meta::split(h.max_tracepoints, h.meta_size);
+    let names = crate::names::union(names_before, map.names().copy(), half as usize);
+    put(layout.meta_at + names_at, &names)?;
+    let front = ttrace_layouts::meta::records_offset(h.max_tracepoints) as usize;
+    let mut part = vec![0u8; front];
+    let mh = MetaHeader::new(h.max_tracepoints, h.meta_size);
+    part[..META_HEADER_BYTES as usize].copy_from_slice(mh.as_bytes());
+    let tp = map.registry().table();
+    let table = META_HEADER_BYTES as usize + tp.len() * 8;
+    load(tp, &mut part[META_HEADER_BYTES as usize..table]);
+    put(layout.meta_at, &part)?;
+    put(layout.meta_at + front as u64, &records)?;
+    let Extents { out, end, count } = out;
+    out.into_inner()
+        .map_err(|e| io(path)(e.into_error()))?
+        .flush()
+        .map_err(io(path))?;
+    // The device header last, its counters after what they count; locks free. It is
+    // extent 0, whole: a reader checks it before it reads any other extent.
+    let mut copy = DeviceHeader::new_zeroed();
+    // SAFETY: the header is HEADER_BYTES of a live mapping, changed only via atomics.
+    load(
+        unsafe { words((h as *const DeviceHeader).cast(), HEADER_BYTES) },
+        copy.as_mut_bytes(),
+    );
+    *copy.meta_lock.get_mut() = 0;
+    *copy.meta_used.get_mut() = records.len() as u64;
+    *copy.names_generation.get_mut() = 0;
+    *copy.names_used[0].get_mut() = names.len() as u64;
+    *copy.names_used[1].get_mut() = 0;
+    let first = Extent {
+        at: layout.header_at,
+        len: HEADER_BYTES as u64,
+    };
+    let put_at = |at: u64, bytes: &[u8]| file.write_all_at(bytes, at).map_err(io(path));
+    put_at(PAGE, first.as_bytes())?;
+    put_at(HEADER_DATA_AT, copy.as_mut_bytes())?;
+    let source = map.dir().display().to_string();
+    let mut head = SnapshotHeader::new(layout, crate::clock::realtime_ns(), &source);
+    head.stored_len = end;
+    head.extents = count;
+    put_at(0, head.as_bytes())?;
+    file.sync_all().map_err(io(path))?;
+    saved.bytes = end;
+    Ok(saved)
+}
+
+/// Opens the snapshot file `path` (made by [`save`]) as a device's mapping.
+///
+/// Any readable file is accepted (a snapshot is a static file, often someone else's);
+/// its contents are checked as a device's are. A version 3 file is read whole into
+/// memory (its extents placed in an image of zeros); a version 2 file is the image and
+/// is mapped, and shrinking it while it is read is reported like a device file shrinking.
+pub(crate) fn open(path: &Path) -> Result<Mapping> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(io(path))?;
+    let len = file.metadata().map_err(io(path))?.len();
+    let min = PAGE + HEADER_BYTES as u64;
+    let too_short = |found| {
+        bad(
+            path,
+            Problem::Length {
+                found,
+                expected: min,
+            },
+        )
+    };
+    if len < min {
+        return Err(too_short(len));
+    }
+    let mut head = SnapshotHeader::new_zeroed();
+    file.read_exact_at(head.as_mut_bytes(), 0)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => bad(path, Problem::Shrunk),
+            _ => io(path)(e),
+        })?;
+    if head.magic != SNAPSHOT_MAGIC {
+        return Err(bad(
+            path,
+            Problem::Header(if head.magic == SNAPSHOT_MAGIC.swap_bytes() {
+                HeaderError::ByteOrder
+            } else {
+                HeaderError::BadMagic(head.magic)
+            }),
+        ));
+    }
+    let (map, watch) = match head.version >> 16 {
+        v if v == SNAPSHOT_VERSION >> 16 => (expand(path, &file, len, &head)?, None),
+        v if v == SNAPSHOT_VERSION_IMAGE >> 16 => {
+            // SAFETY: a private mapping of a file only read here; a file shrunk under it
+            // is caught by the SIGBUS watch set below before anything but the checks
+            // reads it.
+            let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }.map_err(io(path))?;
+            let watch = crate::sigbus::watch(map.as_ptr(), map.len());
+            // From here on, the length of the mapping (the file may have changed).
+            if (map.len() as u64) < min {
+                return Err(too_short(map.len() as u64));
+            }
+            let again = SnapshotHeader::read_from_prefix(&map[..])
+                .map_err(|_| bad(path, Problem::Misaligned))?
+                .0;
+            if again.as_bytes() != head.as_bytes() {
+                return Err(bad(path, Problem::Mismatch));
+            }
+            (map, watch)
+        }
+        _ => {
+            return Err(bad(
+                path,
+                Problem::Header(HeaderError::Version {
+                    which: "snapshot version",
+                    found: head.version,
+                    expected: SNAPSHOT_VERSION,
+                }),
+            ))
+        }
+    };
+    from_image(path, map, watch, &head.layout)
+}
+
+/// The device held by `map`, the image of a snapshot file `path` laid out as `layout`
+/// says (checked here against the device header the image holds).
+fn from_image(
+    path: &Path,
+    mut map: memmap2::MmapMut,
+    watch: Option<crate::sigbus::Watch>,
+    layout: &Layout,
+) -> Result<Mapping> {
+    let part_path = |name: &str| PathBuf::from(format!("{}[{name}]", path.display()));
+    let hpath = part_path("header");
+    // Every layout puts the device header on the second page (`Layout::of`).
+    if layout.header_at != PAGE {
+        return Err(bad(path, Problem::Mismatch));
+    }
+    let at = PAGE as usize;
+    let dh = map
+        .get(at..at + HEADER_BYTES)
+        .and_then(|b| DeviceHeader::read_from_bytes(b).ok())
+        .ok_or_else(|| bad(&hpath, Problem::Misaligned))?;
+    dh.check().map_err(|e| bad(&hpath, e.into()))?;
+    let layout = Layout::of(&dh).filter(|l| l == layout);
+    let Some(layout) = layout else {
+        return Err(bad(path, Problem::Mismatch));
+    };
+    let len = map.len() as u64;
+    if len != layout.file_len {
+        return Err(bad(
+            path,
+            Problem::Length {
+                found: len,
+                expected: layout.file_len,
+            },
+        ));
+    }
+    // Every part is derived from this one pointer to the whole mapping.
+    let base = NonNull::from(&mut map[..]).cast::<u8>();
+    // SAFETY: the header lies at `header_at` (a page: aligned) within the mapping, whose
+    // length is `file_len`, and any bytes are a valid `DeviceHeader`.
+    let header = unsafe { base.add(layout.header_at as usize) }.cast::<DeviceHeader>();
+    let parts = |name: &str, want: u64| {
+        let p = part_path(name);
+        match layout.part(&dh, name) {
+            Some((at, len)) if len == want && at + len <= layout.file_len => Ok((
+                p,
+                // SAFETY: `at + len` is within the mapping (its length is `file_len`).
+                NonNull::slice_from_raw_parts(unsafe { base.add(at as usize) }, len as usize),
+            )),
+            _ => Err(bad(&p, Problem::Mismatch)),
+        }
+    };
+    let mut m = Mapping::assemble(path, header, &dh, parts)?;
+    let watches = watch.map(|w| (path.to_path_buf(), w)).into_iter().collect();
+    m.keep(vec![map], watches);
+    m.check_files()?;
+    Ok(m)
+}
+
+/// Writes the extents of a version 3 snapshot, from [`EXTENTS_AT`] on.
+struct Extents<'f> {
+    out: std::io::BufWriter<&'f std::fs::File>,
+    /// The file offset after the last extent written.
+    end: u64,
+    /// Extents written, extent 0 (written last, in place) included.
+    count: u64,
+}
+
+impl Extents<'_> {
+    /// Writes the part `bytes` of the image at `at` (8-aligned; its length a multiple of 8):
+    /// each run of its 64-byte blocks that are not all zero, as an extent.
+    fn part(&mut self, at: u64, bytes: &[u8]) -> std::io::Result<()> {
+        for (start, end) in used_runs(bytes, SLOT_WORDS * 8) {
+            let head = Extent {
+                at: at + start as u64,
+                len: (end - start) as u64,
+            };
+            self.out.write_all(head.as_bytes())?;
+            self.out.write_all(&bytes[start..end])?;
+            self.end += EXTENT_BYTES + head.len;
+            self.count += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A version 3 snapshot file read once, in order.
+struct Input<'a> {
+    path: &'a Path,
+    file: std::io::BufReader<&'a std::fs::File>,
+    /// Where the reader is.
+    off: u64,
+    /// The file's length.
+    len: u64,
+    /// The image's length.
+    image_len: u64,
+}
+
+impl Input<'_> {
+    fn malformed(&self, offset: u64) -> Error {
+        bad(self.path, Problem::Extent { offset })
+    }
+
+    /// Fills `into` from the file: a file that ends sooner than it said (cut while read) is
+    /// one whose length is wrong.
+    fn read(&mut self, into: &mut [u8]) -> Result<()> {
+        self.file.read_exact(into).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => bad(
+                self.path,
+                Problem::Length {
+                    found: self.off,
+                    expected: self.len,
+                },
+            ),
+            _ => io(self.path)(e),
+        })?;
+        self.off += into.len() as u64;
+        Ok(())
+    }
+
+    /// The next extent's head, checked against the image and the file: its image range.
+    fn extent(&mut self) -> Result<(u64, u64)> {
+        let at = self.off;
+        if self.len - at < EXTENT_BYTES {
+            return Err(self.malformed(at));
+        }
+        let mut e = Extent::default();
+        self.read(e.as_mut_bytes())?;
+        let end = e.at.checked_add(e.len).ok_or_else(|| self.malformed(at))?;
+        let fits = e.len > 0 && e.at % 8 == 0 && e.len % 8 == 0 && e.at >= PAGE;
+        if !fits || end > self.image_len || e.len > self.len - self.off {
+            return Err(self.malformed(at));
+        }
+        Ok((e.at, end))
+    }
+}
+
+/// The image of the version 3 snapshot file `path` (`len` bytes, its header page `head`):
+/// its extents, checked, read into a zeroed anonymous mapping the size of the image.
+fn expand(
+    path: &Path,
+    file: &std::fs::File,
+    len: u64,
+    head: &SnapshotHeader,
+) -> Result<memmap2::MmapMut> {
+    if len != head.stored_len {
+        return Err(bad(
+            path,
+            Problem::Length {
+                found: len,
+                expected: head.stored_len,
+            },
+        ));
+    }
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    reader
+        .seek(std::io::SeekFrom::Start(PAGE))
+        .map_err(io(path))?;
+    let mut input = Input {
+        path,
+        file: reader,
+        off: PAGE,
+        len,
+        image_len: head.layout.file_len,
+    };
+    // Extent 0 is the device header, whole: checked before the image is made.
+    if head.layout.header_at != PAGE {
+        return Err(bad(path, Problem::Mismatch));
+    }
+    if input.extent()? != (PAGE, PAGE + HEADER_BYTES as u64) {
+        return Err(input.malformed(PAGE));
+    }
+    let mut dh = DeviceHeader::new_zeroed();
+    input.read(dh.as_mut_bytes())?;
+    let hpath = PathBuf::from(format!("{}[header]", path.display()));
+    dh.check().map_err(|e| bad(&hpath, e.into()))?;
+    if Layout::of(&dh).as_ref() != Some(&head.layout) {
+        return Err(bad(path, Problem::Mismatch));
+    }
+    let image_len =
+        usize::try_from(head.layout.file_len).map_err(|_| bad(path, Problem::Mismatch))?;
+    let mut image = memmap2::MmapMut::map_anon(image_len).map_err(io(path))?;
+    image[PAGE as usize..PAGE as usize + HEADER_BYTES].copy_from_slice(dh.as_mut_bytes());
+    let mut ranges = vec![(PAGE, PAGE + HEADER_BYTES as u64, PAGE)];
+    for _ in 1..head.extents {
+        let start = input.off;
+        let (at, end) = input.extent()?;
+        // Within the image (checked), whose length is a usize.
+        input.read(&mut image[at as usize..end as usize])?;
+        ranges.push((at, end, start));
+    }
+    // Nothing may follow the last extent.
+    let more = input.file.fill_buf().map_err(io(path))?.len();
+    if input.off != len || more != 0 {
+        return Err(input.malformed(input.off));
+    }
+    ranges.sort_unstable();
+    if let Some(w) = ranges.windows(2).find(|w| w[1].0 < w[0].1) {
+        return Err(input.malformed(w[1].2));
+    }
+    Ok(image)
+}

@@ -1,0 +1,357 @@
+//! The reader's role, after Akaros's `#ttrace` device: the `version` header, consistent
+//! copies of the per-CPU rings (`cpuN`) and of the `aux` buffers, the metadata that names
+//! everything, the control state (`ctl`), and whole-device snapshots.
+
+use crate::aux::{AuxCopy, AuxSnapshots};
+use crate::clear::Cleared;
+use crate::error::{Error, Problem, Result};
+use crate::event::RingSnapshot;
+use crate::files::{Access, Trust};
+use crate::mapping::Mapping;
+use crate::meta::Metadata;
+use crate::ring::Ring;
+use crate::snapshot::Snapshot;
+use crate::status::Status;
+use crate::version::Version;
+use std::path::Path;
+use ttrace_layouts::entry::Slot;
+
+/// A ttrace device opened to be read: a device directory (read-only), a snapshot file, or
+/// the mapping of a [`Device`](crate::Device) that this process also writes.
+///
+/// It may belong to a running process or to one that has died; opening checks the magic and
+/// byte order, the layout versions, and every file's length against the header, so that
+/// nothing read later can fall outside a file.
+///
+/// ```
+/// # let tmp = tempfile::tempdir().unwrap();
+/// # let dir = tmp.path().join("dev");
+/// # let w = devttrace::Device::open(&devttrace::Config {
+/// #     ring_slots: 64, cpus: Some(2), ..devttrace::Config::at(&dir) }).unwrap();
+/// # let (_, word) = w.register_tracepoint(&devttrace::meta::Definition::untyped(
+/// #     "hello", devttrace::Kind::Start, 1, "n={n}")).unwrap();
+/// # w.mapping().shared_ring(0).write(w.mapping().now(), 1, &[word, 1 << 32 | 2, 42, 0, 0, 0, 0]);
+/// let dev = devttrace::Reader::open(&dir)?;
+/// assert_eq!(dev.version().num_cpus, 2);
+/// let events: usize = (0..dev.cpus()).map(|n| dev.cpu(n).map(|s| s.events.len())).sum::<Result<_, _>>()?;
+/// assert_eq!(events, 1);
+/// # Ok::<(), devttrace::Error>(())
+/// ```
+///
+/// A reader cannot change what it reads: it has no control methods (a [`Device`](crate::Device)
+/// has them).
+///
+/// ```compile_fail
+/// let dev = devttrace::Reader::open_default().unwrap();
+/// dev.apply_text("clrbits 1"); // no such method on a reader
+/// ```
+pub struct Reader {
+    map: Mapping,
+    /// The header's facts, read once at open: they never change, and a header truncated
+    /// later must not change them.
+    version: Version,
+}
+
+/// Refuses `dir` before anything else is checked when it is no device at all: missing, or a
+/// directory without a `header` file (so that `/tmp` is "not a ttrace device", not a
+/// directory of the wrong owner).
+pub(crate) fn is_device_dir(dir: &Path) -> Result<()> {
+    if !dir.is_dir() {
+        return Err(Error::Missing(dir.to_path_buf()));
+    }
+    match std::fs::symlink_metadata(dir.join("header")) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Error::NotADevice(dir.to_path_buf()))
+        }
+        // Anything else (a header that exists, or a directory this user may not search) is
+        // left to the full checks, which name the cause.
+        _ => Ok(()),
+    }
+}
+
+/// A file of the device that is missing is [`Problem::Missing`], named, not an I/O error.
+pub(crate) fn missing_file(e: Error) -> Error {
+    match e {
+        Error::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
+            Error::Invalid {
+                path,
+                problem: Problem::Missing,
+            }
+        }
+        e => e,
+    }
+}
+
+impl Reader {
+    /// Opens the device at `dir` read-only: its files are opened `O_RDONLY` and mapped
+    /// private, so nothing can be changed through it, and it still sees every new entry. A
+    /// file at `dir` is opened as a snapshot file.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Reader> {
+        Reader::open_with(dir, Trust::Own)
+    }
+
+    /// [`Reader::open`] with an explicit [`Trust`]: [`Trust::Any`] opts in to devices of
+    /// other users (the other open functions refuse them, and symlinks, and files others may
+    /// write).
+    pub fn open_with(dir: impl AsRef<Path>, trust: Trust) -> Result<Reader> {
+        let dir = dir.as_ref();
+        if dir.is_file() {
+            return Reader::open_snapshot(dir);
+        }
+        is_device_dir(dir)?;
+        let map = Mapping::attach(dir, Access::ReadOnly, trust).map_err(missing_file)?;
+        Ok(Reader::of(map))
+    }
+
+    /// Opens the user's default device (`$TTRACE_DIR`, else `/dev/shm/ttrace-<uid>`).
+    pub fn open_default() -> Result<Reader> {
+        Reader::open(crate::config::default_dir())
+    }
+
+    /// Opens a snapshot file; a file that does not start like one is no device.
+    fn open_snapshot(path: &Path) -> Result<Reader> {
+        use std::io::Read;
+        let mut magic = [0u8; 8];
+        let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic));
+        if read.is_err() || !ttrace_layouts::snapshot::SnapshotHeader::is_snapshot(&magic) {
+            return Err(Error::Missing(path.to_path_buf()));
+        }
+        let map = crate::image::open(path).map_err(|e| match e {
+            Error::Invalid { path, problem } => Error::BadSnapshot { path, problem },
+            Error::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
+                Error::Missing(path)
+            }
+            e => e,
+        })?;
+        Ok(Reader::of(map))
+    }
+
+    /// A reader of `map`.
+    pub(crate) fn of(map: Mapping) -> Reader {
+        Reader {
+            version: Version::of(map.header()),
+            map,
+        }
+    }
+
+    /// Whether this reads a snapshot file (rather than a device directory).
+    pub fn is_snapshot(&self) -> bool {
+        !self.map.dir().is_dir()
+    }
+
+    /// The device directory (or snapshot file).
+    pub fn dir(&self) -> &Path {
+        self.map.dir()
+    }
+
+    /// The mapped parts, for tools that need the raw protocol.
+    pub fn mapping(&self) -> &Mapping {
+        &self.map
+    }
+
+    /// The header as a value.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// Counters and control words.
+    pub fn status(&self) -> Status {
+        Status::of(&self.map)
+    }
+
+    /// Number of rings: for a device of `n` CPUs, `cpu0` .. `cpu{n-1}` (restartable) then
+    /// `cpu0.shared` .. (see `ttrace_layouts::ring`).
+    pub fn cpus(&self) -> usize {
+        self.map.num_rings()
+    }
+
+    /// The name of ring `index` (`cpu3`, `cpu3.shared`).
+    pub fn ring_name(&self, index: usize) -> String {
+        self.version.ring_name(index)
+    }
+
+    /// Ring `cpu`, or [`Error::NoSuchCpu`].
+    pub fn ring(&self, cpu: usize) -> Result<Ring<'_, Slot>> {
+        if cpu >= self.cpus() {
+            return Err(Error::NoSuchCpu {
+                cpu,
+                rings: self.cpus(),
+            });
+        }
+        Ok(self.map.ring(cpu))
+    }
+
+    /// What the device's last clear left for ring `cpu` (`cpu < cpus()`).
+    pub fn cleared(&self, cpu: usize) -> Cleared {
+        Cleared::of(self.map.header(), self.map.ring_header(cpu))
+    }
+
+    /// A consistent copy of ring `cpu`: only complete entries (each copied between two reads
+    /// of its stamp that agree), continuations stitched to their parents, in time order, with
+    /// exact counts of what was overwritten and of what was incomplete.
+    pub fn cpu(&self, cpu: usize) -> Result<RingSnapshot> {
+        self.cpu_newer_than(cpu, 0)
+    }
+
+    /// [`Reader::cpu`], keeping only the events stamped after `timestamp` (Akaros's
+    /// `settimestamp`). See [`crate::Follower`] for reading exactly what is new.
+    /// Entries stamped at or before the device's last clear are left out (counted in
+    /// `cleared`).
+    pub fn cpu_newer_than(&self, cpu: usize, timestamp: u64) -> Result<RingSnapshot> {
+        let ring = self.ring(cpu)?;
+        let snap = ring.snapshot_cleared(timestamp, self.cleared(cpu));
+        self.check_intact()?;
+        Ok(snap)
+    }
+
+    /// A consistent copy of every aux buffer: the records complete and within `[first, last)`,
+    /// less the messages stamped at or before the device's last clear. (Strings carry no
+    /// time: they stay, for the entries after the clear that may refer to them.)
+    pub fn aux(&self) -> Result<AuxSnapshots> {
+        let cleared_at = crate::clear::cleared_at(self.map.header());
+        let buffers = (0..self.cpus())
+            .map(|r| {
+                let mut b = self.map.aux(r).snapshot()?;
+                for rec in &mut b.records {
+                    rec.buffer = r as u32;
+                }
+                if cleared_at > 0 {
+                    b.records
+                        .retain(|r| r.timestamp == 0 || r.timestamp > cleared_at);
+                }
+                Ok(b)
+            })
+            .collect::<Result<_, _>>()
+            .map(|buffers| AuxSnapshots { buffers })
+            .map_err(|source| Error::Aux {
+                path: self.dir().join("aux"),
+                source,
+            });
+        self.check_intact()?;
+        buffers
+    }
+
+    /// A consistent copy of each ring's aux buffer's words (what [`Reader::aux`] parses), by
+    /// ring.
+    pub fn aux_copies(&self) -> Result<Vec<AuxCopy>> {
+        let copies = (0..self.cpus())
+            .map(|r| {
+                let a = self.map.aux(r);
+                crate::aux::copy(a.first, a.last, a.words)
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|source| Error::Aux {
+                path: self.dir().join("aux"),
+                source,
+            });
+        self.check_intact()?;
+        copies
+    }
+
+    /// Fails with [`Problem::Shrunk`] if a file of the device shrank while it was being read
+    /// (another process truncated it). The pages lost read as zeros, so what was read since
+    /// is incomplete; a reader that copies events late (a [`View`](crate::View)) checks this
+    /// at the end.
+    pub fn check_intact(&self) -> Result<()> {
+        self.map.check_intact()
+    }
+
+    /// The aux buffer, or an empty one and why: a whole-device read does not fail because
+    /// strings were overwritten faster than they could be copied.
+    pub(crate) fn aux_or_empty(&self) -> (AuxSnapshots, Option<String>) {
+        match self.aux() {
+            Ok(aux) => (aux, None),
+            Err(e) => (AuxSnapshots::default(), Some(e.to_string())),
+        }
+    }
+
+    /// Tracepoint definitions, thread and process names.
+    pub fn metadata(&self) -> Metadata {
+        let records = self.map.registry().records_bytes();
+        let (generation, names) = self.map.names().copy();
+        Metadata::parse_parts(&records, &names, generation)
+    }
+
+    /// Whether tracepoint `id` records now (its classes meet the mask and the rules allow it).
+    pub fn enabled(&self, id: u16) -> bool {
+        self.map.registry().enabled(id)
+    }
+
+    /// Whether each tracepoint defined in `meta` (by id) records now.
+    pub fn enabled_all(&self, meta: &Metadata) -> Vec<bool> {
+        (0..meta.tracepoints.len() as u16)
+            .map(|id| self.enabled(id))
+            .collect()
+    }
+
+    /// The class mask: a tracepoint records only if its classes intersect it (and the rules
+    /// enable its name).
+    pub fn mask(&self) -> u64 {
+        crate::control::mask(self.map.header())
+    }
+
+    /// The rules, one `+pattern` (enable) or `-pattern` (disable) per line, the last
+    /// matching one deciding ([`crate::rules`]).
+    pub fn rules(&self) -> String {
+        crate::rules::text(self.map.header())
+    }
+
+    /// Whether `info()` messages record now.
+    pub fn info_enabled(&self) -> bool {
+        crate::control::info_enabled(self.map.header())
+    }
+
+    /// The control state as text: `setmask <mask> <all bits>` then one line per rule; writing
+    /// these lines back with [`Device::apply_text`](crate::Device::apply_text) restores it.
+    pub fn ctl(&self) -> String {
+        crate::control::text(self.map.header())
+    }
+
+    /// Saves a consistent copy of the device to the file `path` (see
+    /// `docs/DESIGN.md`, *Snapshots*): every command that reads a device reads it in its
+    /// place.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<crate::image::Saved> {
+        let saved = crate::image::save(&self.map, path.as_ref())?;
+        self.check_intact()?;
+        Ok(saved)
+    }
+
+    /// Everything at once: every ring, then the aux buffer, then the metadata (in that
+    /// order, so that every tracepoint and string an entry refers to was written before the
+    /// copy of it was taken).
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        self.snapshot_newer_than(0)
+    }
+
+    /// [`Reader::snapshot`] with [`Reader::cpu_newer_than`].
+    pub fn snapshot_newer_than(&self, timestamp: u64) -> Result<Snapshot> {
+        // A compaction of the names during the copy may reclaim the name of an event that
+        // was copied and then overwritten: the copy is taken again (compactions are rare:
+        // one per names half filled).
+        let mut tries = 0;
+        let (cpus, aux, aux_error, meta) = loop {
+            let generation = self.map.names().generation();
+            let cpus = (0..self.cpus())
+                .map(|n| self.cpu_newer_than(n, timestamp))
+                .collect::<Result<Vec<_>>>()?;
+            let (aux, aux_error) = self.aux_or_empty();
+            let meta = self.metadata();
+            tries += 1;
+            if meta.names_generation == generation || tries == 4 {
+                break (cpus, aux, aux_error, meta);
+            }
+        };
+        self.check_intact()?;
+        Ok(Snapshot {
+            dir: self.dir().to_path_buf(),
+            version: self.version(),
+            status: self.status(),
+            enabled: self.enabled_all(&meta),
+            meta,
+            cpus,
+            aux,
+            aux_error,
+            messages: None,
+        })
+    }
+}

@@ -1,0 +1,72 @@
+//! A device's counters and control words at one moment.
+
+use crate::mapping::Mapping;
+use std::sync::atomic::Ordering::Acquire;
+
+/// The device's counters and control words at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Class mask: a tracepoint records only if its classes intersect it.
+    pub mask: u64,
+    /// Control changes so far.
+    pub ctl_generation: u64,
+    /// Aux bytes written since creation, in all buffers.
+    pub aux_bytes: u64,
+    /// Aux records written since creation into the shared rings' buffers (those of the
+    /// restartable rings are counted in what a reader finds: a restartable sequence cannot
+    /// keep a second counter exact).
+    pub aux_records: u64,
+    /// Of those, records whose payload was truncated.
+    pub aux_truncated: u64,
+    /// Aux writes dropped (only a shared ring's buffer drops: it does not overtake a record
+    /// still being written).
+    pub aux_dropped: u64,
+    /// Bytes of tracepoint records.
+    pub meta_used: u64,
+    /// Tracepoint records dropped (area full).
+    pub meta_dropped: u64,
+    /// Tracepoints registered.
+    pub tracepoints: u64,
+    /// Compactions of the names area so far.
+    pub names_generation: u64,
+    /// Bytes of names in the half in use.
+    pub names_used: u64,
+    /// Names reclaimed by compactions since creation.
+    pub names_reclaimed: u64,
+    /// Names dropped: they did not fit even after a compaction.
+    pub names_dropped: u64,
+    /// Clears so far (`ttrace-reader clear`).
+    pub clears: u64,
+    /// The timestamp of the last clear (0: never cleared): nothing stamped at or before it
+    /// is shown.
+    pub cleared_at: u64,
+}
+
+impl Status {
+    /// The counters and control words of `map` now.
+    pub fn of(map: &Mapping) -> Status {
+        let h = map.header();
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Acquire);
+        let rings = || (0..map.num_rings()).map(|r| map.ring_header(r));
+        let sum = |f: fn(&ttrace_layouts::ring::RingHeader) -> &std::sync::atomic::AtomicU64| {
+            rings().map(|r| load(f(r))).fold(0u64, u64::wrapping_add)
+        };
+        Status {
+            mask: load(&h.type_mask),
+            ctl_generation: load(&h.ctl_generation),
+            aux_bytes: sum(|r| &r.aux_last),
+            aux_records: sum(|r| &r.aux_records),
+            aux_truncated: sum(|r| &r.aux_truncated),
+            aux_dropped: sum(|r| &r.aux_dropped),
+            meta_used: load(&h.meta_used),
+            meta_dropped: load(&h.meta_dropped),
+            tracepoints: load(&h.tp_count),
+            names_generation: load(&h.names_generation),
+            names_used: load(&h.names_used[(load(&h.names_generation) & 1) as usize]),
+            names_reclaimed: load(&h.names_reclaimed),
+            names_dropped: load(&h.names_dropped),
+            clears: crate::clear::clears(h),
+            cleared_at: crate::clear::cleared_at(h),
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! What a trace point's arguments are: values of types that fit in a word ([`Arg`]), each
+//! with a type recorded for readers, and tuples of them ([`Args`]), whose types
+//! [`point!`](crate::point!) learns without evaluating the arguments.
+
+use ttrace_layouts::meta::ArgType;
+
+/// A value a trace point can carry in an argument word.
+pub trait Arg {
+    /// How readers show it where the format gives no spec; recorded with the tracepoint.
+    const TYPE: ArgType;
+    /// The same type with every lifetime `'static`: what [`point!`](crate::point!) learns
+    /// the type through without keeping borrows alive.
+    type Static: Arg + 'static;
+    /// The argument word.
+    fn into_word(self) -> u64;
+}
+
+macro_rules! unsigned_arg {
+    ($($t:ty),*) => {$(
+        impl Arg for $t {
+            const TYPE: ArgType = ArgType::Unsigned;
+            type Static = $t;
+            #[inline(always)]
+            fn into_word(self) -> u64 { self as u64 }
+        }
+    )*};
+}
+macro_rules! signed_arg {
+    ($($t:ty),*) => {$(
+        impl Arg for $t {
+            const TYPE: ArgType = ArgType::Signed;
+            type Static = $t;
+            /// Sign-extended.
+            #[inline(always)]
+            fn into_word(self) -> u64 { self as i64 as u64 }
+        }
+    )*};
+}
+unsigned_arg!(u8, u16, u32, u64, usize);
+signed_arg!(i8, i16, i32, i64, isize);
+
+impl Arg for bool {
+    const TYPE: ArgType = ArgType::Bool;
+    type Static = bool;
+    #[inline(always)]
+    fn into_word(self) -> u64 {
+        self as u64
+    }
+}
+
+impl Arg for char {
+    const TYPE: ArgType = ArgType::Char;
+    type Static = char;
+    #[inline(always)]
+    fn into_word(self) -> u64 {
+        self as u64
+    }
+}
+
+impl Arg for f64 {
+    const TYPE: ArgType = ArgType::Float;
+    type Static = f64;
+    /// The bits.
+    #[inline(always)]
+    fn into_word(self) -> u64 {
+        self.to_bits()
+    }
+}
+
+impl Arg for f32 {
+    const TYPE: ArgType = ArgType::Float;
+    type Static = f32;
+    /// Widened to `f64`, then the bits.
+    #[inline(always)]
+    fn into_word(self) -> u64 {
+        (self as f64).to_bits()
+    }
+}
+
+impl<T> Arg for *const T {
+    const TYPE: ArgType = ArgType::Pointer;
+    type Static = *const u8;
+    #[inline(always)]
+    fn into_word(self) -> u64 {
+        self as usize as u64
+    }
+}
+
+impl<T> Arg for *mut T {
+    const TYPE: ArgType = ArgType::Pointer;
+    type Static = *mut u8;
+    #[inline(always)]
+    fn into_word(self) -> u64 {
+        self as usize as u64
+    }
+}
+
+impl Arg for &str {
+    const TYPE: ArgType = ArgType::Str;
+    type Static = &'static str;
+    /// Copies the string to the aux buffer; the word refers to it.
+    fn into_word(self) -> u64 {
+        crate::writer::string_word(self.as_bytes())
+    }
+}
+
+impl Arg for &[u8] {
+    const TYPE: ArgType = ArgType::Str;
+    type Static = &'static [u8];
+    /// Copies the bytes to the aux buffer; the word refers to them.
+    fn into_word(self) -> u64 {
+        crate::writer::string_word(self)
+    }
+}
+
+impl Arg for &String {
+    const TYPE: ArgType = ArgType::Str;
+    type Static = &'static String;
+    /// Copies the string to the aux buffer; the word refers to it.
+    fn into_word(self) -> u64 {
+        crate::writer::string_word(self.as_bytes())
+    }
+}
+
+/// The arguments of one trace point, as a tuple: their types, known when the program is
+/// compiled.
+pub trait Args {
+    /// Each argument's type.
+    const TYPES: &'static [ArgType];
+    /// The same types with every lifetime `'static`.
+    type Static: Args + 'static;
+}
+
+macro_rules! args_tuple {
+    ($($t:ident)*) => {
+        impl<$($t: Arg),*> Args for ($($t,)*) {
+            const TYPES: &'static [ArgType] = &[$($t::TYPE),*];
+            type Static = ($($t::Static,)*);
+        }
+    };
+}
+args_tuple!();
+args_tuple!(A);
+args_tuple!(A B);
+args_tuple!(A B C);
+args_tuple!(A B C D);
+args_tuple!(A B C D E);
+args_tuple!(A B C D E F);
+args_tuple!(A B C D E F G);
+args_tuple!(A B C D E F G H);
+args_tuple!(A B C D E F G H I);
+args_tuple!(A B C D E F G H I J);
+args_tuple!(A B C D E F G H I J K);
+args_tuple!(A B C D E F G H I J K L);
+
+/// The type of a trace point's arguments, without their lifetimes: [`point!`](crate::point!)
+/// names the arguments in a closure it never calls, which returns this.
+#[doc(hidden)]
+#[inline(always)]
+pub fn erase<A: Args>(_: A) -> core::marker::PhantomData<A::Static> {
+    core::marker::PhantomData
+}

@@ -1,0 +1,443 @@
+//! The writer: this process's handle on a device, and the hot path of recording an event,
+//! from [`point!`](crate::point!) to the commit, all in this file.
+//!
+//! Once a tracepoint is registered and its thread named, recording an event is:
+//!
+//! 1. `point!` loads the tracepoint's word ([`Tracepoint::word`]: two dependent loads) and
+//!    returns at once if it is 0 (disabled); the arguments are not evaluated;
+//! 2. [`Tracepoint::record`] loads the process's writer ([`device`]: one Acquire load) and
+//!    the thread's context word ([`Writer::context`]: two thread-local loads);
+//! 3. [`Writer::emit`] runs the restartable section of [`crate::rseq`] for the thread's
+//!    CPU: the CPU id from the rseq area, the ring's head, a claim, the payload, `rdtsc`,
+//!    the stamp, and the commit, one store of `head`; no locked instruction;
+//! 4. where that cannot be used, [`Writer::emit_shared`] writes the CPU's shared ring with
+//!    the atomic protocol: `rdtsc`, the CPU id, one `fetch_add`, one compare-and-exchange,
+//!    eight stores.
+//!
+//! Everything else (registering a tracepoint, naming a thread, opening the device) is a
+//! cold path taken once.
+
+use crate::cpu;
+use crate::rseq::{AuxArgs, Restartable};
+use crate::tracepoint::{Tracepoint, DISABLED_WORD, UNREGISTERED};
+use core::cell::Cell;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
+use devttrace::{Config, Device, Error, Result};
+use std::path::Path;
+use std::sync::Mutex;
+use ttrace_layouts::aux::{aux_ref, AuxPath, AuxTag, AUX_MAX_PAYLOAD, AUX_NONE};
+use ttrace_layouts::entry::{TypeWord, ENTRY_ARGS, MAX_ARGS, SLOT_WORDS};
+use ttrace_layouts::meta::ArgType;
+
+/// A device opened to record into, with this process's way of writing it: the restartable
+/// path (its rseq table) when the process has one, and where CPU ids come from.
+///
+/// Everything a [`Device`] offers (control, registration, reading) is reached through it
+/// ([`Writer::device`], or directly: it dereferences to its device).
+///
+/// ```
+/// # let tmp = tempfile::tempdir().unwrap();
+/// use ttrace_core::{Config, Kind, Writer};
+/// let w = Writer::open(&Config { ring_slots: 64, cpus: Some(2), ..Config::at(tmp.path().join("dev")) })?;
+/// let (_, word) = w.register_tracepoint(&ttrace_core::Definition::untyped("tick", Kind::Start, 1, "n={n}"))?;
+/// assert!(w.emit(word, w.context(), &[7]));
+/// assert_eq!(w.reader().snapshot()?.events(), 1);
+/// # Ok::<(), ttrace_core::Error>(())
+/// ```
+pub struct Writer {
+    device: Device,
+    /// The restartable path into `device`, if this process can take it.
+    rseq: Option<Restartable>,
+    /// Where CPU ids come from ([`cpu::mode`]).
+    cpu: i64,
+}
+
+impl core::ops::Deref for Writer {
+    type Target = Device;
+
+    fn deref(&self) -> &Device {
+        &self.device
+    }
+}
+
+impl Writer {
+    /// Opens (creating if needed) the device `config` describes, to record into it.
+    pub fn open(config: &Config) -> Result<Writer> {
+        Ok(Writer::of(Device::open(config)?))
+    }
+
+    /// Attaches to the existing device at `dir`, to record into it.
+    pub fn attach(dir: &Path) -> Result<Writer> {
+        Ok(Writer::of(Device::attach(dir)?))
+    }
+
+    fn of(device: Device) -> Writer {
+        Writer {
+            rseq: Restartable::of(device.mapping()),
+            cpu: cpu::mode(),
+            device,
+        }
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Whether this process records with restartable sequences (else into the shared rings).
+    pub fn restartable(&self) -> bool {
+        self.rseq.is_some()
+    }
+
+    /// The CPU the calling thread runs on (possibly stale by the time it is used).
+    #[inline(always)]
+    pub fn cpu(&self) -> u32 {
+        cpu::current_with(self.cpu)
+    }
+
+    /// The current time in the device's clock.
+    #[inline(always)]
+    pub fn now(&self) -> u64 {
+        self.device.mapping().now()
+    }
+
+    /// Records one event with type word `word` (from a tracepoint: no CPU in it) for the
+    /// writer `ctx` (`pid << 32 | tid`). Up to 5 arguments fill one slot; 6 to 12 add a
+    /// continuation in the next slot. The event goes to the restartable ring of the CPU the
+    /// thread runs on, or, where that cannot be used, to its shared ring. Returns false if
+    /// the event was dropped (and counted).
+    #[inline(always)]
+    pub fn emit<const N: usize>(&self, word: u64, ctx: u64, args: &[u64; N]) -> bool {
+        const { assert!(N <= MAX_ARGS) };
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        if let Some(rseq) = &self.rseq {
+            let stamp = if N <= ENTRY_ARGS {
+                let mut w = [0u64; SLOT_WORDS - 1];
+                (w[0], w[1]) = (word, ctx);
+                w[2..2 + N].copy_from_slice(args);
+                rseq.write(&w)
+            } else {
+                let mut w = [0u64; 2 * (SLOT_WORDS - 1)];
+                (w[0], w[1]) = (word, ctx);
+                w[2..SLOT_WORDS - 1].copy_from_slice(&args[..ENTRY_ARGS]);
+                w[SLOT_WORDS - 1..SLOT_WORDS - 1 + N - ENTRY_ARGS]
+                    .copy_from_slice(&args[ENTRY_ARGS..]);
+                rseq.write_pair(&w)
+            };
+            if stamp != 0 {
+                return true;
+            }
+        }
+        self.emit_shared(word, ctx, args)
+    }
+
+    /// [`Writer::emit`] into the shared ring of the calling thread's CPU, with the atomic
+    /// protocol ([`Ring::write`](devttrace::ring::Ring::write)).
+    #[inline(never)]
+    pub fn emit_shared<const N: usize>(&self, word: u64, ctx: u64, args: &[u64; N]) -> bool {
+        let map = self.device.mapping();
+        let timestamp = map.now();
+        let cpu = self.cpu();
+        let ring = map.shared_ring(cpu);
+        let mut parent = [0u64; SLOT_WORDS - 1];
+        parent[0] = TypeWord(word).with_cpu(cpu).0;
+        parent[1] = ctx;
+        let pid = (ctx >> 32) as u32;
+        if N <= ENTRY_ARGS {
+            parent[2..2 + N].copy_from_slice(args);
+            ring.write(timestamp, pid, &parent).is_some()
+        } else {
+            let split = N.min(ENTRY_ARGS);
+            parent[2..].copy_from_slice(&args[..split]);
+            let mut cont = [0u64; SLOT_WORDS - 1];
+            cont[..N - split].copy_from_slice(&args[split..]);
+            ring.write_pair(timestamp, pid, &parent, &cont).is_some()
+        }
+    }
+
+    /// Appends an aux record holding `bytes` (truncated to 4072 bytes and flagged if longer)
+    /// for the writer `ctx` (`pid << 32 | tid`), to the aux buffer of the ring this thread
+    /// writes to. Returns the argument word that refers to it ([`aux_ref`]), or `None` if the
+    /// write was dropped (and counted in the shared ring's `aux_dropped`).
+    pub fn aux_write(&self, tag: AuxTag, ctx: u64, bytes: &[u8]) -> Option<u64> {
+        let truncated = bytes.len() as u64 > AUX_MAX_PAYLOAD;
+        let bytes = &bytes[..bytes.len().min(AUX_MAX_PAYLOAD as usize)];
+        // A message carries its own time; a string is timed by the entry that refers to it,
+        // which spares a second clock read on the hot path.
+        let timestamp = if tag == AuxTag::String { 0 } else { self.now() };
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        if let Some(rseq) = &self.rseq {
+            let path = AuxPath::new(tag, 0, bytes.len() as u64, truncated);
+            let (words, tail) = bytes.split_at(bytes.len() / 8 * 8);
+            let mut last = [0u8; 8];
+            last[..tail.len()].copy_from_slice(tail);
+            let args = AuxArgs {
+                path: path.0,
+                timestamp,
+                ctx,
+                record_bytes: path.record_bytes(),
+                full_words: words.len() as u64 / 8,
+                tail: u64::from_ne_bytes(last),
+                has_tail: !tail.is_empty() as u64,
+                src: words.as_ptr(),
+            };
+            // SAFETY: `src` holds `full_words` words; a record (at most 4 KiB) fits in a
+            // buffer (at least 16 KiB).
+            let (found, start) = unsafe { rseq.aux_write(&args) };
+            if found != 0 {
+                return Some(aux_ref(found as usize - 1, start));
+            }
+        }
+        let map = self.device.mapping();
+        let cpu = self.cpu();
+        let index = map.shared_ring_index(cpu);
+        let path = AuxPath::new(tag, cpu, bytes.len() as u64, truncated);
+        let lock = &map.ring_header(index).aux_lock;
+        let start = map.aux(index).write(lock, path, ctx, timestamp, bytes)?;
+        Some(aux_ref(index, start))
+    }
+
+    /// The calling thread's context word for events written into this device (`pid << 32
+    /// | tid`), naming the thread (and after a fork, the process) in the device the first
+    /// time: what a trace point of another front end (the `tracing` layer) passes to
+    /// [`Writer::emit`].
+    #[inline(always)]
+    pub fn context(&self) -> u64 {
+        let ctx = devttrace::thread::context();
+        if NAMED.with(Cell::get) == ctx {
+            return ctx;
+        }
+        self.name_thread(ctx)
+    }
+
+    /// Names the thread whose context is `ctx` (and its process, if this process has not
+    /// named it since it started or forked) before its first event.
+    #[cold]
+    #[inline(never)]
+    fn name_thread(&self, ctx: u64) -> u64 {
+        let (pid, tid) = ((ctx >> 32) as u32, ctx as u32);
+        // Relaxed: a lost race only records the process name twice.
+        if NOTED_PID.swap(pid, Relaxed) != pid {
+            let _ = self
+                .device
+                .note_process(pid, &devttrace::thread::process_name());
+        }
+        // A full metadata area only loses the name; the thread still traces.
+        let _ = self
+            .device
+            .note_thread(pid, tid, &devttrace::thread::name());
+        NAMED.with(|n| n.set(ctx));
+        ctx
+    }
+
+    /// Records a new name for the calling thread (after it renamed itself, say).
+    pub fn rename_thread(&self, name: &str) -> Result<()> {
+        let ctx = self.context();
+        self.device
+            .note_rename((ctx >> 32) as u32, ctx as u32, name)
+    }
+}
+
+thread_local! {
+    /// The calling thread's context word once it has been named in a device, else 0: a
+    /// thread whose context changed since (a forked child) is named again.
+    static NAMED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The pid whose process record this process wrote (0: none yet).
+static NOTED_PID: AtomicU32 = AtomicU32::new(0);
+
+/// The process's writer: null until one is installed, then never changed or freed.
+static GLOBAL: AtomicPtr<Writer> = AtomicPtr::new(core::ptr::null_mut());
+static INIT: Mutex<()> = Mutex::new(());
+
+/// Opens (creating if needed) the device of `config` and makes it the process's device.
+/// Trace points that fire before any call to `init` open the default device themselves
+/// ([`Config::from_env`]: `TTRACE_DIR`, `TTRACE_RING_SLOTS`, `TTRACE_AUX_SIZE`,
+/// `TTRACE_MASK`, `TTRACE_DISABLED`).
+///
+/// Calling it again with the same directory returns the installed device; with another
+/// directory it fails.
+pub fn init(config: &Config) -> Result<&'static Writer> {
+    let _serial = INIT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(w) = device() {
+        let wanted = config.resolved_dir();
+        return if wanted == w.dir() {
+            Ok(w)
+        } else {
+            Err(Error::AlreadyInstalled(w.dir().to_path_buf()))
+        };
+    }
+    cpu::detect();
+    let w: &'static Writer = Box::leak(Box::new(Writer::open(config)?));
+    // Release: a thread that loads the pointer sees the initialized Writer.
+    GLOBAL.store(w as *const Writer as *mut Writer, Release);
+    Ok(w)
+}
+
+/// The process's writer, if one is installed.
+#[inline(always)]
+pub fn device() -> Option<&'static Writer> {
+    // Acquire: pairs with the Release store in `init`.
+    let p = GLOBAL.load(Acquire);
+    // SAFETY: a non-null pointer was leaked from a Box in `init` and is never freed.
+    unsafe { p.as_ref() }
+}
+
+/// The process's writer, opening the device the environment names ([`Config::from_env`])
+/// if none is installed yet.
+pub fn device_or_init() -> Result<&'static Writer> {
+    match device() {
+        Some(w) => Ok(w),
+        None => init(&Config::from_env()?),
+    }
+}
+
+/// The calling thread's context word for events written into `w` ([`Writer::context`]).
+#[inline(always)]
+pub fn thread_context(w: &Writer) -> u64 {
+    w.context()
+}
+
+/// Records a new name for the calling thread in `w` ([`Writer::rename_thread`]).
+pub fn rename_thread(w: &Writer, name: &str) -> Result<()> {
+    w.rename_thread(name)
+}
+
+/// Records a free-form message in the aux buffer of the process's device; readers show it
+/// as an event of its own, named `info`. Messages are controlled as a tracepoint named
+/// `info` of class [`CLASS_MESSAGES`](crate::CLASS_MESSAGES) is (`ttrace-reader ctl
+/// disable info`, `ctl clrbits 0x8000000000000000`): while off, this records nothing and
+/// counts nothing, at the cost of one load. Returns false if nothing was recorded (messages
+/// off, no device, or the aux buffer could not take it).
+pub fn info(message: &str) -> bool {
+    let Ok(w) = device_or_init() else {
+        return false;
+    };
+    // Relaxed: the word is self-contained, as a tracepoint's word is; a control change is
+    // seen at some later message, as it is at some later trace point.
+    if w.mapping().header().info_off.load(Relaxed) != 0 {
+        return false;
+    }
+    w.aux_write(AuxTag::Info, w.context(), message.as_bytes())
+        .is_some()
+}
+
+/// The argument word of a string: its bytes copied to the aux buffer of the process's
+/// device (or [`AUX_NONE`] where there is none, or the buffer could not take it).
+pub(crate) fn string_word(bytes: &[u8]) -> u64 {
+    let Some(w) = device() else {
+        return AUX_NONE;
+    };
+    w.aux_write(AuxTag::String, w.context(), bytes)
+        .unwrap_or(AUX_NONE)
+}
+
+impl<const N: usize> Tracepoint<N> {
+    /// The tracepoint's word: 0 when disabled, its type word when enabled,
+    /// [`UNREGISTERED`] before the first use.
+    #[inline(always)]
+    pub fn word(&self) -> u64 {
+        // Acquire: the pointer may lead into a mapping another thread set up.
+        let word = self.word.0.load(Acquire);
+        // SAFETY: `word` always points to a 'static AtomicU64: one of the two sentinels, or
+        // the tracepoint's slot in the process's device, whose mapping is never unmapped.
+        // Relaxed: the word is self-contained.
+        unsafe { &*word }.load(Relaxed)
+    }
+
+    /// The word to record with, given what [`word`](Self::word) returned (not 0):
+    /// registers the tracepoint on its first use, with `types`, the types of the trace
+    /// point's arguments. 0 means: do not record.
+    #[inline(always)]
+    pub fn enabled_word(&'static self, word: u64, types: &'static [ArgType]) -> u64 {
+        if word == UNREGISTERED {
+            return self.register(types);
+        }
+        word
+    }
+
+    /// Records an event. `word` is what [`enabled_word`](Self::enabled_word) returned, and
+    /// must not be 0.
+    ///
+    /// Inlined into each trace point, behind its enabled test: measured, this is cheaper for
+    /// both paths than a call (the arguments stay in registers, and the disabled loop keeps
+    /// no spills around a call it never makes): 1.13x a bare `rdtsc` for 5 words against
+    /// 1.30x, and 0.03x against 0.06x disabled. It costs about 600 bytes of code per trace
+    /// point; the registration and a contended ring stay out of line.
+    #[inline(always)]
+    pub fn record(&'static self, word: u64, args: [u64; N]) {
+        if let Some(w) = device() {
+            w.emit(word, w.context(), &args);
+        }
+    }
+
+    /// Registers the tracepoint, its arguments of `types`, with the process's device
+    /// (opening the default device if none is installed) and returns its word. If that
+    /// fails, the tracepoint is disabled in this process and the reason is printed once to
+    /// stderr.
+    #[cold]
+    #[inline(never)]
+    pub fn register(&'static self, types: &'static [ArgType]) -> u64 {
+        let registered = device_or_init().and_then(|w| {
+            let def = devttrace::Definition {
+                types,
+                ..*self.definition()
+            };
+            let (id, word) = w.register_tracepoint(&def)?;
+            Ok((w.tracepoint_word(id), word))
+        });
+        let (ptr, word) = match registered {
+            Ok((shared, word)) => (shared, word),
+            Err(e) => {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| eprintln!("ttrace: tracing disabled: {e}"));
+                (&DISABLED_WORD, 0)
+            }
+        };
+        // Release: pairs with the Acquire load in `word`.
+        self.word
+            .0
+            .store(ptr as *const AtomicU64 as *mut AtomicU64, Release);
+        word
+    }
+}
+
+/// Records a trace point: `point!(TRACEPOINT, arg, ...)`. When the tracepoint is disabled
+/// this is one load of its word and a branch; the arguments are not evaluated.
+///
+/// Each argument's type is checked against its placeholder's spec when the program is
+/// compiled (a string given to `{n:x}` does not compile), and recorded with the tracepoint
+/// by the trace point that registers it, so that `{n}` shows an `i32` signed. Arguments
+/// are written inside a closure that is never called, to learn their types without
+/// evaluating them: `?` and `.await` cannot appear in them.
+///
+/// ```
+/// # let tmp = tempfile::tempdir().unwrap();
+/// # ttrace_core::init(&ttrace_core::Config::at(tmp.path().join("dev"))).unwrap();
+/// ttrace_core::tracepoint!(static TICK: Start = "tick", "n={n}");
+/// for n in 0..3u32 {
+///     ttrace_core::point!(TICK, n);
+/// }
+/// ```
+#[macro_export]
+macro_rules! point {
+    ($tp:path $(, $arg:expr)* $(,)?) => {{
+        let tp = &$tp;
+        let word = tp.word();
+        if word != 0 {
+            // The arguments' types, checked against the format; the closure is not called.
+            #[inline(always)]
+            fn types<A: $crate::Args>(
+                _: &impl FnOnce() -> ::core::marker::PhantomData<A>,
+            ) -> &'static [$crate::ArgType] {
+                const { $crate::check::check_args($tp.definition(), A::TYPES) };
+                A::TYPES
+            }
+            let word = tp.enabled_word(word, types(&|| $crate::args::erase(($($arg,)*))));
+            if word != 0 {
+                tp.record(word, [$($crate::Arg::into_word($arg)),*]);
+            }
+        }
+    }};
+}
