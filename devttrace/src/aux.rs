@@ -18,6 +18,7 @@
 //! Both halves are written once, over any [`AtomicWord`] ([`Aux`]): the device runs them on
 //! its mapped words, and `tests/loom_aux.rs` model-checks the very same code with loom.
 
+pub use crate::error::AuxError;
 use crate::sync::{AtomicWord, Ordering::*};
 use core::sync::atomic::AtomicU64;
 use crossbeam_utils::Backoff;
@@ -428,22 +429,6 @@ impl AuxSnapshot {
             .ok()
             .map(|i| &self.records[i])
     }
-}
-
-/// Why an aux snapshot failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum AuxError {
-    /// Writers overwrote the whole buffer during every attempt to copy it.
-    #[error("the aux buffer changed too fast to copy")]
-    Busy,
-    /// `first` and `last` are inconsistent with the buffer size (a damaged device).
-    #[error("aux offsets out of range (first {first}, last {last})")]
-    Offsets {
-        /// `first`.
-        first: u64,
-        /// `last`.
-        last: u64,
-    },
 }
 
 /// A consistent copy of the aux buffer's words from offset `base` to `last`: every record

@@ -89,7 +89,7 @@ pub enum Error {
         /// The aux file.
         path: PathBuf,
         /// Why.
-        source: crate::aux::AuxError,
+        source: AuxError,
     },
 }
 
@@ -146,6 +146,22 @@ pub enum Problem {
     /// The mapping is not aligned for the layout (it cannot happen with page-aligned maps).
     #[error("misaligned mapping")]
     Misaligned,
+}
+
+/// Why an aux snapshot failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AuxError {
+    /// Writers overwrote the whole buffer during every attempt to copy it.
+    #[error("the aux buffer changed too fast to copy")]
+    Busy,
+    /// `first` and `last` are inconsistent with the buffer size (a damaged device).
+    #[error("aux offsets out of range (first {first}, last {last})")]
+    Offsets {
+        /// `first`.
+        first: u64,
+        /// `last`.
+        last: u64,
+    },
 }
 
 /// Result with [`Error`].

@@ -27,37 +27,38 @@
 //!
 //! Modules are listed from the bottom up: each one uses only modules listed before it.
 
-// Foundations: atomic words, errors, clocks, the calling thread, locks in shared memory.
-pub mod clock;
-pub mod config;
-pub mod error;
-pub mod lock;
-pub mod meta;
-pub mod sigbus;
+// Foundations: atomic words, errors, clocks, the calling thread, locks in shared memory,
+// metadata records, configuration.
 pub mod sync;
+pub mod error;
+pub mod clock;
 pub mod thread;
+pub mod lock;
+pub mod sigbus;
 pub mod values;
+pub mod meta;
+pub mod config;
 // The protocols, each over the words of one part of the device.
-pub mod aux;
-pub mod clear;
-pub mod control;
 pub mod event;
-pub mod names;
-pub mod registry;
+pub mod clear;
 pub mod ring;
+pub mod aux;
+pub mod names;
 pub mod rules;
-// The device's files and their mapping.
+pub mod registry;
+pub mod control;
+// The device's files and their mapping; a device saved to one file.
 mod files;
-pub mod image;
 pub mod mapping;
+pub mod image;
 // What readers get, and the roles.
-pub mod device;
-pub mod follow;
-pub mod reader;
-pub mod snapshot;
-pub mod status;
 pub mod version;
+pub mod status;
+pub mod snapshot;
+pub mod reader;
+pub mod device;
 pub mod view;
+pub mod follow;
 pub mod watch;
 
 pub use aux::{AuxRecord, AuxSnapshot, AuxSnapshots};

@@ -45,12 +45,13 @@
 
 extern crate alloc;
 
-pub mod aux;
-pub mod device;
+// Listed from the bottom up: each module uses only modules listed before it.
 pub mod entry;
-pub mod format;
+pub mod aux;
 pub mod meta;
+pub mod format;
 pub mod ring;
+pub mod device;
 pub mod snapshot;
 
 /// Rounds `n` up to the next multiple of 8 (the alignment of aux and metadata records).

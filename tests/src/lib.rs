@@ -2,6 +2,7 @@
 
 pub mod ctf;
 pub mod fuzz;
+pub mod layers;
 pub mod rseq;
 pub mod uftrace;
 pub mod viewer;

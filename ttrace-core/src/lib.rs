@@ -24,14 +24,14 @@
 //!
 //! Modules are listed from the bottom up: each one uses only modules listed before it.
 
-pub mod args;
-pub mod check;
-pub mod cpu;
 pub mod rseq;
+pub mod cpu;
+pub mod check;
 #[doc(hidden)]
 pub mod tracepoint;
-mod values;
 pub mod writer;
+pub mod args;
+mod values;
 
 pub use args::{Arg, Args};
 pub use devttrace::clock;
