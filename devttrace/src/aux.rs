@@ -1,22 +1,21 @@
-//! The aux protocol: variable-length records in the wrapping aux buffer.
+//! The aux protocols, both halves: variable-length records (strings, messages) in each
+//! ring's wrapping aux buffer.
 //!
-//! **Writer.** Under the aux lock, and only for a few instructions: take `start = last`,
-//! advance `first` past the records the new one will overwrite, stamp the new record's header
-//! invalid (with its exact length and the writer's context), and move `last` past it. After
-//! unlocking, copy the payload and stamp the header valid (release).
+//! A shared ring's buffer is written in two steps: [`Aux::reserve`] under the buffer's lock
+//! (a few instructions: advance `first` past what the record will overwrite, stamp its
+//! header invalid with its length and writer, move `last`), then [`Aux::commit`] outside it
+//! (payload, then the valid header, Release). A restartable ring's buffer is written by one
+//! restartable sequence, whose Rust model is [`Aux::write_restartable`]. Readers copy with
+//! [`copy`] and parse with [`parse`] ([`snapshot`] does both).
 //!
-//! A record still being written is never overtaken: if the oldest record is invalid and its
-//! writer (named by the record's `ident`) is alive, the new write waits briefly outside the
-//! lock and is finally dropped and counted. Overwriting it would let the slow writer's late
-//! stores land in the newcomer's record. A record whose writer died is overtaken normally.
+//! What the code relies on, argued in `docs/DESIGN.md` (*The aux protocols*): a writer moves
+//! `first` past a record (then a Release fence) before it stores over it, so a reader that
+//! loads `first` again after its copy (an Acquire fence before) drops exactly what may have
+//! been overwritten; a record still being written by a live writer is never overtaken.
 //!
-//! **Reader.** Load `last`, then `first`, copy `[first, last)` with acquire loads, fence,
-//! load `first` again, and keep only valid records at or after the second `first`: everything
-//! before it may have been overwritten during the copy; nothing after it was, because the
-//! writer moves `first` before it writes over a record (see `docs/DESIGN.md`).
-//!
-//! Both halves are written once, over any [`AtomicWord`] ([`Aux`]): the device runs them on
-//! its mapped words, and `tests/loom_aux.rs` model-checks the very same code with loom.
+//! Both halves are written once over any [`AtomicWord`]: the device runs them on its mapped
+//! words, and `devttrace/tests/loom_aux.rs` and `loom_restartable.rs` model-check the very
+//! same code with loom.
 
 pub use crate::error::AuxError;
 use crate::sync::{AtomicWord, Ordering::*};
@@ -193,7 +192,8 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
         self.at(start).store(path.valid().0, Release);
     }
 
-    /// The restartable aux write of [`crate::rseq::aux_write`] as Rust code over any atomic
+    /// The restartable aux write of the writer front end's assembly
+    /// (`ttrace_core::rseq::Restartable::aux_write`) as Rust code over any atomic
     /// word: the same loads and stores in the same order, for the record of `path` (valid,
     /// with its CPU) holding `bytes`. Only `steps` stores are made (a writer preempted or
     /// killed inside its section), so `usize::MAX` is a whole write; returns the record's
@@ -354,7 +354,8 @@ pub struct AuxSnapshots {
 }
 
 impl AuxSnapshots {
-    /// The record an argument word refers to ([`aux_ref`]), if the snapshot holds it.
+    /// The record an argument word refers to ([`aux_ref`](ttrace_layouts::aux::aux_ref)), if
+    /// the snapshot holds it.
     #[inline]
     pub fn get(&self, word: u64) -> Option<&AuxRecord> {
         let (buffer, low) = aux_ref_parts(word)?;

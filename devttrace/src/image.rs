@@ -1,21 +1,12 @@
-//! A device saved to one file, and read back as a device whose writers stopped.
+//! A device saved to one file (a snapshot), and read back as a device whose writers
+//! stopped.
 //!
-//! Each part is copied with its reader protocol, so the file holds only what a reader of
-//! the live device could have accepted: a ring slot is copied with the stamp check (a
-//! complete entry as it was, a slot still being written as its claimed stamp alone, a slot
-//! overwritten during the copy as empty, counted as lost), each aux buffer with the aux
-//! protocol (the records at or after the `first` the copy ends with), the metadata up to
-//! the length published when it was copied. A ring's header is copied before its slots (its
-//! `head` is the cut: what is committed during the copy is above it), the other counters
-//! (`last`, ...) after what they count, and the locks are saved free. See `ttrace_layouts::snapshot` for
-//! the layout.
-//!
-//! The file stores only the image's bytes in use (version 3): each part is copied into
-//! memory as a device file holds it, then its runs of 64-byte blocks that are not all zero
-//! (the slots in use, the aux records kept, the metadata published) are written as extents.
-//! Reading one back places the extents in a zeroed anonymous mapping the size of the image,
-//! whose pages nothing wrote stay the kernel's zero page: a reader then reads the image as
-//! it reads a device. Version 2 files, which are the image, are still mapped as they are.
+//! [`save`] copies each part with its reader protocol into memory, as the device file lays
+//! it out, and writes the runs of 64-byte blocks that are not all zero as *extents* (format
+//! 3, `ttrace_layouts::snapshot`); [`open`] places the extents in a zeroed anonymous mapping
+//! the size of the image and checks every one, so a reader reads the image as it reads a
+//! device. Format 2 files, which are the image, are mapped as they are. Why extents of the
+//! image, and what the copy guarantees: `docs/DESIGN.md`, *Snapshots and exports*.
 
 use crate::error::{bad, Error, Problem, Result};
 use crate::mapping::Mapping;

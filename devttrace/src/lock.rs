@@ -1,33 +1,15 @@
 //! A lock word in shared memory, with a recovery rule for an owner that died.
 //!
-//! The word is `0` when free and the owner's [`lock_id`] when held: `tid << 32 | start_tag`,
-//! where `start_tag` is the low 32 bits of the owner thread's start time (`starttime`, field
-//! 22 of `/proc/<tid>/stat`, in clock ticks since boot), or `0` if that could not be read. The
-//! word is never `0` when held, since no thread has tid 0. It guards only a few dozen
-//! instructions (aux reservations, metadata appends, control changes), so waiters spin, then
-//! yield. A lock in a file shared by processes can outlive its owner (SIGKILL), so a waiter
-//! that has waited a while checks whether the owner is still alive ([`lock_owner_alive`]); if
-//! not, it takes the lock over with a compare-and-exchange from the dead owner's word, so only
-//! one waiter can succeed. Every critical section guarded by these locks leaves the shared
-//! state consistent after each of its stores (see `docs/DESIGN.md`), so the new owner needs no
-//! repair beyond what the caller does when told it [`recovered`](Guard::recovered) the lock.
-//!
-//! **Why the start tag.** Thread ids are reused: once the owner is dead, the kernel may give
-//! its tid to a new thread of any process. A waiter that only asked whether the tid exists
-//! would then wait for that unrelated thread to exit, possibly forever (issue 20). A thread
-//! that reuses a tid started after the dead owner did, so its start time differs: the waiter
-//! sees the tag mismatch and takes the lock over. The pid is left out of the word: a tid alone
-//! names a thread in its pid namespace, and the tag needs the 32 bits. The check can still be
-//! fooled, towards waiting, by a tid reused within the same clock tick (the kernel hands out
-//! ids in a cycle, so this takes `pid_max` new threads within one tick), or by one reused
-//! exactly a multiple of 2^32 ticks later (about 497 days at 100 Hz). A tag of `0` (start time
-//! unreadable) falls back to the tid's existence alone. Processes sharing a lock must share a
-//! pid namespace (tids) and a time namespace: `/proc/<tid>/stat` shifts `starttime` by the
-//! reader's boot-time offset, so a waiter in another time namespace would see every owner's
-//! tag as wrong.
-//!
-//! The `spin` crate's locks cannot live in a file mapped by several processes, and cannot
-//! recover from a dead owner; this is the equivalent lock word.
+//! The word is `0` when free and the owner's [`lock_id`] (`tid << 32 | start_tag`) when held.
+//! It guards only a few dozen instructions (aux reservations, metadata appends, control
+//! changes), so waiters spin, then yield; every 2 ms a waiter checks whether the owner is
+//! still alive ([`lock_owner_alive`]: the tid gone, a zombie, or a thread with another start
+//! time) and, if not, takes the lock over with a compare-and-exchange from the dead owner's
+//! word, so one waiter wins. What the code relies on, argued in `docs/DESIGN.md` (*Locks in
+//! shared memory*): each critical section leaves the shared state consistent after each of
+//! its stores, so the new owner needs no repair beyond what the caller does when told it
+//! [`recovered`](Guard::recovered) the lock. (The `spin` crate's locks can neither live in a
+//! file mapped by several processes nor recover from a dead owner.)
 
 use crate::thread::{lock_id, lock_owner_alive};
 use core::sync::atomic::{AtomicU64, Ordering::*};

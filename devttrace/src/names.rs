@@ -1,23 +1,14 @@
 //! Thread and process names: a two-half area that is compacted, never appended to forever.
 //!
-//! A name record says which name a thread (or process) id had from its timestamp on. Readers
-//! resolve an event's `pid/tid` to the record of that id current at the event's timestamp,
-//! so a reused id shows each thread's own name.
+//! A name record says which name a thread (or process) id had from its timestamp on;
+//! readers resolve an event's `pid/tid` to the record of that id current at the event's
+//! time. Records are appended to the half in use under the metadata lock; when it is full,
+//! the appender compacts ([`Names::compact`]) into the other half and flips the generation.
 //!
-//! Records are appended to the half in use under the metadata lock. When it is full, the
-//! appender compacts: it copies into the other half every record that some event, written
-//! or still to be written, may need, and flips the generation. A record is needed when
-//!
-//! - its thread (process) is still alive and it is the latest record of its id: the thread
-//!   may write more events; or
-//! - an event in the rings resolves to it (same id, its timestamp at or after the record's
-//!   and before the id's next record).
-//!
-//! Liveness is decided *before* the rings are scanned: a thread found dead then has
-//! committed all of its events, so each one is either in a ring during the scan (and
-//! marks its record) or already overwritten (and needs nothing). A thread found alive keeps
-//! its record whatever it writes later. A live thread whose id is reused by another thread
-//! only keeps a record longer than needed, never shorter. See `docs/DESIGN.md`.
+//! What the code relies on, argued in `docs/DESIGN.md` (*Names that do not grow with
+//! uptime*): liveness is decided before the rings are scanned, so a record is reclaimed only
+//! if its thread is dead and no event in the rings resolves to it; a reader that finds the
+//! same generation before and after its copy of the rings has every name they need.
 
 use crate::error::{Error, Result};
 use crate::lock::Guard;

@@ -7,7 +7,7 @@
 //! rings. Identical definitions from any number of processes share one record and one id.
 //! Each id has a word in the table: its type word while the class mask and the rules enable
 //! it, else 0; a trace point tests that one word, and every control change recomputes all of
-//! them under the lock ([`Registry::recompute`]), so writers in every process see it at
+//! them under the lock, so writers in every process see it at
 //! their next trace point. See `docs/DESIGN.md`, *Metadata and control*.
 
 use crate::error::{Error, Result};

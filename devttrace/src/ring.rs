@@ -1,45 +1,27 @@
-//! The entry protocols: how writers fill ring slots and how readers copy them.
+//! The entry protocols, both halves: how writers fill ring slots and how readers copy them.
 //!
-//! Both halves live here so the argument for their correctness can be read in one place
-//! (also in `docs/DESIGN.md`). A device has two kinds of rings (`ttrace_layouts::ring`):
-//! *restartable* rings, one writer at a time per CPU by a restartable sequence
-//! ([`crate::rseq`], modelled by [`Ring::write_restartable`]), and *shared* rings, written by
-//! any number of writers at once with the atomic protocol below.
+//! A device has two kinds of rings (`ttrace_layouts::ring`). A *restartable* ring is written
+//! one writer at a time per CPU by a restartable sequence (the writer front end's assembly,
+//! whose Rust model is [`Ring::write_restartable`]); a *shared* ring by any number of writers
+//! at once, with [`Ring::write`] and [`Ring::write_pair`]. Readers copy a slot with
+//! [`Ring::read`], a whole ring with the scans ([`Ring::snapshot`], [`Ring::index_cleared`]),
+//! and one position from a live cursor with [`Ring::at`].
 //!
-//! **Restartable writer.** `h = head`; invalidate the slot's stamp (a claim);
-//! store the payload, whose type word carries `h`'s low 28 bits (the position tag); store
-//! the new stamp (above the ring's last one) and the ring's `last_stamp`; commit
-//! `head = h + 1`. **Its reader** loads `head` (`h1`, Acquire) before
-//! the copy, expects in each slot the entry of the latest position `p < h1` that maps to it,
-//! and accepts a copy only if the stamp check passes and the type word is tagged `p`. The
-//! Acquire load of `h1` makes every store before the commit of `p` visible, so the copy
-//! holds that entry or a later write; the stamp check rejects a copy mixed with a later
-//! write (as for shared rings, below: every write invalidates the stamp before its payload);
-//! and a whole later write, committed or not (an aborted section leaves its entry in the
-//! slot of position `h - slots`), is tagged with its own position, which differs from `p`
-//! (slots are fewer than 2^28).
+//! What the code relies on, each argued in `docs/DESIGN.md` (*The restartable protocol*,
+//! *The shared-ring protocol*, *Reading*):
 //!
-//! **Shared writer.** Reserve a position with `fetch_add` on the ring's `head`, then *claim* its
-//! slot by a compare-and-exchange of the stamp word from a committed (or empty) value to a
-//! claim. Only the claimant writes the slot's other words; it then commits by storing a stamp
-//! strictly greater than any the slot held before ([`Stamp::next_after`]). A slot still
-//! claimed by a writer that was preempted (or killed) is never written by anyone else: the
-//! newcomer gives its position up (counted in `skipped`) and reserves another, so a stalled
-//! writer can neither be overwritten mid-entry nor block the others.
+//! - every write stores a claim in the slot's stamp before any payload word (a Release fence
+//!   between), and commits by storing a stamp strictly greater than any the slot held;
+//! - a reader accepts a copy only if two loads of the stamp around it (an Acquire fence
+//!   before the second) return the same committed stamp;
+//! - in a restartable ring an entry's type word carries its position's low 28 bits, and a
+//!   reader that loaded `head` before the copy accepts in each slot only the entry of the
+//!   latest position below that `head`;
+//! - a continuation is committed with its parent's stamp `| 1`, in the next slot, by the same
+//!   reservation.
 //!
-//! **Reader.** Load the stamp (acquire), copy the words, fence (acquire), load the stamp
-//! again, and accept the copy only if both loads saw the same committed stamp.
-//!
-//! **Why no mixed entry is ever accepted.** Writers of one slot are serialized by the claim,
-//! so the slot's stamp goes through `T0, C1, T1, C2, T2, ...` where each writer's data stores
-//! come after its claim `Ck` (a release fence separates them) and before its commit `Tk`
-//! (a release store). A reader whose first load returns `Tk` synchronizes with writer `k`
-//! and so sees all of its words, or later ones. If it saw any word of a later writer `j`,
-//! that store follows `j`'s release fence, which then synchronizes with the reader's acquire
-//! fence, so the second stamp load returns `Cj` or something after it. Claims differ from
-//! commits, and commits strictly increase, so that value is not `Tk`: the copy is rejected.
-//! (A writer that gives a claimed slot back restores its old stamp before writing anything,
-//! which changes no word.)
+//! The same code runs on the mapped device (`core` atomics) and under loom (`--cfg loom`):
+//! `devttrace/tests/loom.rs` and `loom_restartable.rs` check it.
 
 use crate::clear::Cleared;
 use crate::event::{Event, Kept, Mark, RingIndex, RingSnapshot, MAX_WRITERS};
@@ -283,7 +265,8 @@ impl<'a, S: SlotWords> Ring<'a, S> {
         None
     }
 
-    /// The restartable write of [`crate::rseq`] as Rust code over any atomic word: the same
+    /// The restartable write of the writer front end's assembly (`ttrace_core::rseq`) as Rust
+    /// code over any atomic word: the same
     /// stores in the same order, of one entry (`words`, the type word with its CPU; the
     /// position tag is added here) or, with `cont`, of a parent and its continuation.
     /// `last_stamp` is the ring's last stamp word. Only `steps` stores are made (a writer

@@ -35,7 +35,7 @@ pub enum ValuesKind {
     Enum,
 }
 
-/// A table of names for an argument's values. Define one with [`values!`](crate::values!).
+/// A table of names for an argument's values. Define one with the `values!` macro of `ttrace-core`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ValueTable {
     /// Its name: the spec a format gives to use it (`{flags:OPEN_FLAGS}`).

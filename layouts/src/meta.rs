@@ -323,7 +323,7 @@ pub enum Record<'a> {
         table: ValuesRecord,
         /// The table's name.
         name: &'a [u8],
-        /// `count` values, 8 bytes each. See [`ValuesRecord`] and [`value_entry`].
+        /// `count` values, 8 bytes each. See [`ValuesRecord`] and [`value_entries`].
         values: &'a [u8],
         /// `count` name lengths, 2 bytes each.
         lens: &'a [u8],

@@ -58,7 +58,7 @@ pub struct Tracepoint<const N: usize> {
 
 impl<const N: usize> Tracepoint<N> {
     /// A tracepoint; fails to compile (in a `static`) unless `format` has `N` placeholders,
-    /// `N` is at most 12, every spec is known (see [`crate::format`]) and `tables` are the
+    /// `N` is at most 12, every spec is known (see [`crate::check`]) and `tables` are the
     /// value tables its specs name.
     pub const fn new(
         name: &'static str,
@@ -103,7 +103,7 @@ impl<const N: usize> Tracepoint<N> {
 /// `[classes]` (class bits for the mask) is optional and defaults to [`CLASS_DEFAULT`].
 /// The format names each argument with a placeholder, at most 12: `{name}` shows it as its
 /// Rust type says, `{name:spec}` as the spec says (`x` hex, `d` signed, ... see
-/// [`crate::format`]; an unknown spec does not compile). A spec may instead name a value
+/// [`crate::check`]; an unknown spec does not compile). A spec may instead name a value
 /// table ([`values!`](crate::values!)), listed after the format.
 ///
 /// `Kind` says what the event marks, and readers pair events by it:
