@@ -46,7 +46,6 @@ struct RseqArea {
     /// The descriptor of the section the thread is in (0: none).
     rseq_cs: u64,
 }
-const _: () = assert!(offset_of!(RseqArea, cpu_id) == 4 && offset_of!(RseqArea, rseq_cs) == 8);
 
 /// The kernel's `struct rseq_cs`, a section's descriptor, as `section_end!` emits it
 /// (`.long version, flags; .quad start, post_commit_offset, abort` behind `.balign 32`): a
@@ -60,7 +59,6 @@ struct RseqCs {
     post_commit_offset: u64,
     abort_ip: u64,
 }
-const _: () = assert!(size_of::<RseqCs>() == 32 && offset_of!(RseqCs, start_ip) == 8);
 
 /// Row 0 of the table: what every section needs of the device.
 #[repr(C)]
@@ -100,8 +98,11 @@ union Row {
 /// Bytes of a row, and its log2 (the sections shift a CPU id by it).
 const ROW: usize = size_of::<Row>();
 const ROW_SHIFT: u32 = ROW.trailing_zeros();
-const _: () = assert!(ROW == 32 && 1 << ROW_SHIFT == ROW);
-const _: () = assert!(size_of::<TableHead>() == ROW && size_of::<TableRing>() == ROW);
+const _: () = assert!(1 << ROW_SHIFT == ROW, "a row's size is a power of two");
+const _: () = assert!(
+    size_of::<TableHead>() == ROW && size_of::<TableRing>() == ROW,
+    "both kinds of rows have the row's size"
+);
 
 /// `last_stamp` from `head`, and `aux_last` from `aux_first`, in a ring header.
 const LAST_STAMP: usize = offset_of!(RingHeader, last_stamp) - offset_of!(RingHeader, head);
@@ -675,27 +676,40 @@ impl Restartable {
 /// take their offsets from `offset_of!`, so a moved field changes the code, not its
 /// meaning; these pin the layouts themselves (the ring header's words are shared with
 /// every other process and reader), so that moving one is a deliberate change here.
-mod layout {
-    use super::*;
-    use static_assertions::const_assert_eq;
-    const_assert_eq!(LAST_STAMP, 8);
-    const_assert_eq!(AUX_LAST, 8);
-    const_assert_eq!(offset_of!(TableHead, rings), 0);
-    const_assert_eq!(offset_of!(TableHead, ring_mask), 8);
-    const_assert_eq!(offset_of!(TableHead, aux_mask), 16);
-    const_assert_eq!(offset_of!(TableRing, head), 0);
-    const_assert_eq!(offset_of!(TableRing, slots), 8);
-    const_assert_eq!(offset_of!(TableRing, aux_first), 16);
-    const_assert_eq!(offset_of!(TableRing, aux_words), 24);
-    const_assert_eq!(offset_of!(AuxArgs, path), 0);
-    const_assert_eq!(offset_of!(AuxArgs, timestamp), 8);
-    const_assert_eq!(offset_of!(AuxArgs, ctx), 16);
-    const_assert_eq!(offset_of!(AuxArgs, record_bytes), 24);
-    const_assert_eq!(offset_of!(AuxArgs, full_words), 32);
-    const_assert_eq!(offset_of!(AuxArgs, tail), 40);
-    const_assert_eq!(offset_of!(AuxArgs, has_tail), 48);
-    const_assert_eq!(offset_of!(AuxArgs, src), 56);
-    const_assert_eq!(size_of::<Slot>(), 64);
+macro_rules! pinned {
+    ($($what:expr => $at:expr),* $(,)?) => {
+        $(const _: () = assert!($what == $at, concat!(
+            "a layout the rseq sections read has changed: ", stringify!($what),
+            " is no longer ", stringify!($at), " (see ttrace-core/src/rseq.rs)"
+        ));)*
+    };
+}
+pinned! {
+    offset_of!(RseqArea, cpu_id) => 4,
+    offset_of!(RseqArea, rseq_cs) => 8,
+    size_of::<RseqCs>() => 32,
+    offset_of!(RseqCs, start_ip) => 8,
+    offset_of!(RseqCs, post_commit_offset) => 16,
+    offset_of!(RseqCs, abort_ip) => 24,
+    LAST_STAMP => 8,
+    AUX_LAST => 8,
+    ROW => 32,
+    offset_of!(TableHead, rings) => 0,
+    offset_of!(TableHead, ring_mask) => 8,
+    offset_of!(TableHead, aux_mask) => 16,
+    offset_of!(TableRing, head) => 0,
+    offset_of!(TableRing, slots) => 8,
+    offset_of!(TableRing, aux_first) => 16,
+    offset_of!(TableRing, aux_words) => 24,
+    offset_of!(AuxArgs, path) => 0,
+    offset_of!(AuxArgs, timestamp) => 8,
+    offset_of!(AuxArgs, ctx) => 16,
+    offset_of!(AuxArgs, record_bytes) => 24,
+    offset_of!(AuxArgs, full_words) => 32,
+    offset_of!(AuxArgs, tail) => 40,
+    offset_of!(AuxArgs, has_tail) => 48,
+    offset_of!(AuxArgs, src) => 56,
+    size_of::<Slot>() => 64,
 }
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
