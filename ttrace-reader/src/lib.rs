@@ -21,7 +21,7 @@ pub mod export;
 pub mod format;
 pub mod merge;
 pub mod mount;
-pub mod out;
+pub mod append;
 mod output;
 pub mod raw;
 pub mod report;
