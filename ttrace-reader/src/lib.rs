@@ -25,4 +25,5 @@ pub mod append;
 mod output;
 pub mod raw;
 pub mod report;
+mod stats;
 mod when;

@@ -148,7 +148,9 @@ impl TraceFs {
         }
         let bytes = match ino {
             VERSION => version_text(dev).into_bytes(),
-            STATS => crate::cli::stats(dev)?.into_bytes(),
+            STATS => crate::stats::text(dev)
+                .map_err(|e| e.to_string())?
+                .into_bytes(),
             META => meta_text(dev).into_bytes(),
             AUX => aux_bytes(dev).map_err(|e| e.to_string())?,
             TRACE => {
