@@ -4,6 +4,7 @@ use crate::decode::{self, Decoder, TimeFormat};
 use crate::merge::{Filter, Merge};
 use crate::output::{output_target, quiet_pipe, write_output, Shape, Target};
 use crate::when::{parse_time, resolve, When};
+use crate::Error;
 use clap::{Args, Parser, Subcommand};
 use devttrace::{Device, Follower, Reader, Trust, View};
 use std::io::Write;
@@ -262,30 +263,30 @@ fn trust() -> Trust {
     *TRUST.get().unwrap_or(&Trust::Own)
 }
 
-fn open(device: Option<PathBuf>) -> Result<Reader, String> {
+fn open(device: Option<PathBuf>) -> Result<Reader, Error> {
     Reader::open_with(device.unwrap_or_else(devttrace::default_dir), trust()).map_err(refusal)
 }
 
-fn open_control(device: Option<PathBuf>) -> Result<Device, String> {
+fn open_control(device: Option<PathBuf>) -> Result<Device, Error> {
     Device::attach_with(&device.unwrap_or_else(devttrace::default_dir), trust()).map_err(refusal)
 }
 
-/// The text of an open error; a device refused for whom it belongs to says how to open it.
-fn refusal(e: devttrace::Error) -> String {
+/// An open error; a device refused for whom it belongs to says how to open it.
+fn refusal(e: devttrace::Error) -> Error {
     use devttrace::Problem::{Owner, Symlink, Writable};
     match e {
         devttrace::Error::Invalid {
             problem: Owner { .. } | Writable { .. } | Symlink,
             ..
-        } => format!("{e} (--any-owner opens it all the same)"),
-        e => e.to_string(),
+        } => Error::Untrusted(e),
+        e => Error::Device(e),
     }
 }
 
-fn filter(dev: &Reader, select: Select) -> Result<Filter, String> {
+fn filter(dev: &Reader, select: Select) -> Result<Filter, Error> {
     let n = dev.version().num_cpus as usize;
     if let Some(&c) = select.cpu.iter().find(|&&c| c >= n) {
-        return Err(format!("no cpu{c}: the device has {n} cpus"));
+        return Err(Error::NoCpu { cpu: c, cpus: n });
     }
     // Each CPU's rings: its restartable one and its shared one.
     let rings = select.cpu.iter().flat_map(|&c| [c, n + c]).collect();
@@ -312,16 +313,16 @@ fn print(view: &View<'_>, filter: &Filter, time: TimeFormat) -> std::io::Result<
     out.flush()
 }
 
-fn dump(device: Option<PathBuf>, select: Select, window: Window, utc: bool) -> Result<(), String> {
+fn dump(device: Option<PathBuf>, select: Select, window: Window, utc: bool) -> Result<(), Error> {
     let dev = open(device)?;
     let (view, filter) = view_window(&dev, select, window)?;
     quiet_pipe(print(&view, &filter, time_format(utc)))?;
     // Events are copied as they are printed: a file cut meanwhile made some read as empty.
-    dev.check_intact().map_err(|e| e.to_string())
+    Ok(dev.check_intact()?)
 }
 
 /// A view of `dev` and the filter of `--cpu`, `--filter`, `--since` and `--until`.
-fn view_window(dev: &Reader, select: Select, window: Window) -> Result<(View<'_>, Filter), String> {
+fn view_window(dev: &Reader, select: Select, window: Window) -> Result<(View<'_>, Filter), Error> {
     let mut filter = filter(dev, select)?;
     let since = window
         .since
@@ -343,7 +344,7 @@ fn view_window(dev: &Reader, select: Select, window: Window) -> Result<(View<'_>
                 .saturating_add(clock.ns_to_ticks(ns as u64 - 1));
         }
     }
-    let view = View::of(dev, newer_than).map_err(|e| e.to_string())?;
+    let view = View::of(dev, newer_than)?;
     // The newest event of every ring, and the newest message, for `-10s`.
     let info = ttrace_layouts::aux::AuxTag::Info as u16;
     let messages = view.aux.records().filter(|r| r.tag == info);
@@ -363,11 +364,11 @@ fn report(
     window: Window,
     opts: crate::report::Options,
     json: bool,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let dev = open(device)?;
     let (view, filter) = view_window(&dev, select, window)?;
     let r = crate::report::build(&view, &filter, &opts);
-    dev.check_intact().map_err(|e| e.to_string())?;
+    dev.check_intact()?;
     let out = if json {
         crate::report::json(&r) + "\n"
     } else {
@@ -421,7 +422,7 @@ fn absent(e: &devttrace::Error) -> bool {
 
 /// Opens the device at `dir`, waiting (a check per `interval`, at least a millisecond)
 /// while there is none.
-fn wait_for(dir: &Path, interval: Duration) -> Result<Reader, String> {
+fn wait_for(dir: &Path, interval: Duration) -> Result<Reader, Error> {
     loop {
         match Reader::open_with(dir, trust()) {
             Err(e) if absent(&e) => std::thread::sleep(interval.max(Duration::from_millis(1))),
@@ -432,7 +433,7 @@ fn wait_for(dir: &Path, interval: Duration) -> Result<Reader, String> {
 
 /// `follow`: the device at `dir`; with `--wait`, waits for it, and follows each device
 /// created there in turn.
-fn follow_path(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(), String> {
+fn follow_path(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(), Error> {
     let mut out = std::io::stdout().lock();
     let mut say = |line: String| quiet_pipe(writeln!(out, "{line}").and_then(|_| out.flush()));
     let (mut dev, mut from_start) = match opts.wait {
@@ -496,7 +497,7 @@ fn follow(
     filter: &Filter,
     opts: &FollowOptions,
     printed: &mut u64,
-) -> Result<Ended, String> {
+) -> Result<Ended, Error> {
     let (limit, interval, time) = (opts.limit, opts.interval, opts.time);
     let mut out = std::io::stdout().lock();
     let mut buf = Vec::new();
@@ -508,7 +509,7 @@ fn follow(
         let change = watch
             .as_mut()
             .map_or(devttrace::Change::Same, devttrace::Watch::check);
-        let poll = follower.poll().map_err(|e| e.to_string())?;
+        let poll = follower.poll()?;
         let mut decoder = Decoder::new(&poll.snapshot, time);
         buf.clear();
         for item in Merge::snapshot(&poll.snapshot, filter) {
@@ -579,7 +580,7 @@ fn follow(
         };
         match out.write_all(&buf).and_then(|_| out.flush()) {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Ended::Done),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(Error::Io(e)),
             Ok(()) => match ended {
                 Some(ended) => return Ok(ended),
                 None => std::thread::sleep(sleep),
@@ -612,20 +613,21 @@ fn distance(a: &str, b: &str) -> usize {
 }
 
 /// The error for a word that is not a ctl command.
-fn not_a_command(word: &str) -> String {
+fn not_a_command(word: &str) -> Error {
     let guess = CTL_COMMANDS
         .iter()
-        .map(|c| (distance(&word.to_ascii_lowercase(), c), c))
+        .map(|&c| (distance(&word.to_ascii_lowercase(), c), c))
         .min()
         .filter(|(d, _)| *d <= 2)
-        .map_or(String::new(), |(_, c)| format!(" (did you mean `{c}`?)"));
-    format!(
-        "ctl: `{word}` is not a command{guess}; the commands are {}",
-        CTL_COMMANDS.join(", ")
-    )
+        .map(|(_, c)| c);
+    Error::NotACommand {
+        word: word.to_string(),
+        guess,
+        commands: &CTL_COMMANDS,
+    }
 }
 
-fn ctl(mut words: Vec<String>) -> Result<(), String> {
+fn ctl(mut words: Vec<String>) -> Result<(), Error> {
     let device = match words.first() {
         Some(w) if !CTL_COMMANDS.contains(&w.as_str()) => {
             // A word that is no path here and reads as a command is a mistyped command.
@@ -648,7 +650,7 @@ fn ctl(mut words: Vec<String>) -> Result<(), String> {
     }
     let line = words.join(" ");
     // Checked before anything is opened or created: a bad command changes nothing.
-    let command: devttrace::control::Command = line.parse().map_err(|e| format!("ctl: {e}"))?;
+    let command: devttrace::control::Command = line.parse().map_err(Error::BadCommand)?;
     let dir = device.unwrap_or_else(devttrace::default_dir);
     let dev = match Device::attach_with(&dir, trust()) {
         // No device yet: create it as the first program would, so that the setting is
@@ -656,9 +658,9 @@ fn ctl(mut words: Vec<String>) -> Result<(), String> {
         Err(devttrace::Error::Missing(_)) if std::fs::symlink_metadata(&dir).is_err() => {
             let config = devttrace::Config {
                 dir: Some(dir.clone()),
-                ..devttrace::Config::from_env().map_err(|e| e.to_string())?
+                ..devttrace::Config::from_env()?
             };
-            let dev = Device::open(&config).map_err(|e| e.to_string())?;
+            let dev = Device::open(&config)?;
             let v = dev.reader().version();
             eprintln!(
                 "ttrace-reader: ctl: no device at {}: created it ({} cpus x {} slots, aux {} KiB, as a program would) for `{line}` to apply to the programs that use it",
@@ -671,7 +673,7 @@ fn ctl(mut words: Vec<String>) -> Result<(), String> {
         }
         opened => opened.map_err(refusal)?,
     };
-    dev.apply(&command).map_err(|e| e.to_string())?;
+    dev.apply(&command)?;
     if let devttrace::control::Command::Enable(p) | devttrace::control::Command::Disable(p) =
         &command
     {
@@ -690,7 +692,7 @@ fn ctl(mut words: Vec<String>) -> Result<(), String> {
 
 /// The device that raw entries belong to: `device`, else the directory of the first file;
 /// a mounted device (`version` has a `source` line) stands for the device it serves.
-fn entries_device(device: Option<PathBuf>, files: &[PathBuf]) -> Result<Reader, String> {
+fn entries_device(device: Option<PathBuf>, files: &[PathBuf]) -> Result<Reader, Error> {
     let dir = match device {
         Some(d) => d,
         None => match files.first() {
@@ -699,7 +701,7 @@ fn entries_device(device: Option<PathBuf>, files: &[PathBuf]) -> Result<Reader, 
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or(std::path::Path::new("."))
                 .to_path_buf(),
-            _ => return Err("reading standard input needs --device DEVICE".into()),
+            _ => return Err(Error::StdinNeedsDevice),
         },
     };
     match crate::mount::source_of(&dir) {
@@ -708,21 +710,27 @@ fn entries_device(device: Option<PathBuf>, files: &[PathBuf]) -> Result<Reader, 
     }
 }
 
-fn decode_files(device: Option<PathBuf>, files: Vec<PathBuf>, utc: bool) -> Result<(), String> {
+fn decode_files(device: Option<PathBuf>, files: Vec<PathBuf>, utc: bool) -> Result<(), Error> {
     use std::io::Read;
     let dev = entries_device(device, &files)?;
     let limits = crate::raw::Limits::of(&dev.version());
     let mut all = Vec::with_capacity(files.len());
     for f in &files {
         let mut bytes = Vec::new();
-        let name = f.display();
         let read = if f.as_os_str() == "-" {
             std::io::stdin().lock().read_to_end(&mut bytes)
         } else {
             std::fs::File::open(f).and_then(|mut file| file.read_to_end(&mut bytes))
         };
-        read.map_err(|e| format!("{name}: {e}"))?;
-        let mut events = crate::raw::parse(&bytes, &limits).map_err(|e| format!("{name}: {e}"))?;
+        read.map_err(|source| Error::File {
+            path: f.clone(),
+            source,
+        })?;
+        let mut events =
+            crate::raw::parse(&bytes, &limits).map_err(|source| Error::NotEntries {
+                path: f.clone(),
+                source,
+            })?;
         // Each file in time order (a file may be several CPUs' entries one after another).
         events.sort_by_key(|e| e.stamp);
         all.push(events);
@@ -740,17 +748,14 @@ fn demo(
     requests: u64,
     device: Option<PathBuf>,
     forever: bool,
-) -> Result<(), String> {
-    let tmp = tempfile::Builder::new()
-        .prefix("ttrace-demo-")
-        .tempdir()
-        .map_err(|e| e.to_string())?;
+) -> Result<(), Error> {
+    let tmp = tempfile::Builder::new().prefix("ttrace-demo-").tempdir()?;
     let dir = device.unwrap_or_else(|| tmp.path().join("dev"));
     let cfg = devttrace::Config {
         ring_slots: 4096,
         ..devttrace::Config::at(&dir)
     };
-    let writer = ttrace_core::init(&cfg).map_err(|e| e.to_string())?;
+    let writer = ttrace_core::init(&cfg)?;
     loop {
         crate::demo::run(writer, threads, requests);
         if !forever {
@@ -758,11 +763,11 @@ fn demo(
         }
     }
     let dev = open(Some(dir))?;
-    let view = View::of(&dev, 0).map_err(|e| e.to_string())?;
+    let view = View::of(&dev, 0)?;
     quiet_pipe(print(&view, &Filter::default(), TimeFormat::Relative))
 }
 
-fn run(cli: Cli) -> Result<(), String> {
+fn run(cli: Cli) -> Result<(), Error> {
     let _ = TRUST.set(if cli.any_owner {
         Trust::Any
     } else {
@@ -801,14 +806,15 @@ fn run(cli: Cli) -> Result<(), String> {
             },
         ),
         Command::Stats { device } => {
-            let text = crate::stats::text(&open(device)?).map_err(|e| e.to_string())?;
+            let text = crate::stats::text(&open(device)?)?;
             quiet_pipe(std::io::stdout().lock().write_all(text.as_bytes()))
         }
         Command::Clear { device } => {
             let dev = open_control(device)?;
-            let clears = dev
-                .clear()
-                .map_err(|e| format!("{}: {e}", dev.dir().display()))?;
+            let clears = dev.clear().map_err(|source| Error::NotCleared {
+                path: dev.dir().to_path_buf(),
+                source,
+            })?;
             eprintln!("{}: cleared (clear {clears})", dev.dir().display());
             Ok(())
         }
@@ -854,14 +860,9 @@ fn run(cli: Cli) -> Result<(), String> {
             let dev = open(device)?;
             let target = output_target(&output, Shape::File, force)?;
             if target == Target::Stream {
-                return Err(format!(
-                    "{}: a snapshot is written to a file, not to a pipe or device",
-                    output.display()
-                ));
+                return Err(Error::SnapshotToStream(output));
             }
-            let saved = write_output(&output, target, Shape::File, |tmp| {
-                dev.save(tmp).map_err(|e| e.to_string())
-            })?;
+            let saved = write_output(&output, target, Shape::File, |tmp| Ok(dev.save(tmp)?))?;
             println!(
                 "{}: {} entries, {} being written, {} overwritten while copied; {} bytes (of a {}-byte device)",
                 output.display(),
@@ -908,7 +909,7 @@ fn export(
     force: bool,
     select: Select,
     window: Window,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let dev = open(device)?;
     let shape = match format {
         ExportFormat::Chrome => Shape::File,
@@ -926,8 +927,10 @@ fn export(
     let items = Merge::view(&view, &filter);
     let ctx = (&view).into();
     let named = |r: std::io::Result<crate::export::Written>| {
-        r.map(Some)
-            .map_err(|e| format!("{}: {e}", output.display()))
+        r.map(Some).map_err(|source| Error::File {
+            path: output.to_path_buf(),
+            source,
+        })
     };
     let done = match (format, target) {
         (ExportFormat::Chrome, Target::Stream) => {
@@ -978,7 +981,7 @@ fn export(
     };
     bar.finish_and_clear();
     let written = done?;
-    dev.check_intact().map_err(|e| e.to_string())?;
+    dev.check_intact()?;
     // What was exported, counted as `dump` counts it, on a terminal (as the progress bar).
     if let (Some(written), true) = (
         written,

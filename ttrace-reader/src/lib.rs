@@ -14,16 +14,20 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod cli;
-pub mod decode;
-pub mod demo;
-pub mod export;
+// Bottom up: each module uses only those listed before it.
+pub mod append;
 pub mod format;
 pub mod merge;
-pub mod mount;
-pub mod append;
-mod output;
+pub mod decode;
 pub mod raw;
+pub mod export;
 pub mod report;
-mod stats;
+pub mod demo;
+mod error;
 mod when;
+mod output;
+mod stats;
+pub mod mount;
+pub mod cli;
+
+pub use error::Error;
