@@ -14,7 +14,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-// Bottom up: each module uses only those listed before it.
+// Bottom up: each module uses only those listed before it. Text appends and format strings;
+// the merged stream and its lines; raw entries; the exports and the report built on them;
+// the demo workload; then what the commands need (their error, times, outputs, the stats
+// text, the mounted file system); the commands last.
 pub mod append;
 pub mod format;
 pub mod merge;

@@ -96,7 +96,7 @@ pub(super) fn run(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(
             ))?;
             first = false;
         }
-        let ended = follow(follower, &filter, &opts, &mut printed)?;
+        let ended = follow_device(follower, &filter, &opts, &mut printed)?;
         if matches!(ended, Ended::Removed) {
             say(format!(
                 "# device {} was removed; waiting for it to be created again",
@@ -121,7 +121,7 @@ pub(super) fn run(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(
 /// Follows one device until the limit, a closed output, or (with `--wait`) the device's
 /// removal or replacement; without `--wait`, a removal or replacement is said once and
 /// the old device followed on (writers that still have it mapped may write to it).
-fn follow(
+fn follow_device(
     mut follower: Follower<'_>,
     filter: &Filter,
     opts: &FollowOptions,
