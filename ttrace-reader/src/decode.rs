@@ -3,12 +3,12 @@
 //! A line is `<seconds since the device was created> cpu<N> <pid>/<tid> (<thread name>)
 //! <tracepoint>(<arguments>)`, the arguments rendered with the tracepoint's format string.
 
+use crate::append::{self, Text};
 use crate::format::{self, Piece, Spec};
-use crate::merge::{Filter, Merge};
-use crate::out::{self, Text};
+use crate::merge::{Filter, Item, Merge};
 use devttrace::{
-    AuxRecord, AuxSnapshots, Clock, Event, Metadata, Snapshot, Status, TaskIndex, TracepointInfo,
-    Version, View,
+    AuxSnapshots, Clock, Event, Metadata, Snapshot, Status, TaskIndex, TracepointInfo, Version,
+    View,
 };
 use foldhash::HashMap as FoldHashMap;
 use std::io::Write;
@@ -16,43 +16,6 @@ use std::ops::Range;
 
 use std::path::Path;
 use ttrace_layouts::ring::ring_name;
-
-/// One line of a trace: a trace point from a ring, or a free-form message.
-#[derive(Clone, Copy, Debug)]
-pub enum Item<'s> {
-    /// An event of ring `cpu`.
-    Point {
-        /// The ring it was read from.
-        cpu: usize,
-        /// The event.
-        event: Event,
-    },
-    /// A message from the aux buffer.
-    Message(&'s AuxRecord),
-    /// An event of ring `cpu` at `stamp` that was overwritten between the index of a live
-    /// [`View`] and its copy: `slots` slots lost there. Events of any thread may be missing
-    /// at that time.
-    Gap {
-        /// The ring.
-        cpu: usize,
-        /// The stamp the event had when it was indexed.
-        stamp: u64,
-        /// Slots lost (2 for an event with a continuation).
-        slots: u64,
-    },
-}
-
-impl Item<'_> {
-    /// When it happened (clock ticks).
-    #[inline]
-    pub fn timestamp(&self) -> u64 {
-        match self {
-            Item::Point { event, .. } => event.stamp,
-            Item::Message(r) => r.timestamp,
-            Item::Gap { stamp, .. } => *stamp,
-        }
-    }
-}
 
 /// Everything besides the events that decoding needs: a snapshot's or a view's header,
 /// metadata and aux buffer.
@@ -200,7 +163,7 @@ impl<'s> Decoder<'s> {
         };
         self.time(item.timestamp(), out);
         out.extend_from_slice(b" cpu");
-        out::put_u64(out, cpu as u64);
+        append::put_u64(out, cpu as u64);
         let stamp = item.timestamp();
         let writer = match &self.recent[slot] {
             Some((c, during, i)) if *c == ctx && during.contains(&stamp) => *i,
@@ -222,7 +185,7 @@ impl<'s> Decoder<'s> {
                 i
             }
         };
-        out::put_text(out, &self.writers[writer]);
+        append::put_text(out, &self.writers[writer]);
         self.text(item, out);
         out.push(b'\n');
     }
@@ -252,14 +215,14 @@ impl<'s> Decoder<'s> {
             out.push(b')');
             return;
         };
-        out::put_text(out, &tp.open);
+        append::put_text(out, &tp.open);
         let args = event.args();
         for (i, (spec, after)) in tp.args.iter().enumerate() {
             match args.get(i) {
                 Some(&w) => format::word(out, spec, w, self.aux),
                 None => out.push(b'?'),
             }
-            out::put_text(out, after);
+            append::put_text(out, after);
         }
         if event.continuation_lost {
             out.extend_from_slice(b" [continuation lost]");
@@ -281,9 +244,9 @@ impl<'s> Decoder<'s> {
                 if ns < 0 {
                     out.push(b'-');
                 }
-                out::put_u64(out, secs);
+                append::put_u64(out, secs);
                 out.push(b'.');
-                out::put_nine_digits(out, (abs % 1_000_000_000) as u32);
+                append::put_nine_digits(out, (abs % 1_000_000_000) as u32);
             }
             TimeFormat::Utc => out.extend_from_slice(utc(self.clock.realtime_ns(ticks)).as_bytes()),
         }

@@ -1,6 +1,6 @@
 //! A tracepoint's format string, parsed once and rendered for every event.
 
-use crate::out;
+use crate::append;
 use devttrace::aux::{AuxRecord, AuxSnapshots};
 use devttrace::meta::ValuesInfo;
 use devttrace::{ArgType, Metadata, TracepointInfo};
@@ -164,9 +164,9 @@ pub fn string_arg(aux: &AuxSnapshots, w: u64) -> Option<&AuxRecord> {
 #[inline(always)]
 pub fn word(out: &mut Vec<u8>, spec: &Spec, w: u64, aux: &AuxSnapshots) {
     match spec {
-        Spec::Unsigned => out::put_u64(out, w),
-        Spec::Signed => out::put_i64(out, w as i64),
-        Spec::Hex => out::put_hex(out, w),
+        Spec::Unsigned => append::put_u64(out, w),
+        Spec::Signed => append::put_i64(out, w as i64),
+        Spec::Hex => append::put_hex(out, w),
         Spec::Float => {
             use std::io::Write;
             let _ = write!(out, "{}", f64::from_bits(w));
@@ -186,13 +186,13 @@ pub fn word(out: &mut Vec<u8>, spec: &Spec, w: u64, aux: &AuxSnapshots) {
                 use std::io::Write;
                 let _ = write!(out, "{c:?}");
             }
-            None => out::put_hex(out, w),
+            None => append::put_hex(out, w),
         },
         Spec::Values { table, signed } => {
             if !table.show(out, w) {
                 match signed {
-                    true => out::put_i64(out, w as i64),
-                    false => out::put_u64(out, w),
+                    true => append::put_i64(out, w as i64),
+                    false => append::put_u64(out, w),
                 }
             }
         }

@@ -14,15 +14,23 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod cli;
-pub mod decode;
-pub mod demo;
-pub mod export;
+// Bottom up: each module uses only those listed before it. Text appends and format strings;
+// the merged stream and its lines; raw entries; the exports and the report built on them;
+// the demo workload; then what the commands need (their error, times, outputs, the stats
+// text, the mounted file system); the commands last.
+pub mod append;
 pub mod format;
 pub mod merge;
-pub mod mount;
-pub mod out;
-mod output;
+pub mod decode;
 pub mod raw;
+pub mod export;
 pub mod report;
+pub mod demo;
+mod error;
 mod when;
+mod output;
+mod stats;
+pub mod mount;
+pub mod cli;
+
+pub use error::Error;

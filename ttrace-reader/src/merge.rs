@@ -4,11 +4,47 @@
 //! k-way merge of the runs orders everything, with no copy of the trace: a scan of the run
 //! heads per event for a few runs, a heap for many.
 
-use crate::decode::Item;
 use devttrace::{AuxRecord, Event, Mark, Snapshot, View};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use ttrace_layouts::aux::AuxTag;
+
+/// One line of a trace: a trace point from a ring, or a free-form message.
+#[derive(Clone, Copy, Debug)]
+pub enum Item<'s> {
+    /// An event of ring `cpu`.
+    Point {
+        /// The ring it was read from.
+        cpu: usize,
+        /// The event.
+        event: Event,
+    },
+    /// A message from the aux buffer.
+    Message(&'s AuxRecord),
+    /// An event of ring `cpu` at `stamp` that was overwritten between the index of a live
+    /// [`View`] and its copy: `slots` slots lost there. Events of any thread may be missing
+    /// at that time.
+    Gap {
+        /// The ring.
+        cpu: usize,
+        /// The stamp the event had when it was indexed.
+        stamp: u64,
+        /// Slots lost (2 for an event with a continuation).
+        slots: u64,
+    },
+}
+
+impl Item<'_> {
+    /// When it happened (clock ticks).
+    #[inline]
+    pub fn timestamp(&self) -> u64 {
+        match self {
+            Item::Point { event, .. } => event.stamp,
+            Item::Message(r) => r.timestamp,
+            Item::Gap { stamp, .. } => *stamp,
+        }
+    }
+}
 
 /// Which events to keep.
 #[derive(Clone, Debug, Default)]

@@ -8,6 +8,7 @@
 
 use crate::decode::{self, Decoder, TimeFormat};
 use crate::merge::{Filter, Merge};
+use crate::Error;
 use devttrace::{Device, Follower, Reader, Trust, View};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, LockOwner, MountOption,
@@ -139,30 +140,29 @@ impl TraceFs {
     }
 
     /// The content of a snapshot file, made now; the device checked intact after.
-    fn content(&self, ino: u64) -> Result<Vec<u8>, String> {
+    fn content(&self, ino: u64) -> Result<Vec<u8>, Error> {
         let dev = self.dev;
         // A device directory whose header is gone was removed; a snapshot file (the device
         // read from it when mounted) has no `header` of its own.
         if !dev.dir().is_file() && !dev.dir().join("header").exists() {
-            return Err(format!("{}: the device was removed", dev.dir().display()));
+            return Err(Error::Removed(dev.dir().to_path_buf()));
         }
         let bytes = match ino {
             VERSION => version_text(dev).into_bytes(),
-            STATS => crate::cli::stats(dev)?.into_bytes(),
+            STATS => crate::stats::text(dev)?.into_bytes(),
             META => meta_text(dev).into_bytes(),
-            AUX => aux_bytes(dev).map_err(|e| e.to_string())?,
+            AUX => aux_bytes(dev)?,
             TRACE => {
-                let view = View::of(dev, 0).map_err(|e| e.to_string())?;
+                let view = View::of(dev, 0)?;
                 let mut out = Vec::new();
                 Decoder::new(&view, TimeFormat::Relative)
-                    .write_all(Merge::view(&view, &Filter::default()), &mut out)
-                    .map_err(|e| e.to_string())?;
+                    .write_all(Merge::view(&view, &Filter::default()), &mut out)?;
                 out
             }
             CTL => dev.ctl().into_bytes(),
-            i => crate::raw::cpu_entries(dev, (i - CPU0) as usize).map_err(|e| e.to_string())?,
+            i => crate::raw::cpu_entries(dev, (i - CPU0) as usize)?,
         };
-        dev.check_intact().map_err(|e| e.to_string())?;
+        dev.check_intact()?;
         Ok(bytes)
     }
 
@@ -272,7 +272,7 @@ impl Filesystem for TraceFs {
             }
             i if self.attr(i).is_some() && i != ROOT => match self.content(i) {
                 Ok(bytes) => reply.opened(self.fh(Open::Bytes(Arc::new(bytes))), direct),
-                Err(e) => reply.error(eio(&e)),
+                Err(e) => reply.error(eio(&e.to_string())),
             },
             _ => reply.error(Errno::ENOENT),
         }
@@ -578,9 +578,12 @@ fn aux_bytes(dev: &Reader) -> devttrace::Result<Vec<u8>> {
 
 /// Serves `device` at `mountpoint` (created if missing, and then removed after) until
 /// SIGINT or SIGTERM, or until it is unmounted (`ttrace-reader umount`, `fusermount3 -u`).
-pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), String> {
-    let dev = Reader::open_with(device, trust).map_err(|e| e.to_string())?;
-    let meta = std::fs::metadata(dev.dir()).map_err(|e| format!("{}: {e}", device.display()))?;
+pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), Error> {
+    let dev = Reader::open_with(device, trust)?;
+    let meta = std::fs::metadata(dev.dir()).map_err(|source| Error::File {
+        path: device.to_path_buf(),
+        source,
+    })?;
     use std::os::unix::fs::MetadataExt;
     let dev: &'static Reader = Box::leak(Box::new(dev));
     let created = !mountpoint.exists();
@@ -588,9 +591,12 @@ pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), Strin
         std::fs::DirBuilder::new()
             .recursive(true)
             .create(mountpoint)
-            .map_err(|e| format!("{}: {e}", mountpoint.display()))?;
+            .map_err(|source| Error::File {
+                path: mountpoint.to_path_buf(),
+                source,
+            })?;
     }
-    let remove = |r: Result<(), String>| {
+    let remove = |r: Result<(), Error>| {
         if created {
             let _ = std::fs::remove_dir(mountpoint);
         }
@@ -619,11 +625,11 @@ pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), Strin
     ];
     let mut session = match fuser::Session::new(fs, mountpoint, &config) {
         Ok(s) => s,
-        Err(e) => {
-            return remove(Err(format!(
-                "{}: cannot mount: {e} (FUSE needs /dev/fuse, and root or fusermount3)",
-                mountpoint.display()
-            )))
+        Err(source) => {
+            return remove(Err(Error::CannotMount {
+                path: mountpoint.to_path_buf(),
+                source,
+            }))
         }
     };
     let mut unmounter = session.unmount_callable();
@@ -644,7 +650,7 @@ pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), Strin
     );
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let ran = session.run().map_err(|e| e.to_string());
+    let ran = session.run().map_err(Error::Io);
     remove(ran)
 }
 
@@ -664,10 +670,11 @@ fn block_signals() -> libc::sigset_t {
 }
 
 /// Unmounts `mountpoint`: directly when allowed (root), else with `fusermount3 -u`.
-pub fn umount(mountpoint: &Path) -> Result<(), String> {
+pub fn umount(mountpoint: &Path) -> Result<(), Error> {
     use std::os::unix::ffi::OsStrExt;
+    let path = || mountpoint.to_path_buf();
     let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
-        .map_err(|_| format!("{}: a path with a NUL byte", mountpoint.display()))?;
+        .map_err(|_| Error::NulInPath(path()))?;
     // A file closed an instant ago (or held across a fork by a process that is about to
     // exec) keeps the mount busy a little longer: try again for up to a second.
     let mut err = std::io::Error::from_raw_os_error(libc::EBUSY);
@@ -683,14 +690,13 @@ pub fn umount(mountpoint: &Path) -> Result<(), String> {
         std::thread::sleep(wait);
     }
     if err.raw_os_error() == Some(libc::EBUSY) {
-        return Err(format!(
-            "{}: busy: a file of it is still open (`fuser -vm {}` lists who has it)",
-            mountpoint.display(),
-            mountpoint.display()
-        ));
+        return Err(Error::Busy(path()));
     }
     if err.raw_os_error() != Some(libc::EPERM) {
-        return Err(format!("{}: {err}", mountpoint.display()));
+        return Err(Error::File {
+            path: path(),
+            source: err,
+        });
     }
     for program in ["fusermount3", "fusermount"] {
         match std::process::Command::new(program)
@@ -699,12 +705,17 @@ pub fn umount(mountpoint: &Path) -> Result<(), String> {
             .status()
         {
             Ok(s) if s.success() => return Ok(()),
-            Ok(_) => return Err(format!("{}: {program} -u failed", mountpoint.display())),
+            Ok(_) => {
+                return Err(Error::UnmountFailed {
+                    path: path(),
+                    program,
+                })
+            }
             Err(_) => continue,
         }
     }
-    Err(format!(
-        "{}: {err}, and no fusermount3 to unmount it (apt install fuse3)",
-        mountpoint.display()
-    ))
+    Err(Error::NoFusermount {
+        path: path(),
+        source: err,
+    })
 }

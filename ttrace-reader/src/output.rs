@@ -1,6 +1,7 @@
 //! Where commands write their outputs: one policy for every command that writes a file or
 //! a directory (`snapshot`, `export`), and quiet ends on closed pipes.
 
+use crate::Error;
 use std::path::Path;
 
 /// What an output is: a file, or a directory holding this file when it is one written by
@@ -50,36 +51,37 @@ fn is_descriptor(path: &Path) -> bool {
     false
 }
 
-pub(crate) fn output_target(path: &Path, shape: Shape, force: bool) -> Result<Target, String> {
-    let name = path.display();
+/// How `path` is written (see [`Target`]), or why it cannot be.
+pub(crate) fn output_target(path: &Path, shape: Shape, force: bool) -> Result<Target, Error> {
+    let at = || path.to_path_buf();
     let meta = match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Target::New),
-        Err(e) => return Err(format!("{name}: {e}")),
+        Err(source) => return Err(Error::File { path: at(), source }),
         Ok(meta) => meta,
     };
     let kind = meta.file_type();
     if is_descriptor(path) || !(kind.is_file() || kind.is_dir()) {
         return match shape {
             Shape::File => Ok(Target::Stream),
-            Shape::Dir(_) => Err(format!("{name}: this format is a directory")),
+            Shape::Dir(_) => Err(Error::FormatIsADirectory(at())),
         };
     }
     match (shape, kind.is_dir()) {
-        (Shape::File, true) => Err(format!("{name}: is a directory")),
-        (Shape::Dir(_), false) => Err(format!("{name}: exists and is not a directory")),
+        (Shape::File, true) => Err(Error::IsADirectory(at())),
+        (Shape::Dir(_), false) => Err(Error::NotADirectory(at())),
         (Shape::Dir(_), true)
             if path
                 .read_dir()
-                .map_err(|e| format!("{name}: {e}"))?
+                .map_err(|source| Error::File { path: at(), source })?
                 .next()
                 .is_none() =>
         {
             Ok(Target::New)
         }
-        _ if !force => Err(format!("{name}: exists (--force replaces it)")),
-        (Shape::Dir(marker), _) if !path.join(marker).exists() => Err(format!(
-            "{name}: exists, and --force replaces only an earlier export of this format (it has no `{marker}`)"
-        )),
+        _ if !force => Err(Error::Exists(at())),
+        (Shape::Dir(marker), _) if !path.join(marker).exists() => {
+            Err(Error::NotAnExport { path: at(), marker })
+        }
         _ => Ok(Target::Replace),
     }
 }
@@ -90,12 +92,11 @@ pub(crate) fn write_output<T>(
     path: &Path,
     target: Target,
     shape: Shape,
-    write: impl FnOnce(&Path) -> Result<T, String>,
-) -> Result<T, String> {
-    let name = path.display();
+    write: impl FnOnce(&Path) -> Result<T, Error>,
+) -> Result<T, Error> {
     let file_name = path
         .file_name()
-        .ok_or_else(|| format!("{name}: not a file name"))?;
+        .ok_or_else(|| Error::NotAFileName(path.to_path_buf()))?;
     let beside = |what: &str| {
         path.with_file_name(format!(
             ".{}.{what}-{}",
@@ -134,7 +135,10 @@ pub(crate) fn write_output<T>(
                 })
             }
         };
-        put.map(|_| written).map_err(|e| format!("{name}: {e}"))
+        put.map(|_| written).map_err(|source| Error::File {
+            path: path.to_path_buf(),
+            source,
+        })
     });
     if placed.is_err() {
         let _ = remove(&tmp);
@@ -143,9 +147,9 @@ pub(crate) fn write_output<T>(
 }
 
 /// Output to a closed pipe (`| head`) ends quietly.
-pub(crate) fn quiet_pipe(r: std::io::Result<()>) -> Result<(), String> {
+pub(crate) fn quiet_pipe(r: std::io::Result<()>) -> Result<(), Error> {
     match r {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.to_string()),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::Io(e)),
         _ => Ok(()),
     }
 }

@@ -3,9 +3,8 @@
 //! may be missing, so a duration is only ever real) and of start/stop pairs of one name stem
 //! (`request_start` .. `request_done`), as counts, percentiles and log2 histograms.
 
-use crate::decode::Item;
 use crate::export::{Closes, Pairing, Schema, Stems};
-use crate::merge::{Filter, Merge};
+use crate::merge::{Filter, Item, Merge};
 use devttrace::Kind;
 use devttrace::{Event, TaskIndex, View};
 use std::collections::{BTreeMap, HashMap};

@@ -3,6 +3,7 @@
 //! the end of the trace.
 
 use crate::decode;
+use crate::Error;
 
 /// A time given to `--since` or `--until`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,13 +47,11 @@ pub(crate) fn parse_span(s: &str) -> Option<i64> {
     i64::try_from(billionths * unit_ns / 1_000_000_000).ok()
 }
 
-pub(crate) fn parse_time(flag: &str, s: &str) -> Result<When, String> {
-    parse_when(s).ok_or_else(|| {
-        format!(
-            "{flag} {s:?}: not a time; give seconds since the device was created (12.5, 300ms), \
-             a UTC time as --utc prints it (2026-11-22T15:47:37.581Z), or a span before the \
-             end of the trace (-10s)"
-        )
+/// The time given to `flag` (`--since`, `--until`).
+pub(crate) fn parse_time(flag: &'static str, s: &str) -> Result<When, Error> {
+    parse_when(s).ok_or_else(|| Error::NotATime {
+        flag,
+        text: s.to_string(),
     })
 }
 

@@ -19,10 +19,10 @@
 //! The output is written as the items come; memory holds only the entries still open.
 
 use super::{Closes, Identities, Pairing, Schema, Written};
-use crate::decode::{Context, Item};
+use crate::append::{self, Text};
+use crate::decode::Context;
 use crate::format::Spec;
-use crate::merge::Merge;
-use crate::out::{self, Text};
+use crate::merge::{Item, Merge};
 use devttrace::{AuxSnapshots, Clock, Event, RingIndex};
 use foldhash::HashMap as FoldHashMap;
 use std::collections::HashMap;
@@ -77,21 +77,21 @@ const EXACT: u64 = 1 << 53;
 fn value(out: &mut Vec<u8>, spec: &Spec, w: u64, aux: &AuxSnapshots) {
     match spec {
         Spec::Bool => out.extend_from_slice(if w != 0 { b"true" } else { b"false" }),
-        Spec::Unsigned if w <= EXACT => out::put_u64(out, w),
-        Spec::Signed if (w as i64).unsigned_abs() <= EXACT => out::put_i64(out, w as i64),
+        Spec::Unsigned if w <= EXACT => append::put_u64(out, w),
+        Spec::Signed if (w as i64).unsigned_abs() <= EXACT => append::put_i64(out, w as i64),
         Spec::Unsigned => {
             out.push(b'"');
-            out::put_u64(out, w);
+            append::put_u64(out, w);
             out.push(b'"');
         }
         Spec::Signed => {
             out.push(b'"');
-            out::put_i64(out, w as i64);
+            append::put_i64(out, w as i64);
             out.push(b'"');
         }
         Spec::Hex => {
             out.push(b'"');
-            out::put_hex(out, w);
+            append::put_hex(out, w);
             out.push(b'"');
         }
         Spec::Float => {
@@ -205,7 +205,7 @@ impl Writer<'_> {
             out.push(b'-');
         }
         let abs = ns.unsigned_abs();
-        out::put_u64(out, abs / 1000);
+        append::put_u64(out, abs / 1000);
         let frac = abs % 1000;
         out.extend_from_slice(&[
             b'.',
@@ -236,7 +236,7 @@ impl Writer<'_> {
                 i
             }
         };
-        out::put_text(&mut self.buf, &self.writers[i]);
+        append::put_text(&mut self.buf, &self.writers[i]);
     }
 
     /// The arguments of `event` as `"key":value` pairs; whether there were any.
@@ -249,7 +249,7 @@ impl Writer<'_> {
                     let Some(&w) = args.get(i) else {
                         break;
                     };
-                    out::put_text(&mut self.buf, key);
+                    append::put_text(&mut self.buf, key);
                     value(&mut self.buf, spec, w, self.aux);
                 }
             }
@@ -269,7 +269,7 @@ impl Writer<'_> {
     /// The JSON string of `event`'s tracepoint name.
     fn name(&mut self, event: &Event) {
         match self.tracepoints.get(event.type_word.tracepoint() as usize) {
-            Some(tp) => out::put_text(&mut self.buf, &tp.name),
+            Some(tp) => append::put_text(&mut self.buf, &tp.name),
             None => {
                 let _ = write!(self.buf, "\"tracepoint#{}\"", event.type_word.tracepoint());
             }
@@ -290,7 +290,7 @@ impl Writer<'_> {
     fn noted_instant(&mut self, event: &Event, note: Option<&str>) {
         self.element();
         match self.tracepoints.get(event.type_word.tracepoint() as usize) {
-            Some(tp) => out::put_text(&mut self.buf, &tp.instant),
+            Some(tp) => append::put_text(&mut self.buf, &tp.instant),
             None => {
                 let _ = write!(
                     self.buf,
@@ -318,14 +318,14 @@ impl Writer<'_> {
             return self.instant(entry);
         }
         self.element();
-        out::put_text(&mut self.buf, &self.tracepoints[id].slice);
+        append::put_text(&mut self.buf, &self.tracepoints[id].slice);
         self.ts(entry.stamp);
         self.buf.extend_from_slice(b",\"dur\":");
         let dur = self
             .clock
             .ticks_to_ns(exit.stamp.saturating_sub(entry.stamp));
         let (us, frac) = (dur / 1000, dur % 1000);
-        out::put_u64(&mut self.buf, us);
+        append::put_u64(&mut self.buf, us);
         let _ = write!(self.buf, ".{frac:03}");
         self.who(entry.ctx, entry.stamp);
         self.buf.extend_from_slice(b",\"args\":{");

@@ -18,9 +18,9 @@
 //! named like a TSDL keyword.
 
 use super::{Schema, Written};
-use crate::decode::{Context, Item};
+use crate::decode::Context;
 use crate::format::Spec;
-use crate::merge::Merge;
+use crate::merge::{Item, Merge};
 use devttrace::{AuxSnapshots, Event, RingIndex};
 use std::fmt::Write as _;
 use std::io::Write;

@@ -9,9 +9,9 @@ pub mod chrome;
 pub mod ctf;
 pub mod uftrace;
 
-use crate::decode::{Item, Tally};
+use crate::decode::Tally;
 use crate::format::{self, Piece, Spec};
-use crate::merge::Merge;
+use crate::merge::{Item, Merge};
 use devttrace::{Event, Metadata, RingIndex};
 use foldhash::HashMap as FoldHashMap;
 use std::collections::HashMap;

@@ -41,9 +41,9 @@
 //! `struct perf_event_header` records (`utils/perf.h`).
 
 use super::{Closes, Identities, Pairing, Schema, Written};
-use crate::decode::{Context, Decoder, Item, TimeFormat};
+use crate::decode::{Context, Decoder, TimeFormat};
 use crate::format::Spec;
-use crate::merge::Merge;
+use crate::merge::{Item, Merge};
 use devttrace::{AuxSnapshots, Event, RingIndex};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -503,9 +503,9 @@ impl Points<'_> {
         let (kept, cut) = shorten(&self.text, EXTERN_BYTES);
         let line = &mut self.line;
         line.clear();
-        crate::out::put_u64(line, t / 1_000_000_000);
+        crate::append::put_u64(line, t / 1_000_000_000);
         line.push(b'.');
-        crate::out::put_nine_digits(line, (t % 1_000_000_000) as u32);
+        crate::append::put_nine_digits(line, (t % 1_000_000_000) as u32);
         line.push(b' ');
         line.extend_from_slice(kept);
         line.extend_from_slice(if cut { b"...\n" } else { b"\n" });

@@ -1,0 +1,16 @@
+//! `ttrace-reader clear`: empty the trace, as ftrace's `echo > trace` does.
+
+use super::open::open_control;
+use crate::Error;
+use std::path::PathBuf;
+
+/// Clears `device`, and says so on standard error.
+pub(super) fn run(device: Option<PathBuf>) -> Result<(), Error> {
+    let dev = open_control(device)?;
+    let clears = dev.clear().map_err(|source| Error::NotCleared {
+        path: dev.dir().to_path_buf(),
+        source,
+    })?;
+    eprintln!("{}: cleared (clear {clears})", dev.dir().display());
+    Ok(())
+}

@@ -1,0 +1,290 @@
+//! The command line as clap parses it (`Cli`, one `Command` per subcommand), and [`main`],
+//! which runs the command it names.
+
+use super::export::ExportFormat;
+use super::follow::FollowOptions;
+use super::report::ReportSort;
+use super::select::{time_format, Select, Window};
+use super::{clear, ctl, decode, demo, dump, export, follow, mount, open, report, snapshot, stats};
+use crate::Error;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "ttrace-reader",
+    version,
+    about = "Decode, follow and control ttrace traces",
+    after_help = "DEVICE defaults to $TTRACE_DIR, else /dev/shm/ttrace-<uid>; a snapshot file \
+                  (`ttrace-reader snapshot`) can be given in its place."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Open devices of other users too (by default a device must belong to this user, be
+    /// writable by nobody else, and not be reached through a symlink).
+    #[arg(long, global = true)]
+    any_owner: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a built-in multi-threaded workload into a fresh device and print its trace.
+    Demo {
+        /// Threads per CPU.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Requests per thread.
+        #[arg(long, default_value_t = 4)]
+        requests: u64,
+        /// Record into this device directory (kept) instead of a fresh temporary one.
+        #[arg(long)]
+        device: Option<PathBuf>,
+        /// Repeat the workload until killed, printing nothing (to try `follow`, `ctl`, ...).
+        #[arg(long)]
+        forever: bool,
+    },
+    /// Print the whole trace as text: a header line, one line per event in time order
+    /// (time, cpu, pid/tid (thread), tracepoint(arguments)), and the lost counts.
+    Dump {
+        /// The device directory.
+        device: Option<PathBuf>,
+        #[command(flatten)]
+        select: Select,
+        #[command(flatten)]
+        window: Window,
+        /// Show wall-clock UTC time instead of seconds since the device was created.
+        #[arg(long)]
+        utc: bool,
+    },
+    /// Print events as they are written, until interrupted; says how many were lost when the
+    /// writers overwrite entries before they could be read.
+    Follow {
+        /// The device directory.
+        device: Option<PathBuf>,
+        #[command(flatten)]
+        select: Select,
+        /// Stop after this many events.
+        #[arg(long)]
+        limit: Option<u64>,
+        /// Milliseconds between polls while events come (idle, the interval doubles up to
+        /// 100 ms, and drops back at the first event).
+        #[arg(long, default_value_t = 20)]
+        interval_ms: u64,
+        /// Milliseconds an event may wait for older ones before it is printed: events print
+        /// in time order; one whose writer stalled longer than this prints marked `(late)`.
+        #[arg(long, default_value_t = 30)]
+        reorder_window_ms: u64,
+        /// Show wall-clock UTC time instead of seconds since the device was created.
+        #[arg(long)]
+        utc: bool,
+        /// Wait for the device to be created (checking at the interval) and follow it from
+        /// its start; when it is removed and created again, follow the new one.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Show or change what is recorded: `setmask <value> <mask>`, `setbits <bits>`,
+    /// `clrbits <bits>`, `enable <wildcard>`, `disable <wildcard>`, `reset`.
+    Ctl {
+        /// `[DEVICE] [COMMAND ARGS...]`; with no command, prints the control state.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        words: Vec<String>,
+    },
+    /// Write the trace in another tool's format: `uftrace` (a uftrace data directory, for
+    /// uftrace replay/report/dump), `ctf` (Common Trace Format 1.8, for babeltrace2 and Trace
+    /// Compass; a directory) or `chrome` (Chrome Trace Event JSON, for Perfetto UI and
+    /// chrome://tracing; a file).
+    Export {
+        /// The output format.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// The device directory, or a snapshot file.
+        device: Option<PathBuf>,
+        /// Where to write: a file for `chrome` (`-` or `/dev/stdout` for standard output), a
+        /// new or empty directory for `ctf` and `uftrace`.
+        #[arg(short, long, value_name = "PATH")]
+        output: PathBuf,
+        /// Replace PATH if it exists (for `ctf` and `uftrace`, only an earlier export of the
+        /// same format).
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        select: Select,
+        #[command(flatten)]
+        window: Window,
+    },
+    /// Save a consistent copy of the device to one file, which `dump`, `stats` and `export`
+    /// read in place of a device (the file to attach to a bug report).
+    Snapshot {
+        /// The device directory.
+        device: Option<PathBuf>,
+        /// The file to write.
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// Replace FILE if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Where the time went: how often each point fired, and the durations of entry/exit
+    /// and start/stop pairs (count, min, p50, p90, p99, p99.9, max, total).
+    Report {
+        /// The device directory.
+        device: Option<PathBuf>,
+        #[command(flatten)]
+        select: Select,
+        #[command(flatten)]
+        window: Window,
+        /// Split the durations by thread, process, CPU, or the value of the entry's
+        /// argument named ARG (`--by flags`; `arg:NAME` for an argument named like a
+        /// keyword), shown as dump shows it.
+        #[arg(long, value_name = "thread|process|cpu|ARG")]
+        by: Option<crate::report::By>,
+        /// Sort the durations by count, total, p99 or max (largest first).
+        #[arg(long, value_enum, default_value = "total")]
+        sort: ReportSort,
+        /// Only the first N rows.
+        #[arg(long, value_name = "N")]
+        top: Option<usize>,
+        /// Draw the log2 histogram of the durations of the pairs named NAME.
+        #[arg(long, value_name = "NAME")]
+        histogram: Option<String>,
+        /// The same figures as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Per-CPU entries, lost and incomplete counts, time span; aux use; tracepoints.
+    Stats {
+        /// The device directory.
+        device: Option<PathBuf>,
+    },
+    /// Empty the trace (as ftrace's `echo > trace`): readers then show only what is recorded
+    /// after now, and count losses from here; `stats` counts the clears. Safe while programs
+    /// write: nothing in the rings is changed, the clear is a time published in the header.
+    Clear {
+        /// The device directory.
+        device: Option<PathBuf>,
+    },
+    /// Serve a device as files any program reads, as Akaros's #ttrace: `version`, `cpuN`
+    /// (CPU N's entries, oldest first), `aux`, `meta`, `ctl` (read: the mask and rules;
+    /// write: commands), `trace` (dump's lines), `trace_pipe` (new events, blocking),
+    /// `stats`. Runs in the foreground until Ctrl-C or SIGTERM, or `ttrace-reader umount`.
+    Mount {
+        /// The device directory.
+        device: Option<PathBuf>,
+        /// Where to mount it: default /dev/ttrace as root, else $XDG_RUNTIME_DIR/ttrace
+        /// (created if missing, removed after).
+        mountpoint: Option<PathBuf>,
+    },
+    /// Unmount a device mounted by `ttrace-reader mount` (its mount then exits).
+    Umount {
+        /// The mount point: default as for `mount`.
+        mountpoint: Option<PathBuf>,
+    },
+    /// Decode raw entries (the `cpuN` files of a mounted device, or copies of them) to the
+    /// lines `dump` prints, merged in time order across the files.
+    Decode {
+        /// Files of 64-byte entries; `-` reads standard input.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// The device the entries come from, for names, formats and strings: a device
+        /// directory, a mounted one, or a snapshot file. Default: the directory holding the
+        /// first file.
+        #[arg(long, value_name = "DEVICE")]
+        device: Option<PathBuf>,
+        /// Print UTC wall-clock times instead of seconds since the device was created.
+        #[arg(long)]
+        utc: bool,
+    },
+}
+
+/// Runs the command `cli` names.
+fn run(cli: Cli) -> Result<(), Error> {
+    open::set_trust(cli.any_owner);
+    match cli.command {
+        Command::Demo {
+            threads,
+            requests,
+            device,
+            forever,
+        } => demo::run(threads, requests, device, forever),
+        Command::Dump {
+            device,
+            select,
+            window,
+            utc,
+        } => dump::run(device, select, window, utc),
+        Command::Follow {
+            device,
+            select,
+            limit,
+            interval_ms,
+            reorder_window_ms,
+            utc,
+            wait,
+        } => follow::run(
+            device.unwrap_or_else(devttrace::default_dir),
+            select,
+            FollowOptions {
+                limit,
+                interval: Duration::from_millis(interval_ms),
+                window_ns: reorder_window_ms.saturating_mul(1_000_000),
+                time: time_format(utc),
+                wait,
+            },
+        ),
+        Command::Stats { device } => stats::run(device),
+        Command::Clear { device } => clear::run(device),
+        Command::Ctl { words } => ctl::run(words),
+        Command::Report {
+            device,
+            select,
+            window,
+            by,
+            sort,
+            top,
+            histogram,
+            json,
+        } => {
+            let opts = crate::report::Options {
+                by,
+                sort: sort.into(),
+                top,
+                histogram,
+            };
+            report::run(device, select, window, opts, json)
+        }
+        Command::Decode { files, device, utc } => decode::run(device, files, utc),
+        Command::Mount { device, mountpoint } => mount::mount(device, mountpoint),
+        Command::Umount { mountpoint } => mount::umount(mountpoint),
+        Command::Snapshot {
+            device,
+            output,
+            force,
+        } => snapshot::run(device, output, force),
+        Command::Export {
+            format,
+            device,
+            output,
+            force,
+            select,
+            window,
+        } => export::run(format, device, &output, force, select, window),
+    }
+}
+
+/// Runs the command line of the process; errors are one line on stderr and exit status 1.
+pub fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ttrace-reader: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

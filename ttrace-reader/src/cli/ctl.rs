@@ -1,0 +1,116 @@
+//! `ttrace-reader ctl`: show the control state, or change what is recorded (creating the
+//! device when there is none yet); a mistyped command is named, with the nearest one.
+
+use super::open::{open, refusal, trust};
+use crate::output::quiet_pipe;
+use crate::Error;
+use devttrace::Device;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// The commands `ctl` takes.
+const CTL_COMMANDS: [&str; 6] = [
+    "setmask", "setbits", "clrbits", "enable", "disable", "reset",
+];
+
+/// Whether `word` reads as a (mistyped) command rather than a path: a bare word of letters.
+fn looks_like_command(word: &str) -> bool {
+    !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphabetic())
+}
+
+/// The edit distance between two short words.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// The error for a word that is not a ctl command.
+fn not_a_command(word: &str) -> Error {
+    let guess = CTL_COMMANDS
+        .iter()
+        .map(|&c| (distance(&word.to_ascii_lowercase(), c), c))
+        .min()
+        .filter(|(d, _)| *d <= 2)
+        .map(|(_, c)| c);
+    Error::NotACommand {
+        word: word.to_string(),
+        guess,
+        commands: &CTL_COMMANDS,
+    }
+}
+
+/// Runs `ctl [DEVICE] [COMMAND ARGS...]`.
+pub(super) fn run(mut words: Vec<String>) -> Result<(), Error> {
+    let device = match words.first() {
+        Some(w) if !CTL_COMMANDS.contains(&w.as_str()) => {
+            // A word that is no path here and reads as a command is a mistyped command.
+            if looks_like_command(w) && std::fs::symlink_metadata(w).is_err() {
+                return Err(not_a_command(w));
+            }
+            Some(PathBuf::from(words.remove(0)))
+        }
+        _ => None,
+    };
+    if let Some(w) = words
+        .first()
+        .filter(|w| !CTL_COMMANDS.contains(&w.as_str()))
+    {
+        return Err(not_a_command(w));
+    }
+    if words.is_empty() {
+        let dev = open(device)?;
+        return quiet_pipe(std::io::stdout().lock().write_all(dev.ctl().as_bytes()));
+    }
+    let line = words.join(" ");
+    // Checked before anything is opened or created: a bad command changes nothing.
+    let command: devttrace::control::Command = line.parse().map_err(Error::BadCommand)?;
+    let dir = device.unwrap_or_else(devttrace::default_dir);
+    let dev = match Device::attach_with(&dir, trust()) {
+        // No device yet: create it as the first program would, so that the setting is
+        // there before any program runs.
+        Err(devttrace::Error::Missing(_)) if std::fs::symlink_metadata(&dir).is_err() => {
+            let config = devttrace::Config {
+                dir: Some(dir.clone()),
+                ..devttrace::Config::from_env()?
+            };
+            let dev = Device::open(&config)?;
+            let v = dev.reader().version();
+            eprintln!(
+                "ttrace-reader: ctl: no device at {}: created it ({} cpus x {} slots, aux {} KiB, as a program would) for `{line}` to apply to the programs that use it",
+                dir.display(),
+                v.num_cpus,
+                v.ring_slots,
+                v.aux_size >> 10
+            );
+            dev
+        }
+        opened => opened.map_err(refusal)?,
+    };
+    dev.apply(&command)?;
+    if let devttrace::control::Command::Enable(p) | devttrace::control::Command::Disable(p) =
+        &command
+    {
+        if !dev.pattern_matches_known(p) {
+            eprintln!(
+                "ttrace-reader: ctl: note: `{p}` matches nothing yet (no tracepoint of this device, nor `info`); the rule is kept for tracepoints registered later"
+            );
+        }
+    }
+    quiet_pipe(
+        std::io::stdout()
+            .lock()
+            .write_all(dev.reader().ctl().as_bytes()),
+    )
+}

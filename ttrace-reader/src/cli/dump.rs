@@ -1,0 +1,32 @@
+//! `ttrace-reader dump`: the whole trace as text.
+
+use super::open::open;
+use super::select::{time_format, view_window, Select, Window};
+use crate::decode::{self, TimeFormat};
+use crate::merge::Filter;
+use crate::output::quiet_pipe;
+use crate::Error;
+use devttrace::View;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Writes a dump to standard output.
+pub(super) fn print(view: &View<'_>, filter: &Filter, time: TimeFormat) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    decode::dump(view, filter, time, &mut out)?;
+    out.flush()
+}
+
+/// Prints the dump of `device`: what `select` and `window` choose, at `--utc` times or not.
+pub(super) fn run(
+    device: Option<PathBuf>,
+    select: Select,
+    window: Window,
+    utc: bool,
+) -> Result<(), Error> {
+    let dev = open(device)?;
+    let (view, filter) = view_window(&dev, select, window)?;
+    quiet_pipe(print(&view, &filter, time_format(utc)))?;
+    // Events are copied as they are printed: a file cut meanwhile made some read as empty.
+    Ok(dev.check_intact()?)
+}

@@ -1,0 +1,126 @@
+//! `ttrace-reader export`: the trace in another tool's format (uftrace, CTF, Chrome JSON),
+//! written as the output policy says, with a progress bar on a terminal.
+
+use super::open::open;
+use super::select::{view_window, Select, Window};
+use crate::merge::Merge;
+use crate::output::{output_target, write_output, Shape, Target};
+use crate::Error;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Formats of `export`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(super) enum ExportFormat {
+    /// A uftrace data directory.
+    Uftrace,
+    /// Chrome Trace Event JSON.
+    Chrome,
+    /// Common Trace Format 1.8.
+    Ctf,
+}
+
+/// A progress bar on a terminal, counting events; hidden when standard error is not one.
+fn progress_bar(total: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40} {human_pos}/{human_len} events, {per_sec}, {eta} left",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// Exports `device` in `format` to `output` (replaced with `force`).
+pub(super) fn run(
+    format: ExportFormat,
+    device: Option<PathBuf>,
+    output: &Path,
+    force: bool,
+    select: Select,
+    window: Window,
+) -> Result<(), Error> {
+    let dev = open(device)?;
+    let shape = match format {
+        ExportFormat::Chrome => Shape::File,
+        ExportFormat::Ctf => Shape::Dir("metadata"),
+        ExportFormat::Uftrace => Shape::Dir("info"),
+    };
+    let target = match output == Path::new("-") {
+        true => Target::Stream,
+        false => output_target(output, shape, force)?,
+    };
+    let (view, filter) = view_window(&dev, select, window)?;
+    let total = view.cpus.iter().map(|r| r.events.len() as u64).sum();
+    let bar = progress_bar(total);
+    let progress = |n: u64| bar.set_position(n);
+    let items = Merge::view(&view, &filter);
+    let ctx = (&view).into();
+    let named = |r: std::io::Result<crate::export::Written>| {
+        r.map(Some).map_err(|source| Error::File {
+            path: output.to_path_buf(),
+            source,
+        })
+    };
+    let done = match (format, target) {
+        (ExportFormat::Chrome, Target::Stream) => {
+            let stream = |out: &mut dyn Write| -> std::io::Result<crate::export::Written> {
+                let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
+                let written =
+                    crate::export::chrome::write(ctx, &view.cpus, items, &mut out, progress)?;
+                out.flush().map(|()| written)
+            };
+            // `-o /dev/stdout | head` ends as quietly as `-o - | head`.
+            let written = match output == Path::new("-") {
+                true => stream(&mut std::io::stdout().lock()),
+                false => std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(output)
+                    .and_then(|mut file| stream(&mut file)),
+            };
+            match written {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(None),
+                written => named(written),
+            }
+        }
+        (ExportFormat::Chrome, target) => write_output(output, target, shape, |tmp| {
+            named(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(tmp)
+                    .and_then(|file| {
+                        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+                        let written = crate::export::chrome::write(
+                            ctx, &view.cpus, items, &mut out, progress,
+                        )?;
+                        out.flush().map(|()| written)
+                    }),
+            )
+        }),
+        (ExportFormat::Ctf, target) => write_output(output, target, shape, |tmp| {
+            named(crate::export::ctf::write(
+                ctx, &view.cpus, items, tmp, progress,
+            ))
+        }),
+        (ExportFormat::Uftrace, target) => write_output(output, target, shape, |tmp| {
+            named(crate::export::uftrace::write(
+                ctx, &view.cpus, items, tmp, progress,
+            ))
+        }),
+    };
+    bar.finish_and_clear();
+    let written = done?;
+    dev.check_intact()?;
+    // What was exported, counted as `dump` counts it, on a terminal (as the progress bar).
+    if let (Some(written), true) = (
+        written,
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    ) {
+        eprintln!("{}: {}", output.display(), written.tally().line());
+    }
+    Ok(())
+}

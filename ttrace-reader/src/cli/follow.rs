@@ -1,0 +1,219 @@
+//! `ttrace-reader follow`: events printed as they are written, in time order, until the
+//! limit or a closed output; with `--wait`, device after device at one path.
+
+use super::open::{open, refusal, trust};
+use super::select::{filter, Select};
+use crate::decode::{self, Decoder, TimeFormat};
+use crate::merge::{Filter, Merge};
+use crate::output::quiet_pipe;
+use crate::Error;
+use devttrace::{Follower, Reader};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How `follow` runs.
+pub(super) struct FollowOptions {
+    /// Stop after this many events.
+    pub(super) limit: Option<u64>,
+    /// The time between polls while events come.
+    pub(super) interval: Duration,
+    /// How long an event may wait for older ones before it is printed.
+    pub(super) window_ns: u64,
+    /// How the time column is shown.
+    pub(super) time: TimeFormat,
+    /// Wait for the device, and follow each one created at its path in turn.
+    pub(super) wait: bool,
+}
+
+/// Why following one device ended.
+enum Ended {
+    /// The limit was reached, or the output closed.
+    Done,
+    /// The device's directory or header is gone.
+    Removed,
+    /// Another device was created at its path.
+    Replaced,
+}
+
+/// Whether an open failed only because no device is there (yet).
+fn absent(e: &devttrace::Error) -> bool {
+    matches!(
+        e,
+        devttrace::Error::Missing(_)
+            | devttrace::Error::NotADevice(_)
+            | devttrace::Error::Invalid {
+                problem: devttrace::Problem::Missing,
+                ..
+            }
+    )
+}
+
+/// Opens the device at `dir`, waiting (a check per `interval`, at least a millisecond)
+/// while there is none.
+fn wait_for(dir: &Path, interval: Duration) -> Result<Reader, Error> {
+    loop {
+        match Reader::open_with(dir, trust()) {
+            Err(e) if absent(&e) => std::thread::sleep(interval.max(Duration::from_millis(1))),
+            opened => return opened.map_err(refusal),
+        }
+    }
+}
+
+/// `follow`: the device at `dir`; with `--wait`, waits for it, and follows each device
+/// created there in turn.
+pub(super) fn run(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    let mut say = |line: String| quiet_pipe(writeln!(out, "{line}").and_then(|_| out.flush()));
+    let (mut dev, mut from_start) = match opts.wait {
+        false => (open(Some(dir.clone()))?, false),
+        true => match Reader::open_with(&dir, trust()) {
+            Ok(dev) => (dev, false),
+            Err(e) if !absent(&e) => return Err(refusal(e)),
+            Err(_) => {
+                say(format!(
+                    "# waiting for {} to be created (follow --wait)",
+                    dir.display()
+                ))?;
+                (wait_for(&dir, opts.interval)?, true)
+            }
+        },
+    };
+    let mut printed = 0u64;
+    let mut first = true;
+    loop {
+        let filter = filter(&dev, select.clone())?;
+        let follower = match from_start {
+            true => Follower::from_start(&dev, opts.window_ns),
+            false => Follower::with_window(&dev, opts.window_ns),
+        };
+        if first {
+            // Once the follower has taken its baseline: what is written after this line
+            // shows.
+            say(format!(
+                "# following {} (new events as they are written, in time order)",
+                dev.dir().display()
+            ))?;
+            first = false;
+        }
+        let ended = follow_device(follower, &filter, &opts, &mut printed)?;
+        if matches!(ended, Ended::Removed) {
+            say(format!(
+                "# device {} was removed; waiting for it to be created again",
+                dir.display()
+            ))?;
+        }
+        if matches!(ended, Ended::Done) {
+            return Ok(());
+        }
+        dev = wait_for(&dir, opts.interval)?;
+        let v = dev.version();
+        say(format!(
+            "# device {} was replaced (created {} by pid {}); following the new one",
+            dir.display(),
+            decode::utc(v.clock.anchor_realtime_ns),
+            v.creator_pid
+        ))?;
+        from_start = true;
+    }
+}
+
+/// Follows one device until the limit, a closed output, or (with `--wait`) the device's
+/// removal or replacement; without `--wait`, a removal or replacement is said once and
+/// the old device followed on (writers that still have it mapped may write to it).
+fn follow_device(
+    mut follower: Follower<'_>,
+    filter: &Filter,
+    opts: &FollowOptions,
+    printed: &mut u64,
+) -> Result<Ended, Error> {
+    let (limit, interval, time) = (opts.limit, opts.interval, opts.time);
+    let mut out = std::io::stdout().lock();
+    let mut buf = Vec::new();
+    let mut sleep = interval;
+    let mut watch = Some(devttrace::Watch::new(follower.reader()));
+    let dir = follower.reader().dir().to_path_buf();
+    loop {
+        // Checked before the poll: a device found gone has its last events read below.
+        let change = watch
+            .as_mut()
+            .map_or(devttrace::Change::Same, devttrace::Watch::check);
+        let poll = follower.poll()?;
+        let mut decoder = Decoder::new(&poll.snapshot, time);
+        buf.clear();
+        for item in Merge::snapshot(&poll.snapshot, filter) {
+            if limit.is_some_and(|l| *printed >= l) {
+                break;
+            }
+            decoder.line(&item, &mut buf);
+            if item.timestamp() < poll.released_before {
+                // Older than what was printed before: its writer stalled past the window.
+                buf.pop();
+                buf.extend_from_slice(b" (late)\n");
+            }
+            *printed += 1;
+        }
+        let name = |ring| poll.snapshot.version.ring_name(ring);
+        for (ring, (&lost, &gave_up)) in poll.lost.iter().zip(&poll.gave_up).enumerate() {
+            if !(filter.cpus.is_empty() || filter.cpus.contains(&ring)) {
+                continue;
+            }
+            if lost > 0 {
+                let _ = writeln!(
+                    buf,
+                    "# {}: {lost} entries lost (overwritten before they were read)",
+                    name(ring)
+                );
+            }
+            if gave_up > 0 {
+                let _ = writeln!(
+                    buf,
+                    "# {}: {gave_up} positions not written within the reorder window (a writer stalled, died or skipped them)",
+                    name(ring)
+                );
+            }
+        }
+        if poll.late > 0 {
+            let _ = writeln!(
+                buf,
+                "# {} events late (older than events already printed: their writer stalled longer than the reorder window)",
+                poll.late
+            );
+        }
+        let mut ended = None;
+        if limit.is_some_and(|l| *printed >= l) {
+            ended = Some(Ended::Done);
+        } else if change != devttrace::Change::Same {
+            if opts.wait {
+                ended = Some(match change {
+                    devttrace::Change::Removed => Ended::Removed,
+                    _ => Ended::Replaced,
+                });
+            } else {
+                let what = match change {
+                    devttrace::Change::Removed => "removed",
+                    _ => "replaced by another",
+                };
+                let _ = writeln!(
+                    buf,
+                    "# device {} was {what}; still following the old one (follow --wait follows a new one)",
+                    dir.display()
+                );
+                watch = None;
+            }
+        }
+        // Idle: poll less and less often; at the first event, as often as asked again.
+        sleep = match poll.active {
+            true => interval,
+            false => (sleep * 2).clamp(interval, Duration::from_millis(100).max(interval)),
+        };
+        match out.write_all(&buf).and_then(|_| out.flush()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Ended::Done),
+            Err(e) => return Err(Error::Io(e)),
+            Ok(()) => match ended {
+                Some(ended) => return Ok(ended),
+                None => std::thread::sleep(sleep),
+            },
+        }
+    }
+}

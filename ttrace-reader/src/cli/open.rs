@@ -1,0 +1,41 @@
+//! Opening devices as `--any-owner` says: whose devices this run opens, and the refusal
+//! that tells how to open a device of another user.
+
+use crate::Error;
+use devttrace::{Device, Reader, Trust};
+use std::path::PathBuf;
+
+/// Whose devices this run opens (`--any-owner`).
+static TRUST: std::sync::OnceLock<Trust> = std::sync::OnceLock::new();
+
+/// Sets whose devices this run opens: any user's with `--any-owner`, else only its own.
+pub(super) fn set_trust(any_owner: bool) {
+    let _ = TRUST.set(if any_owner { Trust::Any } else { Trust::Own });
+}
+
+/// Whose devices this run opens.
+pub(super) fn trust() -> Trust {
+    *TRUST.get().unwrap_or(&Trust::Own)
+}
+
+/// Opens `device` (the default device if none) to read.
+pub(super) fn open(device: Option<PathBuf>) -> Result<Reader, Error> {
+    Reader::open_with(device.unwrap_or_else(devttrace::default_dir), trust()).map_err(refusal)
+}
+
+/// Attaches to `device` (the default device if none) to control it.
+pub(super) fn open_control(device: Option<PathBuf>) -> Result<Device, Error> {
+    Device::attach_with(&device.unwrap_or_else(devttrace::default_dir), trust()).map_err(refusal)
+}
+
+/// An open error; a device refused for whom it belongs to says how to open it.
+pub(super) fn refusal(e: devttrace::Error) -> Error {
+    use devttrace::Problem::{Owner, Symlink, Writable};
+    match e {
+        devttrace::Error::Invalid {
+            problem: Owner { .. } | Writable { .. } | Symlink,
+            ..
+        } => Error::Untrusted(e),
+        e => Error::Device(e),
+    }
+}

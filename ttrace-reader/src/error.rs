@@ -1,0 +1,158 @@
+//! [`Error`]: why a command of `ttrace-reader` failed, in the words it prints
+//! (`ttrace-reader: <error>` on standard error, exit status 1).
+
+use crate::raw::RawError;
+use std::path::PathBuf;
+
+/// Why a command failed. Its text is the line the command prints, without the
+/// `ttrace-reader: ` before it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The device could not be opened, read or changed (as `devttrace` says it).
+    #[error(transparent)]
+    Device(#[from] devttrace::Error),
+    /// The device belongs to another user, is writable by others, or is reached through a
+    /// symbolic link: opened only with `--any-owner`.
+    #[error("{0} (--any-owner opens it all the same)")]
+    Untrusted(devttrace::Error),
+    /// Standard input or output failed (a closed pipe is no error).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A file or directory could not be read, written or created.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// `--cpu` names a CPU the device does not have.
+    #[error("no cpu{cpu}: the device has {cpus} cpus")]
+    NoCpu {
+        /// The CPU asked for.
+        cpu: usize,
+        /// How many CPUs the device has.
+        cpus: usize,
+    },
+    /// `--since` or `--until` was given something that is not a time.
+    #[error(
+        "{flag} {text:?}: not a time; give seconds since the device was created (12.5, 300ms), \
+         a UTC time as --utc prints it (2026-11-22T15:47:37.581Z), or a span before the end \
+         of the trace (-10s)"
+    )]
+    NotATime {
+        /// The option (`--since`, `--until`).
+        flag: &'static str,
+        /// What it was given.
+        text: String,
+    },
+    /// A word given to `ctl` is not one of its commands.
+    #[error(
+        "ctl: `{word}` is not a command{}; the commands are {}",
+        .guess.map_or(String::new(), |c| format!(" (did you mean `{c}`?)")),
+        .commands.join(", ")
+    )]
+    NotACommand {
+        /// The word.
+        word: String,
+        /// The command it nearly is.
+        guess: Option<&'static str>,
+        /// The commands.
+        commands: &'static [&'static str],
+    },
+    /// A `ctl` command with arguments that do not fit it; nothing was changed.
+    #[error("ctl: {0}")]
+    BadCommand(#[source] devttrace::Error),
+    /// `decode -` reads entries from standard input, which names no device.
+    #[error("reading standard input needs --device DEVICE")]
+    StdinNeedsDevice,
+    /// A file given to `decode` does not hold whole entries of the device.
+    #[error("{}: {source}", path.display())]
+    NotEntries {
+        /// The file (`-`: standard input).
+        path: PathBuf,
+        /// Where and why.
+        source: RawError,
+    },
+    /// The device could not be cleared.
+    #[error("{}: {source}", path.display())]
+    NotCleared {
+        /// The device directory.
+        path: PathBuf,
+        /// Why.
+        source: devttrace::Error,
+    },
+    /// `snapshot -o` names a pipe or a device, not a file.
+    #[error("{}: a snapshot is written to a file, not to a pipe or device", .0.display())]
+    SnapshotToStream(PathBuf),
+    /// An output that is a directory (`export --format ctf`, `uftrace`) was given a pipe or
+    /// a device.
+    #[error("{}: this format is a directory", .0.display())]
+    FormatIsADirectory(PathBuf),
+    /// The output of a format written to a file names a directory.
+    #[error("{}: is a directory", .0.display())]
+    IsADirectory(PathBuf),
+    /// The output of a format written to a directory names something else.
+    #[error("{}: exists and is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    /// The output exists, and `--force` was not given.
+    #[error("{}: exists (--force replaces it)", .0.display())]
+    Exists(PathBuf),
+    /// `--force` was given, but the directory there is not an earlier export of the format.
+    #[error(
+        "{}: exists, and --force replaces only an earlier export of this format (it has no `{marker}`)",
+        path.display()
+    )]
+    NotAnExport {
+        /// The directory.
+        path: PathBuf,
+        /// The file an export of the format has.
+        marker: &'static str,
+    },
+    /// The output path ends in no file name (`..`, `/`).
+    #[error("{}: not a file name", .0.display())]
+    NotAFileName(PathBuf),
+    /// A mounted device's directory was removed.
+    #[error("{}: the device was removed", .0.display())]
+    Removed(PathBuf),
+    /// FUSE would not mount the device.
+    #[error(
+        "{}: cannot mount: {source} (FUSE needs /dev/fuse, and root or fusermount3)",
+        path.display()
+    )]
+    CannotMount {
+        /// The mount point.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A mount point with a NUL byte in it.
+    #[error("{}: a path with a NUL byte", .0.display())]
+    NulInPath(PathBuf),
+    /// A mount point that stayed busy.
+    #[error(
+        "{}: busy: a file of it is still open (`fuser -vm {}` lists who has it)",
+        .0.display(),
+        .0.display()
+    )]
+    Busy(PathBuf),
+    /// `fusermount3 -u` (or `fusermount -u`) failed.
+    #[error("{}: {program} -u failed", path.display())]
+    UnmountFailed {
+        /// The mount point.
+        path: PathBuf,
+        /// The program that failed.
+        program: &'static str,
+    },
+    /// Unmounting needs `fusermount3`, and there is none.
+    #[error(
+        "{}: {source}, and no fusermount3 to unmount it (apt install fuse3)",
+        path.display()
+    )]
+    NoFusermount {
+        /// The mount point.
+        path: PathBuf,
+        /// Why unmounting directly failed.
+        source: std::io::Error,
+    },
+}
