@@ -196,6 +196,39 @@ pub fn write_pinned(
     });
 }
 
+/// A test's turn with the machine, taken by [`turn`]: held until dropped.
+pub struct Turn {
+    _private: (),
+}
+
+/// Which group has the machine, and how many of its tests run.
+static TURNS: std::sync::Mutex<(Option<&'static str>, usize)> = std::sync::Mutex::new((None, 0));
+static TURN_ENDED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// Waits until no test of another `group` runs in this process, then lets this one run
+/// (with the others of its group) until the returned [`Turn`] is dropped. For tests that load
+/// every CPU or time what they do: put in one test binary, groups of them take turns, each
+/// group running as it did in a binary of its own.
+pub fn turn(group: &'static str) -> Turn {
+    let mut t = TURNS.lock().unwrap_or_else(|e| e.into_inner());
+    while t.0.is_some_and(|g| g != group) {
+        t = TURN_ENDED.wait(t).unwrap_or_else(|e| e.into_inner());
+    }
+    *t = (Some(group), t.1 + 1);
+    Turn { _private: () }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut t = TURNS.lock().unwrap_or_else(|e| e.into_inner());
+        t.1 -= 1;
+        if t.1 == 0 {
+            t.0 = None;
+            TURN_ENDED.notify_all();
+        }
+    }
+}
+
 /// The event lines `ttrace-reader dump` (the binary `reader`) prints of the device `dir`
 /// (of `--cpu N` if given), messages left out.
 pub fn dumped_lines(reader: &str, dir: &Path, cpu: Option<usize>) -> Vec<String> {

@@ -8,6 +8,7 @@ use ttrace_tests::rseq::{WritePath, RSEQ_REQUIRED};
 
 #[test]
 fn two_processes_share_rings_aux_and_tracepoint_ids() {
+    let _turn = ttrace_tests::turn("processes");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let events = 2000u64;
@@ -91,6 +92,7 @@ fn two_processes_share_rings_aux_and_tracepoint_ids() {
 /// nothing lost, nothing mixed.
 #[test]
 fn fallback_and_restartable_writer_processes_share_a_device_exactly() {
+    let _turn = ttrace_tests::turn("processes");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let events = 20_000u64;
