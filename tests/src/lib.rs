@@ -1,4 +1,12 @@
 //! Helpers shared by the integration tests.
+//!
+//! The tests are grouped by topic, a test binary each: `tests/tests/<topic>/main.rs`
+//! declares one module per file of the topic (`cli`, `device`, `export`, `snapshot`,
+//! `concurrency`, `shape`). Tests of one binary share a process: one process-wide writer
+//! (`ttrace_core::init`, which at most one module of a binary may use), signal handlers,
+//! statics. A need met here is met once: running the programs of this package ([`cli`]),
+//! devices and tracepoints ([`config`], [`define`]), files ([`edit`], [`set_len`]), CPUs
+//! ([`pin`], [`turn`]).
 
 pub mod cli;
 pub mod ctf;
