@@ -1,5 +1,14 @@
 //! Helpers shared by the integration tests.
+//!
+//! The tests are grouped by topic, a test binary each: `tests/tests/<topic>/main.rs`
+//! declares one module per file of the topic (`cli`, `device`, `export`, `snapshot`,
+//! `concurrency`, `shape`). Tests of one binary share a process: one process-wide writer
+//! (`ttrace_core::init`, which at most one module of a binary may use), signal handlers,
+//! statics. A need met here is met once: running the programs of this package ([`cli`]),
+//! devices and tracepoints ([`config`], [`define`]), files ([`edit`], [`set_len`]), CPUs
+//! ([`pin`], [`turn`]).
 
+pub mod cli;
 pub mod ctf;
 pub mod fuzz;
 pub mod layers;
@@ -24,48 +33,33 @@ pub fn config(dir: &Path, ring_slots: u64, cpus: u32) -> Config {
 
 /// Registers a `Start` tracepoint of class 1 with `dev` and returns its type word.
 pub fn define(dev: &ttrace_core::Writer, name: &'static str, format: &'static str) -> u64 {
-    dev.register_tracepoint(&ttrace_core::Definition::untyped(
-        name,
-        ttrace_core::Kind::Start,
-        1,
-        format,
-    ))
-    .expect("tracepoint")
-    .1
+    define_kind(dev, name, ttrace_core::Kind::Start, format)
 }
 
-/// The environment variables that configure a device a program creates
-/// (`Config::from_env`).
-pub const CONFIG_VARS: [&str; 4] = [
-    "TTRACE_RING_SLOTS",
-    "TTRACE_AUX_SIZE",
-    "TTRACE_MASK",
-    "TTRACE_DISABLED",
-];
-
-/// `cmd` without the [`CONFIG_VARS`] of the test's own environment, so that a device it
-/// creates has the defaults unless the test says otherwise.
-pub fn without_config_env(cmd: &mut std::process::Command) -> &mut std::process::Command {
-    for v in CONFIG_VARS {
-        cmd.env_remove(v);
-    }
-    cmd
+/// Registers a tracepoint of `kind`, class 1, with `dev` and returns its type word.
+pub fn define_kind(
+    dev: &ttrace_core::Writer,
+    name: &'static str,
+    kind: ttrace_core::Kind,
+    format: &'static str,
+) -> u64 {
+    dev.register_tracepoint(&ttrace_core::Definition::untyped(name, kind, 1, format))
+        .expect("tracepoint")
+        .1
 }
 
-/// Runs `program` with `args`, which must succeed; its standard output. Panics with the
-/// command line and its error output otherwise.
-pub fn stdout_of(program: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new(program)
-        .args(args)
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
+/// Rewrites the file at `path` with what `f` makes of its bytes.
+pub fn edit(path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
+    let mut bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    f(&mut bytes);
+    std::fs::write(path, bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+/// Lets the calling thread run only on CPU `cpu` (modulo the number of CPUs of this
+/// machine).
+pub fn pin(cpu: usize) {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    rseq::set_affinity(0, &[cpu % n]).expect("affinity");
 }
 
 /// Sets the length of the file at `path` (cutting or growing it), as another process might.
@@ -173,8 +167,7 @@ pub fn write_pinned(
     );
     std::thread::scope(|s| {
         s.spawn(|| {
-            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-            rseq::set_affinity(0, &[cpu % n]).expect("affinity");
+            pin(cpu);
             let ctx = devttrace::thread::context();
             dev.note_thread((ctx >> 32) as u32, ctx as u32, &format!("writer-{cpu}"))
                 .expect("thread name");
@@ -196,22 +189,48 @@ pub fn write_pinned(
     });
 }
 
-/// The event lines `ttrace-reader dump` (the binary `reader`) prints of the device `dir`
-/// (of `--cpu N` if given), messages left out.
-pub fn dumped_lines(reader: &str, dir: &Path, cpu: Option<usize>) -> Vec<String> {
-    let mut cmd = std::process::Command::new(reader);
-    cmd.arg("dump").arg(dir);
-    if let Some(c) = cpu {
-        cmd.args(["--cpu", &c.to_string()]);
+/// A test's turn with the machine, taken by [`turn`]: held until dropped.
+pub struct Turn {
+    _private: (),
+}
+
+/// Which group has the machine, and how many of its tests run.
+static TURNS: std::sync::Mutex<(Option<&'static str>, usize)> = std::sync::Mutex::new((None, 0));
+static TURN_ENDED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// Waits until no test of another `group` runs in this process, then lets this one run
+/// (with the others of its group) until the returned [`Turn`] is dropped. For tests that load
+/// every CPU or time what they do: put in one test binary, groups of them take turns, each
+/// group running as it did in a binary of its own.
+pub fn turn(group: &'static str) -> Turn {
+    let mut t = TURNS.lock().unwrap_or_else(|e| e.into_inner());
+    while t.0.is_some_and(|g| g != group) {
+        t = TURN_ENDED.wait(t).unwrap_or_else(|e| e.into_inner());
     }
-    let out = cmd.output().expect("ttrace-reader");
-    assert!(
-        out.status.success(),
-        "dump: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
+    *t = (Some(group), t.1 + 1);
+    Turn { _private: () }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut t = TURNS.lock().unwrap_or_else(|e| e.into_inner());
+        t.1 -= 1;
+        if t.1 == 0 {
+            t.0 = None;
+            TURN_ENDED.notify_all();
+        }
+    }
+}
+
+/// The event lines `dump` (run by `reader`, [`reader!`]) prints of the device `dir` (of
+/// `--cpu N` if given), messages left out.
+pub fn dumped_lines(reader: cli::Cli, dir: &Path, cpu: Option<usize>) -> Vec<String> {
+    let mut reader = reader.arg("dump").arg(dir);
+    if let Some(c) = cpu {
+        reader = reader.args(["--cpu", &c.to_string()]);
+    }
+    reader
+        .ok()
         .lines()
         .filter(|l| !l.starts_with('#') && !l.contains(" info("))
         .map(str::to_string)

@@ -273,17 +273,6 @@ fn a_follower_started_during_writes_reports_no_false_losses() {
     );
 }
 
-/// Pins the calling thread to CPU `cpu` of this machine's (modulo their number).
-fn pin(cpu: usize) {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_setaffinity only reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = core::mem::zeroed();
-        libc::CPU_SET(cpu % n, &mut set);
-        libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 #[test]
 fn the_follower_releases_events_in_time_order_while_writers_migrate() {
     // Four threads move between the CPUs every 250 events while a follower polls: three
@@ -302,7 +291,7 @@ fn the_follower_releases_events_in_time_order_while_writers_migrate() {
                 let ctx = 7 << 32 | k;
                 for i in 0..EACH {
                     if i % 250 == 0 {
-                        pin((k + i / 250) as usize);
+                        ttrace_tests::pin((k + i / 250) as usize);
                     }
                     match k {
                         3 => assert!(w.emit_shared(word, ctx, &[i])),

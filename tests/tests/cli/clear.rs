@@ -3,26 +3,12 @@
 //! when a writer runs through the clear. And the dump's header names the writing processes.
 
 use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use ttrace_tests::{config, define, mix};
-
-const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
-const APP: &str = env!("CARGO_BIN_EXE_ttrace-test-app");
-
-fn reader(args: &[&str]) -> Output {
-    let out = Command::new(READER).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use ttrace_tests::{config, define, mix, reader, test_app};
 
 /// The dump of `dir`: its header line and its event lines.
 fn dump(dir: &Path) -> (String, Vec<String>) {
-    let text = String::from_utf8(reader(&["dump", dir.to_str().unwrap()]).stdout).unwrap();
+    let text = reader!("dump", dir).ok();
     let mut lines = text.lines();
     let header = lines.next().unwrap().to_string();
     let events = lines
@@ -33,7 +19,7 @@ fn dump(dir: &Path) -> (String, Vec<String>) {
 }
 
 fn stats(dir: &Path) -> String {
-    String::from_utf8(reader(&["stats", dir.to_str().unwrap()]).stdout).unwrap()
+    reader!("stats", dir).ok()
 }
 
 #[test]
@@ -55,7 +41,7 @@ fn clear_empties_the_trace_counts_the_clear_and_keeps_what_comes_after() {
     assert!(events.len() > 10, "{events:?}");
     assert!(stats(&dir).contains("cleared: never\n"));
 
-    reader(&["clear", dir.to_str().unwrap()]);
+    reader!("clear", &dir).ok();
     let (header, events) = dump(&dir);
     assert_eq!(events, Vec::<String>::new(), "nothing shows after a clear");
     assert!(header.ends_with("; no events since the clear"), "{header}");
@@ -84,7 +70,7 @@ fn clear_empties_the_trace_counts_the_clear_and_keeps_what_comes_after() {
             "info(\"a message after\")"
         ]
     );
-    reader(&["clear", dir.to_str().unwrap()]);
+    reader!("clear", &dir).ok();
     assert!(stats(&dir).contains("cleared: 2 times"));
     assert_eq!(dump(&dir).1, Vec::<String>::new());
 }
@@ -138,7 +124,7 @@ fn clear_while_a_writer_writes_shows_only_whole_events_written_after_it() {
         let (mut before, mut after) = (0, 0);
         for _ in 0..1000 {
             before = done.load(SeqCst);
-            reader(&["clear", dir.to_str().unwrap()]);
+            reader!("clear", &dir).ok();
             after = done.load(SeqCst);
             if after > before {
                 break;
@@ -189,14 +175,7 @@ fn the_dump_header_names_the_processes_that_wrote_the_trace() {
     let dir = tmp.path().join("dev");
     let mut pids = Vec::new();
     for _ in 0..2 {
-        let child = Command::new(APP)
-            .arg(&dir)
-            .arg("3")
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        pids.push(child.id());
-        assert!(child.wait_with_output().unwrap().status.success());
+        pids.push(test_app!(&dir, 3).succeeds().pid);
     }
     pids.sort_unstable();
     let (header, _) = dump(&dir);

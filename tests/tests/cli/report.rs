@@ -1,15 +1,9 @@
 //! `ttrace-reader report`: durations checked against the ones the test itself recorded (a
 //! device on the nanosecond clock, entries written at chosen times).
 
-use ttrace_core::Definition;
 use ttrace_core::{Config, Device, Kind};
 use ttrace_layouts::device::ClockSource;
-
-const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
-
-fn reader(args: &[&str]) -> String {
-    ttrace_tests::stdout_of(READER, args)
-}
+use ttrace_tests::{define_kind, reader};
 
 fn device(dir: &std::path::Path, slots: u64) -> Device {
     Device::open(&Config {
@@ -17,12 +11,6 @@ fn device(dir: &std::path::Path, slots: u64) -> Device {
         ..ttrace_tests::config(dir, slots, 2)
     })
     .unwrap()
-}
-
-fn define(dev: &Device, name: &'static str, kind: Kind) -> u64 {
-    dev.register_tracepoint(&Definition::untyped(name, kind, 1, ""))
-        .unwrap()
-        .1
 }
 
 /// Nearest-rank percentile of sorted `v`.
@@ -53,12 +41,12 @@ fn percentiles_counts_and_histograms_are_those_of_the_recorded_durations() {
     let dir = tmp.path().join("dev");
     let dev = device(&dir, 1024);
     let (enter, exit) = (
-        define(&dev, "call", Kind::Entry),
-        define(&dev, "call_done", Kind::Exit),
+        define_kind(&dev, "call", Kind::Entry, ""),
+        define_kind(&dev, "call_done", Kind::Exit, ""),
     );
     let (start, stop) = (
-        define(&dev, "job_start", Kind::Start),
-        define(&dev, "job_done", Kind::Stop),
+        define_kind(&dev, "job_start", Kind::Start, ""),
+        define_kind(&dev, "job_done", Kind::Stop, ""),
     );
     dev.note_thread(1, 2, "fast").unwrap();
     dev.note_thread(1, 3, "slow").unwrap();
@@ -118,7 +106,7 @@ fn percentiles_counts_and_histograms_are_those_of_the_recorded_durations() {
 
     // The command: text, --json with the same numbers, --histogram that adds up.
     let json: serde_json::Value =
-        serde_json::from_str(&reader(&["report", d, "--by", "thread", "--json"])).unwrap();
+        serde_json::from_str(&reader!("report", d, "--by", "thread", "--json").ok()).unwrap();
     let rows = json["durations"].as_array().unwrap();
     let fast_row = rows
         .iter()
@@ -127,14 +115,14 @@ fn percentiles_counts_and_histograms_are_those_of_the_recorded_durations() {
     assert_eq!(fast_row["count"], 40);
     assert_eq!(fast_row["p99_ns"], rank(&fast, 0.99));
     assert_eq!(fast_row["total_ns"], fast.iter().sum::<u64>());
-    let text = reader(&["report", d, "--by", "thread"]);
+    let text = reader!("report", d, "--by", "thread").ok();
     let line = text
         .lines()
         .find(|l| l.ends_with("call  [1/2 (fast)]"))
         .unwrap();
     assert!(line.trim_start().starts_with("40 "), "{line}");
     assert!(line.contains(" 82.0us "), "total of 100..4000 ns: {line}");
-    let text = reader(&["report", d, "--histogram", "call"]);
+    let text = reader!("report", d, "--histogram", "call").ok();
     let buckets: u64 = text
         .lines()
         .skip_while(|l| !l.starts_with("# call: "))
@@ -154,7 +142,7 @@ fn percentiles_counts_and_histograms_are_those_of_the_recorded_durations() {
         .sum();
     assert_eq!(buckets, 44, "{text}");
     // Sorted by the longest first, and --top.
-    let text = reader(&["report", d, "--by", "thread", "--sort", "max", "--top", "1"]);
+    let text = reader!("report", d, "--by", "thread", "--sort", "max", "--top", "1").ok();
     let durations: Vec<&str> = text
         .lines()
         .skip_while(|l| !l.starts_with("# durations"))
@@ -171,8 +159,8 @@ fn pairs_across_lost_entries_are_counted_not_measured() {
     let dir = tmp.path().join("dev");
     let dev = device(&dir, 16);
     let (enter, exit) = (
-        define(&dev, "call", Kind::Entry),
-        define(&dev, "call_done", Kind::Exit),
+        define_kind(&dev, "call", Kind::Entry, ""),
+        define_kind(&dev, "call_done", Kind::Exit, ""),
     );
     let base = dev.now();
     // 30 pairs into a 16-slot ring: the oldest are overwritten.
@@ -201,7 +189,7 @@ fn pairs_across_lost_entries_are_counted_not_measured() {
     assert!(call.max <= 1060, "no duration spans the lost entries");
     let u = r.unmeasured;
     assert_eq!(u.unmatched_exits + u.before_horizon, 2, "{u:?}");
-    let text = reader(&["report", dir.to_str().unwrap()]);
+    let text = reader!("report", &dir).ok();
     assert!(text.contains("# not measured: "), "{text}");
     assert!(text.contains("# cpu0: "), "dump's loss counts stay: {text}");
 }

@@ -2,23 +2,15 @@
 //! ids are reused, and a names area that never fills up.
 
 use std::collections::HashMap;
-use std::process::Command;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Barrier};
 use ttrace_core::{Config, Device};
-
-const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
+use ttrace_tests::{reader, test_writer};
 
 /// `ttrace-reader dump <dir>`'s event lines as (pid, tid, thread name, i), from lines like
 /// `... cpu1 7/12 (t42) churn_event(i=42)`.
 fn dumped(dir: &std::path::Path) -> Vec<(u32, u32, String, u64)> {
-    let out = Command::new(READER).arg("dump").arg(dir).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = reader!("dump", dir).ok();
     text.lines()
         .filter(|l| l.contains(" churn_event(i="))
         .map(|l| {
@@ -38,18 +30,7 @@ fn dumped(dir: &std::path::Path) -> Vec<(u32, u32, String, u64)> {
 
 /// `ttrace-reader export --format <format> <dir> -o <out>`, which must succeed.
 fn export(format: &str, dir: &std::path::Path, out: &std::path::Path) {
-    let run = Command::new(READER)
-        .args(["export", "--format", format])
-        .arg(dir)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    reader!("export", "--format", format, dir, "-o", out).ok();
 }
 
 fn small(dir: &std::path::Path, meta_bytes: u64) -> Config {
@@ -190,15 +171,9 @@ fn a_million_births_leave_a_device_that_still_names_and_registers() {
         "{names} names, {} compactions",
         h.names_generation.load(Relaxed)
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_ttrace-test-writer"))
-        .arg(&dir)
-        .arg("10")
-        .arg("7")
-        .output()
-        .unwrap();
+    let out = test_writer!(&dir, 10, 7).run();
     assert!(out.status.success());
-    let out = Command::new(READER).arg("dump").arg(&dir).output().unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = reader!("dump", &dir).run().stdout;
     let lines: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("shared_event(tag=7"))

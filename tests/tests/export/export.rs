@@ -10,22 +10,13 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use ttrace_layouts::aux::AuxTag;
-use ttrace_tests::{ctf, uftrace, viewer};
+use ttrace_tests::{ctf, define_kind, reader, test_app, uftrace, viewer};
 
-const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
-const APP: &str = env!("CARGO_BIN_EXE_ttrace-test-app");
-
-/// Runs `ttrace-reader` with `args`; its standard output. Panics with its error output.
-fn reader(args: &[&str]) -> String {
-    ttrace_tests::stdout_of(READER, args)
-}
-
-/// Runs `ttrace-reader export --format <format> <source> -o <out>`.
+/// Runs `ttrace-reader export --format <format> <source> -o <out>`, which must succeed.
 fn export(format: &str, source: &str, out: impl AsRef<Path>) {
     let out = out.as_ref().to_str().unwrap();
-    reader(&["export", "--format", format, source, "-o", out]);
+    reader!("export", "--format", format, source, "-o", out).ok();
 }
 
 /// The CTF trace in `dir`, as our reader reads it.
@@ -47,13 +38,7 @@ fn chrome(source: &str, out: impl AsRef<Path>) -> serde_json::Value {
 /// A device written by the test application: strings, hex, negative numbers, 12-word
 /// events and entry/exit pairs from three threads.
 fn known_trace(dir: &Path) {
-    let status = Command::new(APP)
-        .arg(dir)
-        .arg("40")
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    test_app!(dir, 40).succeeds();
 }
 
 /// The device `known_trace` writes in `dir/dev`: its path.
@@ -80,7 +65,9 @@ fn dump(dev: &str, utc: bool) -> Vec<Event> {
     } else {
         vec!["dump", dev]
     };
-    reader(&args)
+    reader!()
+        .args(args)
+        .ok()
         .lines()
         .filter(|l| !l.starts_with('#'))
         .map(|l| {
@@ -341,16 +328,7 @@ fn ctf_exports(tmp: &Path) -> Vec<std::path::PathBuf> {
     let w = tmp.join("w");
     export("ctf", w.to_str().unwrap(), &wrapped);
     let none = tmp.join("none");
-    reader(&[
-        "export",
-        "--format",
-        "ctf",
-        w.to_str().unwrap(),
-        "--filter",
-        "nothing",
-        "-o",
-        none.to_str().unwrap(),
-    ]);
+    reader!("export", "--format", "ctf", &w, "--filter", "nothing", "-o", &none).ok();
     let (_, overwritten) = overwritten_while_exported(&tmp.join("o"));
     let clash = clashing_names(&tmp.join("cl"));
     vec![
@@ -788,23 +766,15 @@ fn exports_print_nothing_when_not_on_a_terminal() {
     known_trace(&dev);
     for format in ["chrome", "ctf", "uftrace"] {
         let out = tmp.path().join(format);
-        let done = Command::new(READER)
-            .args(["export", "--format", format, dev.to_str().unwrap(), "-o"])
-            .arg(&out)
-            .output()
-            .unwrap();
+        let done = reader!("export", "--format", format, &dev, "-o", &out).run();
         assert!(done.status.success(), "{format}");
-        assert_eq!(String::from_utf8_lossy(&done.stderr), "", "{format}");
-        assert_eq!(String::from_utf8_lossy(&done.stdout), "", "{format}");
+        assert_eq!(done.stderr, "", "{format}");
+        assert_eq!(done.stdout, "", "{format}");
     }
     // An export into a directory that holds something is refused, with one line.
-    let done = Command::new(READER)
-        .args(["export", "--format", "ctf", dev.to_str().unwrap(), "-o"])
-        .arg(tmp.path())
-        .output()
-        .unwrap();
+    let done = reader!("export", "--format", "ctf", &dev, "-o", tmp.path()).run();
     assert_eq!(done.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&done.stderr);
+    let err = done.stderr;
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("exists (--force replaces it)"), "{err}");
 }
@@ -876,18 +846,14 @@ fn losses_and_unpaired_halves_show_in_every_format() {
             .contains(&format!("{lost} entries lost"))));
     // With no event of the ring exported, CTF still reports its losses.
     let out = path("none");
-    reader(&[
-        "export", "--format", "ctf", dev, "--filter", "nothing", "-o", &out,
-    ]);
+    reader!("export", "--format", "ctf", dev, "--filter", "nothing", "-o", &out).ok();
     let trace = read_ctf(&out);
     assert_eq!((trace.events.len(), trace.discarded), (0, vec![(0, lost)]));
 }
 
 /// Registers a one-argument tracepoint of `kind`; its type word.
 fn tracepoint(w: &ttrace_core::Writer, name: &'static str, kind: ttrace_core::Kind) -> u64 {
-    w.register_tracepoint(&ttrace_core::Definition::untyped(name, kind, 1, "n={n}"))
-        .unwrap()
-        .1
+    define_kind(w, name, kind, "n={n}")
 }
 
 /// Writes an event of `word` for `ctx` into ring `cpu` at `stamp`, whatever CPU this runs on.
@@ -1227,7 +1193,7 @@ fn a_snapshot_exports_as_its_device_does() {
     let tmp = tempfile::tempdir().unwrap();
     let dev = &known_device(tmp.path());
     let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
-    reader(&["snapshot", dev, "-o", &path("s.ttrace")]);
+    reader!("snapshot", dev, "-o", &path("s.ttrace")).ok();
     for (source, json) in [(dev.to_string(), "d.json"), (path("s.ttrace"), "s.json")] {
         export("chrome", &source, path(json));
     }
@@ -1292,7 +1258,7 @@ fn dump_stats_and_every_export_count_the_same_events_and_losses() {
     // 60 entries into 16 slots: the ring wrapped, and lost the first 44.
     let _w = detailed_trace(&dev, 16);
     let dev = dev.to_str().unwrap();
-    let dumped = reader(&["dump", dev]);
+    let dumped = reader!("dump", dev).ok();
     let lines = dumped.lines().filter(|l| !l.starts_with('#')).count() as u64;
     let total = dumped.lines().last().unwrap().strip_prefix("# ").unwrap();
     // `33 events (13 trace points, 20 messages); 44 entries lost, 0 events dropped`
@@ -1323,7 +1289,7 @@ fn dump_stats_and_every_export_count_the_same_events_and_losses() {
         "{ring}"
     );
 
-    let stats = reader(&["stats", dev]);
+    let stats = reader!("stats", dev).ok();
     assert!(
         stats.lines().any(|l| l == format!("total: {total}")),
         "{stats}"

@@ -6,6 +6,7 @@ use std::path::Path;
 use ttrace_layouts::aux::AuxTag;
 use ttrace_layouts::device::HeaderError;
 use ttrace_layouts::snapshot::Layout;
+use ttrace_tests::reader;
 use zerocopy::FromBytes;
 
 /// `n` events `step(n=.. s="string ..")` of thread 1/2, named `worker`.
@@ -281,34 +282,16 @@ fn dump_and_stats_read_a_snapshot_file_in_place_of_a_device() {
     let dir = tmp.path().join("dev");
     let _w = make(&dir);
     let file = tmp.path().join("t.ttrace");
-    let reader = env!("CARGO_BIN_EXE_ttrace-reader-cli");
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(reader)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let said = run(&[
-        "snapshot",
-        dir.to_str().unwrap(),
-        "-o",
-        file.to_str().unwrap(),
-    ]);
+    let said = reader!("snapshot", &dir, "-o", &file).ok();
     assert!(said.contains(" entries"), "{said}");
     let body = |s: String| s.lines().skip(1).map(str::to_owned).collect::<Vec<_>>();
-    let live = run(&["dump", dir.to_str().unwrap()]);
-    let saved = run(&["dump", file.to_str().unwrap()]);
+    let live = reader!("dump", &dir).ok();
+    let saved = reader!("dump", &file).ok();
     assert_eq!(body(saved), body(live.clone()));
     assert!(live.contains("step(n=19 s=\"string 19\")"), "{live}");
     assert_eq!(
-        body(run(&["stats", file.to_str().unwrap()])),
-        body(run(&["stats", dir.to_str().unwrap()]))
+        body(reader!("stats", &file).ok()),
+        body(reader!("stats", &dir).ok())
     );
 }
 
@@ -440,26 +423,6 @@ fn replace(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Runs the reader command line; its status, standard output and standard error.
-fn cli(args: &[&str]) -> (bool, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ttrace-reader-cli"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
-/// The standard output of a command line that must succeed.
-fn run(args: &[&str]) -> String {
-    let (ok, out, err) = cli(args);
-    assert!(ok, "{args:?}: {err}");
-    out
-}
-
 #[test]
 fn a_snapshot_cut_anywhere_is_a_one_line_error() {
     let tmp = scratch();
@@ -485,7 +448,8 @@ fn a_snapshot_cut_anywhere_is_a_one_line_error() {
     // What the user sees: one line naming the file and the reason, exit status 1.
     std::fs::write(&cut, &bytes[..bytes.len() - 64]).unwrap();
     for command in ["dump", "stats", "report"] {
-        let (ok, out, err) = cli(&[command, cut.to_str().unwrap()]);
+        let ran = reader!(command, &cut).run();
+        let (ok, out, err) = (ran.status.success(), ran.stdout, ran.stderr);
         assert!(!ok && out.is_empty(), "{command}: {out}");
         assert_eq!(err.lines().count(), 1, "{command}: {err}");
         assert!(
@@ -553,7 +517,7 @@ fn a_snapshot_holds_only_what_the_device_holds_and_reads_as_the_device_does() {
                 .iter()
                 .map(|a| if *a == "@" { what } else { a })
                 .collect();
-            run(&args).replace(what, "DEVICE")
+            reader!().args(args).ok().replace(what, "DEVICE")
         };
         assert_eq!(on(f), on(d), "{args:?}");
     };
@@ -565,14 +529,7 @@ fn a_snapshot_holds_only_what_the_device_holds_and_reads_as_the_device_does() {
     for format in ["ctf", "uftrace"] {
         let out = |what: &str| {
             let to = tmp.path().join(format!("{format}-{}", what.len()));
-            run(&[
-                "export",
-                "--format",
-                format,
-                "-o",
-                to.to_str().unwrap(),
-                what,
-            ]);
+            reader!("export", "--format", format, "-o", &to, what).ok();
             let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&to)
                 .unwrap()
                 .map(|e| {
@@ -714,7 +671,7 @@ fn a_version_2_snapshot_still_reads() {
         (6, 0, 3)
     );
     assert!(dev.ctl().contains("disable other*"), "{}", dev.ctl());
-    let dump = run(&["dump", old.to_str().unwrap()]);
+    let dump = reader!("dump", &old).ok();
     for line in [
         "cpu1 1/2 (worker) step(n=12 s=\"string 12\")",
         "cpu1 1/2 (worker) step(n=19 s=\"string 19\")",
@@ -739,8 +696,8 @@ fn a_version_2_snapshot_still_reads() {
     let (o, n) = (old.to_str().unwrap(), new.to_str().unwrap());
     for command in ["dump", "stats"] {
         assert_eq!(
-            run(&[command, n]).replace(n, "FILE"),
-            run(&[command, o]).replace(o, "FILE"),
+            reader!(command, n).ok().replace(n, "FILE"),
+            reader!(command, o).ok().replace(o, "FILE"),
             "{command}"
         );
     }

@@ -3,9 +3,7 @@
 use devttrace::{Error, Problem, Reader, Trust};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
-
-const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
+use ttrace_tests::reader;
 
 fn make(dir: &Path) {
     let w = ttrace_core::Writer::open(&ttrace_tests::config(dir, 64, 2)).unwrap();
@@ -22,29 +20,17 @@ fn problem(r: Result<Reader, Error>) -> (std::path::PathBuf, Problem) {
 
 /// `dump` without and with `--any-owner`: (refused with this message, then accepted).
 fn cli_refuses_then_accepts(dir: &Path, why: &str) {
-    let out = Command::new(READER)
-        .args(["dump", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let err = String::from_utf8(out.stderr).unwrap();
+    let out = reader!("dump", dir).run();
+    let err = out.stderr;
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains(why) && err.lines().count() == 1, "{err}");
     assert!(
         err.contains("--any-owner"),
         "the refusal names the way in: {err}"
     );
-    let out = Command::new(READER)
-        .args(["dump", "--any-owner", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8(out.stdout)
-        .unwrap()
-        .contains("hello(n=7)"));
+    let out = reader!("dump", "--any-owner", dir).run();
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(out.stdout.contains("hello(n=7)"));
 }
 
 #[test]

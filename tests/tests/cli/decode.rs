@@ -1,19 +1,9 @@
 //! `ttrace-reader decode`: raw entries (the `cpuN` files of a mounted device) back to the
 //! lines `dump` prints. The files are made here by the function the mount serves them with.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
-
-fn reader(args: &[&str]) -> Output {
-    Command::new(READER).args(args).output().unwrap()
-}
-
-fn text(b: Vec<u8>) -> String {
-    String::from_utf8(b).unwrap()
-}
+use ttrace_tests::cli::Ran;
+use ttrace_tests::reader;
 
 /// A device with events of 1, 5 and 12 arguments and strings on both CPUs (each writer
 /// pinned), and the `cpuN` files of it in `files/`.
@@ -35,12 +25,12 @@ fn device(tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
 
 /// `dump`'s event lines (of `--cpu N` if given), messages left out.
 fn dumped(dir: &Path, cpu: Option<usize>) -> Vec<String> {
-    ttrace_tests::dumped_lines(READER, dir, cpu)
+    ttrace_tests::dumped_lines(reader!(), dir, cpu)
 }
 
-fn decoded(out: Output) -> Vec<String> {
-    assert!(out.status.success(), "{}", text(out.stderr));
-    text(out.stdout).lines().map(str::to_string).collect()
+fn decoded(out: Ran) -> Vec<String> {
+    assert!(out.status.success(), "{}", out.stderr);
+    out.stdout.lines().map(str::to_string).collect()
 }
 
 #[test]
@@ -51,7 +41,7 @@ fn each_cpu_file_decodes_to_the_lines_dump_prints_for_that_cpu() {
     let mut total = 0;
     for cpu in 0..2 {
         let f = files.join(format!("cpu{cpu}"));
-        let lines = decoded(reader(&["decode", "--device", d, f.to_str().unwrap()]));
+        let lines = decoded(reader!("decode", "--device", d, &f).run());
         assert!(lines.iter().all(|l| l.contains(&format!(" cpu{cpu} "))));
         assert_eq!(lines, dumped(&dir, Some(cpu)), "cpu{cpu}");
         total += lines.len();
@@ -65,29 +55,14 @@ fn several_files_merge_in_time_order_and_stdin_reads_the_same() {
     let (dir, files) = device(tmp.path());
     let d = dir.to_str().unwrap();
     let (c0, c1) = (files.join("cpu0"), files.join("cpu1"));
-    let both = decoded(reader(&[
-        "decode",
-        "--device",
-        d,
-        c0.to_str().unwrap(),
-        c1.to_str().unwrap(),
-    ]));
+    let both = decoded(reader!("decode", "--device", d, &c0, &c1).run());
     assert_eq!(both, dumped(&dir, None));
     // `cat cpu0 | ttrace-reader decode --device DIR -`
-    let mut child = Command::new(READER)
-        .args(["decode", "--device", d, "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(&std::fs::read(&c0).unwrap())
-        .unwrap();
-    let piped = decoded(child.wait_with_output().unwrap());
+    let piped = decoded(
+        reader!("decode", "--device", d, "-")
+            .input(std::fs::read(&c0).unwrap())
+            .run(),
+    );
     assert_eq!(piped, dumped(&dir, Some(0)));
 }
 
@@ -102,14 +77,11 @@ fn the_device_defaults_to_the_one_a_mounted_directory_serves() {
     )
     .unwrap();
     let f = files.join("cpu1");
-    assert_eq!(
-        decoded(reader(&["decode", f.to_str().unwrap()])),
-        dumped(&dir, Some(1))
-    );
+    assert_eq!(decoded(reader!("decode", &f).run()), dumped(&dir, Some(1)));
     // Standard input has no directory: the device must be named.
-    let out = reader(&["decode", "-"]);
+    let out = reader!("decode", "-").run();
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(out.stderr).contains("needs --device"));
+    assert!(out.stderr.contains("needs --device"));
 }
 
 #[test]
@@ -117,21 +89,11 @@ fn a_saved_copy_decodes_against_a_snapshot_file() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, files) = device(tmp.path());
     let snap = tmp.path().join("saved.ttrace");
-    let out = reader(&[
-        "snapshot",
-        dir.to_str().unwrap(),
-        "-o",
-        snap.to_str().unwrap(),
-    ]);
+    let out = reader!("snapshot", &dir, "-o", &snap).run();
     assert!(out.status.success());
     std::fs::remove_dir_all(&dir).unwrap();
     let f = files.join("cpu0");
-    let lines = decoded(reader(&[
-        "decode",
-        "--device",
-        snap.to_str().unwrap(),
-        f.to_str().unwrap(),
-    ]));
+    let lines = decoded(reader!("decode", "--device", &snap, &f).run());
     let cpu0 = std::fs::read(&f).unwrap().len() / 64;
     assert!(
         lines.len() > 100 && lines.len() <= cpu0,
@@ -174,9 +136,9 @@ fn bad_input_is_one_error_naming_the_byte_offset() {
     for (what, bytes, expected) in cases {
         let f = tmp.path().join(what.replace(' ', "-"));
         std::fs::write(&f, bytes).unwrap();
-        let out = reader(&["decode", "--device", d, f.to_str().unwrap()]);
+        let out = reader!("decode", "--device", d, &f).run();
         assert_eq!(out.status.code(), Some(1), "{what}");
-        let err = text(out.stderr);
+        let err = out.stderr;
         assert_eq!(err.lines().count(), 1, "{what}: {err}");
         assert!(err.contains(&expected), "{what}: {err}");
         assert!(err.contains(f.to_str().unwrap()), "{what}: {err}");
@@ -194,12 +156,7 @@ fn an_entry_whose_tracepoint_the_device_does_not_know_still_decodes() {
     bytes[8..16].copy_from_slice(&tw.to_ne_bytes());
     let f = tmp.path().join("unknown");
     std::fs::write(&f, bytes).unwrap();
-    let lines = decoded(reader(&[
-        "decode",
-        "--device",
-        dir.to_str().unwrap(),
-        f.to_str().unwrap(),
-    ]));
+    let lines = decoded(reader!("decode", "--device", &dir, &f).run());
     assert_eq!(lines.len(), 1);
     assert!(lines[0].ends_with(" tracepoint#200(0x0)"), "{}", lines[0]);
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use ttrace_layouts::aux::{AuxPath, AuxTag};
 use ttrace_layouts::device::{DeviceHeader, HeaderError};
 use ttrace_layouts::ring::RingHeader;
+use ttrace_tests::{edit, reader};
 
 /// A device with one string event, one message and a named thread.
 fn make(dir: &Path) {
@@ -16,12 +17,6 @@ fn make(dir: &Path) {
     w.emit(word, 1 << 32 | 2, &[off]);
     w.aux_write(AuxTag::Info, 1 << 32 | 2, b"a message")
         .unwrap();
-}
-
-fn edit(path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
-    let mut bytes = std::fs::read(path).unwrap();
-    f(&mut bytes);
-    std::fs::write(path, bytes).unwrap();
 }
 
 fn put_u64(bytes: &mut [u8], at: usize, v: u64) {
@@ -156,12 +151,9 @@ fn names_that_are_not_utf8_are_shown_with_replacement_characters() {
         let at = m.windows(6).position(|w| w == b"worker").unwrap();
         m[at + 1] = 0xff;
     });
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ttrace-reader-cli"))
-        .args(["dump", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = reader!("dump", &dir).run();
     assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = out.stdout;
     assert!(
         text.contains("1/2 (w\u{fffd}rker) hello(s=\"text\")"),
         "{text}"
@@ -262,8 +254,8 @@ fn follow_stops_with_one_line_when_a_ring_file_is_cut() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     make(&dir);
-    let mut follow = std::process::Command::new(env!("CARGO_BIN_EXE_ttrace-reader-cli"))
-        .args(["follow", dir.to_str().unwrap(), "--interval-ms", "1"])
+    let mut follow = reader!("follow", &dir, "--interval-ms", "1")
+        .command()
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

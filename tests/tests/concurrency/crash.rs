@@ -59,10 +59,12 @@ fn seed() -> u64 {
         .unwrap_or_else(|| (std::process::id() as u64 * 0x9e37_79b9) | 1)
 }
 
-/// Runs the tests of this file one at a time: they time kills, and each keeps the CPUs busy.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+/// Runs the tests of this file one at a time, and none of the other modules' meanwhile: they
+/// time kills, and each keeps the CPUs busy.
+fn serial() -> (ttrace_tests::Turn, std::sync::MutexGuard<'static, ()>) {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    let turn = ttrace_tests::turn("crash");
+    (turn, SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// The command of a crash writer (see `ttrace-test-crasher`); `pinned`: on a CPU, saying on

@@ -2,46 +2,23 @@
 //! `ttrace_core::CLASS_MESSAGES` is; a rule that matches nothing known is kept, with a note.
 
 use std::path::Path;
-use std::process::{Command, Output};
-
-const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
-const ENV_APP: &str = env!("CARGO_BIN_EXE_ttrace-test-env");
+use ttrace_tests::{env_writer, reader};
 
 /// A new writer process on `dir` recording `env_point(n=7)`, then what `args` ask.
 fn write(dir: &Path, args: &[&str]) {
-    let out =
-        ttrace_tests::without_config_env(Command::new(ENV_APP).env("TTRACE_DIR", dir).args(args))
-            .output()
-            .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn reader(args: &[&str]) -> Output {
-    ttrace_tests::without_config_env(Command::new(READER).args(args))
-        .output()
-        .unwrap()
+    env_writer!(dir).args(args).succeeds();
 }
 
 /// `ctl` with `args`, which must succeed; its stderr.
 fn ctl(dir: &Path, args: &[&str]) -> String {
-    let mut all = vec!["ctl", dir.to_str().unwrap()];
-    all.extend_from_slice(args);
-    let out = reader(&all);
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert!(out.status.success(), "ctl {args:?}: {err}");
-    err
+    reader!("ctl", dir).args(args).succeeds().stderr
 }
 
 /// The messages of the dump, as their text.
 fn messages(dir: &Path) -> Vec<String> {
-    let out = reader(&["dump", dir.to_str().unwrap()]);
+    let out = reader!("dump", dir).run();
     assert!(out.status.success());
-    String::from_utf8(out.stdout)
-        .unwrap()
+    out.stdout
         .lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
@@ -70,11 +47,8 @@ fn ctl_disable_info_stops_messages_and_enable_brings_them_back() {
     write(&dir, &["info=two", "x=1"]);
     assert_eq!(messages(&dir), ["one"], "a message while disabled");
     assert_eq!(aux_bytes(&dir), before, "a disabled message took aux space");
-    let out = reader(&["dump", dir.to_str().unwrap()]);
-    assert!(String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .any(|l| l.ends_with("x_point(n=1)")));
+    let out = reader!("dump", &dir).run();
+    assert!(out.stdout.lines().any(|l| l.ends_with("x_point(n=1)")));
 
     ctl(&dir, &["enable", "info"]);
     write(&dir, &["info=three"]);
@@ -102,8 +76,8 @@ fn clearing_the_info_class_bit_stops_messages() {
     assert_eq!(messages(&dir), ["one"]);
     assert_eq!(aux_bytes(&dir), before);
     // The other classes are untouched: the point still records.
-    let out = reader(&["dump", dir.to_str().unwrap()]);
-    let dump = String::from_utf8(out.stdout).unwrap();
+    let out = reader!("dump", &dir).run();
+    let dump = out.stdout;
     assert_eq!(
         dump.lines()
             .filter(|l| l.ends_with("env_point(n=7)"))
@@ -134,10 +108,8 @@ fn a_rule_that_matches_nothing_is_kept_with_a_note() {
         err.starts_with("ttrace-reader: ctl: note: `nomatch*` matches nothing yet"),
         "{err}"
     );
-    let out = reader(&["ctl", dir.to_str().unwrap()]);
-    assert!(String::from_utf8(out.stdout)
-        .unwrap()
-        .contains("\ndisable nomatch*\n"));
+    let out = reader!("ctl", &dir).run();
+    assert!(out.stdout.contains("\ndisable nomatch*\n"));
 
     // Names the device knows: no note.
     for pattern in ["env_*", "info", "*"] {

@@ -188,6 +188,8 @@ fn entries_or(default: u64) -> u64 {
 }
 
 fn stress(run: &Run) -> Found {
+    // Every CPU is busy: the other modules' tests wait (this module's three run together).
+    let _turn = ttrace_tests::turn("stress");
     let entries = run.entries;
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let writers = (3 * cores).max(4) as u64;

@@ -3,48 +3,19 @@
 //! have: a typed error, never a silent success.
 
 use std::path::Path;
-use std::process::{Command, Output};
 use ttrace_core::{Config, Device, Error};
-use ttrace_tests::config;
+use ttrace_tests::cli::Cli;
+use ttrace_tests::{config, env_writer, reader};
 
-const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
-const ENV_APP: &str = env!("CARGO_BIN_EXE_ttrace-test-env");
-
-/// Runs the environment-configured program on `dir` with `vars` set.
-fn run(dir: &Path, vars: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(ENV_APP);
-    cmd.env("TTRACE_DIR", dir);
-    ttrace_tests::without_config_env(&mut cmd);
-    cmd.envs(vars.iter().copied());
-    cmd.output().unwrap()
-}
-
-fn ok(dir: &Path, vars: &[(&str, &str)]) -> String {
-    let out = run(dir, vars);
-    assert!(
-        out.status.success(),
-        "{vars:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The one line of a failure, which must not be a panic.
-fn fails(dir: &Path, vars: &[(&str, &str)]) -> String {
-    let out = run(dir, vars);
-    assert_eq!(out.status.code(), Some(1), "{vars:?}: not a clean failure");
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    err
-}
-
-fn reader(args: &[&str]) -> String {
-    ttrace_tests::stdout_of(READER, args)
+/// The environment-configured program on `dir` with `vars` set.
+fn with(dir: &Path, vars: &[(&str, &str)]) -> Cli {
+    vars.iter()
+        .fold(env_writer!(dir), |cmd, (k, v)| cmd.env(k, v))
 }
 
 fn events(dir: &Path) -> usize {
-    reader(&["dump", dir.to_str().unwrap()])
+    reader!("dump", &dir)
+        .ok()
         .lines()
         .filter(|l| l.ends_with("env_point(n=7)"))
         .count()
@@ -54,12 +25,13 @@ fn events(dir: &Path) -> usize {
 fn ring_slots_and_aux_size_come_from_the_environment_and_stats_shows_them() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let out = ok(
+    let out = with(
         &dir,
         &[("TTRACE_RING_SLOTS", "128"), ("TTRACE_AUX_SIZE", "32k")],
-    );
+    )
+    .ok();
     assert!(out.starts_with("slots 128 aux 32768 "), "{out}");
-    let stats = reader(&["stats", dir.to_str().unwrap()]);
+    let stats = reader!("stats", &dir).ok();
     let meta = std::fs::metadata(dir.join("meta")).unwrap().len();
     assert!(
         stats.contains(&format!(
@@ -69,15 +41,15 @@ fn ring_slots_and_aux_size_come_from_the_environment_and_stats_shows_them() {
         "{stats}"
     );
     // The same sizes again attach; others are refused, naming both and the way out.
-    ok(&dir, &[("TTRACE_RING_SLOTS", "128")]);
-    let err = fails(&dir, &[("TTRACE_RING_SLOTS", "256")]);
+    with(&dir, &[("TTRACE_RING_SLOTS", "128")]).ok();
+    let err = with(&dir, &[("TTRACE_RING_SLOTS", "256")]).fails();
     assert!(
         err.contains("the device has 128 slots per ring, not the 256 asked for")
             && err.contains("TTRACE_DIR")
             && err.contains("rm -r"),
         "{err}"
     );
-    let err = fails(&dir, &[("TTRACE_AUX_SIZE", "0x10000")]);
+    let err = with(&dir, &[("TTRACE_AUX_SIZE", "0x10000")]).fails();
     assert!(
         err.contains("the device has 32768 aux bytes per ring, not the 65536 asked for"),
         "{err}"
@@ -90,22 +62,22 @@ fn the_mask_and_disabled_come_from_the_environment() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     // The point's class is the default class (bit 0): a mask without it records nothing.
-    let out = ok(&dir, &[("TTRACE_MASK", "0x4")]);
+    let out = with(&dir, &[("TTRACE_MASK", "0x4")]).ok();
     assert!(out.ends_with("mask 0x4\n"), "{out}");
     assert_eq!(events(&dir), 0);
-    assert!(reader(&["ctl", dir.to_str().unwrap()]).starts_with("setmask 0x4 "));
-    let out = ok(&dir, &[("TTRACE_MASK", "0xffffffffffffffff")]);
+    assert!(reader!("ctl", &dir).ok().starts_with("setmask 0x4 "));
+    let out = with(&dir, &[("TTRACE_MASK", "0xffffffffffffffff")]).ok();
     assert!(out.ends_with("mask 0xffffffffffffffff\n"), "{out}");
     assert_eq!(events(&dir), 1);
 
-    let out = ok(&dir, &[("TTRACE_DISABLED", "1")]);
+    let out = with(&dir, &[("TTRACE_DISABLED", "1")]).ok();
     assert!(out.ends_with("mask 0x0\n"), "{out}");
     assert_eq!(events(&dir), 1, "nothing recorded while disabled");
     // Without the variables the device keeps its mask (it is the device's, not the run's).
-    let out = ok(&dir, &[]);
+    let out = with(&dir, &[]).ok();
     assert!(out.ends_with("mask 0x0\n"), "{out}");
     assert_eq!(events(&dir), 1);
-    ok(&dir, &[("TTRACE_DISABLED", "0"), ("TTRACE_MASK", "1")]);
+    with(&dir, &[("TTRACE_DISABLED", "0"), ("TTRACE_MASK", "1")]).ok();
     assert_eq!(events(&dir), 2);
 }
 
@@ -124,7 +96,7 @@ fn invalid_values_are_one_clear_error_naming_the_variable() {
         ("TTRACE_MASK", "-1", "not a number"),
         ("TTRACE_DISABLED", "yes", "must be 1"),
     ] {
-        let err = fails(&dir, &[(var, value)]);
+        let err = with(&dir, &[(var, value)]).fails();
         assert!(
             err.contains(&format!("{var}={value:?}")) && err.contains(why),
             "{var}={value}: {err}"

@@ -4,38 +4,19 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
-
-const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
-const ENV_APP: &str = env!("CARGO_BIN_EXE_ttrace-test-env");
+use ttrace_tests::{env_writer, reader};
 
 /// How long a line may take before the test gives up (a bound on failure, not a way to
 /// order anything: every step waits for the line that says it happened).
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// The environment-configured writer on `dir`, with its arguments (`x=N`, `info=TEXT`),
-/// spawned: the caller waits for it.
-fn writer(dir: &Path, args: &[&str]) -> Child {
-    let mut cmd = Command::new(ENV_APP);
-    cmd.env("TTRACE_DIR", dir).args(args);
-    ttrace_tests::without_config_env(&mut cmd);
-    cmd.stdout(Stdio::null()).spawn().unwrap()
-}
-
+/// Runs the environment-configured writer on `dir`, with its arguments (`x=N`,
+/// `info=TEXT`), to its end: its pid.
 fn run_writer(dir: &Path, args: &[&str]) -> u32 {
-    let mut child = writer(dir, args);
-    let pid = child.id();
-    assert!(child.wait().unwrap().success(), "writer {args:?}");
-    pid
-}
-
-fn reader(args: &[&str]) -> Output {
-    let mut cmd = Command::new(READER);
-    cmd.args(args);
-    ttrace_tests::without_config_env(&mut cmd);
-    cmd.output().unwrap()
+    env_writer!(dir).args(args).succeeds().pid
 }
 
 /// A running `follow` and the lines it printed so far.
@@ -47,10 +28,9 @@ struct Follow {
 
 impl Follow {
     fn start(dir: &Path, args: &[&str]) -> Follow {
-        let mut child = Command::new(READER)
-            .arg("follow")
-            .arg(dir)
+        let mut child = reader!("follow", dir)
             .args(args)
+            .command()
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -107,9 +87,9 @@ fn follow_wait_prints_the_events_of_a_program_started_after_it() {
     let dir = tmp.path().join("dev");
 
     // Without --wait, a missing device is still the one-line error.
-    let out = reader(&["follow", dir.to_str().unwrap()]);
+    let out = reader!("follow", &dir).run();
     assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8(out.stderr).unwrap();
+    let err = out.stderr;
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("no ttrace device here"), "{err}");
 
@@ -182,12 +162,12 @@ fn ctl_on_a_missing_device_creates_it_and_a_later_program_obeys() {
     let d = dir.to_str().unwrap();
 
     // A malformed command creates nothing.
-    let out = reader(&["ctl", d, "disable"]);
+    let out = reader!("ctl", d, "disable").run();
     assert_eq!(out.status.code(), Some(1));
     assert!(!dir.exists());
 
-    let out = reader(&["ctl", d, "disable", "x*"]);
-    let err = String::from_utf8(out.stderr).unwrap();
+    let out = reader!("ctl", d, "disable", "x*").run();
+    let err = out.stderr;
     assert!(out.status.success(), "{err}");
     let created: Vec<&str> = err.lines().filter(|l| l.contains("created it")).collect();
     assert_eq!(created.len(), 1, "{err}");
@@ -197,17 +177,15 @@ fn ctl_on_a_missing_device_creates_it_and_a_later_program_obeys() {
         )),
         "{err}"
     );
-    assert!(String::from_utf8(out.stdout)
-        .unwrap()
-        .contains("\ndisable x*\n"));
+    assert!(out.stdout.contains("\ndisable x*\n"));
     assert!(dir.join("header").exists());
 
     // A program started afterwards opens that device (its sizes are the defaults it would
     // have used) and records only what the rule lets through.
     run_writer(&dir, &["x=1", "x=2"]);
-    let out = reader(&["dump", d]);
+    let out = reader!("dump", d).run();
     assert!(out.status.success());
-    let dump = String::from_utf8(out.stdout).unwrap();
+    let dump = out.stdout;
     assert!(
         dump.lines().any(|l| l.ends_with("env_point(n=7)")),
         "{dump}"
@@ -215,8 +193,8 @@ fn ctl_on_a_missing_device_creates_it_and_a_later_program_obeys() {
     assert!(!dump.contains("x_point"), "{dump}");
 
     // A second ctl finds the device there: it says nothing about creating it.
-    let out = reader(&["ctl", d, "enable", "x*"]);
+    let out = reader!("ctl", d, "enable", "x*").run();
     assert!(out.status.success());
-    let err = String::from_utf8(out.stderr).unwrap();
+    let err = out.stderr;
     assert!(err.is_empty(), "{err}");
 }

@@ -4,9 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use ttrace_core::{point, tracepoint, values};
-use ttrace_tests::{ctf, viewer};
-
-const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
+use ttrace_tests::{ctf, reader, viewer};
 
 values!(static OPEN_FLAGS: flags = { O_RDONLY = 0, O_WRONLY = 0o1, O_RDWR = 0o2, O_CREAT = 0o100, O_TRUNC = 0o1000 });
 values!(static STATE: enum = { Idle = 0, Busy = 1, Done = 2, Failed = -1 });
@@ -48,13 +46,9 @@ fn device() -> &'static Path {
     .1
 }
 
-fn reader(args: &[&str]) -> String {
-    ttrace_tests::stdout_of(READER, args)
-}
-
 /// The argument text of each `name(...)` line dump prints, in order.
 fn dumped(name: &str) -> Vec<String> {
-    let text = reader(&["dump", device().to_str().unwrap()]);
+    let text = reader!("dump", device()).ok();
     text.lines()
         .filter_map(|l| l.split_once(&format!(" {name}("))?.1.strip_suffix(')'))
         .map(str::to_string)
@@ -103,23 +97,9 @@ fn exports() -> &'static (PathBuf, serde_json::Value) {
         let tmp = tempfile::tempdir().unwrap();
         let dev = device().to_str().unwrap();
         let ctf = tmp.path().join("ctf");
-        reader(&[
-            "export",
-            "--format",
-            "ctf",
-            dev,
-            "-o",
-            ctf.to_str().unwrap(),
-        ]);
+        reader!("export", "--format", "ctf", dev, "-o", &ctf).ok();
         let json = tmp.path().join("trace.json");
-        reader(&[
-            "export",
-            "--format",
-            "chrome",
-            dev,
-            "-o",
-            json.to_str().unwrap(),
-        ]);
+        reader!("export", "--format", "chrome", dev, "-o", &json).ok();
         let json = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
         (tmp, (ctf, json))
     })
@@ -218,20 +198,13 @@ fn a_definition_recorded_without_types_shows_as_its_format_says() {
     let dev = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 1)).unwrap();
     let word = ttrace_tests::define(&dev, "old", "n={n} m={m:d}");
     dev.emit(word, 1 << 32 | 1, &[-1i64 as u64, -1i64 as u64]);
-    let text = reader(&["dump", dir.to_str().unwrap()]);
+    let text = reader!("dump", &dir).ok();
     assert!(text.contains("old(n=18446744073709551615 m=-1)"), "{text}");
 }
 
 #[test]
 fn report_splits_durations_by_an_arguments_named_values() {
-    let text = reader(&[
-        "report",
-        device().to_str().unwrap(),
-        "--by",
-        "state",
-        "--sort",
-        "count",
-    ]);
+    let text = reader!("report", device(), "--by", "state", "--sort", "count").ok();
     // `count min ... total  request  [state=Busy]`
     let rows: Vec<(u64, String)> = text
         .lines()
@@ -245,14 +218,9 @@ fn report_splits_durations_by_an_arguments_named_values() {
     assert!(rows.contains(&(1, "state=Done".into())), "{text}");
     assert!(rows.contains(&(1, "state=7".into())), "{text}");
     // The same, scripted.
-    let json: serde_json::Value = serde_json::from_str(&reader(&[
-        "report",
-        device().to_str().unwrap(),
-        "--by",
-        "arg:state",
-        "--json",
-    ]))
-    .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&reader!("report", device(), "--by", "arg:state", "--json").ok())
+            .unwrap();
     let mut groups: Vec<(String, u64)> = json["durations"]
         .as_array()
         .unwrap()
@@ -281,12 +249,13 @@ fn a_snapshot_keeps_the_tables() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("trace.ttrace");
     let file = file.to_str().unwrap();
-    let said = reader(&["snapshot", device().to_str().unwrap(), "-o", file]);
+    let said = reader!("snapshot", device(), "-o", file).ok();
     // It says how big the file is, and that is what it is.
     let size = std::fs::metadata(file).unwrap().len();
     assert!(said.contains(&format!("; {size} bytes (of a ")), "{said}");
     let lines = |source: &str| -> Vec<String> {
-        reader(&["dump", source])
+        reader!("dump", source)
+            .ok()
             .lines()
             .filter(|l| l.contains(" open(") || l.contains(" step("))
             .map(str::to_string)
@@ -318,14 +287,7 @@ fn start_stop_pairs_of_one_stem_are_async_slices_in_chrome() {
 fn the_uftrace_export_shows_value_tables_by_name() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("uftrace");
-    reader(&[
-        "export",
-        "--format",
-        "uftrace",
-        device().to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    reader!("export", "--format", "uftrace", device(), "-o", &out).ok();
     let data = ttrace_tests::uftrace::read(&out).unwrap();
     let records = || data.threads.values().flatten();
     // An entry's table argument is the string dump shows.

@@ -3,39 +3,22 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
-const APP: &str = env!("CARGO_BIN_EXE_ttrace-test-app");
-
-fn reader(args: &[&str]) -> Output {
-    Command::new(READER).args(args).output().unwrap()
-}
-
-fn text(bytes: Vec<u8>) -> String {
-    String::from_utf8(bytes).unwrap()
-}
+use std::process::Stdio;
+use ttrace_tests::{edit, reader, test_app};
 
 /// Runs the test application on `dir`: its pid and the lines it says it recorded, as
 /// `(thread name, text)`.
 fn run_app(dir: &Path, rounds: u64) -> (u32, Vec<(String, String)>) {
-    let child = Command::new(APP)
-        .arg(dir)
-        .arg(rounds.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let expected = text(out.stdout)
+    let out = test_app!(dir, rounds).succeeds();
+    let expected = out
+        .stdout
         .lines()
         .map(|l| {
             let (name, rest) = l.split_once(' ').unwrap();
             (name.to_string(), rest.to_string())
         })
         .collect();
-    (pid, expected)
+    (out.pid, expected)
 }
 
 /// One event line of a dump.
@@ -82,9 +65,9 @@ fn dump_lines(out: &str) -> (Vec<Line>, Vec<&str>) {
 }
 
 fn dump(args: &[&str]) -> (Vec<Line>, Vec<String>) {
-    let out = reader(&[&["dump"], args].concat());
-    assert!(out.status.success(), "{}", text(out.stderr));
-    let s = text(out.stdout);
+    let out = reader!("dump").args(args).run();
+    assert!(out.status.success(), "{}", out.stderr);
+    let s = out.stdout;
     let (events, comments) = dump_lines(&s);
     (events, comments.into_iter().map(String::from).collect())
 }
@@ -195,9 +178,9 @@ fn since_cpu_and_filter_narrow_the_dump() {
     assert!(later.len() < all.len() && later.len() >= all.len() / 2 - 1);
 
     for bad in [&["--since", "soon"][..], &["--cpu", "7"], &["--cpu", "x"]] {
-        let out = reader(&[&["dump", d], bad].concat());
+        let out = reader!("dump", d).args(bad).run();
         assert!(!out.status.success(), "{bad:?}");
-        assert!(!text(out.stderr).is_empty());
+        assert!(!out.stderr.is_empty());
     }
 }
 
@@ -208,15 +191,8 @@ fn follow_prints_the_events_a_process_writes_after_it_started() {
     run_app(&dir, 5); // already in the device: follow must not print these
     let (_, first) = run_app(&dir, 0);
     assert!(first.is_empty());
-    let mut follow = Command::new(READER)
-        .args([
-            "follow",
-            dir.to_str().unwrap(),
-            "--limit",
-            "90",
-            "--interval-ms",
-            "1",
-        ])
+    let mut follow = reader!("follow", &dir, "--limit", "90", "--interval-ms", "1")
+        .command()
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -258,24 +234,24 @@ fn ctl_changes_what_a_writer_records_and_rejects_bad_commands() {
     let dir = tmp.path().join("dev");
     let d = dir.to_str().unwrap();
     run_app(&dir, 0); // creates the device and defines the tracepoints
-    let out = reader(&["ctl", d]);
+    let out = reader!("ctl", d).run();
     assert!(out.status.success());
     assert_eq!(
-        text(out.stdout),
+        out.stdout,
         "setmask 0xffffffffffffffff 0xffffffffffffffff\n"
     );
 
-    let out = reader(&["ctl", d, "disable", "file_*"]);
+    let out = reader!("ctl", d, "disable", "file_*").run();
     assert!(out.status.success());
-    assert!(text(out.stdout).contains("disable file_*"));
+    assert!(out.stdout.contains("disable file_*"));
     run_app(&dir, 10);
     let (lines, _) = dump(&[d]);
     assert_eq!(lines.len(), 30, "pingpong and wide only");
     assert!(lines.iter().all(|l| !l.text.starts_with("file_")));
 
     // The class mask: tracepoints are in class 1; clearing it stops everything.
-    let out = reader(&["ctl", d, "clrbits", "0x1"]);
-    assert!(text(out.stdout).starts_with("setmask 0xfffffffffffffffe "));
+    let out = reader!("ctl", d, "clrbits", "0x1").run();
+    assert!(out.stdout.starts_with("setmask 0xfffffffffffffffe "));
     run_app(&dir, 10);
     assert_eq!(dump(&[d]).0.len(), 30, "nothing new was recorded");
 
@@ -285,20 +261,19 @@ fn ctl_changes_what_a_writer_records_and_rejects_bad_commands() {
         &["ctl", d, "bogus", "1"],
         &["ctl", d, "setmask", "1"],
     ] {
-        let out = reader(bad);
+        let out = reader!().args(bad).run();
         assert!(!out.status.success(), "{bad:?}");
-        let err = text(out.stderr);
+        let err = out.stderr;
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.starts_with("ttrace-reader: "), "{err}");
     }
-    let out = reader(&["ctl", d]);
+    let out = reader!("ctl", d).run();
     assert_eq!(
-        text(out.stdout),
-        "setmask 0xfffffffffffffffe 0xffffffffffffffff\ndisable file_*\n",
+        out.stdout, "setmask 0xfffffffffffffffe 0xffffffffffffffff\ndisable file_*\n",
         "rejected commands changed nothing"
     );
 
-    assert!(reader(&["ctl", d, "reset"]).status.success());
+    assert!(reader!("ctl", d, "reset").run().status.success());
     run_app(&dir, 10);
     assert_eq!(dump(&[d]).0.len(), 30 + 50);
 }
@@ -307,8 +282,8 @@ fn ctl_changes_what_a_writer_records_and_rejects_bad_commands() {
 fn the_trace_of_a_writer_killed_with_sigkill_is_still_dumped() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let mut writer = Command::new(READER)
-        .args(["demo", "--forever", "--device", dir.to_str().unwrap()])
+    let mut writer = reader!("demo", "--forever", "--device", &dir)
+        .command()
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -343,14 +318,8 @@ fn the_trace_of_a_writer_killed_with_sigkill_is_still_dumped() {
         .unwrap()
         .starts_with(&format!("# {} events (", events.len())));
     // And it still reads the same afterwards: the files outlive the process.
-    let again = reader(&["stats", dir.to_str().unwrap()]);
+    let again = reader!("stats", &dir).run();
     assert!(again.status.success());
-}
-
-fn edit(path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
-    let mut bytes = std::fs::read(path).unwrap();
-    f(&mut bytes);
-    std::fs::write(path, bytes).unwrap();
 }
 
 type Damage = Box<dyn Fn(&Path)>;
@@ -452,8 +421,8 @@ fn bad_devices_give_one_clear_line_and_a_failure_status() {
         let dir = tmp.path().join(format!("case{i}"));
         damage(&dir);
         for cmd in ["dump", "stats", "follow", "ctl"] {
-            let out = reader(&[cmd, dir.to_str().unwrap()]);
-            let (stdout, err) = (text(out.stdout), text(out.stderr));
+            let out = reader!(cmd, &dir).run();
+            let (stdout, err) = (out.stdout, out.stderr);
             assert_eq!(out.status.code(), Some(1), "{what}: {cmd} {err}");
             assert!(stdout.is_empty(), "{what}: {cmd} printed {stdout:?}");
             assert_eq!(err.lines().count(), 1, "{what}: {cmd} {err:?}");
@@ -467,9 +436,9 @@ fn bad_devices_give_one_clear_line_and_a_failure_status() {
 
 #[test]
 fn demo_traces_every_thread_and_loses_nothing() {
-    let out = reader(&["demo", "--threads", "2", "--requests", "3"]);
+    let out = reader!("demo", "--threads", "2", "--requests", "3").run();
     assert!(out.status.success());
-    let s = text(out.stdout);
+    let s = out.stdout;
     let (lines, comments) = dump_lines(&s);
     let cpus = devttrace::config::configured_cpus() as usize;
     let starts = lines
@@ -503,10 +472,10 @@ fn stats_reports_counts_and_tracepoints() {
     let dir = tmp.path().join("dev");
     run_app(&dir, 4);
     let d = dir.to_str().unwrap();
-    assert!(reader(&["ctl", d, "disable", "wide"]).status.success());
-    let out = reader(&["stats", d]);
+    assert!(reader!("ctl", d, "disable", "wide").run().status.success());
+    let out = reader!("stats", d).run();
     assert!(out.status.success());
-    let s = text(out.stdout);
+    let s = out.stdout;
     let cpu_lines: Vec<&str> = s.lines().filter(|l| l.starts_with("cpu")).collect();
     assert_eq!(cpu_lines.len(), 2, "{s}");
     // `cpu0: 10 events (12 entries), ...`
@@ -551,13 +520,13 @@ fn stats_reports_counts_and_tracepoints() {
 #[test]
 fn every_subcommand_has_help_and_bad_usage_fails() {
     for cmd in ["dump", "follow", "ctl", "stats", "demo"] {
-        let out = reader(&[cmd, "--help"]);
+        let out = reader!(cmd, "--help").run();
         assert!(out.status.success(), "{cmd}");
-        assert!(text(out.stdout).contains("Usage: ttrace-reader"), "{cmd}");
+        assert!(out.stdout.contains("Usage: ttrace-reader"), "{cmd}");
     }
-    let out = reader(&["frobnicate"]);
+    let out = reader!("frobnicate").run();
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(out.stderr).contains("unrecognized subcommand"));
+    assert!(out.stderr.contains("unrecognized subcommand"));
 }
 
 #[test]
@@ -565,8 +534,8 @@ fn output_to_a_closed_pipe_ends_quietly() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     run_app(&dir, 1000); // ~5000 lines, far more than a pipe holds
-    let mut child = Command::new(READER)
-        .args(["dump", dir.to_str().unwrap()])
+    let mut child = reader!("dump", &dir)
+        .command()
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -615,12 +584,12 @@ fn garbage_in_the_rings_aux_and_metadata_is_survived_and_reported() {
     let records = ttrace_layouts::meta::records_offset(max) as usize;
     scramble(&dir.join("meta"), records + 100);
     for cmd in ["dump", "stats"] {
-        let out = reader(&[cmd, dir.to_str().unwrap()]);
-        assert!(out.status.success(), "{cmd}: {}", text(out.stderr));
-        assert!(text(out.stdout).lines().count() > 2, "{cmd}");
+        let out = reader!(cmd, &dir).run();
+        assert!(out.status.success(), "{cmd}: {}", out.stderr);
+        assert!(out.stdout.lines().count() > 2, "{cmd}");
     }
-    let out = reader(&["dump", dir.to_str().unwrap()]);
-    let s = text(out.stdout);
+    let out = reader!("dump", &dir).run();
+    let s = out.stdout;
     let cpu0 = s.lines().find(|l| l.starts_with("# cpu0: ")).unwrap();
     assert!(cpu0.contains(" malformed"), "{cpu0}");
     assert!(

@@ -113,7 +113,7 @@ fn aux_wraps_and_first_last_describe_exactly_the_records_kept() {
     let mut written = BTreeMap::new();
     let mut total = 0u64;
     // One CPU's buffer: this thread's, on CPU 0 (its restartable ring's, or its shared one's).
-    pin(0);
+    ttrace_tests::pin(0);
     let buffer = if dev.restartable() { 0 } else { 2 };
     for i in 0..400u64 {
         let text = format!("record {i} {}", "x".repeat((i * 37 % 200) as usize));
@@ -401,7 +401,7 @@ fn a_writer_repairs_inconsistent_aux_offsets_instead_of_trusting_them() {
     use std::sync::atomic::Ordering::Relaxed;
     let tmp = tempfile::tempdir().unwrap();
     let dev = Device::open(&small(tmp.path())).unwrap();
-    pin(0);
+    ttrace_tests::pin(0);
     let word = dev.aux_write(AuxTag::Info, CTX, b"before").unwrap();
     let (buffer, _) = aux_ref_parts(word).unwrap();
     // Damage: `first` beyond `last`.
@@ -444,17 +444,4 @@ fn a_read_only_attach_sees_live_updates_and_cannot_change_the_device() {
     assert_eq!(args, [1, 2]);
     // It cannot change the device: a `Reader` has no control methods (a `compile_fail`
     // example on `devttrace::Reader` checks that such a call does not build).
-}
-
-/// Pins the calling thread to CPU `cpu` (every test machine has CPU 0).
-fn pin(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_setaffinity only reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = core::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set),
-            0
-        );
-    }
 }

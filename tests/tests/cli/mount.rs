@@ -4,16 +4,12 @@
 
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+use ttrace_tests::{reader, test_writer};
 
-const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
 const NEEDS: &str = "needs FUSE: /dev/fuse, and root or fusermount3 (apt install fuse3)";
-
-fn reader(args: &[&str]) -> Output {
-    Command::new(READER).args(args).output().unwrap()
-}
 
 fn text(b: Vec<u8>) -> String {
     String::from_utf8(b).unwrap()
@@ -29,10 +25,8 @@ struct Mounted {
 impl Mounted {
     /// Mounts `dev` at `at` and waits until it serves (its "mounted" line).
     fn new(dev: &Path, at: &Path) -> Mounted {
-        let mut child = Command::new(READER)
-            .arg("mount")
-            .arg(dev)
-            .arg(at)
+        let mut child = reader!("mount", dev, at)
+            .command()
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -72,8 +66,8 @@ impl Mounted {
     }
 
     fn unmount(mut self) -> (ExitStatus, String) {
-        let out = reader(&["umount", self.at.to_str().unwrap()]);
-        assert!(out.status.success(), "umount: {}", text(out.stderr));
+        let out = reader!("umount", &self.at).run();
+        assert!(out.status.success(), "umount: {}", out.stderr);
         let status = self.child.take().unwrap().wait().unwrap();
         let mut log = String::new();
         self.stderr
@@ -88,7 +82,7 @@ impl Mounted {
 impl Drop for Mounted {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = reader(&["umount", self.at.to_str().unwrap()]);
+            let _ = reader!("umount", &self.at).run();
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -110,7 +104,7 @@ fn write(dev: &ttrace_core::Writer, cpu: usize, range: std::ops::Range<u64>) {
 
 /// `dump`'s event lines (of `--cpu N` if given), messages left out.
 fn dumped(dir: &Path, cpu: Option<usize>) -> Vec<String> {
-    ttrace_tests::dumped_lines(READER, dir, cpu)
+    ttrace_tests::dumped_lines(reader!(), dir, cpu)
 }
 
 /// A temporary directory with a device (see [`device`]) mounted in it.
@@ -177,10 +171,7 @@ fn every_file_reads_with_plain_file_calls() {
     assert_eq!(aux.len() as u64, 4 * aux_size, "one buffer per ring");
     assert!(aux.windows(5).any(|w| w == b"s1-49"));
     assert!(text(m.read("stats")).contains("cpu0: "));
-    assert_eq!(
-        text(m.read("ctl")),
-        text(reader(&["ctl", dir.to_str().unwrap()]).stdout)
-    );
+    assert_eq!(text(m.read("ctl")), reader!("ctl", &dir).run().stdout);
     // `trace` is dump's lines; each `cpuN` decodes to dump's lines for that CPU.
     let trace: Vec<String> = text(m.read("trace"))
         .lines()
@@ -193,9 +184,9 @@ fn every_file_reads_with_plain_file_calls() {
         let f = m.file(&format!("cpu{cpu}"));
         let bytes = std::fs::read(&f).unwrap();
         assert_eq!(bytes.len() % 64, 0);
-        let out = reader(&["decode", f.to_str().unwrap()]);
-        assert!(out.status.success(), "{}", text(out.stderr));
-        let lines: Vec<String> = text(out.stdout).lines().map(str::to_string).collect();
+        let out = reader!("decode", &f).run();
+        assert!(out.status.success(), "{}", out.stderr);
+        let lines: Vec<String> = out.stdout.lines().map(str::to_string).collect();
         assert_eq!(lines, dumped(&dir, Some(cpu)), "cpu{cpu}");
         total += lines.len();
     }
@@ -247,12 +238,7 @@ fn ctl_writes_change_what_is_recorded_and_a_bad_command_is_einval() {
     std::fs::write(m.file("ctl"), "disable shared_*\n").unwrap();
     assert!(text(m.read("ctl")).contains("disable shared_*"));
     // A writer process started now records writer_done, not shared_event.
-    let out = Command::new(env!("CARGO_BIN_EXE_ttrace-test-writer"))
-        .arg(&dir)
-        .arg("20")
-        .arg("3")
-        .output()
-        .unwrap();
+    let out = test_writer!(&dir, 20, 3).run();
     assert!(out.status.success());
     let lines = dumped(&dir, None);
     assert_eq!(
@@ -314,10 +300,8 @@ fn trace_pipe_streams_each_event_written_after_it_was_opened_once() {
 #[ignore = "needs FUSE: /dev/fuse, and root or fusermount3 (apt install fuse3)"]
 fn the_mount_survives_a_writer_killed_and_a_damaged_device_gives_eio() {
     let (_tmp, dir, _dev, m) = mounted();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ttrace-test-writer"))
-        .arg(&dir)
-        .arg("100000000")
-        .arg("5")
+    let mut child = test_writer!(&dir, 100000000, 5)
+        .command()
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -374,13 +358,8 @@ fn a_snapshot_file_mounts_as_the_device_it_was_taken_from() {
     let dir = tmp.path().join("dev");
     let _dev = device(&dir);
     let file = tmp.path().join("saved.ttrace");
-    let out = reader(&[
-        "snapshot",
-        dir.to_str().unwrap(),
-        "-o",
-        file.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", text(out.stderr));
+    let out = reader!("snapshot", &dir, "-o", &file).run();
+    assert!(out.status.success(), "{}", out.stderr);
     let m = Mounted::new(&file, &tmp.path().join("mnt"));
     let version = text(m.read("version"));
     assert!(
@@ -396,9 +375,9 @@ fn a_snapshot_file_mounts_as_the_device_it_was_taken_from() {
     // A `cpuN` file decodes against the snapshot the mount serves (its `source`).
     for cpu in 0..2 {
         let f = m.file(&format!("cpu{cpu}"));
-        let out = reader(&["decode", f.to_str().unwrap()]);
-        assert!(out.status.success(), "{}", text(out.stderr));
-        let lines: Vec<String> = text(out.stdout).lines().map(str::to_string).collect();
+        let out = reader!("decode", &f).run();
+        assert!(out.status.success(), "{}", out.stderr);
+        let lines: Vec<String> = out.stdout.lines().map(str::to_string).collect();
         assert_eq!(lines, dumped(&dir, Some(cpu)), "cpu{cpu}");
     }
     let aux = m.read("aux");

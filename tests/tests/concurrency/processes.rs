@@ -2,21 +2,21 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use ttrace_core::Writer;
 use ttrace_tests::rseq::{WritePath, RSEQ_REQUIRED};
+use ttrace_tests::test_writer;
 
 #[test]
 fn two_processes_share_rings_aux_and_tracepoint_ids() {
+    let _turn = ttrace_tests::turn("processes");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let events = 2000u64;
     let children: Vec<_> = (1..=2u64)
         .map(|tag| {
-            Command::new(env!("CARGO_BIN_EXE_ttrace-test-writer"))
-                .arg(&dir)
-                .arg(events.to_string())
-                .arg(tag.to_string())
+            test_writer!(&dir, events, tag)
+                .command()
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap()
@@ -91,6 +91,7 @@ fn two_processes_share_rings_aux_and_tracepoint_ids() {
 /// nothing lost, nothing mixed.
 #[test]
 fn fallback_and_restartable_writer_processes_share_a_device_exactly() {
+    let _turn = ttrace_tests::turn("processes");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let events = 20_000u64;
@@ -105,11 +106,7 @@ fn fallback_and_restartable_writer_processes_share_a_device_exactly() {
         .iter()
         .enumerate()
         .map(|(i, path)| {
-            path.apply(&mut Command::new(env!("CARGO_BIN_EXE_ttrace-test-writer")))
-                .arg(&dir)
-                .arg(events.to_string())
-                .arg((i + 1).to_string())
-                .arg("wait")
+            path.apply(&mut test_writer!(&dir, events, i + 1).arg("wait").command())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()

@@ -2,31 +2,13 @@
 //! `ctl` commands, errors that name what the user gave, and one policy for output paths.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
+use ttrace_tests::reader;
 
-const READER: &str = env!("CARGO_BIN_EXE_ttrace-reader-cli");
-
-fn reader(args: &[&str]) -> Output {
-    Command::new(READER).args(args).output().unwrap()
-}
-
-fn text(bytes: Vec<u8>) -> String {
-    String::from_utf8(bytes).unwrap()
-}
-
-/// Runs and expects success: standard output.
-fn ok(args: &[&str]) -> String {
-    let out = reader(args);
-    assert!(out.status.success(), "{args:?}: {}", text(out.stderr));
-    text(out.stdout)
-}
-
-/// Runs and expects exit status 1 and one line on standard error: that line.
+/// Runs and expects exit status 1 and one line on standard error, which names the reader:
+/// that line.
 fn fails(args: &[&str]) -> String {
-    let out = reader(args);
-    let err = text(out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: {err:?}");
+    let err = reader!().args(args).fails();
     assert!(err.starts_with("ttrace-reader: "), "{err}");
     err
 }
@@ -34,15 +16,9 @@ fn fails(args: &[&str]) -> String {
 /// A device written by the demo workload.
 fn device(tmp: &Path) -> PathBuf {
     let dir = tmp.join("dev");
-    ok(&[
-        "demo",
-        "--device",
-        dir.to_str().unwrap(),
-        "--threads",
-        "2",
-        "--requests",
-        "10",
-    ]);
+    reader!("demo", "--device", &dir)
+        .args(["--threads", "2", "--requests", "10"])
+        .ok();
     dir
 }
 
@@ -68,8 +44,8 @@ fn since_and_until_take_the_times_dump_prints_utc_times_and_spans_before_the_end
     let tmp = tempfile::tempdir().unwrap();
     let dir = device(tmp.path());
     let d = dir.to_str().unwrap();
-    let all = events(&ok(&["dump", d]));
-    let wall = events(&ok(&["dump", d, "--utc"]));
+    let all = events(&reader!("dump", d).ok());
+    let wall = events(&reader!("dump", d, "--utc").ok());
     assert_eq!(all.len(), wall.len());
     assert!(all.len() > 20, "{}", all.len());
     // Different events at distinct times, so that a cut shows which side each falls on.
@@ -82,21 +58,24 @@ fn since_and_until_take_the_times_dump_prints_utc_times_and_spans_before_the_end
     assert!(from_k.len() < all.len() && to_k.len() < all.len());
 
     // A UTC time printed by `dump --utc`, given back, selects from that event on.
-    let since_utc = events(&ok(&["dump", d, "--since", utc_k]));
+    let since_utc = events(&reader!("dump", d, "--since", utc_k).ok());
     assert_eq!(since_utc.iter().collect::<Vec<_>>(), from_k);
     assert_eq!(since_utc[0].1, all[k].1);
     // So does the relative time of the same event, and `--utc` output stays in UTC.
-    assert_eq!(events(&ok(&["dump", d, "--since", rel_k])), since_utc);
-    let utc_from_k = events(&ok(&["dump", d, "--utc", "--since", rel_k]));
+    assert_eq!(
+        events(&reader!("dump", d, "--since", rel_k).ok()),
+        since_utc
+    );
+    let utc_from_k = events(&reader!("dump", d, "--utc", "--since", rel_k).ok());
     assert_eq!(utc_from_k[0].0, *utc_k);
     assert_eq!(utc_from_k.len(), from_k.len());
 
     // --until keeps events up to and including that time, in either form.
-    let until = events(&ok(&["dump", d, "--until", rel_k]));
+    let until = events(&reader!("dump", d, "--until", rel_k).ok());
     assert_eq!(until.iter().collect::<Vec<_>>(), to_k);
-    assert_eq!(events(&ok(&["dump", d, "--until", utc_k])), until);
+    assert_eq!(events(&reader!("dump", d, "--until", utc_k).ok()), until);
     // Both: exactly the events at that time.
-    let at_k = events(&ok(&["dump", d, "--since", utc_k, "--until", rel_k]));
+    let at_k = events(&reader!("dump", d, "--since", utc_k, "--until", rel_k).ok());
     assert!(
         !at_k.is_empty() && at_k.iter().all(|e| e.0 == *rel_k),
         "{at_k:?}"
@@ -104,23 +83,27 @@ fn since_and_until_take_the_times_dump_prints_utc_times_and_spans_before_the_end
 
     // A span before the newest event: the last ten seconds are all of this short trace; a
     // span that reaches back exactly to event k starts there.
-    assert_eq!(events(&ok(&["dump", d, "--since", "-10s"])), all);
+    assert_eq!(events(&reader!("dump", d, "--since", "-10s").ok()), all);
     let back = ns(&all.last().unwrap().0) - ns(rel_k);
     let span = format!("-{back}ns");
-    assert_eq!(events(&ok(&["dump", d, "--since", &span])), since_utc);
+    assert_eq!(
+        events(&reader!("dump", d, "--since", &span).ok()),
+        since_utc
+    );
     let secs = format!("-{}.{:09}", back / 1_000_000_000, back % 1_000_000_000);
-    assert_eq!(events(&ok(&["dump", d, "--since", &secs])), since_utc);
-    assert!(events(&ok(&["dump", d, "--until", "-10s"])).is_empty());
+    assert_eq!(
+        events(&reader!("dump", d, "--since", &secs).ok()),
+        since_utc
+    );
+    assert!(events(&reader!("dump", d, "--until", "-10s").ok()).is_empty());
 
     // The other commands that take them.
-    let report = ok(&["report", d, "--since", utc_k, "--until", "-0s", "--json"]);
+    let report = reader!("report", d, "--since", utc_k, "--until", "-0s", "--json").ok();
     assert!(report.starts_with('{'), "{report}");
-    let chrome = ok(&[
-        "export", "--format", "chrome", d, "-o", "-", "--since", rel_k,
-    ]);
+    let chrome = reader!("export", "--format", "chrome", d, "-o", "-", "--since", rel_k).ok();
     let json: serde_json::Value = serde_json::from_str(&chrome).unwrap();
     let whole: serde_json::Value =
-        serde_json::from_str(&ok(&["export", "--format", "chrome", d, "-o", "-"])).unwrap();
+        serde_json::from_str(&reader!("export", "--format", "chrome", d, "-o", "-").ok()).unwrap();
     let count = |v: &serde_json::Value| v["traceEvents"].as_array().unwrap().len();
     assert!(count(&json) < count(&whole), "--since cut the export");
 
@@ -155,20 +138,14 @@ fn since_and_until_take_the_times_dump_prints_utc_times_and_spans_before_the_end
 fn a_mistyped_ctl_command_is_called_one_and_the_commands_are_listed() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = device(tmp.path());
-    let in_tmp = |args: &[&str]| {
-        Command::new(READER)
-            .args(args)
-            .current_dir(tmp.path())
-            .output()
-            .unwrap()
-    };
+    let in_tmp = |args: &[&str]| reader!().args(args).current_dir(tmp.path()).run();
     let commands = "setmask, setbits, clrbits, enable, disable, reset";
     for args in [
         &["ctl", "disabel", "file_*"][..],
         &["ctl", "dev", "disabel", "file_*"],
     ] {
         let out = in_tmp(args);
-        let err = text(out.stderr);
+        let err = out.stderr;
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert_eq!(
             err,
@@ -185,8 +162,8 @@ fn a_mistyped_ctl_command_is_called_one_and_the_commands_are_listed() {
     );
     // A word that names a directory here is a device, as before; one with a slash too.
     assert!(in_tmp(&["ctl", "dev"]).status.success());
-    ok(&["ctl", dir.to_str().unwrap(), "disable", "file_*"]);
-    assert!(ok(&["ctl", dir.to_str().unwrap()]).contains("disable file_*"));
+    reader!("ctl", &dir, "disable", "file_*").ok();
+    assert!(reader!("ctl", &dir).ok().contains("disable file_*"));
     let err = fails(&["ctl", tmp.path().join("nodev").to_str().unwrap()]);
     assert!(err.contains("nodev: no ttrace device here"), "{err}");
 }
@@ -229,17 +206,12 @@ fn errors_name_what_the_user_gave() {
         err.contains("is writable by group or others") && err.contains("--any-owner"),
         "{err}"
     );
-    ok(&["dump", "--any-owner", dir.to_str().unwrap()]);
+    reader!("dump", "--any-owner", &dir).ok();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
 
     // A cut snapshot is a snapshot.
     let snap = tmp.path().join("app.ttrace");
-    ok(&[
-        "snapshot",
-        dir.to_str().unwrap(),
-        "-o",
-        snap.to_str().unwrap(),
-    ]);
+    reader!("snapshot", &dir, "-o", &snap).ok();
     let len = std::fs::metadata(&snap).unwrap().len();
     ttrace_tests::set_len(&snap, len / 2);
     let err = fails(&["dump", snap.to_str().unwrap()]);
@@ -287,7 +259,7 @@ fn every_output_is_refused_where_something_is_unless_forced_and_then_replaced_wh
     for (name, cmd, _) in &cases {
         let path = out.join(name);
         let p = path.to_str().unwrap();
-        ok(&[*cmd, &["-o", p][..]].concat());
+        reader!().args(*cmd).args(["-o", p]).ok();
         let first = std::fs::metadata(&path).unwrap().modified().unwrap();
         let err = fails(&[*cmd, &["-o", p][..]].concat());
         assert_eq!(
@@ -296,14 +268,16 @@ fn every_output_is_refused_where_something_is_unless_forced_and_then_replaced_wh
             "{name}"
         );
         assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), first);
-        ok(&[*cmd, &["-o", p, "--force"][..]].concat());
+        reader!().args(*cmd).args(["-o", p, "--force"]).ok();
     }
     // Replaced whole, readable, no temporary left behind.
     assert_eq!(
         names(&out),
         ["app.ttrace", "trace.ctf", "trace.json", "uftrace.data"]
     );
-    assert!(ok(&["dump", out.join("app.ttrace").to_str().unwrap()]).contains("request_start"));
+    assert!(reader!("dump", out.join("app.ttrace").to_str().unwrap())
+        .ok()
+        .contains("request_start"));
     let json = std::fs::read_to_string(out.join("trace.json")).unwrap();
     assert!(serde_json::from_str::<serde_json::Value>(&json).is_ok());
     assert!(names(&out.join("trace.ctf")).contains(&"metadata".to_string()));
@@ -330,14 +304,7 @@ fn every_output_is_refused_where_something_is_unless_forced_and_then_replaced_wh
     // An empty directory counts as nothing there.
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    ok(&[
-        "export",
-        "--format",
-        "ctf",
-        d,
-        "-o",
-        empty.to_str().unwrap(),
-    ]);
+    reader!("export", "--format", "ctf", d, "-o", &empty).ok();
     assert!(empty.join("metadata").exists());
 }
 
@@ -349,26 +316,18 @@ fn output_to_dev_stdout_on_a_closed_pipe_ends_quietly() {
         // A pipe whose reader is gone before the command writes: every write fails EPIPE.
         let (read, write) = std::io::pipe().unwrap();
         drop(read);
-        let out = Command::new(READER)
-            .args(["export", "--format", "chrome"])
-            .arg(&dir)
-            .args(["-o", output])
+        let out = reader!("export", "--format", "chrome", &dir, "-o", output)
+            .command()
             .stdout(write)
             .stderr(Stdio::piped())
             .output()
             .unwrap();
-        assert!(out.status.success(), "{output}: {}", text(out.stderr));
-        assert_eq!(text(out.stderr), "", "{output}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(out.status.success(), "{output}: {err}");
+        assert_eq!(err, "", "{output}");
     }
     // Given an open pipe, it is all there.
-    let out = ok(&[
-        "export",
-        "--format",
-        "chrome",
-        dir.to_str().unwrap(),
-        "-o",
-        "/dev/stdout",
-    ]);
+    let out = reader!("export", "--format", "chrome", &dir, "-o", "/dev/stdout").ok();
     assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok());
     // A snapshot needs a file.
     let err = fails(&["snapshot", dir.to_str().unwrap(), "-o", "/dev/stdout"]);

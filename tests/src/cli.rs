@@ -1,0 +1,202 @@
+//! This package's programs run as a user runs them: the reader's command line
+//! ([`reader!`](crate::reader)), the environment-configured writer
+//! ([`env_writer!`](crate::env_writer)), the test application ([`test_app!`](crate::test_app))
+//! and the cross-process writer ([`test_writer!`](crate::test_writer)). Each gives a [`Cli`],
+//! whose last method says what the run must give: [`Cli::ok`], [`Cli::succeeds`],
+//! [`Cli::fails`], or [`Cli::run`] for a test that looks at the outcome itself
+//! ([`Cli::command`] for one that talks to the process while it runs).
+//!
+//! The programs' paths are known only to the integration tests (Cargo gives them the
+//! `CARGO_BIN_EXE_<name>` variables when it compiles them), hence macros, which expand there.
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+
+/// The environment variables that configure a device a program creates
+/// (`Config::from_env`): a [`Cli`] runs its program without those of the test's own
+/// environment, so that a device it creates has the defaults unless the test says otherwise.
+pub const CONFIG_VARS: [&str; 4] = [
+    "TTRACE_RING_SLOTS",
+    "TTRACE_AUX_SIZE",
+    "TTRACE_MASK",
+    "TTRACE_DISABLED",
+];
+
+/// `ttrace-reader` with these arguments (anything a command line takes: `&str`, `&Path`,
+/// `String`...), as a [`Cli`]; more with [`Cli::arg`] and [`Cli::args`].
+#[macro_export]
+macro_rules! reader {
+    ($($arg:expr),* $(,)?) => {
+        $crate::cli::Cli::new(env!("CARGO_BIN_EXE_ttrace-reader-cli"))$(.arg($arg))*
+    };
+}
+
+/// `ttrace-test-env` (a program configured by the environment alone: it records
+/// `env_point(n=7)`, then `x=N` and `info=TEXT` as its arguments say) on the device `dir`
+/// (`TTRACE_DIR`), with these arguments, as a [`Cli`].
+#[macro_export]
+macro_rules! env_writer {
+    ($dir:expr $(, $arg:expr)* $(,)?) => {
+        $crate::cli::Cli::new(env!("CARGO_BIN_EXE_ttrace-test-env"))
+            .env("TTRACE_DIR", $dir)$(.arg($arg))*
+    };
+}
+
+/// `ttrace-test-app <dir> <rounds>` (three threads recording strings, hex, negative numbers,
+/// 12-word events and entry/exit pairs, each line it records printed as `<thread> <text>`),
+/// as a [`Cli`].
+#[macro_export]
+macro_rules! test_app {
+    ($dir:expr, $rounds:expr $(,)?) => {
+        $crate::cli::Cli::new(env!("CARGO_BIN_EXE_ttrace-test-app"))
+            .arg($dir)
+            .arg($rounds.to_string())
+    };
+}
+
+/// `ttrace-test-writer <dir> <events> <tag>` (a process that records `events` events of the
+/// shared tracepoint from a thread named `writer-<tag>`, after it printed the path its trace
+/// points take; with a fourth argument `wait`, it waits for its standard input to close
+/// first), as a [`Cli`].
+#[macro_export]
+macro_rules! test_writer {
+    ($dir:expr, $events:expr, $tag:expr $(,)?) => {
+        $crate::cli::Cli::new(env!("CARGO_BIN_EXE_ttrace-test-writer"))
+            .arg($dir)
+            .arg($events.to_string())
+            .arg($tag.to_string())
+    };
+}
+
+/// A command line to run (see the [module](self)).
+pub struct Cli {
+    cmd: Command,
+    /// The program's file name and the arguments, for messages.
+    line: Vec<String>,
+    /// Its standard input (empty if none).
+    input: Option<Vec<u8>>,
+}
+
+/// What came of a run.
+#[derive(Debug)]
+pub struct Ran {
+    pub pid: u32,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Cli {
+    /// The program at `path`, without the [`CONFIG_VARS`] of the test's environment.
+    pub fn new(path: &str) -> Cli {
+        let mut cmd = Command::new(path);
+        for v in CONFIG_VARS {
+            cmd.env_remove(v);
+        }
+        let name = Path::new(path).file_name().unwrap_or(path.as_ref());
+        Cli {
+            cmd,
+            line: vec![name.to_string_lossy().into_owned()],
+            input: None,
+        }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Cli {
+        self.line.push(arg.as_ref().to_string_lossy().into_owned());
+        self.cmd.arg(arg);
+        self
+    }
+
+    pub fn args<S: AsRef<OsStr>>(self, args: impl IntoIterator<Item = S>) -> Cli {
+        args.into_iter().fold(self, Cli::arg)
+    }
+
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Cli {
+        self.cmd.env(key, value);
+        self
+    }
+
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Cli {
+        self.cmd.current_dir(dir);
+        self
+    }
+
+    /// What its standard input holds (else it is empty).
+    pub fn input(mut self, bytes: Vec<u8>) -> Cli {
+        self.input = Some(bytes);
+        self
+    }
+
+    /// The command, for a run with other standard streams: a child read from while it runs,
+    /// a pipe for its output.
+    pub fn command(self) -> Command {
+        self.cmd
+    }
+
+    /// Runs it to its end: what came of it, whatever it was.
+    pub fn run(mut self) -> Ran {
+        let mut child = self
+            .cmd
+            .stdin(match self.input {
+                Some(_) => Stdio::piped(),
+                None => Stdio::null(),
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{:?}: {e}", self.line));
+        let pid = child.id();
+        let out = std::thread::scope(|s| {
+            if let (Some(bytes), Some(mut stdin)) = (self.input.take(), child.stdin.take()) {
+                s.spawn(move || stdin.write_all(&bytes).expect("standard input"));
+            }
+            child.wait_with_output().unwrap()
+        });
+        let text = |b: Vec<u8>, what: &str| {
+            String::from_utf8(b)
+                .unwrap_or_else(|e| panic!("{:?}: {what} not UTF-8: {e}", self.line))
+        };
+        Ran {
+            pid,
+            status: out.status,
+            stdout: text(out.stdout, "standard output"),
+            stderr: text(out.stderr, "standard error"),
+        }
+    }
+
+    /// Runs it; it must succeed: all of the run.
+    pub fn succeeds(self) -> Ran {
+        let line = self.line.clone();
+        let ran = self.run();
+        assert!(
+            ran.status.success(),
+            "{line:?}: {}: {}",
+            ran.status,
+            ran.stderr
+        );
+        ran
+    }
+
+    /// Runs it; it must succeed: its standard output.
+    pub fn ok(self) -> String {
+        self.succeeds().stdout
+    }
+
+    /// Runs it; it must fail with exit status 1 and say why in one line on standard error,
+    /// not a panic: that line.
+    pub fn fails(self) -> String {
+        let line = self.line.clone();
+        let ran = self.run();
+        let err = ran.stderr;
+        assert_eq!(
+            ran.status.code(),
+            Some(1),
+            "{line:?}: not a clean failure: {err}"
+        );
+        assert!(!err.contains("panicked"), "{line:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{line:?}: {err:?}");
+        err
+    }
+}

@@ -1,0 +1,15 @@
+//! The `ttrace-reader` command line, run as a user runs it (this package builds it as the
+//! `ttrace-reader-cli` binary), on devices written by this process and by others: `dump`,
+//! `follow`, `ctl`, `stats`, `demo`, `clear`, `decode`, `report`, `mount`, and what a new
+//! user trips on.
+//!
+//! The `mount` tests need FUSE: they are `#[ignore = "needs FUSE: ..."]`, run with
+//! `-- --include-ignored`.
+
+mod clear;
+mod decode;
+mod first_use;
+mod follow_wait;
+mod mount;
+mod reader_cli;
+mod report;

@@ -1,0 +1,5 @@
+//! Snapshot files, and the replay of every input the fuzzers saved (their corpus and every
+//! crash they found, a snapshot target's among them).
+
+mod fuzz_regressions;
+mod snapshot;
