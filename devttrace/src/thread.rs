@@ -22,7 +22,7 @@ use std::ffi::OsStr;
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 
 /// Bytes of a `stat` file that are read. Field 22 ends well within them: the pid, a command
 /// name of at most 64 bytes with its parentheses, and 20 numbers of at most 20 digits (only
@@ -48,11 +48,15 @@ thread_local! {
 
 static ATFORK: Once = Once::new();
 
+/// What else a forked child must forget: the functions given to [`on_fork`].
+static FORK_HOOKS: [OnceLock<fn()>; 4] = [const { OnceLock::new() }; 4];
+
 /// Makes sure a forked child forgets the ids cached for its parent's thread.
 fn watch_forks() {
     ATFORK.call_once(|| {
-        // SAFETY: `after_fork` only stores to thread-local Cells, which is async-signal-safe
-        // enough for an atfork child handler.
+        // SAFETY: `after_fork` only stores to thread-local Cells and calls the hooks, which
+        // (`on_fork`'s contract) do no more: async-signal-safe enough for an atfork child
+        // handler.
         unsafe { libc::pthread_atfork(None, None, Some(after_fork)) };
     });
 }
@@ -63,6 +67,19 @@ extern "C" fn after_fork() {
         ids.context.set(0);
         ids.lock.set(0);
     });
+    // Set before the fork, by this process: the child sees them as they were.
+    for forget in FORK_HOOKS.iter().filter_map(OnceLock::get) {
+        forget();
+    }
+}
+
+/// Makes a forked child call `forget` too, when it forgets this thread's ids: for a cache
+/// of its own that holds the parent's thread's identity (the writer's named context, say).
+/// `forget` must only store to thread-local cells or atomics. Call it once per cache (at
+/// most four are kept); returns false if there was no room.
+pub fn on_fork(forget: fn()) -> bool {
+    watch_forks();
+    FORK_HOOKS.iter().any(|hook| hook.set(forget).is_ok())
 }
 
 /// The calling thread's context word, `pid << 32 | tid`: the writer every entry and aux

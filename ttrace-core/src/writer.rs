@@ -203,18 +203,23 @@ impl Writer {
     /// [`Writer::emit`].
     #[inline(always)]
     pub fn context(&self) -> u64 {
-        let ctx = devttrace::thread::context();
-        if NAMED.with(Cell::get) == ctx {
+        let ctx = NAMED.with(Cell::get);
+        if ctx != 0 {
             return ctx;
         }
-        self.name_thread(ctx)
+        self.name_thread()
     }
 
-    /// Names the thread whose context is `ctx` (and its process, if this process has not
-    /// named it since it started or forked) before its first event.
+    /// Names the calling thread (and its process, if this process has not named it since it
+    /// started or forked) before its first event; returns its context.
     #[cold]
     #[inline(never)]
-    fn name_thread(&self, ctx: u64) -> u64 {
+    fn name_thread(&self) -> u64 {
+        static FORGET_AFTER_FORK: std::sync::Once = std::sync::Once::new();
+        FORGET_AFTER_FORK.call_once(|| {
+            devttrace::thread::on_fork(|| NAMED.with(|n| n.set(0)));
+        });
+        let ctx = devttrace::thread::context();
         let (pid, tid) = ((ctx >> 32) as u32, ctx as u32);
         // Relaxed: a lost race only records the process name twice.
         if NOTED_PID.swap(pid, Relaxed) != pid {
@@ -239,8 +244,9 @@ impl Writer {
 }
 
 thread_local! {
-    /// The calling thread's context word once it has been named in a device, else 0: a
-    /// thread whose context changed since (a forked child) is named again.
+    /// The calling thread's context word once it has been named in a device, else 0 (also
+    /// in a forked child, whose thread devttrace's fork rule makes forget it: see
+    /// `devttrace::thread::on_fork`).
     static NAMED: Cell<u64> = const { Cell::new(0) };
 }
 

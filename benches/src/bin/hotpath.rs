@@ -66,7 +66,7 @@ fn main() {
     }
     let ctx = 1 << 32 | 1;
     let w5 = ttrace_layouts::entry::TypeWord::new(ttrace_core::Kind::Start, 5, 0).0;
-    b.add("Device::emit, 5 words", iters, move |i| {
+    b.add("Writer::emit, 5 words", iters, move |i| {
         dev.emit(w5, ctx, &[i, i, i, i, i]);
     });
     b.add("empty loop", iters * 4, |i| {

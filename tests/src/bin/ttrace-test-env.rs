@@ -5,7 +5,9 @@
 //! error is one line on stderr and exit status 1.
 //!
 //! Arguments record more, in order: `x=N` records `x_point(n=N)`, `info=TEXT` the message
-//! `TEXT` (`ttrace_core::info`).
+//! `TEXT` (`ttrace_core::info`). `fork` forks: the child names its thread `forked-child`,
+//! records the arguments that follow and exits; the parent waits for it, prints the child's
+//! pid as `child <pid>`, and records nothing more.
 //!
 //! [`device_or_init`]: ttrace_core::device_or_init
 
@@ -24,6 +26,32 @@ fn main() {
     };
     point!(ENV_POINT, 7);
     for arg in std::env::args().skip(1) {
+        if arg == "fork" {
+            // SAFETY: this program has one thread, so the child may do anything the parent
+            // could; it leaves by `exit`.
+            match unsafe { libc::fork() } {
+                -1 => {
+                    eprintln!("ttrace-test-env: fork: {}", std::io::Error::last_os_error());
+                    std::process::exit(1);
+                }
+                0 => {
+                    // SAFETY: PR_SET_NAME reads a NUL-terminated name of at most 16 bytes.
+                    unsafe { libc::prctl(libc::PR_SET_NAME, c"forked-child".as_ptr()) };
+                    continue;
+                }
+                child => {
+                    let mut status = 0;
+                    // SAFETY: `child` is our child; `status` is a valid out-pointer.
+                    unsafe { libc::waitpid(child, &mut status, 0) };
+                    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+                        eprintln!("ttrace-test-env: the forked child failed ({status:#x})");
+                        std::process::exit(1);
+                    }
+                    println!("child {child}");
+                    break;
+                }
+            }
+        }
         match arg.split_once('=') {
             Some(("x", n)) => match n.parse::<u64>() {
                 Ok(n) => point!(X_POINT, n),
@@ -36,7 +64,7 @@ fn main() {
                 ttrace_core::info(text);
             }
             _ => {
-                eprintln!("ttrace-test-env: {arg:?}: expected x=N or info=TEXT");
+                eprintln!("ttrace-test-env: {arg:?}: expected x=N, info=TEXT or fork");
                 std::process::exit(1);
             }
         }

@@ -294,3 +294,41 @@ fn follow_names_every_event_through_compactions() {
     }
     assert!(n >= 10_000, "{n} events followed");
 }
+
+/// A forked child is a new process with a new thread: its events carry its own pid and tid,
+/// under its own thread's name, not those its parent's thread had before the fork (the
+/// writer's cache of the thread's context is forgotten in the child).
+#[test]
+fn a_forked_childs_events_carry_its_own_ids_and_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let out = ttrace_tests::env_writer!(&dir, "x=1", "fork", "x=2").ok();
+    let child: u32 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("child "))
+        .expect("the parent names its child")
+        .parse()
+        .unwrap();
+    let text = reader!("dump", &dir).ok();
+    let who = |point: &str| {
+        let l = text
+            .lines()
+            .find(|l| l.ends_with(point))
+            .unwrap_or_else(|| panic!("no {point} in\n{text}"));
+        let ids = l.split_whitespace().nth(2).expect("pid/tid");
+        let (pid, tid) = ids.split_once('/').expect("pid/tid");
+        let name = &l[l.find(" (").expect("name") + 2..l.find(") ").expect("name")];
+        (
+            pid.parse::<u32>().unwrap(),
+            tid.parse::<u32>().unwrap(),
+            name.to_string(),
+        )
+    };
+    let (ppid, ptid, pname) = who("x_point(n=1)");
+    let (cpid, ctid, cname) = who("x_point(n=2)");
+    assert_eq!((cpid, ctid), (child, child), "the child's own pid and tid");
+    assert_ne!(ppid, cpid);
+    assert_eq!(ptid, ppid, "the parent's main thread");
+    assert_eq!(pname, "ttrace-test-env");
+    assert_eq!(cname, "forked-child");
+}
