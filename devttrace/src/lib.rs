@@ -34,7 +34,7 @@ pub mod error;
 pub mod clock;
 pub mod thread;
 pub mod lock;
-pub mod sigbus;
+mod sigbus;
 pub mod values;
 pub mod meta;
 pub mod config;

@@ -60,7 +60,7 @@ impl ValueTable {
             let mut j = i + 1;
             while j < entries.len() {
                 assert!(
-                    !ttrace_layouts::format::same(entries[i].0, entries[j].0),
+                    !ttrace_layouts::format::same(entries[i].0.as_bytes(), entries[j].0.as_bytes()),
                     "a value table names each value once: a name is repeated"
                 );
                 assert!(

@@ -93,9 +93,8 @@ pub const fn part(s: &str, range: (usize, usize)) -> &[u8] {
     s.as_bytes().split_at(range.1).0.split_at(range.0).1
 }
 
-/// Whether two strings are equal (usable in constants).
-pub const fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
+/// Whether two byte strings are equal (usable in constants).
+pub const fn same(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

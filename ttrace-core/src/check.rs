@@ -31,7 +31,7 @@
 
 use devttrace::meta::Definition;
 use devttrace::values::ValueTable;
-use ttrace_layouts::format::{next_placeholder, part, table_fits, Letter};
+use ttrace_layouts::format::{next_placeholder, part, same, table_fits, Letter};
 use ttrace_layouts::meta::ArgType;
 
 /// What a spec is, for a tracepoint that lists some value tables.
@@ -57,26 +57,12 @@ const fn spec_kind(spec: &[u8], tables: &[&ValueTable]) -> SpecKind {
     }
     let mut t = 0;
     while t < tables.len() {
-        if same_bytes(spec, tables[t].name.as_bytes()) {
+        if same(spec, tables[t].name.as_bytes()) {
             return SpecKind::Table;
         }
         t += 1;
     }
     SpecKind::Unknown
-}
-
-const fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
 }
 
 /// Whether a spec can show an argument of type `ty`.
@@ -208,7 +194,7 @@ pub const fn check_format(name: &str, format: &str, tables: &[&ValueTable]) {
 const fn uses(format: &str, table: &str) -> bool {
     let mut from = 0;
     while let Ok(Some(p)) = next_placeholder(format, from) {
-        if same_bytes(part(format, p.spec), table.as_bytes()) {
+        if same(part(format, p.spec), table.as_bytes()) {
             return true;
         }
         from = p.whole.1;
