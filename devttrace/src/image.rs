@@ -1,9 +1,9 @@
 //! A device saved to one file (a snapshot), and read back as a device whose writers
 //! stopped.
 //!
-//! [`save`] copies each part with its reader protocol into memory, as the device file lays
+//! `save` copies each part with its reader protocol into memory, as the device file lays
 //! it out, and writes the runs of 64-byte blocks that are not all zero as *extents* (format
-//! 3, `ttrace_layouts::snapshot`); [`open`] places the extents in a zeroed anonymous mapping
+//! 3, `ttrace_layouts::snapshot`); `open` places the extents in a zeroed anonymous mapping
 //! the size of the image and checks every one, so a reader reads the image as it reads a
 //! device. Format 2 files, which are the image, are mapped as they are. Why extents of the
 //! image, and what the copy guarantees: `docs/DESIGN.md`, *Snapshots and exports*.
