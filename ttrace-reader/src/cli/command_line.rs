@@ -280,7 +280,14 @@ fn run(cli: Cli) -> Result<(), Error> {
 
 /// Runs the command line of the process; errors are one line on stderr and exit status 1.
 pub fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    main_with(std::env::args_os())
+}
+
+/// Runs `args` (the program's name first) as the command line; errors are one line on
+/// stderr and exit status 1. What another program that embeds the reader calls (the
+/// `memory` benchmark runs each command in a fresh process of its own).
+pub fn main_with<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> ExitCode {
+    match run(Cli::parse_from(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ttrace-reader: {e}");

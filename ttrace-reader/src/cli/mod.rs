@@ -18,4 +18,4 @@ mod mount;
 mod demo;
 mod command_line;
 
-pub use command_line::main;
+pub use command_line::{main, main_with};

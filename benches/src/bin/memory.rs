@@ -1,0 +1,244 @@
+//! What reading a full device costs in memory: a device of `--cpus` restartable rings of
+//! `--slots` slots (default 16 x 1,048,576), every ring full of a mix of 5-word events,
+//! 12-word events (a continuation each), events with a string and messages, every aux buffer
+//! (`--aux` bytes, default 16 MiB) full; then each reader command, run as a fresh process,
+//! with its peak resident memory (`ru_maxrss`) and its time, next to the bytes the device
+//! holds.
+//!
+//! `cargo run --release -p ttrace-benches --bin memory [-- --cpus N --slots N --aux BYTES]`
+//! (the device is made in `/dev/shm` where there is one; it takes the rings and aux of
+//! every CPU, about 1.3 GB at the default size).
+
+use devttrace::{Config, Definition, Device, Kind};
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::{Command, ExitCode};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+use ttrace_layouts::aux::{aux_ref, AuxPath, AuxTag};
+use ttrace_layouts::entry::TypeWord;
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    // `memory --reader ARGS...`: one reader command, in this fresh process.
+    if args.get(1).is_some_and(|a| a == "--reader") {
+        let mut cli = vec![OsString::from("ttrace-reader")];
+        cli.extend(args[2..].iter().cloned());
+        return ttrace_reader::cli::main_with(cli);
+    }
+    let number = |name: &str, default: u64| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map(|v| {
+                let v = v.to_string_lossy();
+                let (digits, shift) = match v.strip_suffix(['m', 'M']) {
+                    Some(d) => (d.to_string(), 20),
+                    None => (v.to_string(), 0),
+                };
+                digits.parse::<u64>().expect("a number") << shift
+            })
+            .unwrap_or(default)
+    };
+    let cpus = number("--cpus", 16) as u32;
+    let slots = number("--slots", 1 << 20);
+    let aux = number("--aux", 16 << 20);
+    // `--keep DIR`: the device is made there and left (for trying the reader on it).
+    let keep = args
+        .iter()
+        .position(|a| a == "--keep")
+        .and_then(|i| args.get(i + 1))
+        .map(std::path::PathBuf::from);
+    let base = Path::new("/dev/shm");
+    let tmp = if base.is_dir() {
+        tempfile::tempdir_in(base)
+    } else {
+        tempfile::tempdir()
+    }
+    .expect("a temporary directory");
+    let dir = keep.clone().unwrap_or_else(|| tmp.path().join("dev"));
+    let started = Instant::now();
+    let in_use = fill(&dir, cpus, slots, aux);
+    println!(
+        "device: {cpus} cpus x {slots} slots, aux {} MiB per ring; rings in use {:.1} MiB, aux in use {:.1} MiB, together {:.1} MiB (filled in {:.1} s)",
+        aux >> 20,
+        in_use.0 as f64 / (1 << 20) as f64,
+        in_use.1 as f64 / (1 << 20) as f64,
+        (in_use.0 + in_use.1) as f64 / (1 << 20) as f64,
+        started.elapsed().as_secs_f64()
+    );
+    let out = tempfile::tempdir().expect("an output directory");
+    let o = |name: &str| out.path().join(name).to_string_lossy().into_owned();
+    let d = dir.to_string_lossy().into_owned();
+    let commands: Vec<(&str, Vec<String>)> = vec![
+        ("stats", vec!["stats".into(), d.clone()]),
+        ("dump", vec!["dump".into(), d.clone()]),
+        ("report", vec!["report".into(), d.clone()]),
+        (
+            "export chrome",
+            vec![
+                "export".into(),
+                d.clone(),
+                "--format".into(),
+                "chrome".into(),
+                "-o".into(),
+                "/dev/null".into(),
+            ],
+        ),
+        (
+            "export ctf",
+            vec![
+                "export".into(),
+                d.clone(),
+                "--format".into(),
+                "ctf".into(),
+                "-o".into(),
+                o("ctf"),
+            ],
+        ),
+        (
+            "export uftrace",
+            vec![
+                "export".into(),
+                d.clone(),
+                "--format".into(),
+                "uftrace".into(),
+                "-o".into(),
+                o("uftrace"),
+            ],
+        ),
+        (
+            "snapshot",
+            vec!["snapshot".into(), d.clone(), "-o".into(), o("s.ttrace")],
+        ),
+    ];
+    let exe = std::env::current_exe().expect("this program's path");
+    let total = (in_use.0 + in_use.1) as f64;
+    println!(
+        "{:<16} {:>10} {:>10} {:>8}",
+        "command", "peak RSS", "x in use", "seconds"
+    );
+    for (name, args) in commands {
+        let started = Instant::now();
+        let mut child = Command::new(&exe)
+            .arg("--reader")
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("the reader");
+        let (status, rss) = wait_rss(child.id());
+        let _ = child.try_wait();
+        let secs = started.elapsed().as_secs_f64();
+        if status != 0 {
+            println!("{name:<16} failed (status {status:#x})");
+            continue;
+        }
+        println!(
+            "{name:<16} {:>7.1} MB {:>9.2}x {secs:>8.2}",
+            rss as f64 / 1e6,
+            rss as f64 / total,
+        );
+        let _ = std::fs::remove_dir_all(out.path().join("ctf"));
+        let _ = std::fs::remove_dir_all(out.path().join("uftrace"));
+        let _ = std::fs::remove_file(out.path().join("s.ttrace"));
+    }
+    ExitCode::SUCCESS
+}
+
+/// Waits for the child `pid`: its wait status and its peak resident memory in bytes.
+fn wait_rss(pid: u32) -> (i32, u64) {
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it and `status` for our child.
+    let mut usage: libc::rusage = unsafe { core::mem::zeroed() };
+    // SAFETY: `pid` is our child; both pointers are valid for writes.
+    let rc = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
+    assert_eq!(rc, pid as i32, "wait4: {}", std::io::Error::last_os_error());
+    (status, usage.ru_maxrss as u64 * 1024)
+}
+
+/// Makes the device at `dir` and fills every restartable ring and its aux buffer; returns
+/// the bytes of the rings and of the aux records in use.
+fn fill(dir: &Path, cpus: u32, slots: u64, aux: u64) -> (u64, u64) {
+    let dev = Device::open(&Config {
+        cpus: Some(cpus),
+        ring_slots: slots,
+        aux_bytes: aux,
+        ..Config::at(dir)
+    })
+    .expect("the device");
+    let define = |name, format| {
+        dev.register_tracepoint(&Definition::untyped(name, Kind::Start, 1, format))
+            .expect("a tracepoint")
+            .1
+    };
+    let request = define(
+        "request",
+        "id={id} size={size} flags={flags:x} delta={delta:d} user={user}",
+    );
+    let wide = define(
+        "wide",
+        "a={a} b={b} c={c} d={d} e={e} f={f} g={g} h={h} i={i} j={j} k={k:x} l={l}",
+    );
+    let open = define("open", "path={path:s} fd={fd}");
+    let map = dev.mapping();
+    let (pid, tid) = (std::process::id(), 1);
+    dev.note_process(pid, "memory").expect("a process name");
+    let mut in_use = (0, 0);
+    for r in 0..cpus as usize {
+        dev.note_thread(pid, tid + r as u32, &format!("worker-{r}"))
+            .expect("a thread name");
+        let ctx = (pid as u64) << 32 | (tid as u64 + r as u64);
+        let ring = map.ring(r);
+        let last = &map.ring_header(r).last_stamp;
+        let buffer = map.aux(r);
+        let start = map.now();
+        let mut i = 0u64;
+        while ring.head.load(Relaxed) + 2 <= slots {
+            let t = start + i * 20;
+            let tw = |w: u64| TypeWord(w).with_cpu(r as u32).0;
+            match i % 8 {
+                0 => {
+                    let a: [u64; 12] = core::array::from_fn(|k| i + k as u64);
+                    let mut parent = [0u64; 7];
+                    parent[0] = tw(wide);
+                    parent[1] = ctx;
+                    parent[2..].copy_from_slice(&a[..5]);
+                    let cont: [u64; 7] = a[5..].try_into().expect("seven words");
+                    ring.write_restartable(last, t, &parent, Some(&cont), usize::MAX);
+                }
+                1 | 2 => {
+                    let text = format!("/srv/data/{r}/{i:016x}/part-{:08}.bin", i * 7);
+                    let path = AuxPath::new(AuxTag::String, r as u32, text.len() as u64, false);
+                    let at = buffer
+                        .write_restartable(path, 0, ctx, text.as_bytes(), usize::MAX)
+                        .expect("an aux record");
+                    let words = [tw(open), ctx, aux_ref(r, at), i, 0, 0, 0];
+                    ring.write_restartable(last, t, &words, None, usize::MAX);
+                }
+                5 if i % 64 == 5 => {
+                    let text = format!("checkpoint {i} of ring {r}");
+                    let path = AuxPath::new(AuxTag::Info, r as u32, text.len() as u64, false);
+                    buffer.write_restartable(path, t, ctx, text.as_bytes(), usize::MAX);
+                    let words = [tw(request), ctx, i, i * 3, i ^ 0xff, 7, 8];
+                    ring.write_restartable(last, t, &words, None, usize::MAX);
+                }
+                _ => {
+                    let words = [
+                        tw(request),
+                        ctx,
+                        i,
+                        i * 3,
+                        i ^ 0xff,
+                        (i as i64 - 500) as u64,
+                        7,
+                    ];
+                    ring.write_restartable(last, t, &words, None, usize::MAX);
+                }
+            }
+            i += 1;
+        }
+        in_use.0 += ring.head.load(Relaxed).min(slots) * 64;
+        in_use.1 += buffer.last.load(Relaxed) - buffer.first.load(Relaxed);
+    }
+    in_use
+}
