@@ -22,6 +22,7 @@ use crate::sync::{AtomicWord, Ordering::*};
 use core::sync::atomic::AtomicU64;
 use crossbeam_utils::Backoff;
 use ttrace_layouts::aux::{aux_ref_parts, full_offset, AuxPath, AUX_HEADER_BYTES};
+use zerocopy::IntoBytes;
 
 /// Tries before an aux write blocked by a record still being written is dropped.
 const BLOCKED_TRIES: u32 = 64;
@@ -267,7 +268,7 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
 /// let path = AuxPath::new(AuxTag::Info, 0, 5, false);
 /// let at = aux.reserve(path, 7, 1, || lock.lock().ok(), |_| true, || {});
 /// aux.commit(at.unwrap(), path, 1000, b"hello");
-/// assert_eq!(aux.snapshot().unwrap().records[0].bytes, b"hello");
+/// assert_eq!(aux.snapshot().unwrap().records().next().unwrap().bytes, b"hello");
 /// ```
 pub struct HeapAux<W> {
     /// Offset of the oldest record.
@@ -357,15 +358,15 @@ impl AuxSnapshots {
     /// The record an argument word refers to ([`aux_ref`](ttrace_layouts::aux::aux_ref)), if
     /// the snapshot holds it.
     #[inline]
-    pub fn get(&self, word: u64) -> Option<&AuxRecord> {
+    pub fn get(&self, word: u64) -> Option<AuxRecord<'_>> {
         let (buffer, low) = aux_ref_parts(word)?;
         let b = self.buffers.get(buffer)?;
         b.get(full_offset(low, b.last))
     }
 
     /// Every record of every buffer (by buffer, then oldest first).
-    pub fn records(&self) -> impl Iterator<Item = &AuxRecord> + '_ {
-        self.buffers.iter().flat_map(|b| b.records.iter())
+    pub fn records(&self) -> impl Iterator<Item = AuxRecord<'_>> + '_ {
+        self.buffers.iter().flat_map(AuxSnapshot::records)
     }
 
     /// Records still being written when copied, in all buffers.
@@ -384,9 +385,9 @@ impl AuxSnapshots {
     }
 }
 
-/// One complete aux record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AuxRecord {
+/// One complete aux record, as a snapshot holds it (its payload borrowed from the copy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuxRecord<'a> {
     /// The buffer (ring) it is in.
     pub buffer: u32,
     /// Its offset in that buffer.
@@ -402,33 +403,100 @@ pub struct AuxRecord {
     /// Whether the payload was truncated.
     pub truncated: bool,
     /// The payload.
-    pub bytes: Vec<u8>,
+    pub bytes: &'a [u8],
 }
 
-/// A snapshot of one aux buffer.
+/// Where a complete record lies in a snapshot's copy: 16 bytes per record, whatever its
+/// length (the payload stays in the copy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Located {
+    /// Its offset in the buffer.
+    offset: u64,
+    /// The payload's length.
+    len: u16,
+    /// Raw tag.
+    tag: u16,
+    /// CPU of the writer (the path holds 16 bits of it).
+    cpu: u16,
+    /// Whether the payload was truncated.
+    truncated: bool,
+}
+
+/// A snapshot of one aux buffer: its copy, and where each complete record is in it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AuxSnapshot {
     /// Offset of the oldest record that was intact after the copy.
     pub first: u64,
     /// Offset one past the newest record.
     pub last: u64,
-    /// Complete records, oldest first.
-    pub records: Vec<AuxRecord>,
     /// Records still being written when copied.
     pub incomplete: u64,
     /// Offset of the first of them.
     pub first_incomplete: Option<u64>,
     /// Whether a malformed header ended the walk early.
     pub corrupt: bool,
+    /// The buffer (ring) it is of.
+    pub buffer: u32,
+    /// The words copied, from offset `base` on.
+    words: Vec<u64>,
+    base: u64,
+    /// The complete records, oldest first.
+    located: Vec<Located>,
 }
 
 impl AuxSnapshot {
+    /// The complete records, oldest first.
+    pub fn records(&self) -> impl Iterator<Item = AuxRecord<'_>> + '_ {
+        self.located.iter().map(|r| self.record(r))
+    }
+
+    /// How many complete records it holds.
+    pub fn len(&self) -> usize {
+        self.located.len()
+    }
+
+    /// Whether it holds no complete record.
+    pub fn is_empty(&self) -> bool {
+        self.located.is_empty()
+    }
+
     /// The record at `offset`, if the snapshot holds it.
-    pub fn get(&self, offset: u64) -> Option<&AuxRecord> {
-        self.records
+    pub fn get(&self, offset: u64) -> Option<AuxRecord<'_>> {
+        self.located
             .binary_search_by_key(&offset, |r| r.offset)
             .ok()
-            .map(|i| &self.records[i])
+            .map(|i| self.record(&self.located[i]))
+    }
+
+    /// Keeps only the records for which `keep` is true.
+    pub fn retain(&mut self, mut keep: impl FnMut(&AuxRecord<'_>) -> bool) {
+        let located = core::mem::take(&mut self.located);
+        let this = &*self;
+        let kept = located
+            .into_iter()
+            .filter(|r| keep(&this.record(r)))
+            .collect();
+        self.located = kept;
+    }
+
+    fn word(&self, offset: u64) -> u64 {
+        let at = (offset.wrapping_sub(self.base) / 8) as usize;
+        self.words.get(at).copied().unwrap_or(0)
+    }
+
+    fn record(&self, r: &Located) -> AuxRecord<'_> {
+        let start = ((r.offset - self.base) / 8) as usize + 3;
+        let words = &self.words[start..start + (r.len as usize).div_ceil(8)];
+        AuxRecord {
+            buffer: self.buffer,
+            offset: r.offset,
+            tag: r.tag,
+            cpu: r.cpu as u32,
+            timestamp: self.word(r.offset + 8),
+            ctx: self.word(r.offset + 16),
+            truncated: r.truncated,
+            bytes: &words.as_bytes()[..r.len as usize],
+        }
     }
 }
 
@@ -463,7 +531,7 @@ impl AuxCopy {
 
 /// The reader half of the aux protocol over any atomic word type.
 pub fn snapshot<W: AtomicWord>(first: &W, last: &W, words: &[W]) -> Result<AuxSnapshot, AuxError> {
-    copy(first, last, words).map(|c| parse(&c.words, c.base, c.first, c.last))
+    copy(first, last, words).map(|c| parse(c.words, c.base, c.first, c.last))
 }
 
 /// The copy [`snapshot`] parses.
@@ -506,20 +574,23 @@ pub fn copy<W: AtomicWord>(first: &W, last: &W, words: &[W]) -> Result<AuxCopy, 
     Err(bad.unwrap_or(AuxError::Busy))
 }
 
-/// Parses records in `[from, to)` of a copy of the buffer that starts at offset `base`.
-/// Every length is checked against the copy; a malformed header ends the walk.
-pub fn parse(copy: &[u64], base: u64, from: u64, to: u64) -> AuxSnapshot {
+/// Parses records in `[from, to)` of a copy of the buffer that starts at offset `base`,
+/// keeping the copy. Every length is checked against the copy; a malformed header ends the
+/// walk.
+pub fn parse(copy: Vec<u64>, base: u64, from: u64, to: u64) -> AuxSnapshot {
     let mut snap = AuxSnapshot {
         first: from,
         last: to,
+        base,
         ..AuxSnapshot::default()
     };
-    let word = |off: u64| copy.get((off.wrapping_sub(base) / 8) as usize).copied();
-    let mut off = from;
     if from < base || from % 8 != 0 {
         snap.corrupt = from < to;
+        snap.words = copy;
         return snap;
     }
+    let word = |off: u64| copy.get((off.wrapping_sub(base) / 8) as usize).copied();
+    let mut off = from;
     while off < to {
         let Some(path) = word(off).map(AuxPath) else {
             break;
@@ -532,28 +603,20 @@ pub fn parse(copy: &[u64], base: u64, from: u64, to: u64) -> AuxSnapshot {
         if path.is_invalid() {
             snap.incomplete += 1;
             snap.first_incomplete.get_or_insert(off);
+        } else if copy.len() < ((off + rec - base) / 8) as usize {
+            snap.corrupt = true;
+            break;
         } else {
-            let start = ((off - base) / 8 + 3) as usize;
-            let Some(payload_words) =
-                copy.get(start..start + (rec as usize - AUX_HEADER_BYTES as usize) / 8)
-            else {
-                snap.corrupt = true;
-                break;
-            };
-            let mut bytes: Vec<u8> = payload_words.iter().flat_map(|w| w.to_ne_bytes()).collect();
-            bytes.truncate(path.len() as usize);
-            snap.records.push(AuxRecord {
-                buffer: 0,
+            snap.located.push(Located {
                 offset: off,
+                len: path.len() as u16,
                 tag: path.raw_tag(),
-                cpu: path.cpu(),
-                timestamp: word(off + 8).unwrap_or(0),
-                ctx: word(off + 16).unwrap_or(0),
+                cpu: path.cpu() as u16,
                 truncated: path.is_truncated(),
-                bytes,
             });
         }
         off += rec;
     }
+    snap.words = copy;
     snap
 }

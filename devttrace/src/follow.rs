@@ -223,15 +223,12 @@ impl<'d> Follower<'d> {
             }
             match core.aux(b).snapshot() {
                 Ok(mut buffer) => {
-                    buffer
-                        .records
-                        .iter_mut()
-                        .for_each(|rec| rec.buffer = b as u32);
+                    buffer.buffer = b as u32;
                     if self.aux.buffers.len() <= b {
                         self.aux.buffers.resize(rings, Default::default());
                     }
                     let from = self.messages_from[b];
-                    for rec in buffer.records.iter().filter(|r| r.offset >= from) {
+                    for rec in buffer.records().filter(|r| r.offset >= from) {
                         if rec.tag == AuxTag::Info as u16 {
                             self.held_messages
                                 .push((rec.timestamp, b as u32, rec.offset));

@@ -360,7 +360,7 @@ fn from_image(
     };
     let mut m = Mapping::assemble(path, header, &dh, parts)?;
     let watches = watch.map(|w| (path.to_path_buf(), w)).into_iter().collect();
-    m.keep(vec![map], watches);
+    m.keep_image(vec![map], watches);
     m.check_files()?;
     Ok(m)
 }

@@ -55,6 +55,11 @@ pub struct Mapping {
     clock: ClockSource,
     ring_mask: u64,
     num_cpus: u32,
+    /// Whether this process may drop the pages of the mappings it has read (files mapped
+    /// read-only: the data stays in the page cache, and reading it again maps it again).
+    releasable: bool,
+    /// Whether the parts are a snapshot file's image rather than a device's files.
+    image: bool,
     /// A read-only device's mappings, watched for their files shrinking, with the files'
     /// paths. Declared before `maps`: the watches end before the mappings do.
     watches: Vec<(PathBuf, crate::sigbus::Watch)>,
@@ -99,6 +104,7 @@ impl Mapping {
         };
         let mut m = Mapping::assemble(dir, header_ptr, &header, parts)?;
         (m.watches, m.maps) = (maps.watches, maps.maps);
+        m.releasable = access == Access::ReadOnly;
         m.check_files()?;
         Ok(m)
     }
@@ -106,7 +112,7 @@ impl Mapping {
     /// The mapping of the parts named by a checked header `h` (at `header`): `part(name,
     /// len)` returns where the part `name` (`cpu0`, `aux`, `meta`) of `len` bytes is mapped,
     /// and the path to name in errors about it. The caller then gives it the mappings
-    /// ([`Mapping::keep`]) and checks the rings' headers ([`Mapping::check_files`]).
+    /// ([`Mapping::keep_image`], for a snapshot file) and checks the rings' headers ([`Mapping::check_files`]).
     pub(crate) fn assemble(
         dir: &Path,
         header: NonNull<DeviceHeader>,
@@ -177,18 +183,20 @@ impl Mapping {
             clock: ClockSource::from_raw(h.clock).unwrap_or(ClockSource::MonotonicNs),
             ring_mask: h.ring_slots - 1,
             num_cpus: h.num_cpus,
+            releasable: false,
+            image: false,
             watches: Vec::new(),
             maps: Vec::new(),
         })
     }
 
-    /// Gives the mapping the memory its parts lie in, and the watches on it.
-    pub(crate) fn keep(
+    /// Gives the mapping the image of a snapshot file its parts lie in, and the watch on it.
+    pub(crate) fn keep_image(
         &mut self,
         maps: Vec<MmapMut>,
         watches: Vec<(PathBuf, crate::sigbus::Watch)>,
     ) {
-        (self.maps, self.watches) = (maps, watches);
+        (self.maps, self.watches, self.image) = (maps, watches, true);
     }
 
     /// Checks each ring's own header against the device header: a file swapped for another
@@ -317,6 +325,47 @@ impl Mapping {
     pub fn names(&self) -> Names<'_> {
         // SAFETY: as in `view`.
         Names::new(self.header(), unsafe { self.names.as_ref() })
+    }
+
+    /// Whether the parts are a snapshot file's image (which no writer changes), rather than a
+    /// device's files.
+    pub fn is_image(&self) -> bool {
+        self.image
+    }
+
+    /// Lets the kernel drop this process's pages of slots `range` of ring `index`, which
+    /// the caller has copied and will not read again soon, where the device's files are
+    /// mapped read-only (elsewhere nothing is done): a reader that copied a ring does not
+    /// keep it twice in memory. Reading the slots again maps them again.
+    pub fn release_slots(&self, index: usize, range: core::ops::Range<usize>) {
+        let slots = self.ring(index).slots;
+        if let Some(part) = slots.get(range) {
+            self.release(part.as_ptr().cast(), core::mem::size_of_val(part));
+        }
+    }
+
+    /// [`Mapping::release_slots`] for the aux buffer of ring `index`.
+    pub fn release_aux(&self, index: usize) {
+        let words = self.aux(index).words;
+        self.release(words.as_ptr().cast(), core::mem::size_of_val(words));
+    }
+
+    fn release(&self, start: *const u8, len: usize) {
+        if !self.releasable || len == 0 {
+            return;
+        }
+        // SAFETY: sysconf has no memory effects.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        // Whole pages only: a page shared with what the caller has not copied stays.
+        let from = (start as usize).next_multiple_of(page);
+        let to = (start as usize + len) / page * page;
+        if to > from {
+            // SAFETY: `[from, to)` lies within one of our read-only private file mappings
+            // (a part of it), which nothing writes: MADV_DONTNEED drops this process's page
+            // table entries for it, and a later read maps the file's pages again (or, for a
+            // page beyond a file cut since, faults into the SIGBUS watch as before).
+            unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_DONTNEED) };
+        }
     }
 
     /// The first of a read-only device's files found to have shrunk while mapped: what was

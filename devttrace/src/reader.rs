@@ -136,7 +136,7 @@ impl Reader {
 
     /// Whether this reads a snapshot file (rather than a device directory).
     pub fn is_snapshot(&self) -> bool {
-        !self.map.dir().is_dir()
+        self.map.is_image()
     }
 
     /// The device directory (or snapshot file).
@@ -212,12 +212,10 @@ impl Reader {
         let buffers = (0..self.cpus())
             .map(|r| {
                 let mut b = self.map.aux(r).snapshot()?;
-                for rec in &mut b.records {
-                    rec.buffer = r as u32;
-                }
+                self.map.release_aux(r);
+                b.buffer = r as u32;
                 if cleared_at > 0 {
-                    b.records
-                        .retain(|r| r.timestamp == 0 || r.timestamp > cleared_at);
+                    b.retain(|r| r.timestamp == 0 || r.timestamp > cleared_at);
                 }
                 Ok(b)
             })

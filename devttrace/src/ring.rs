@@ -345,6 +345,9 @@ impl<'a, S: SlotWords> Ring<'a, S> {
         if first == Stamp::EMPTY {
             return SlotRead::Empty;
         }
+        if first == Stamp::CHANGED {
+            return SlotRead::Changed;
+        }
         if first.is_claimed() {
             return SlotRead::Claimed(first);
         }

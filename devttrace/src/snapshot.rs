@@ -35,7 +35,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// The free-form messages of this snapshot, in the order they were written.
-    pub fn messages(&self) -> impl Iterator<Item = &AuxRecord> + '_ {
+    pub fn messages(&self) -> impl Iterator<Item = AuxRecord<'_>> + '_ {
         self.aux.records().filter(move |r| {
             r.tag == AuxTag::Info as u16
                 && self

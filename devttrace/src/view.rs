@@ -1,21 +1,24 @@
-//! A device read in two passes: an index now, the events when they are used.
+//! A device read for formatting: every ring copied fast at one cut, then indexed.
 
 use crate::aux::AuxSnapshots;
+use crate::copy::RingCopy;
 use crate::error::Result;
 use crate::event::{Event, Mark, RingIndex};
 use crate::meta::Metadata;
 use crate::reader::Reader;
 use crate::status::Status;
 use crate::version::Version;
-use std::cell::Cell;
 
-/// Like a [`crate::Snapshot`], but each ring is an index (where each complete event is, in
-/// time order) and an event is copied from the ring only when asked for, with the same
-/// stamp check. It needs 16 bytes per event instead of 128: what a reader that formats a
-/// whole device once (`dump`) wants.
+/// A whole device read once, to be formatted at leisure: what `dump`, `report` and the
+/// exports read.
 ///
-/// An event overwritten between the index and its copy is not returned, and its slots are
-/// counted in [`View::vanished`]; nothing else differs from a snapshot.
+/// Each ring of a live device is copied first ([`RingCopy`]: one read of each slot in use,
+/// with the stamp check, oldest first, the mapping's pages let go as the copy goes), then
+/// indexed: where each complete event is, in time order. Formatting reads the events from
+/// the copies, so none of them can be overwritten in between however busy the writers are,
+/// and the ring's bytes are in this process once. A snapshot file's image is read in place
+/// (nothing changes it). The aux buffers are copied after the rings, and the metadata after
+/// them, so every string and tracepoint an entry refers to was written before its copy.
 pub struct View<'d> {
     dev: &'d Reader,
     /// The header.
@@ -32,16 +35,29 @@ pub struct View<'d> {
     pub aux: AuxSnapshots,
     /// Why the aux buffer could not be copied, if it could not (strings then show as lost).
     pub aux_error: Option<String>,
-    vanished: Vec<Cell<u64>>,
+    /// Each ring's copy (none for a snapshot file's image, read in place).
+    copies: Vec<Option<RingCopy>>,
 }
 
 impl<'d> View<'d> {
-    /// Every ring of `dev` indexed (keeping only the events stamped after `timestamp`),
-    /// then the aux buffers and the metadata copied.
+    /// Every ring of `dev` copied and indexed (keeping only the events stamped after
+    /// `timestamp`), then the aux buffers and the metadata copied.
     pub fn of(dev: &'d Reader, timestamp: u64) -> Result<View<'d>> {
-        let cpus = (0..dev.cpus())
-            .map(|n| Ok(dev.ring(n)?.index_cleared(timestamp, dev.cleared(n))))
-            .collect::<Result<Vec<_>>>()?;
+        let map = dev.mapping();
+        let mut copies = Vec::with_capacity(dev.cpus());
+        let mut cpus = Vec::with_capacity(dev.cpus());
+        for n in 0..dev.cpus() {
+            let ring = dev.ring(n)?;
+            let cleared = dev.cleared(n);
+            if map.is_image() {
+                cpus.push(ring.index_cleared(timestamp, cleared));
+                copies.push(None);
+            } else {
+                let copy = RingCopy::of(&ring, |slots| map.release_slots(n, slots));
+                cpus.push(copy.index(timestamp, cleared));
+                copies.push(Some(copy));
+            }
+        }
         let (aux, aux_error) = dev.aux_or_empty();
         dev.check_intact()?;
         let meta = dev.metadata();
@@ -51,10 +67,10 @@ impl<'d> View<'d> {
             status: dev.status(),
             enabled: dev.enabled_all(&meta),
             meta,
-            vanished: cpus.iter().map(|_| Cell::new(0)).collect(),
             cpus,
             aux,
             aux_error,
+            copies,
         })
     }
 
@@ -63,19 +79,13 @@ impl<'d> View<'d> {
         self.dev
     }
 
-    /// The event at `mark` of ring `cpu`, if the ring still holds it.
+    /// The event at `mark` of ring `cpu` (a mark of [`View::cpus`]).
     #[inline]
     pub fn event(&self, cpu: usize, mark: Mark) -> Option<Event> {
-        let e = self.dev.mapping().ring(cpu).event(mark);
-        // Slots lost since the index: the whole event, or its continuation.
-        let gone = match &e {
-            None => 1 + mark.continued as u64,
-            Some(e) => (mark.continued && e.continuation_lost) as u64,
-        };
-        if gone > 0 {
-            self.vanished[cpu].set(self.vanished[cpu].get() + gone);
+        match &self.copies[cpu] {
+            Some(copy) => copy.event(mark),
+            None => self.dev.mapping().ring(cpu).event(mark),
         }
-        e
     }
 
     /// The events of ring `cpu`, oldest first.
@@ -84,11 +94,5 @@ impl<'d> View<'d> {
             .events
             .iter()
             .filter_map(move |&m| self.event(cpu, m))
-    }
-
-    /// Slots of ring `cpu` indexed but overwritten before they were copied (an event with a
-    /// continuation takes two).
-    pub fn vanished(&self, cpu: usize) -> u64 {
-        self.vanished[cpu].get()
     }
 }

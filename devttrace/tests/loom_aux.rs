@@ -16,11 +16,14 @@
 //! overtakes a record still invalid, even a dead writer's.
 #![cfg(loom)]
 
-use devttrace::aux::{AuxRecord, AuxSnapshot, HeapAux};
+mod support;
+
+use devttrace::aux::{AuxSnapshot, HeapAux};
 use loom::sync::atomic::AtomicU64;
 use loom::sync::atomic::Ordering::{Relaxed, SeqCst};
 use loom::sync::{Arc, Mutex};
 use std::sync::atomic::AtomicUsize;
+use support::{records, Rec};
 use ttrace_layouts::aux::{AuxPath, AuxTag};
 
 /// Words of the buffer: 64 bytes, two or three records.
@@ -66,7 +69,7 @@ impl Mem {
     }
 
     /// Writes `w` whole; returns the record a reader must find, or `None` if it was dropped.
-    fn write(&self, w: &Write, alive: impl Fn(u64) -> bool) -> Option<AuxRecord> {
+    fn write(&self, w: &Write, alive: impl Fn(u64) -> bool) -> Option<Rec> {
         let start = self.reserve(w, alive)?;
         // Not overtaken while being written: `first` only grows, so had another writer
         // passed this record since the reservation, it would be past `start` now.
@@ -114,8 +117,8 @@ impl Write {
         (self.ctx >> 32) as u32
     }
 
-    fn record(&self, offset: u64) -> AuxRecord {
-        AuxRecord {
+    fn record(&self, offset: u64) -> Rec {
+        Rec {
             buffer: 0,
             offset,
             tag: AuxTag::Info as u16,
@@ -145,7 +148,7 @@ fn spawn_writer(
     m: &Arc<Mem>,
     writes: Vec<Write>,
     alive: fn(u64) -> bool,
-) -> loom::thread::JoinHandle<Vec<Option<AuxRecord>>> {
+) -> loom::thread::JoinHandle<Vec<Option<Rec>>> {
     let m = m.clone();
     loom::thread::spawn(move || {
         m.start();
@@ -162,8 +165,8 @@ fn spawn_reader(m: &Arc<Mem>) -> loom::thread::JoinHandle<AuxSnapshot> {
 }
 
 /// Every record of `snap` is exactly one of the completed `writes`.
-fn assert_only_writes(snap: &AuxSnapshot, writes: &[AuxRecord]) {
-    for r in &snap.records {
+fn assert_only_writes(snap: &AuxSnapshot, writes: &[Rec]) {
+    for r in &records(snap) {
         assert!(
             writes.contains(r),
             "returned a record that is no completed write: {r:?}\nwrites: {writes:?}"
@@ -171,29 +174,25 @@ fn assert_only_writes(snap: &AuxSnapshot, writes: &[AuxRecord]) {
     }
 }
 
-fn record_bytes(r: &AuxRecord) -> u64 {
-    (24 + r.bytes.len() as u64).div_ceil(8) * 8
-}
-
 /// Quiescent: the records returned are exactly the completed writes `done` at or after
 /// `first`, and the dead writers' records (`dead`: offset and size) there are counted as
 /// incomplete; `last` is where all of them end; the counters count every one of `attempts`.
-fn assert_quiescent(m: &Mem, done: &[AuxRecord], dead: &[(u64, u64)], attempts: u64) {
+fn assert_quiescent(m: &Mem, done: &[Rec], dead: &[(u64, u64)], attempts: u64) {
     let snap = m.snapshot();
     assert!(!snap.corrupt, "{snap:?}");
     let reserved: u64 =
-        done.iter().map(record_bytes).sum::<u64>() + dead.iter().map(|d| d.1).sum::<u64>();
+        done.iter().map(Rec::size).sum::<u64>() + dead.iter().map(|d| d.1).sum::<u64>();
     assert_eq!(snap.last, reserved, "{snap:?}");
     assert!(snap.last - snap.first <= 8 * WORDS as u64, "{snap:?}");
     let incomplete = dead.iter().filter(|d| d.0 >= snap.first).count();
     assert_eq!(snap.incomplete, incomplete as u64, "{snap:?}");
-    let mut kept: Vec<AuxRecord> = done
+    let mut kept: Vec<Rec> = done
         .iter()
         .filter(|r| r.offset >= snap.first)
         .cloned()
         .collect();
     kept.sort_by_key(|r| r.offset);
-    assert_eq!(snap.records, kept, "{snap:?}");
+    assert_eq!(records(&snap), kept, "{snap:?}");
     let h = &m.heap;
     let records = (done.len() + dead.len()) as u64;
     assert_eq!(h.records.load(SeqCst), records);
@@ -218,7 +217,7 @@ fn two_writers_overwrite_each_other_and_older_records_while_a_reader_copies() {
         // record's ident lands on the oldest record's timestamp; the one after passes them
         // both and then the first writer's record.
         let old = [Write::new(9, 0, 8), Write::new(9, 1, 0)];
-        let old: Vec<AuxRecord> = old.iter().map(|w| m.write(w, all_alive).unwrap()).collect();
+        let old: Vec<Rec> = old.iter().map(|w| m.write(w, all_alive).unwrap()).collect();
         let a = spawn_writer(&m, vec![Write::new(1, 0, 8)], all_alive);
         let b = spawn_writer(&m, vec![Write::new(2, 0, 16)], all_alive);
         let snap = spawn_reader(&m).join().unwrap();
@@ -245,7 +244,7 @@ fn a_record_still_being_written_is_never_overtaken() {
             .map(|w| spawn_writer(&m, vec![w.clone()], all_alive))
             .collect();
         let snap = spawn_reader(&m).join().unwrap();
-        let done: Vec<AuxRecord> = threads
+        let done: Vec<Rec> = threads
             .into_iter()
             .flat_map(|t| t.join().unwrap())
             .flatten()
@@ -258,7 +257,7 @@ fn a_record_still_being_written_is_never_overtaken() {
             // The one being written: reserved, and never returned.
             let at = snap.first_incomplete.unwrap();
             assert!(done.iter().any(|r| r.offset == at), "{snap:?}");
-            assert!(snap.records.iter().all(|r| r.offset != at), "{snap:?}");
+            assert!(records(&snap).iter().all(|r| r.offset != at), "{snap:?}");
         }
         assert_only_writes(&snap, &done);
         assert_quiescent(&m, &done, &[], writes.len() as u64);
@@ -303,7 +302,7 @@ fn a_dead_writers_record_is_overtaken() {
             assert!(r.iter().all(Option::is_some), "a write was dropped");
             done.extend(r.into_iter().flatten());
         }
-        assert!(snap.records.iter().all(|r| r.offset != dead), "{snap:?}");
+        assert!(records(&snap).iter().all(|r| r.offset != dead), "{snap:?}");
         assert_only_writes(&snap, &done);
         assert_quiescent(&m, &done, &[(dead, 32)], 4);
     });

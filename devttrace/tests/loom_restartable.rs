@@ -45,12 +45,15 @@
 //! loom_restartable` (about a minute and a half on two cores: model 2 takes most of it).
 #![cfg(loom)]
 
-use devttrace::aux::{AuxRecord, AuxSnapshot, HeapAux};
+mod support;
+
+use devttrace::aux::{AuxSnapshot, HeapAux};
 use devttrace::ring::HeapRing;
 use devttrace::RingSnapshot;
 use loom::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use loom::sync::atomic::{fence, AtomicU64};
 use loom::sync::Arc;
+use support::{records, Rec};
 use ttrace_layouts::aux::{AuxPath, AuxTag};
 use ttrace_layouts::entry::{Kind, Stamp, TypeWord, SLOT_WORDS};
 
@@ -894,8 +897,8 @@ impl AuxWrite {
     }
 
     /// The record a reader must find for it at `offset`.
-    fn record(self, offset: u64) -> AuxRecord {
-        AuxRecord {
+    fn record(self, offset: u64) -> Rec {
+        Rec {
             buffer: 0,
             offset,
             tag: AuxTag::Info as u16,
@@ -918,7 +921,7 @@ impl AuxMem {
 
     /// Write `w` stopped after `steps` stores; the record a reader must find, if it was
     /// committed.
-    fn write(&self, bug: AuxBug, w: AuxWrite, steps: usize) -> Option<AuxRecord> {
+    fn write(&self, bug: AuxBug, w: AuxWrite, steps: usize) -> Option<Rec> {
         let (path, ts, bytes) = (w.path(), 1000 + w.seq, w.bytes());
         let at = match bug {
             AuxBug::Library => self
@@ -941,22 +944,18 @@ const AUX_SUCCESSOR: AuxWrite = AuxWrite { seq: 3, len: 8 };
 /// Stores of [`AUX_ABORTED`]'s write: `first`, the 3 header words, 2 payload words, `last`.
 const AUX_STORES: usize = 1 + 3 + 2 + 1;
 
-/// Bytes a record of `r`'s takes.
-fn record_bytes(r: &AuxRecord) -> u64 {
-    (24 + r.bytes.len() as u64).div_ceil(8) * 8
-}
-
 /// The checks on an aux snapshot, given the completed records `done` (`aborted`: the
 /// sequence number of a write that was aborted): not corrupt, no record incomplete (a
 /// restartable buffer has none: a record is made valid before `last` covers it); every
 /// record is exactly a completed write (header, timestamp, context and bytes), never the
 /// aborted one; the records are contiguous from `first`, and their sequence numbers
 /// increase.
-fn check_aux(what: &str, s: &AuxSnapshot, done: &[AuxRecord], aborted: Option<u64>) {
+fn check_aux(what: &str, s: &AuxSnapshot, done: &[Rec], aborted: Option<u64>) {
     assert!(!s.corrupt, "{what}: corrupt: {s:?}");
     assert_eq!(s.incomplete, 0, "{what}: a record incomplete: {s:?}");
     let mut off = s.first;
-    for r in &s.records {
+    let recs = records(s);
+    for r in &recs {
         assert!(
             Some(r.ctx) != aborted,
             "{what}: returned the aborted write's record: {r:?}"
@@ -966,10 +965,10 @@ fn check_aux(what: &str, s: &AuxSnapshot, done: &[AuxRecord], aborted: Option<u6
             "{what}: a record that is no completed write: {r:?}; completed: {done:?}"
         );
         assert_eq!(r.offset, off, "{what}: records out of order: {s:?}");
-        off += record_bytes(r);
+        off += r.size();
     }
     assert!(
-        s.records.windows(2).all(|w| w[0].ctx < w[1].ctx),
+        recs.windows(2).all(|w| w[0].ctx < w[1].ctx),
         "{what}: records out of order: {s:?}"
     );
 }
@@ -1014,13 +1013,14 @@ fn aux_model(bug: AuxBug, k: usize) {
     check_aux("aux", &snap, &done, aborted);
     let fin = m.heap.aux().snapshot().expect("a snapshot");
     check_aux("final aux", &fin, &done, aborted);
-    let end = done.iter().map(|r| r.offset + record_bytes(r)).max();
+    let end = done.iter().map(|r| r.offset + r.size()).max();
     assert_eq!(Some(fin.last), end, "final aux: `last`: {fin:?}");
-    let want: Vec<&AuxRecord> = done
+    let want: Vec<&Rec> = done
         .iter()
         .filter(|r| r.offset + 8 * AUX_WORDS as u64 >= fin.last)
         .collect();
-    let got: Vec<&AuxRecord> = fin.records.iter().collect();
+    let fin_recs = records(&fin);
+    let got: Vec<&Rec> = fin_recs.iter().collect();
     assert_eq!(
         got, want,
         "final aux: not exactly the newest records: {fin:?}"

@@ -84,6 +84,11 @@ impl Stamp {
     pub const CLAIMED: u64 = 1 << 63;
     /// Bit set in a continuation's stamp.
     pub const CONTINUATION: u64 = 1;
+    /// What a reader's copy of a ring (or a snapshot file) holds for a slot that changed
+    /// while it was being copied: a claim that no writer can make (its pid field is beyond
+    /// Linux's largest pid, 2^22), so that the copy is read as the ring was: overwritten
+    /// there.
+    pub const CHANGED: Stamp = Stamp(u64::MAX);
 
     /// The claim a writer of process `pid` stores while it fills position `pos`.
     ///

@@ -328,7 +328,7 @@ pub fn read_device(dir: &Path) -> Option<usize> {
         };
         decode::dump(&view, &filter, TimeFormat::Relative, &mut out).expect("to memory");
         for cpu in 0..dev.cpus() {
-            let n = view.events(cpu).count() as u64 + view.vanished(cpu);
+            let n = view.events(cpu).count() as u64;
             assert!(n <= dev.version().ring_slots, "more events than slots");
         }
     }
@@ -485,7 +485,7 @@ pub fn aux(data: &[u8]) -> usize {
     let atomics: Vec<AtomicU64> = buf.iter().map(|&v| AtomicU64::new(v)).collect();
     let check = |s: &AuxSnapshot| {
         let mut at = s.first;
-        for r in &s.records {
+        for r in s.records() {
             assert!(r.offset >= at && r.offset < s.last, "record out of order");
             assert!(r.bytes.len() as u64 <= AUX_MAX_PAYLOAD);
             assert_eq!(s.get(r.offset), Some(r));
@@ -500,15 +500,15 @@ pub fn aux(data: &[u8]) -> usize {
         let all = AuxSnapshots {
             buffers: vec![s.clone()],
         };
-        for r in &s.records {
+        for r in s.records() {
             let piece = ttrace_reader::format::parse("{s:s}");
             ttrace_reader::format::render(&mut out, &piece, &[aux_ref(0, r.offset)], &all);
         }
     }
     // The parser alone, on the words as a copy starting at `first`.
-    let parsed = devttrace::aux::parse(&buf, first, first, last);
+    let parsed = devttrace::aux::parse(buf, first, first, last);
     check(&parsed);
-    parsed.records.len()
+    parsed.len()
 }
 
 /// Target `metadata`: the bytes are a metadata records area. The walk ends within the

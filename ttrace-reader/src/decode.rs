@@ -158,8 +158,6 @@ impl<'s> Decoder<'s> {
         let (ctx, cpu, slot) = match item {
             Item::Point { event, cpu } => (event.ctx, event.type_word.cpu(), (*cpu).min(self.cpus)),
             Item::Message(r) => (r.ctx, r.cpu, self.cpus),
-            // Counted in the ring's footer (`View::vanished`).
-            Item::Gap { .. } => return,
         };
         self.time(item.timestamp(), out);
         out.extend_from_slice(b" cpu");
@@ -191,16 +189,15 @@ impl<'s> Decoder<'s> {
     }
 
     /// Appends what a line shows of `item` after its writer: `name(arguments)` of a trace
-    /// point, `info("text")` of a message; nothing for a gap.
+    /// point, `info("text")` of a message.
     pub fn text(&self, item: &Item<'_>, out: &mut Vec<u8>) {
         match item {
             Item::Point { event, .. } => self.point(event, out),
             Item::Message(r) => {
                 out.extend_from_slice(b"info(");
-                format::quoted(out, &r.bytes);
+                format::quoted(out, r.bytes);
                 out.push(b')');
             }
-            Item::Gap { .. } => {}
         }
     }
 
@@ -267,9 +264,7 @@ impl<'s> Decoder<'s> {
         let mut buf = Vec::with_capacity(1 << 17);
         let mut n = Tally::default();
         items.try_for_each_ref(|item| {
-            if !n.count(item) {
-                return Ok(());
-            }
+            n.count(item);
             self.line(item, &mut buf);
             if buf.len() >= 1 << 16 {
                 out.write_all(&buf)?;
@@ -295,7 +290,7 @@ pub fn dump(
     for (ring, r) in view.cpus.iter().enumerate() {
         if shown(ring, r, view.version.num_cpus, filter) {
             let name = ring_name(ring, view.version.num_cpus);
-            writeln!(out, "# {}", ring_counts(&name, r, view.vanished(ring)))?;
+            writeln!(out, "# {}", ring_counts(&name, r))?;
         }
     }
     tally.losses(view, filter);
@@ -328,15 +323,12 @@ impl Tally {
         self.points + self.messages
     }
 
-    /// Counts `item`; whether it is an event (a gap is not: it is counted by the view's
-    /// `vanished`, see [`Tally::losses`]).
-    pub fn count(&mut self, item: &Item<'_>) -> bool {
+    /// Counts `item`.
+    pub fn count(&mut self, item: &Item<'_>) {
         match item {
             Item::Point { .. } => self.points += 1,
             Item::Message(_) => self.messages += 1,
-            Item::Gap { .. } => return false,
         }
-        true
     }
 
     /// Adds the losses of the rings of `view` that `filter` selects (once read: entries
@@ -344,7 +336,7 @@ impl Tally {
     pub fn losses(&mut self, view: &View<'_>, filter: &Filter) {
         for (ring, r) in view.cpus.iter().enumerate() {
             if filter.cpus.is_empty() || filter.cpus.contains(&ring) {
-                self.lost += r.lost + view.vanished(ring);
+                self.lost += r.lost;
                 self.dropped += r.dropped;
             }
         }
@@ -471,14 +463,13 @@ pub fn shown<T>(
 
 /// The counts of one ring, named `name`, as the footer, `stats` and the Chrome export show
 /// them: its events (as many as `dump` shows of it, with no filter) and the ring entries
-/// they take, entries lost and incomplete, events dropped (see [`Tally`]); `vanished` are
-/// events indexed but overwritten before they could be copied (see [`devttrace::View`]).
-pub fn ring_counts<T>(name: &str, r: &devttrace::RingSnapshot<T>, vanished: u64) -> String {
+/// they take, entries lost and incomplete, events dropped (see [`Tally`]).
+pub fn ring_counts<T>(name: &str, r: &devttrace::RingSnapshot<T>) -> String {
     let mut s = format!(
         "{name}: {} events ({} entries), {} entries lost, {} incomplete, {} events dropped",
-        (r.events.len() as u64).saturating_sub(vanished),
+        r.events.len() as u64,
         r.committed,
-        r.lost + vanished,
+        r.lost,
         r.claimed,
         r.dropped
     );

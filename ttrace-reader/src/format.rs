@@ -156,7 +156,7 @@ pub fn render(out: &mut Vec<u8>, pieces: &[Piece], args: &[u64], aux: &AuxSnapsh
 
 /// The aux record a string argument word refers to, if the snapshot still holds it.
 #[inline]
-pub fn string_arg(aux: &AuxSnapshots, w: u64) -> Option<&AuxRecord> {
+pub fn string_arg(aux: &AuxSnapshots, w: u64) -> Option<AuxRecord<'_>> {
     aux.get(w)
 }
 
@@ -173,7 +173,7 @@ pub fn word(out: &mut Vec<u8>, spec: &Spec, w: u64, aux: &AuxSnapshots) {
         }
         Spec::Str => match string_arg(aux, w) {
             Some(r) => {
-                quoted(out, &r.bytes);
+                quoted(out, r.bytes);
                 if r.truncated {
                     out.extend_from_slice(b"...");
                 }

@@ -20,18 +20,7 @@ pub enum Item<'s> {
         event: Event,
     },
     /// A message from the aux buffer.
-    Message(&'s AuxRecord),
-    /// An event of ring `cpu` at `stamp` that was overwritten between the index of a live
-    /// [`View`] and its copy: `slots` slots lost there. Events of any thread may be missing
-    /// at that time.
-    Gap {
-        /// The ring.
-        cpu: usize,
-        /// The stamp the event had when it was indexed.
-        stamp: u64,
-        /// Slots lost (2 for an event with a continuation).
-        slots: u64,
-    },
+    Message(AuxRecord<'s>),
 }
 
 impl Item<'_> {
@@ -41,7 +30,6 @@ impl Item<'_> {
         match self {
             Item::Point { event, .. } => event.stamp,
             Item::Message(r) => r.timestamp,
-            Item::Gap { stamp, .. } => *stamp,
         }
     }
 }
@@ -67,7 +55,7 @@ enum Run<'s> {
     /// A ring's copied events.
     Events(usize, &'s [Event]),
     /// Messages.
-    Messages(Vec<&'s AuxRecord>),
+    Messages(Vec<AuxRecord<'s>>),
 }
 
 impl Run<'_> {
@@ -91,8 +79,8 @@ impl Run<'_> {
 
 /// Messages in time order: a writer stamps its record after reserving it, so records can be
 /// a little out of time order in the buffer.
-fn by_time<'s>(records: impl Iterator<Item = &'s AuxRecord>) -> Vec<&'s AuxRecord> {
-    let mut v: Vec<&AuxRecord> = records.collect();
+fn by_time<'s>(records: impl Iterator<Item = AuxRecord<'s>>) -> Vec<AuxRecord<'s>> {
+    let mut v: Vec<AuxRecord<'s>> = records.collect();
     v.sort_by_key(|r| r.timestamp);
     v
 }
@@ -199,40 +187,21 @@ impl<'s> Merge<'s> {
 
 impl<'s> Merge<'s> {
     /// Calls `f` with each item in turn, by reference (which spares the copies of an
-    /// iterator's by-value items), until it returns an error. Unlike the iterator, which
-    /// skips them, this passes on the [gaps](Item::Gap) of a live view.
+    /// iterator's by-value items), until it returns an error.
     pub fn try_for_each_ref<E>(
         mut self,
         mut f: impl FnMut(&Item<'s>) -> Result<(), E>,
     ) -> Result<(), E> {
         while let Some((r, i)) = self.pop() {
             // Built here and passed by reference: no Option<Item> to copy around.
-            let item = match &self.runs[r] {
-                Run::Marks(cpu, marks) => {
-                    let view = self.view.expect("marks come from a view");
-                    match view.event(*cpu, marks[i]) {
-                        Some(event) => Item::Point { cpu: *cpu, event },
-                        None => Item::Gap {
-                            cpu: *cpu,
-                            stamp: marks[i].stamp,
-                            slots: 1 + marks[i].continued as u64,
-                        },
-                    }
-                }
-                Run::Events(cpu, events) => Item::Point {
-                    cpu: *cpu,
-                    event: events[i],
-                },
-                Run::Messages(m) => Item::Message(m[i]),
-            };
-            if self.keep.item(&item) {
+            if let Some(item) = self.item(r, i) {
                 f(&item)?;
             }
         }
         Ok(())
     }
 
-    /// Item `i` of run `r`, if it is still there and passes the filter.
+    /// Item `i` of run `r`, if it passes the filter.
     #[inline(always)]
     fn item(&self, r: usize, i: usize) -> Option<Item<'s>> {
         let item = match &self.runs[r] {
@@ -318,8 +287,6 @@ impl Keep {
                 self.names.get(id).copied().unwrap_or(self.unnamed)
             }
             Item::Message(_) => true,
-            // Whatever it held, a gap matters to every event around it.
-            Item::Gap { .. } => return true,
         };
         named && self.time(item.timestamp())
     }

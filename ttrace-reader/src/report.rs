@@ -108,8 +108,6 @@ pub struct LatencyRow {
 pub struct Unmeasured {
     /// Entries (starts) still open at the end of the trace.
     pub open_at_end: u64,
-    /// Entries (starts) open where events may be missing (lost while read).
-    pub cut_by_losses: u64,
     /// Exits (stops) with no entry (start) open on their thread.
     pub unmatched_exits: u64,
     /// Entries and exits before the time from which every ring is complete.
@@ -218,21 +216,12 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     };
     let _ = Merge::view(view, filter).try_for_each_ref(|item| {
         let event = match item {
-            Item::Gap { .. } => {
-                un.cut_by_losses += pairing.cut().len() as u64;
-                un.cut_by_losses += starts
-                    .drain()
-                    .filter(|(k, _)| stopped[k.1])
-                    .map(|(_, v)| v.len() as u64)
-                    .sum::<u64>();
-                return Ok::<(), ()>(());
-            }
             Item::Message(r) => {
                 messages += 1;
                 events += 1;
                 first.get_or_insert(r.timestamp);
                 last = last.max(r.timestamp);
-                return Ok(());
+                return Ok::<(), ()>(());
             }
             Item::Point { event, .. } => event,
         };
@@ -470,8 +459,8 @@ pub fn text(r: &Report) -> String {
     let u = r.unmeasured;
     let _ = writeln!(
         s,
-        "# not measured: {} open at the end, {} cut by losses, {} exits with no entry, {} before every ring is complete",
-        u.open_at_end, u.cut_by_losses, u.unmatched_exits, u.before_horizon
+        "# not measured: {} open at the end, {} exits with no entry, {} before every ring is complete",
+        u.open_at_end, u.unmatched_exits, u.before_horizon
     );
     if let Some(h) = &r.histogram {
         let total: u64 = h.buckets.iter().map(|b| b.2).sum();
@@ -514,7 +503,6 @@ pub fn json(r: &Report) -> String {
         "durations": latencies,
         "not_measured": {
             "open_at_end": u.open_at_end,
-            "cut_by_losses": u.cut_by_losses,
             "exits_with_no_entry": u.unmatched_exits,
             "before_horizon": u.before_horizon,
         },

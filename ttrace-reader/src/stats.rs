@@ -25,7 +25,7 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
         if !decode::shown(ring, r, n, &Filter::default()) {
             continue;
         }
-        s += &decode::ring_counts(&ttrace_layouts::ring::ring_name(ring, n), r, 0);
+        s += &decode::ring_counts(&ttrace_layouts::ring::ring_name(ring, n), r);
         match (r.events.first(), r.events.last()) {
             (Some(a), Some(b)) => {
                 s += &format!(", time {} .. {} s\n", secs(a.stamp), secs(b.stamp))

@@ -349,7 +349,7 @@ fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
                 continue; // the registration point before the loop
             }
             if seq % 8 == 0 {
-                let s = snap.aux.get(e.args()[2]).map(|r| r.bytes.clone());
+                let s = snap.aux.get(e.args()[2]).map(|r| r.bytes.to_vec());
                 assert_eq!(
                     s.as_deref(),
                     Some(crash_string(inc, seq).as_bytes()),

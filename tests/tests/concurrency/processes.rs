@@ -192,7 +192,7 @@ fn fallback_and_restartable_writer_processes_share_a_device_exactly() {
             }
             assert_eq!(tp, shared_event, "{e:?}");
             let i = e.args()[1];
-            let label = aux.get(e.args()[2]).map(|r| r.bytes.clone());
+            let label = aux.get(e.args()[2]).map(|r| r.bytes.to_vec());
             assert_eq!(
                 label.as_deref(),
                 Some(format!("t{tag}-{i}").as_bytes()),

@@ -288,6 +288,7 @@ fn stress(run: &Run) -> Found {
                 let (dev, counts, tids, leave, writing, cpus) =
                     (&dev, &counts, &tids, &leave, &writing, &cpus);
                 let (disturb, shared) = (run.disturb, (run.shared)(w));
+                let must_land = run.disturb && run.needs_restartable;
                 s.spawn(move || {
                     let handler = Handler {
                         dev,
@@ -304,7 +305,18 @@ fn stress(run: &Run) -> Found {
                     }
                     let mut seq = 0;
                     let mut batch = 0usize;
-                    while counts.written.load(Relaxed) < entries {
+                    // Until `entries` are written and, where the run needs one, a signal
+                    // has landed inside a critical section: where one lands is up to the
+                    // scheduler, so the run goes on until it has (up to 100 times as long,
+                    // then the assertion below names what never happened).
+                    let more = || {
+                        let written = counts.written.load(Relaxed);
+                        written < entries
+                            || (must_land
+                                && counts.signals_in_section.load(Relaxed) == 0
+                                && written < 100 * entries)
+                    };
+                    while more() {
                         for _ in 0..64 {
                             let (ok, slots) = write_one(dev, w, seq, shared);
                             counts.add(ok, slots, shared);

@@ -74,12 +74,8 @@ fn header_fields_out_of_range_are_refused_by_name() {
 /// and those records' offsets.
 fn aux_buffer(dir: &Path) -> (usize, Vec<u64>) {
     let aux = Reader::open(dir).unwrap().aux().unwrap();
-    let b = aux
-        .buffers
-        .iter()
-        .position(|b| !b.records.is_empty())
-        .unwrap();
-    (b, aux.buffers[b].records.iter().map(|r| r.offset).collect())
+    let b = aux.buffers.iter().position(|b| !b.is_empty()).unwrap();
+    (b, aux.buffers[b].records().map(|r| r.offset).collect())
 }
 
 #[test]
@@ -134,11 +130,12 @@ fn aux_records_whose_length_points_past_the_buffer_end_the_walk() {
         let aux = Reader::open(&dir).unwrap().aux().unwrap();
         let buffer = &aux.buffers[b];
         assert_eq!(
-            buffer.records[0].bytes, b"text",
+            buffer.records().next().unwrap().bytes,
+            b"text",
             "the record before the damage is kept"
         );
         assert!(buffer.corrupt, "{damage:#x}: {aux:?}");
-        assert!(buffer.records.len() <= 2, "{aux:?}");
+        assert!(buffer.len() <= 2, "{aux:?}");
     }
 }
 

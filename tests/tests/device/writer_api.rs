@@ -140,14 +140,12 @@ fn aux_wraps_and_first_last_describe_exactly_the_records_kept() {
         .map(|(o, t)| (*o, t.clone()))
         .collect();
     let got: Vec<(u64, String)> = snap
-        .records
-        .iter()
-        .map(|r| (r.offset, String::from_utf8(r.bytes.clone()).unwrap()))
+        .records()
+        .map(|r| (r.offset, String::from_utf8(r.bytes.to_vec()).unwrap()))
         .collect();
     assert_eq!(got, expected);
     assert!(snap
-        .records
-        .iter()
+        .records()
         .all(|r| r.ctx == CTX && r.tag == AuxTag::String as u16));
     // The oldest kept record is the one right after the newest that no longer fits.
     assert!(total - written.range(..snap.first).next_back().unwrap().0 > size);
@@ -326,10 +324,12 @@ fn a_live_threads_name_survives_compactions_and_a_dead_ones_does_not() {
     let (pid, tid) = ((me >> 32) as u32, me as u32);
     dev.note_process(pid, "me").unwrap();
     dev.note_thread(pid, tid, "alive").unwrap();
-    let dead = std::thread::spawn(devttrace::thread::context)
-        .join()
-        .unwrap();
-    dev.note_thread(pid, dead as u32, "gone").unwrap();
+    // An id whose task is gone for certain: a child's, reaped by `wait` (a joined thread's
+    // task can linger in /proc for a moment after the join returns).
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    dev.note_thread(pid, dead, "gone").unwrap();
     for t in 0..1000 {
         dev.note_thread(4_000_000, t, "filler").unwrap();
     }
@@ -337,7 +337,7 @@ fn a_live_threads_name_survives_compactions_and_a_dead_ones_does_not() {
     let m = dev.metadata();
     assert_eq!(m.thread_name(pid, tid), Some("alive"));
     assert_eq!(m.process_name(pid), Some("me"));
-    assert_eq!(m.thread_name(pid, dead as u32), None);
+    assert_eq!(m.thread_name(pid, dead), None);
 }
 
 #[test]

@@ -329,7 +329,7 @@ fn ctf_exports(tmp: &Path) -> Vec<std::path::PathBuf> {
     export("ctf", w.to_str().unwrap(), &wrapped);
     let none = tmp.join("none");
     reader!("export", "--format", "ctf", &w, "--filter", "nothing", "-o", &none).ok();
-    let (_, overwritten) = overwritten_while_exported(&tmp.join("o"));
+    let (_, overwritten) = overwritten_after_the_view(&tmp.join("o"));
     let clash = clashing_names(&tmp.join("cl"));
     vec![
         known,
@@ -752,7 +752,7 @@ fn uftrace_exports(tmp: &Path) -> Vec<std::path::PathBuf> {
     let horizon = tmp.join("horizon");
     let _h = two_rings_one_wrapped(&tmp.join("h"));
     export("uftrace", tmp.join("h").to_str().unwrap(), &horizon);
-    let (_, overwritten) = overwritten_while_exported(&tmp.join("o"));
+    let (_, overwritten) = overwritten_after_the_view(&tmp.join("o"));
     let limits = uftrace_limits(&tmp.join("l"));
     vec![known, wrapped, horizon, overwritten.join("u"), limits]
 }
@@ -1070,10 +1070,9 @@ fn export_all(
 }
 
 /// Ring 0 holds `call` and its exit, ring 1 two ticks of another thread during the call; a
-/// view of the device in `dir/dev` is indexed, then ring 1 is lapped before the view is
-/// exported (in every format, into `dir`): the two ticks vanish, and the thread of `call`
-/// may have lost events there. The Chrome JSON and what each format wrote; `dir`.
-fn overwritten_while_exported(
+/// view of the device in `dir/dev` is taken, then ring 1 is lapped before the view is
+/// exported (in every format, into `dir`). The Chrome JSON and what each format wrote; `dir`.
+fn overwritten_after_the_view(
     dir: &Path,
 ) -> (
     (serde_json::Value, [ttrace_reader::export::Written; 3]),
@@ -1104,41 +1103,47 @@ fn overwritten_while_exported(
 }
 
 #[test]
-fn events_overwritten_while_exported_are_counted_and_cut_the_entries_open() {
+fn events_overwritten_after_the_view_was_taken_are_exported_whole() {
+    // A view copies each ring when it is taken: what writers do afterwards changes nothing
+    // of what it exports (before, the events were read from the ring when exported, and two
+    // of them had vanished).
     let tmp = tempfile::tempdir().unwrap();
-    let ((doc, written), dir) = overwritten_while_exported(tmp.path());
+    let ((doc, written), dir) = overwritten_after_the_view(tmp.path());
     for w in &written {
-        assert_eq!(w.vanished, 2, "{w:?}");
-        assert_eq!(w.events, 2, "{w:?}");
+        assert_eq!((w.events, w.lost, w.uncertain), (4, 0, 0), "{w:?}");
     }
-    // Chrome: no slice; `call` is cut, `call_done` has no entry; ring 1's count says 2 lost.
+    // Chrome: the call is one slice, the ticks two instants; ring 1's count is whole.
     let events = doc["traceEvents"].as_array().unwrap();
     let of = |ph: &str| events.iter().filter(|e| e["ph"] == ph).count();
-    assert_eq!((of("X"), of("i"), of("b"), of("e")), (0, 1, 1, 1));
-    let cut = events.iter().find(|e| e["ph"] == "i").unwrap();
-    assert_eq!(cut["name"], "call");
-    assert_eq!(cut["args"]["unpaired"], "events lost after it");
+    assert_eq!((of("X"), of("i"), of("b"), of("e")), (1, 2, 0, 0));
     assert_eq!(
         doc["otherData"]["cpu1"],
-        "0 events (2 entries), 2 entries lost, 0 incomplete, 0 events dropped"
+        "2 events (2 entries), 0 entries lost, 0 incomplete, 0 events dropped"
     );
-    assert_eq!((written[0].pairs, written[0].uncertain), (0, 1));
-    // uftrace: the lost slots are a LOST record; `call`'s exit closes nothing.
+    assert_eq!(written[0].pairs, 1);
+    // uftrace: a call with its exit, two events, nothing lost.
     let got = read_uftrace(dir.join("u")).dump_lines();
-    let kinds: Vec<(&str, &str)> = got
+    let mut kinds: Vec<(&str, &str)> = got
         .values()
         .flatten()
         .map(|(_, k, n, _)| (k.as_str(), n.as_str()))
         .collect();
+    kinds.sort_unstable();
     assert_eq!(
         kinds,
-        [("entry", "call"), ("exit", "call_done"), ("lost", "<2>")]
+        [
+            ("entry", "call"),
+            ("event", "ttrace:tick"),
+            ("event", "ttrace:tick"),
+            ("exit", "call")
+        ]
     );
-    // CTF: the two slots are ring 1's discarded events.
+    // CTF: every event, nothing discarded.
     let trace = read_ctf(dir.join("c"));
-    assert_eq!(trace.discarded, [(1, 2)]);
-    let names: Vec<&str> = trace.events.iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(names, ["call", "call_done"]);
+    assert!(trace.discarded.is_empty(), "{:?}", trace.discarded);
+    let mut names: Vec<&str> = trace.events.iter().map(|e| e.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["call", "call_done", "tick", "tick"]);
 }
 
 /// A CTF export (`dir/ctf`, its device `dir/dev`) of an event whose argument names clash:

@@ -54,10 +54,7 @@ pub(super) fn run(
         for (ring, idx) in view.cpus.iter().enumerate() {
             if decode::shown(ring, idx, n, &filter) {
                 let name = ttrace_layouts::ring::ring_name(ring, n);
-                s += &format!(
-                    "# {}\n",
-                    decode::ring_counts(&name, idx, view.vanished(ring))
-                );
+                s += &format!("# {}\n", decode::ring_counts(&name, idx));
             }
         }
         s

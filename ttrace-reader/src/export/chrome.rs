@@ -7,7 +7,7 @@
 //! - A half whose other half is not in the trace (overwritten, or not yet written) is an
 //!   async slice (`"ph":"b"`/`"e"`, category `unpaired`) from the start of the trace to the
 //!   exit, or from the entry to the end of the trace.
-//! - An entry or exit that cannot be paired, before the horizon or open at a gap, is an
+//! - An entry or exit that cannot be paired, before the horizon, is an
 //!   instant event whose `unpaired` argument says why.
 //! - Other trace points, and messages, are instant events (`"ph":"i"`) on their thread.
 //! - `ts` is in microseconds since the device was created, with three decimals: to the
@@ -65,10 +65,8 @@ fn string(s: &str) -> String {
     String::from_utf8(v).expect("escaped text is UTF-8")
 }
 
-/// Why an entry or exit is not paired: events may be missing before it ...
+/// Why an entry or exit is not paired: events may be missing before it.
 const BEFORE_HORIZON: &str = "before the horizon";
-/// ... or after it, before its other half.
-const CUT: &str = "events lost after it";
 
 /// Largest integer a JSON reader that uses doubles (JavaScript, Perfetto) keeps exactly.
 const EXACT: u64 = 1 << 53;
@@ -114,7 +112,7 @@ fn value(out: &mut Vec<u8>, spec: &Spec, w: u64, aux: &AuxSnapshots) {
             out.push(b'"');
             match crate::format::string_arg(aux, w) {
                 Some(r) => {
-                    escape(out, &r.bytes);
+                    escape(out, r.bytes);
                     if r.truncated {
                         out.extend_from_slice(b"...");
                     }
@@ -416,25 +414,12 @@ pub fn write(
     w.buf
         .extend_from_slice(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
     let (mut first, mut last) = (None, 0);
-    let mut vanished = vec![0u64; rings.len()];
     // Open starts per thread and stem, paired as `report` pairs them.
     let stems = super::Stems::new(&schemas);
     let horizon = w.pairing.horizon();
     let mut starts: HashMap<(u64, usize), Vec<Event>> = HashMap::new();
     w.written.losses(rings, &items);
     items.try_for_each_ref(|item| {
-        if let Item::Gap { cpu, slots, .. } = *item {
-            w.written.vanished += slots;
-            if let Some(v) = vanished.get_mut(cpu) {
-                *v += slots;
-            }
-            for open in w.pairing.cut() {
-                w.uncertain(&open.event, CUT);
-            }
-            // No span across events that may be missing.
-            starts.clear();
-            return Ok(());
-        }
         first.get_or_insert(item.timestamp());
         last = last.max(item.timestamp());
         w.written.item(item);
@@ -485,10 +470,9 @@ pub fn write(
                 w.ts(r.timestamp);
                 w.who(r.ctx, r.timestamp);
                 w.buf.extend_from_slice(b",\"args\":{\"message\":\"");
-                escape(&mut w.buf, &r.bytes);
+                escape(&mut w.buf, r.bytes);
                 w.buf.extend_from_slice(b"\"}}");
             }
-            Item::Gap { .. } => {} // Handled above.
         }
         if w.buf.len() >= 1 << 16 {
             out.write_all(&w.buf)?;
@@ -538,7 +522,7 @@ pub fn write(
             continue; // A shared ring nobody wrote to.
         }
         let name = ttrace_layouts::ring::ring_name(ring, v.num_cpus);
-        let counts = crate::decode::ring_counts(&name, r, vanished[ring]);
+        let counts = crate::decode::ring_counts(&name, r);
         let counts = counts.split_once(": ").map_or("", |(_, c)| c);
         let _ = write!(w.buf, ",\"{name}\":{}", string(counts));
     }

@@ -11,8 +11,7 @@
 //!   device's calibration, so that what babeltrace2 shows is, to the nanosecond, what
 //!   `ttrace-reader dump --utc` shows.
 //! - Entries a ring lost are its stream's discarded events: an empty first packet with a
-//!   count of 0, then the count, so that readers report them ("discarded N events"). Events
-//!   overwritten while they are exported ([`Item::Gap`]) add to the next packet's count.
+//!   count of 0, then the count, so that readers report them ("discarded N events").
 //!
 //! Field names are written with a leading `_`, which CTF readers remove: a field may then be
 //! named like a TSDL keyword.
@@ -319,14 +318,6 @@ pub fn write(
         let (cpu, stamp, who) = match *item {
             Item::Point { cpu, ref event } => (cpu, event.stamp, event.ctx),
             Item::Message(r) => (r.cpu as usize, r.timestamp, r.ctx),
-            Item::Gap { cpu, slots, .. } => {
-                // Counted in the stream's next packet.
-                if let Some(s) = streams.get_mut(cpu) {
-                    s.discarded += slots;
-                }
-                written.vanished += slots;
-                return Ok(());
-            }
         };
         let s = &mut streams[cpu.min(cpus - 1)];
         let ns = clock.realtime_ns(stamp);
@@ -338,7 +329,6 @@ pub fn write(
         let id = match item {
             Item::Point { event, .. } => class_of(event, &schemas),
             Item::Message(_) => 2 * n,
-            Item::Gap { .. } => return Ok(()), // Handled above.
         };
         out.extend_from_slice(&(id as u32).to_le_bytes());
         out.extend_from_slice(&ns.to_le_bytes());
@@ -346,8 +336,7 @@ pub fn write(
         out.extend_from_slice(&(who as u32).to_le_bytes());
         match item {
             Item::Point { event, .. } => fields(out, event, &schemas, ctx.aux, &mut combinations),
-            Item::Message(r) => string(out, &r.bytes),
-            Item::Gap { .. } => {}
+            Item::Message(r) => string(out, r.bytes),
         }
         written.item(item);
         if out.len() >= PACKET_BYTES {
@@ -408,11 +397,11 @@ fn fields(
         match spec {
             Spec::Str => match crate::format::string_arg(aux, w) {
                 Some(r) if r.truncated => {
-                    let mut b = r.bytes.clone();
+                    let mut b = r.bytes.to_vec();
                     b.extend_from_slice(b"...");
                     string(out, &b)
                 }
-                Some(r) => string(out, &r.bytes),
+                Some(r) => string(out, r.bytes),
                 None => string(out, b"<lost>"),
             },
             Spec::Values { table, .. } => {

@@ -137,8 +137,7 @@ pub struct Written {
     pub events: u64,
     /// Of these, messages.
     pub messages: u64,
-    /// Ring entries lost, of the rings exported: overwritten before the export, and while
-    /// it ran (`vanished`).
+    /// Ring entries lost, of the rings exported (overwritten before they were copied).
     pub lost: u64,
     /// Events writers dropped, in the rings exported.
     pub dropped: u64,
@@ -149,8 +148,6 @@ pub struct Written {
     /// Entries and exits left unpaired because events of their thread may be missing
     /// around them (see [`Pairing`]).
     pub uncertain: u64,
-    /// Slots overwritten between the trace's index and their copy (a live device).
-    pub vanished: u64,
 }
 
 impl Written {
@@ -160,8 +157,7 @@ impl Written {
         self.messages += matches!(item, Item::Message(_)) as u64;
     }
 
-    /// Adds the losses of the rings `items` reads (before the export; `vanished` is added
-    /// by [`Written::tally`]).
+    /// Adds the losses of the rings `items` reads.
     pub fn losses(&mut self, rings: &[RingIndex], items: &Merge<'_>) {
         for (ring, r) in rings.iter().enumerate() {
             if items.selects_ring(ring) {
@@ -176,7 +172,7 @@ impl Written {
         Tally {
             points: self.events - self.messages,
             messages: self.messages,
-            lost: self.lost + self.vanished,
+            lost: self.lost,
             dropped: self.dropped,
         }
     }
@@ -209,8 +205,6 @@ pub enum Closes {
 /// first remaining one, so:
 /// - before the *horizon*, the latest first event of the rings that lost entries, nothing
 ///   is paired: entries and exits there are [uncertain](Closes::Uncertain);
-/// - a *gap* (an event overwritten while the trace was being read) [cuts](Pairing::cut)
-///   every open entry: none of them is paired with a later exit;
 /// - an exit with no open entry on its thread [closes nothing](Closes::Nothing).
 ///
 /// So no exit is ever matched to an entry that is not its own, as long as writers nest
@@ -267,12 +261,6 @@ impl Pairing {
             Some(open) => Closes::Entry(open, s.len()),
             None => Closes::Nothing,
         }
-    }
-
-    /// A gap: events of any thread may be missing here. Every open entry is given up, per
-    /// thread outermost first, threads in `ctx` order.
-    pub fn cut(&mut self) -> Vec<Open> {
-        outermost_first(std::mem::take(&mut self.stacks))
     }
 
     /// The number of entries open on the thread `ctx`.

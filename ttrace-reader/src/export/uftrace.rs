@@ -28,8 +28,7 @@
 //!   (`/* linux:task-name (comm="worker-1") */`) and in its `task` field
 //!   (`uftrace replay -f +task`), `uftrace report --task` and `uftrace info --task` too.
 //! - The entries a ring lost are a LOST record, in the stream of the first thread seen on
-//!   that ring, before its first event; those overwritten while exported ([`Item::Gap`]),
-//!   one before the ring's next event.
+//!   that ring, before its first event.
 //! - Times are nanoseconds since the device was created, as `dump` shows them; one process
 //!   is one session (`sid-<pid>.map`), one thread one `<tid>.dat` of 16-byte records.
 //! - Every trace point and message is one record (ENTRY, EXIT or EVENT): as many as `dump`
@@ -211,8 +210,7 @@ fn arguments(out: &mut Vec<u8>, event: &Event, schema: &Schema, aux: &AuxSnapsho
     for (&w, (_, spec)) in event.args().iter().zip(&schema.args) {
         match spec {
             Spec::Str => {
-                let bytes: &[u8] =
-                    crate::format::string_arg(aux, w).map_or(b"<lost>", |r| &r.bytes);
+                let bytes: &[u8] = crate::format::string_arg(aux, w).map_or(b"<lost>", |r| r.bytes);
                 put_string(out, start, bytes, share);
             }
             Spec::Values { .. } => {
@@ -305,16 +303,6 @@ pub fn write(
         let (ring, who, stamp) = match *item {
             Item::Point { cpu, ref event } => (cpu, event.ctx, event.stamp),
             Item::Message(r) => (r.cpu as usize, r.ctx, r.timestamp),
-            Item::Gap { cpu, slots, .. } => {
-                // A LOST record before the ring's next event; entries still open are
-                // given up (their ENTRY records stay, as in a trace cut short).
-                if let Some(n) = lost.get_mut(cpu) {
-                    *n += slots;
-                }
-                p.written.vanished += slots;
-                p.written.uncertain += p.pairing.cut().len() as u64;
-                return Ok(());
-            }
         };
         let id = identities.of(who, stamp);
         let (pid, tid) = (id.pid, id.tid);
@@ -340,7 +328,6 @@ pub fn write(
                 p.events_used.insert(INFO_EVENT, "info".to_string());
                 p.external(t, item)?;
             }
-            Item::Gap { .. } => {} // Handled above.
         }
         p.written.item(item);
         if out.len() >= FLUSH {

@@ -1,0 +1,128 @@
+//! A ring copied at one cut: the fast first half of reading a live ring, so that what a
+//! reader formats afterwards, however slowly, is what the ring held when it was copied.
+//!
+//! [`RingCopy::of`] reads each slot in use once with the stamp check ([`Ring::read`]),
+//! oldest position first, into memory of its own laid out like the ring: a committed entry
+//! whole, a claim as its stamp alone, a slot that changed while it was read as
+//! [`Stamp::CHANGED`], an empty slot empty. The ring's counters are taken as a live read
+//! takes them, `head` (and `skipped`) before the slots, `dropped` after. [`RingCopy::ring`]
+//! is then a ring that no writer touches: the scans and the event reads of [`crate::ring`]
+//! give on it exactly what they would have given on the live ring frozen at the cut, and
+//! nothing read from it can vanish.
+
+use crate::clear::Cleared;
+use crate::event::{Event, Mark, RingIndex, RingSnapshot};
+use crate::ring::{Ring, SlotRead};
+use core::ops::Range;
+use core::sync::atomic::{AtomicU64, Ordering::*};
+use ttrace_layouts::entry::{Slot, Stamp, SLOT_WORDS};
+use zerocopy::FromZeros;
+
+/// Slots copied between two calls of the caller's `release`.
+const CHUNK: usize = 4096;
+
+/// A ring copied at one cut (see the module documentation).
+pub struct RingCopy {
+    restartable: bool,
+    head: AtomicU64,
+    skipped: AtomicU64,
+    dropped: AtomicU64,
+    /// The ring's slots as copied; empty when the ring was.
+    slots: Vec<Slot>,
+    /// Restartable rings: positions committed while the copy ran, at or above its cut.
+    after_cut: u64,
+}
+
+impl RingCopy {
+    /// Copies the slots of `ring` in use, oldest first; calls `release` with each range of
+    /// slot indices once it is copied (a reader of a mapped file lets the kernel drop those
+    /// pages of its mapping: it will not read them again).
+    pub fn of(ring: &Ring<'_, Slot>, mut release: impl FnMut(Range<usize>)) -> RingCopy {
+        let n = ring.slots.len();
+        // Acquire: every entry below the cut was committed before, and is visible to, the
+        // copy (the shared protocol reads `skipped` at the same cut).
+        let head = ring.head.load(Acquire);
+        let skipped = ring.skipped.load(Acquire);
+        let used = head.min(n as u64) as usize;
+        // As many slots as the ring (the scans mask positions with its size), in zeroed
+        // memory the kernel maps lazily: only the slots written below take room.
+        let slots = Slot::new_vec_zeroed(n).expect("room for a copy of a mapped ring");
+        // Oldest first: from the slot the next write goes to (a full ring), or from slot 0.
+        let runs = if head >= n as u64 {
+            let start = (head as usize) & (n - 1);
+            [start..n, 0..start]
+        } else {
+            [0..used, 0..0]
+        };
+        for run in runs {
+            let mut at = run.start;
+            while at < run.end {
+                let end = (at + CHUNK).min(run.end);
+                for (i, dst) in slots[at..end].iter().enumerate() {
+                    let (i, dst) = (at + i, &dst.words);
+                    // Relaxed: the copy is this thread's own memory until it is shared by
+                    // the move out of this function.
+                    let put = |k: usize, w: u64| dst[k].store(w, Relaxed);
+                    match ring.read(i) {
+                        SlotRead::Committed(w) => {
+                            for (k, &w) in w.iter().enumerate().take(SLOT_WORDS) {
+                                put(k, w);
+                            }
+                        }
+                        SlotRead::Claimed(stamp) => put(0, stamp.0),
+                        SlotRead::Changed => put(0, Stamp::CHANGED.0),
+                        SlotRead::Empty => {}
+                    }
+                }
+                release(at..end);
+                at = end;
+            }
+        }
+        // Acquire: as the live scans load them after their copy.
+        let dropped = ring.dropped.load(Acquire);
+        let after_cut = match ring.restartable {
+            true => ring.head.load(Acquire).saturating_sub(head),
+            false => 0,
+        };
+        RingCopy {
+            restartable: ring.restartable,
+            head: AtomicU64::new(head),
+            skipped: AtomicU64::new(skipped),
+            dropped: AtomicU64::new(dropped),
+            slots,
+            after_cut,
+        }
+    }
+
+    /// The copy as a ring no writer touches.
+    pub fn ring(&self) -> Ring<'_, Slot> {
+        Ring {
+            restartable: self.restartable,
+            head: &self.head,
+            skipped: &self.skipped,
+            dropped: &self.dropped,
+            slots: &self.slots,
+        }
+    }
+
+    /// [`Ring::index_cleared`] of the copy, with the entries committed while it was made
+    /// counted as such.
+    pub fn index(&self, newer_than: u64, cleared: Cleared) -> RingIndex {
+        self.with_cut(self.ring().index_cleared(newer_than, cleared))
+    }
+
+    /// [`Ring::snapshot_cleared`] of the copy, likewise.
+    pub fn snapshot(&self, newer_than: u64, cleared: Cleared) -> RingSnapshot {
+        self.with_cut(self.ring().snapshot_cleared(newer_than, cleared))
+    }
+
+    /// The event at `mark` (from [`RingCopy::index`]): always there.
+    pub fn event(&self, mark: Mark) -> Option<Event> {
+        self.ring().event(mark)
+    }
+
+    fn with_cut<T>(&self, mut snap: RingSnapshot<T>) -> RingSnapshot<T> {
+        snap.after_cut += self.after_cut;
+        snap
+    }
+}
