@@ -85,6 +85,58 @@ pub enum Error {
     /// `snapshot -o` names a pipe or a device, not a file.
     #[error("{}: a snapshot is written to a file, not to a pipe or device", .0.display())]
     SnapshotToStream(PathBuf),
+    /// A mount point that is not a directory.
+    #[error("{}: not a directory: a mount point is an empty directory", .0.display())]
+    MountPointNotADirectory(PathBuf),
+    /// A mount point that holds something (the mount would hide it).
+    #[error(
+        "{}: not empty: mounting here would hide what it holds (give an empty or a new \
+         directory)",
+        .0.display()
+    )]
+    MountPointNotEmpty(PathBuf),
+    /// A device is mounted at the mount point already.
+    #[error(
+        "{}: a device is mounted here already ({mounted}); `ttrace-reader umount {}` first",
+        path.display(),
+        path.display()
+    )]
+    AlreadyMounted {
+        /// The mount point.
+        path: PathBuf,
+        /// What is mounted (`ttrace:DEVICE`).
+        mounted: String,
+    },
+    /// Something else is mounted at the mount point.
+    #[error(
+        "{}: a mount point already ({fstype} {mounted}): give an empty directory that is not one",
+        path.display()
+    )]
+    MountPointInUse {
+        /// The mount point.
+        path: PathBuf,
+        /// The file system type mounted there.
+        fstype: String,
+        /// What is mounted there.
+        mounted: String,
+    },
+    /// `umount` of a path where nothing is mounted.
+    #[error("{}: nothing is mounted here", .0.display())]
+    NotMounted(PathBuf),
+    /// `umount` of a path where something other than a ttrace device is mounted.
+    #[error(
+        "{}: not a ttrace mount ({fstype} {mounted}): umount unmounts only what \
+         `ttrace-reader mount` mounted",
+        path.display()
+    )]
+    NotATtraceMount {
+        /// The mount point.
+        path: PathBuf,
+        /// The file system type mounted there.
+        fstype: String,
+        /// What is mounted there.
+        mounted: String,
+    },
     /// An output that is a directory (`export --format ctf`, `uftrace`) was given a pipe or
     /// a device.
     #[error("{}: this format is a directory", .0.display())]
