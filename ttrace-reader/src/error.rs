@@ -85,6 +85,37 @@ pub enum Error {
     /// `snapshot -o` names a pipe or a device, not a file.
     #[error("{}: a snapshot is written to a file, not to a pipe or device", .0.display())]
     SnapshotToStream(PathBuf),
+    /// `clear` was given a snapshot file.
+    #[error(
+        "{}: a snapshot file cannot be cleared: it never changes (clear the device it was taken \
+         from)",
+        .0.display()
+    )]
+    SnapshotNotCleared(PathBuf),
+    /// A `ctl` command was given a snapshot file.
+    #[error(
+        "{}: a snapshot file cannot be controlled: it never changes (run ctl on the device it \
+         was taken from)",
+        .0.display()
+    )]
+    SnapshotNotControlled(PathBuf),
+    /// `ctl reset` was given arguments.
+    #[error("ctl: `reset` takes no arguments (given: {0})")]
+    ResetTakesNoArguments(String),
+    /// `follow --wait` was given a path where something that is no device is.
+    #[error(
+        "{}: not a ttrace device ({what}); follow --wait waits only where nothing is yet",
+        path.display()
+    )]
+    NothingToWaitFor {
+        /// The path.
+        path: PathBuf,
+        /// What is there instead.
+        what: &'static str,
+    },
+    /// `follow --interval-ms 0`.
+    #[error("follow --interval-ms 0: give at least 1 (the milliseconds between two polls)")]
+    ZeroInterval,
     /// A mount point that is not a directory.
     #[error("{}: not a directory: a mount point is an empty directory", .0.display())]
     MountPointNotADirectory(PathBuf),

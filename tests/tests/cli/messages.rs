@@ -1,0 +1,147 @@
+//! What the reader says when it is asked for something it cannot do, or given a name it does
+//! not know (issue 26): each message says what is wrong and what to do, in the user's words;
+//! a mistyped name fails naming the known ones.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use ttrace_tests::reader;
+
+/// How long a command that must end by itself may take before the test fails (a bound on a
+/// failure, not a way to order anything).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A device written by the demo workload.
+fn device(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("dev");
+    reader!("demo", "--device", &dir)
+        .args(["--threads", "2", "--requests", "10"])
+        .ok();
+    dir
+}
+
+/// A snapshot of `dir` in `tmp`.
+fn snapshot(tmp: &Path, dir: &Path) -> PathBuf {
+    let file = tmp.join("app.ttrace");
+    reader!("snapshot", dir, "-o", &file).ok();
+    file
+}
+
+/// The event lines of a dump (its `#` lines left out).
+fn events(dump: &str) -> Vec<&str> {
+    dump.lines().filter(|l| !l.starts_with('#')).collect()
+}
+
+#[test]
+fn clear_and_ctl_on_a_snapshot_file_say_that_it_never_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = device(tmp.path());
+    let snap = snapshot(tmp.path(), &dir);
+    let err = reader!("clear", &snap).fails();
+    assert_eq!(
+        err,
+        format!(
+            "ttrace-reader: {}: a snapshot file cannot be cleared: it never changes (clear the \
+             device it was taken from)\n",
+            snap.display()
+        )
+    );
+    let err = reader!("ctl", &snap, "disable", "file_*").fails();
+    assert_eq!(
+        err,
+        format!(
+            "ttrace-reader: {}: a snapshot file cannot be controlled: it never changes (run ctl \
+             on the device it was taken from)\n",
+            snap.display()
+        )
+    );
+    // Its control state still shows.
+    assert!(reader!("ctl", &snap).ok().starts_with("setmask "));
+    // A file that is no snapshot is no device.
+    let notes = tmp.path().join("notes.txt");
+    std::fs::write(&notes, "not a trace\n").unwrap();
+    let err = reader!("clear", &notes).fails();
+    assert!(err.contains("no ttrace device here"), "{err}");
+}
+
+#[test]
+fn ctl_reset_with_an_argument_says_that_reset_takes_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = device(tmp.path());
+    reader!("ctl", &dir, "disable", "file_*").ok();
+    let before = reader!("ctl", &dir).ok();
+    let err = reader!("ctl", &dir, "reset", "now").fails();
+    assert_eq!(
+        err,
+        "ttrace-reader: ctl: `reset` takes no arguments (given: now)\n"
+    );
+    assert_eq!(reader!("ctl", &dir).ok(), before, "nothing changed");
+}
+
+#[test]
+fn follow_wait_on_something_that_is_no_device_fails_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("notes.txt");
+    std::fs::write(&file, "not a trace\n").unwrap();
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for (path, what) in [
+        (&file, "a file that is no snapshot"),
+        (&empty, "a directory with no `header` file"),
+    ] {
+        let err = reader!("follow", "--wait", path).within(PATIENCE).fails();
+        assert_eq!(
+            err,
+            format!(
+                "ttrace-reader: {}: not a ttrace device ({what}); follow --wait waits only where \
+                 nothing is yet\n",
+                path.display()
+            )
+        );
+    }
+}
+
+#[test]
+fn follow_of_a_snapshot_file_prints_what_it_holds_and_ends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = device(tmp.path());
+    let snap = snapshot(tmp.path(), &dir);
+    let dump = reader!("dump", &snap).ok();
+    for wait in [&[][..], &["--wait"]] {
+        let out = reader!("follow", &snap)
+            .args(wait)
+            .within(PATIENCE)
+            .succeeds();
+        assert_eq!(out.stdout, dump, "{wait:?}");
+        assert_eq!(
+            out.stderr,
+            format!(
+                "ttrace-reader: follow: {} is a snapshot file, which never changes: printed what \
+                 it holds, as dump does\n",
+                snap.display()
+            )
+        );
+    }
+    // The options that choose events apply.
+    let out = reader!("follow", &snap, "--filter", "file_*", "--limit", "3")
+        .within(PATIENCE)
+        .ok();
+    let filtered = reader!("dump", &snap, "--filter", "file_*").ok();
+    assert_eq!(events(&out), events(&filtered)[..3]);
+}
+
+#[test]
+fn follow_refuses_an_interval_of_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = device(tmp.path());
+    for wait in [&[][..], &["--wait"]] {
+        let err = reader!("follow", &dir, "--interval-ms", "0")
+            .args(wait)
+            .within(PATIENCE)
+            .fails();
+        assert_eq!(
+            err,
+            "ttrace-reader: follow --interval-ms 0: give at least 1 (the milliseconds between \
+             two polls)\n"
+        );
+    }
+}
