@@ -116,6 +116,29 @@ pub enum Error {
     /// `follow --interval-ms 0`.
     #[error("follow --interval-ms 0: give at least 1 (the milliseconds between two polls)")]
     ZeroInterval,
+    /// `report --histogram NAME` names no pair of the trace's tracepoints.
+    #[error(
+        "report --histogram {name}: no pair of this name; {}",
+        known_pairs(pairs)
+    )]
+    NoSuchPair {
+        /// The name given.
+        name: String,
+        /// The names of the pairs (their entry's or start's).
+        pairs: Vec<String>,
+    },
+    /// `report --by NAME` names no argument of a pair's entry (or start).
+    #[error(
+        "report --by {name}: no pair's entry (or start) has an argument of this name; --by takes \
+         thread, process, cpu{}",
+        known_args(args)
+    )]
+    NoSuchArgument {
+        /// The name given.
+        name: String,
+        /// The arguments of the pairs' entries and starts.
+        args: Vec<String>,
+    },
     /// A mount point that is not a directory.
     #[error("{}: not a directory: a mount point is an empty directory", .0.display())]
     MountPointNotADirectory(PathBuf),
@@ -238,4 +261,20 @@ pub enum Error {
         /// Why unmounting directly failed.
         source: std::io::Error,
     },
+}
+
+/// `the pairs are a, b, c` (or that there are none).
+fn known_pairs(pairs: &[String]) -> String {
+    match pairs {
+        [] => "this trace has no pairs (entry/exit or start/stop tracepoints)".to_string(),
+        _ => format!("the pairs are {}", pairs.join(", ")),
+    }
+}
+
+/// `, or an argument: a, b, c` (or nothing when there are none).
+fn known_args(args: &[String]) -> String {
+    match args {
+        [] => " (no pair's entry has arguments)".to_string(),
+        _ => format!(", or an argument: {}", args.join(", ")),
+    }
 }

@@ -145,3 +145,65 @@ fn follow_refuses_an_interval_of_zero() {
         );
     }
 }
+
+#[test]
+fn report_names_the_pairs_and_arguments_it_knows_when_given_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = device(tmp.path());
+    let d = dir.to_str().unwrap();
+    // The demo's pairs: file_read .. file_read_done (entry/exit), request_start ..
+    // request_done (start/stop); latency_histogram is a start no stop closes.
+    for name in ["nosuch", "file_read_done", "latency_histogram"] {
+        let err = reader!("report", d, "--histogram", name).fails();
+        assert_eq!(
+            err,
+            format!(
+                "ttrace-reader: report --histogram {name}: no pair of this name; the pairs are \
+                 file_read, request_start\n"
+            )
+        );
+    }
+    assert!(reader!("report", d, "--histogram", "file_read")
+        .ok()
+        .contains("# file_read: "));
+    for by in ["nosuch", "arg:nosuch", "threads"] {
+        let err = reader!("report", d, "--by", by).fails();
+        assert_eq!(
+            err,
+            format!(
+                "ttrace-reader: report --by {}: no pair's entry (or start) has an argument of \
+                 this name; --by takes thread, process, cpu, or an argument: fd, id, offset, \
+                 path, size\n",
+                by.trim_start_matches("arg:")
+            )
+        );
+    }
+    for by in ["thread", "process", "cpu", "size", "arg:path"] {
+        reader!("report", d, "--by", by).ok();
+    }
+}
+
+#[test]
+fn a_filter_that_matches_no_tracepoint_says_so_and_names_some() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = device(tmp.path());
+    let note = "ttrace-reader: note: --filter nomatch matches no tracepoint of this device (nor \
+                `info`, its messages); it has file_read, file_read_done, latency_histogram, \
+                request_done, request_start\n";
+    for cmd in [&["dump"][..], &["report"], &["report", "--json"]] {
+        let out = reader!()
+            .args(cmd)
+            .arg(&dir)
+            .args(["--filter", "nomatch"])
+            .succeeds();
+        assert_eq!(out.stderr, note, "{cmd:?}");
+        if cmd == ["dump"] {
+            assert!(events(&out.stdout).is_empty());
+        }
+    }
+    for pattern in ["file_*", "info", "*"] {
+        let out = reader!("dump", &dir, "--filter", pattern).succeeds();
+        assert_eq!(out.stderr, "", "{pattern}");
+        assert!(!events(&out.stdout).is_empty(), "{pattern}");
+    }
+}
