@@ -82,9 +82,25 @@ pub enum Error {
         /// Why.
         source: devttrace::Error,
     },
-    /// `snapshot -o` names a pipe or a device, not a file.
-    #[error("{}: a snapshot is written to a file, not to a pipe or device", .0.display())]
-    SnapshotToStream(PathBuf),
+    /// `snapshot -o -` (or `/dev/stdout`) on a terminal: a snapshot is binary.
+    #[error(
+        "{}: standard output is a terminal, and a snapshot is binary; redirect it (> app.ttrace) \
+         or give -o FILE",
+        .0.display()
+    )]
+    SnapshotToTerminal(PathBuf),
+    /// The directory an output is to be written in does not exist.
+    #[error(
+        "{}: no such directory (to write {} in); create it first",
+        dir.display(),
+        path.display()
+    )]
+    NoSuchDirectory {
+        /// The missing directory.
+        dir: PathBuf,
+        /// The output path given.
+        path: PathBuf,
+    },
     /// `clear` was given a snapshot file.
     #[error(
         "{}: a snapshot file cannot be cleared: it never changes (clear the device it was taken \

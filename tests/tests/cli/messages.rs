@@ -1,6 +1,7 @@
 //! What the reader says when it is asked for something it cannot do, or given a name it does
 //! not know (issue 26): each message says what is wrong and what to do, in the user's words;
-//! a mistyped name fails naming the known ones.
+//! a mistyped name fails naming the known ones. And the outputs `-o` takes as the README
+//! says: `-` and `/dev/stdout` for a snapshot too, never a missing directory made up.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -205,5 +206,70 @@ fn a_filter_that_matches_no_tracepoint_says_so_and_names_some() {
         let out = reader!("dump", &dir, "--filter", pattern).succeeds();
         assert_eq!(out.stderr, "", "{pattern}");
         assert!(!events(&out.stdout).is_empty(), "{pattern}");
+    }
+}
+
+#[test]
+fn snapshot_to_standard_output_writes_the_snapshot_there() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = device(tmp.path());
+    let want = reader!("dump", snapshot(tmp.path(), &dir)).ok();
+    for output in ["-", "/dev/stdout"] {
+        let out = reader!("snapshot", &dir, "-o", output)
+            .current_dir(tmp.path())
+            .command()
+            .output()
+            .unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(out.status.success(), "{output}: {err}");
+        // What it says goes to standard error, out of the snapshot's way.
+        assert!(err.starts_with(&format!("{output}: ")), "{output}: {err}");
+        assert_eq!(err.lines().count(), 1, "{output}: {err}");
+        assert!(!tmp.path().join("-").exists(), "{output}: a file named -");
+        let file = tmp.path().join("from-stdout.ttrace");
+        std::fs::write(&file, &out.stdout).unwrap();
+        let dump = reader!("dump", &file).ok();
+        assert_eq!(events(&dump), events(&want), "{output}");
+        std::fs::remove_file(&file).unwrap();
+    }
+    // A closed pipe ends it quietly, as for export.
+    for output in ["-", "/dev/stdout"] {
+        let (read, write) = std::io::pipe().unwrap();
+        drop(read);
+        let out = reader!("snapshot", &dir, "-o", output)
+            .command()
+            .stdout(write)
+            .output()
+            .unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(out.status.success(), "{output}: {err}");
+        assert_eq!(err, "", "{output}");
+    }
+}
+
+#[test]
+fn an_output_in_a_missing_directory_is_refused_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = device(tmp.path());
+    let d = dir.to_str().unwrap();
+    let missing = tmp.path().join("missing").join("dir");
+    let x = missing.join("x");
+    for cmd in [
+        &["snapshot", d][..],
+        &["export", "--format", "chrome", d],
+        &["export", "--format", "ctf", d],
+        &["export", "--format", "uftrace", d],
+    ] {
+        let err = reader!().args(cmd).arg("-o").arg(&x).fails();
+        assert_eq!(
+            err,
+            format!(
+                "ttrace-reader: {}: no such directory (to write {} in); create it first\n",
+                missing.display(),
+                x.display()
+            ),
+            "{cmd:?}"
+        );
+        assert!(!tmp.path().join("missing").exists(), "{cmd:?} made it");
     }
 }
