@@ -3,7 +3,9 @@
 //! a mistyped name fails naming the known ones. And the outputs `-o` takes as the README
 //! says: `-` and `/dev/stdout` for a snapshot too, never a missing directory made up.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 use ttrace_tests::reader;
 
@@ -206,6 +208,61 @@ fn a_filter_that_matches_no_tracepoint_says_so_and_names_some() {
         let out = reader!("dump", &dir, "--filter", pattern).succeeds();
         assert_eq!(out.stderr, "", "{pattern}");
         assert!(!events(&out.stdout).is_empty(), "{pattern}");
+    }
+}
+
+/// A child killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn an_interrupted_demo_removes_its_temporary_device() {
+    use std::os::unix::process::ExitStatusExt;
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut demo = Killed(
+            reader!("demo", "--forever")
+                .env("TMPDIR", tmp.path())
+                .command()
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        // Its first line says where it records; it is printed once it would clean up.
+        let stderr = BufReader::new(demo.0.stderr.take().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let line = rx
+            .recv_timeout(PATIENCE)
+            .expect("demo --forever said nothing about where it records");
+        let at = line
+            .strip_prefix("ttrace-reader: demo: recording into ")
+            .and_then(|l| l.strip_suffix(" until interrupted (Ctrl-C)"))
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(Path::new(at).starts_with(tmp.path()), "{at}");
+        assert!(Path::new(at).join("header").exists(), "{at}");
+        // SAFETY: kill only sends a signal, to our own child.
+        unsafe { libc::kill(demo.0.id() as i32, signal) };
+        let status = demo.0.wait().unwrap();
+        assert_eq!(status.signal(), Some(signal), "{status}");
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "signal {signal}: left {left:?}");
     }
 }
 
