@@ -77,6 +77,9 @@ pub struct Cli {
     line: Vec<String>,
     /// Its standard input (empty if none).
     input: Option<Vec<u8>>,
+    /// How long it may run before it is killed and the test fails (a bound on a failure,
+    /// not a way to order anything).
+    limit: Option<std::time::Duration>,
 }
 
 /// What came of a run.
@@ -100,6 +103,7 @@ impl Cli {
             cmd,
             line: vec![name.to_string_lossy().into_owned()],
             input: None,
+            limit: None,
         }
     }
 
@@ -129,6 +133,13 @@ impl Cli {
         self
     }
 
+    /// Kills it, and fails the test, if it still runs after `limit`: for a command that
+    /// must end by itself, and that would wait forever if it did not.
+    pub fn within(mut self, limit: std::time::Duration) -> Cli {
+        self.limit = Some(limit);
+        self
+    }
+
     /// The command, for a run with other standard streams: a child read from while it runs,
     /// a pipe for its output.
     pub fn command(self) -> Command {
@@ -148,22 +159,68 @@ impl Cli {
             .spawn()
             .unwrap_or_else(|e| panic!("{:?}: {e}", self.line));
         let pid = child.id();
+        // A descriptor of this very process (not of a later one given its pid), taken while
+        // it cannot have been reaped yet.
+        // SAFETY: pidfd_open takes a pid and flags, and returns a new descriptor or -1.
+        let pidfd = self
+            .limit
+            .map(|_| unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32);
+        let killed = std::sync::atomic::AtomicBool::new(false);
         let out = std::thread::scope(|s| {
             if let (Some(bytes), Some(mut stdin)) = (self.input.take(), child.stdin.take()) {
                 s.spawn(move || stdin.write_all(&bytes).expect("standard input"));
             }
+            if let (Some(limit), Some(fd)) = (self.limit, pidfd.filter(|&fd| fd >= 0)) {
+                let killed = &killed;
+                s.spawn(move || {
+                    let mut p = libc::pollfd {
+                        fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd; the descriptor is readable once the process
+                    // has ended.
+                    let ready = unsafe { libc::poll(&mut p, 1, limit.as_millis() as i32) };
+                    if ready == 0 {
+                        killed.store(true, std::sync::atomic::Ordering::SeqCst);
+                        // SAFETY: sends SIGKILL to the process the descriptor names.
+                        unsafe {
+                            libc::syscall(
+                                libc::SYS_pidfd_send_signal,
+                                fd,
+                                libc::SIGKILL,
+                                std::ptr::null::<libc::siginfo_t>(),
+                                0,
+                            )
+                        };
+                    }
+                });
+            }
             child.wait_with_output().unwrap()
         });
+        if let Some(fd) = pidfd.filter(|&fd| fd >= 0) {
+            // SAFETY: the descriptor is ours, and used no more.
+            unsafe { libc::close(fd) };
+        }
         let text = |b: Vec<u8>, what: &str| {
             String::from_utf8(b)
                 .unwrap_or_else(|e| panic!("{:?}: {what} not UTF-8: {e}", self.line))
         };
-        Ran {
+        let ran = Ran {
             pid,
             status: out.status,
             stdout: text(out.stdout, "standard output"),
             stderr: text(out.stderr, "standard error"),
-        }
+        };
+        assert!(
+            !killed.load(std::sync::atomic::Ordering::SeqCst),
+            "{:?}: still running after {:?} (killed); it printed {:?} and {:?}",
+            self.line,
+            self.limit.unwrap_or_default(),
+            ran.stdout,
+            ran.stderr
+        );
+        ran
     }
 
     /// Runs it; it must succeed: all of the run.

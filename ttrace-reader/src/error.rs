@@ -82,9 +82,131 @@ pub enum Error {
         /// Why.
         source: devttrace::Error,
     },
-    /// `snapshot -o` names a pipe or a device, not a file.
-    #[error("{}: a snapshot is written to a file, not to a pipe or device", .0.display())]
-    SnapshotToStream(PathBuf),
+    /// `snapshot -o -` (or `/dev/stdout`) on a terminal: a snapshot is binary.
+    #[error(
+        "{}: standard output is a terminal, and a snapshot is binary; redirect it (> app.ttrace) \
+         or give -o FILE",
+        .0.display()
+    )]
+    SnapshotToTerminal(PathBuf),
+    /// The directory an output is to be written in does not exist.
+    #[error(
+        "{}: no such directory (to write {} in); create it first",
+        dir.display(),
+        path.display()
+    )]
+    NoSuchDirectory {
+        /// The missing directory.
+        dir: PathBuf,
+        /// The output path given.
+        path: PathBuf,
+    },
+    /// `clear` was given a snapshot file.
+    #[error(
+        "{}: a snapshot file cannot be cleared: it never changes (clear the device it was taken \
+         from)",
+        .0.display()
+    )]
+    SnapshotNotCleared(PathBuf),
+    /// A `ctl` command was given a snapshot file.
+    #[error(
+        "{}: a snapshot file cannot be controlled: it never changes (run ctl on the device it \
+         was taken from)",
+        .0.display()
+    )]
+    SnapshotNotControlled(PathBuf),
+    /// `ctl reset` was given arguments.
+    #[error("ctl: `reset` takes no arguments (given: {0})")]
+    ResetTakesNoArguments(String),
+    /// `follow --wait` was given a path where something that is no device is.
+    #[error(
+        "{}: not a ttrace device ({what}); follow --wait waits only where nothing is yet",
+        path.display()
+    )]
+    NothingToWaitFor {
+        /// The path.
+        path: PathBuf,
+        /// What is there instead.
+        what: &'static str,
+    },
+    /// `follow --interval-ms 0`.
+    #[error("follow --interval-ms 0: give at least 1 (the milliseconds between two polls)")]
+    ZeroInterval,
+    /// `report --histogram NAME` names no pair of the trace's tracepoints.
+    #[error(
+        "report --histogram {name}: no pair of this name; {}",
+        known_pairs(pairs)
+    )]
+    NoSuchPair {
+        /// The name given.
+        name: String,
+        /// The names of the pairs (their entry's or start's).
+        pairs: Vec<String>,
+    },
+    /// `report --by NAME` names no argument of a pair's entry (or start).
+    #[error(
+        "report --by {name}: no pair's entry (or start) has an argument of this name; --by takes \
+         thread, process, cpu{}",
+        known_args(args)
+    )]
+    NoSuchArgument {
+        /// The name given.
+        name: String,
+        /// The arguments of the pairs' entries and starts.
+        args: Vec<String>,
+    },
+    /// A mount point that is not a directory.
+    #[error("{}: not a directory: a mount point is an empty directory", .0.display())]
+    MountPointNotADirectory(PathBuf),
+    /// A mount point that holds something (the mount would hide it).
+    #[error(
+        "{}: not empty: mounting here would hide what it holds (give an empty or a new \
+         directory)",
+        .0.display()
+    )]
+    MountPointNotEmpty(PathBuf),
+    /// A device is mounted at the mount point already.
+    #[error(
+        "{}: a device is mounted here already ({mounted}); `ttrace-reader umount {}` first",
+        path.display(),
+        path.display()
+    )]
+    AlreadyMounted {
+        /// The mount point.
+        path: PathBuf,
+        /// What is mounted (`ttrace:DEVICE`).
+        mounted: String,
+    },
+    /// Something else is mounted at the mount point.
+    #[error(
+        "{}: a mount point already ({fstype} {mounted}): give an empty directory that is not one",
+        path.display()
+    )]
+    MountPointInUse {
+        /// The mount point.
+        path: PathBuf,
+        /// The file system type mounted there.
+        fstype: String,
+        /// What is mounted there.
+        mounted: String,
+    },
+    /// `umount` of a path where nothing is mounted.
+    #[error("{}: nothing is mounted here", .0.display())]
+    NotMounted(PathBuf),
+    /// `umount` of a path where something other than a ttrace device is mounted.
+    #[error(
+        "{}: not a ttrace mount ({fstype} {mounted}): umount unmounts only what \
+         `ttrace-reader mount` mounted",
+        path.display()
+    )]
+    NotATtraceMount {
+        /// The mount point.
+        path: PathBuf,
+        /// The file system type mounted there.
+        fstype: String,
+        /// What is mounted there.
+        mounted: String,
+    },
     /// An output that is a directory (`export --format ctf`, `uftrace`) was given a pipe or
     /// a device.
     #[error("{}: this format is a directory", .0.display())]
@@ -155,4 +277,20 @@ pub enum Error {
         /// Why unmounting directly failed.
         source: std::io::Error,
     },
+}
+
+/// `the pairs are a, b, c` (or that there are none).
+fn known_pairs(pairs: &[String]) -> String {
+    match pairs {
+        [] => "this trace has no pairs (entry/exit or start/stop tracepoints)".to_string(),
+        _ => format!("the pairs are {}", pairs.join(", ")),
+    }
+}
+
+/// `, or an argument: a, b, c` (or nothing when there are none).
+fn known_args(args: &[String]) -> String {
+    match args {
+        [] => " (no pair's entry has arguments)".to_string(),
+        _ => format!(", or an argument: {}", args.join(", ")),
+    }
 }

@@ -84,9 +84,22 @@ enum Open {
     /// Bytes copied at open.
     Bytes(Arc<Vec<u8>>),
     /// `ctl`, open for writing.
-    Ctl,
+    Ctl(Arc<Mutex<CtlFile>>),
     /// A `trace_pipe` reader.
     Pipe(Arc<Pipe>),
+}
+
+/// `ctl` open for writing: the commands written to it, each write checked whole as it comes
+/// (a shell's `printf` writes line by line), and applied together when the file is closed,
+/// only if every write was good: what is written to one open `ctl` applies all or nothing.
+#[derive(Default)]
+struct CtlFile {
+    /// The device, attached for control at the first write.
+    control: Option<Device>,
+    /// The commands written, not yet applied.
+    commands: Vec<devttrace::control::Command>,
+    /// A write was refused: nothing written to this file is applied.
+    failed: bool,
 }
 
 /// A `trace_pipe` reader: its own follower, and the text it has not returned yet.
@@ -166,6 +179,36 @@ impl TraceFs {
         Ok(bytes)
     }
 
+    /// Takes one write to `ctl`: whole lines, each a command (empty ones aside), all good or
+    /// the write is refused (EINVAL); the device is attached for control at the first.
+    fn accept(&self, ctl: &mut CtlFile, data: &[u8]) -> Result<(), Errno> {
+        if ctl.failed {
+            return Err(Errno::EINVAL);
+        }
+        let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
+        let commands = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.parse::<devttrace::control::Command>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| Errno::EINVAL)?;
+        if ctl.control.is_none() {
+            ctl.control = Some(Device::attach_with(self.dev.dir(), self.trust).map_err(
+                |e| match e {
+                    devttrace::Error::ReadOnly(_) => Errno::EROFS,
+                    devttrace::Error::Io { source, .. }
+                        if source.kind() == std::io::ErrorKind::PermissionDenied =>
+                    {
+                        Errno::EROFS
+                    }
+                    e => eio(&e.to_string()),
+                },
+            )?);
+        }
+        ctl.commands.extend(commands);
+        Ok(())
+    }
+
     fn fh(&self, open: Open) -> FileHandle {
         let fh = self.next_fh.fetch_add(1, Relaxed);
         self.open
@@ -179,7 +222,7 @@ impl TraceFs {
         let map = self.open.lock().unwrap_or_else(|e| e.into_inner());
         match map.get(&fh.0)? {
             Open::Bytes(b) => Some(OpenRef::Bytes(b.clone())),
-            Open::Ctl => Some(OpenRef::Ctl),
+            Open::Ctl(c) => Some(OpenRef::Ctl(c.clone())),
             Open::Pipe(p) => Some(OpenRef::Pipe(p.clone())),
         }
     }
@@ -188,7 +231,7 @@ impl TraceFs {
 /// An open file, taken out of the table for one request.
 enum OpenRef {
     Bytes(Arc<Vec<u8>>),
-    Ctl,
+    Ctl(Arc<Mutex<CtlFile>>),
     Pipe(Arc<Pipe>),
 }
 
@@ -258,8 +301,16 @@ impl Filesystem for TraceFs {
         let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
         let direct = FopenFlags::FOPEN_DIRECT_IO;
         match ino.0 {
-            CTL if write => reply.opened(self.fh(Open::Ctl), direct),
+            CTL if write => reply.opened(self.fh(Open::Ctl(Arc::default())), direct),
             _ if write => reply.error(Errno::EACCES),
+            // A snapshot never changes: its pipe ends after what it holds.
+            TRACE_PIPE if self.dev.is_snapshot() => match self.content(TRACE) {
+                Ok(bytes) => reply.opened(
+                    self.fh(Open::Bytes(Arc::new(bytes))),
+                    direct | FopenFlags::FOPEN_NONSEEKABLE,
+                ),
+                Err(e) => reply.error(eio(&e.to_string())),
+            },
             TRACE_PIPE => {
                 let pipe = Pipe {
                     state: Mutex::new((Follower::new(self.dev), Vec::new())),
@@ -301,8 +352,7 @@ impl Filesystem for TraceFs {
                 let reader = req.pid();
                 std::thread::spawn(move || pipe_read(&p, size as usize, reader, reply));
             }
-            Some(OpenRef::Ctl) => reply.error(Errno::EBADF),
-            None => reply.error(Errno::EBADF),
+            Some(OpenRef::Ctl(_)) | None => reply.error(Errno::EBADF),
         }
     }
 
@@ -318,48 +368,52 @@ impl Filesystem for TraceFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        if !matches!(self.opened(fh), Some(OpenRef::Ctl)) {
+        let Some(OpenRef::Ctl(ctl)) = self.opened(fh) else {
             return reply.error(Errno::EBADF);
-        }
-        // Every line must parse before any is applied: a malformed write changes nothing.
-        let Ok(text) = std::str::from_utf8(data) else {
-            return reply.error(Errno::EINVAL);
         };
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-        if lines
-            .iter()
-            .any(|l| l.parse::<devttrace::control::Command>().is_err())
-        {
-            return reply.error(Errno::EINVAL);
-        }
-        let control = match Device::attach_with(self.dev.dir(), self.trust) {
-            Ok(d) => d,
-            Err(devttrace::Error::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::PermissionDenied =>
-            {
-                return reply.error(Errno::EROFS)
-            }
-            Err(e) => return reply.error(eio(&e.to_string())),
-        };
-        for l in lines {
-            match control.apply_text(l) {
-                Ok(_) => {}
-                Err(devttrace::Error::ReadOnly(_)) => return reply.error(Errno::EROFS),
-                Err(devttrace::Error::BadCommand(_)) => return reply.error(Errno::EINVAL),
-                Err(e) => return reply.error(eio(&e.to_string())),
+        let mut ctl = ctl.lock().unwrap_or_else(|e| e.into_inner());
+        match self.accept(&mut ctl, data) {
+            Ok(()) => reply.written(data.len() as u32),
+            Err(errno) => {
+                // Nothing written to this file applies now, not even its good writes.
+                ctl.failed = true;
+                ctl.commands.clear();
+                reply.error(errno)
             }
         }
-        reply.written(data.len() as u32);
     }
 
+    /// Applies the commands written to `ctl` (at each close of a descriptor of it): all of
+    /// them, unless a write was refused, and then none.
     fn flush(
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let Some(OpenRef::Ctl(ctl)) = self.opened(fh) else {
+            return reply.ok();
+        };
+        let mut ctl = ctl.lock().unwrap_or_else(|e| e.into_inner());
+        let commands = std::mem::take(&mut ctl.commands);
+        // A refused write was said at the write; what follows is a new batch.
+        if std::mem::take(&mut ctl.failed) {
+            return reply.ok();
+        }
+        let Some(control) = &ctl.control else {
+            return reply.ok();
+        };
+        for c in &commands {
+            if let Err(e) = control.apply(c) {
+                return reply.error(match e {
+                    devttrace::Error::ReadOnly(_) => Errno::EROFS,
+                    devttrace::Error::BadCommand(_) => Errno::EINVAL,
+                    e => eio(&e.to_string()),
+                });
+            }
+        }
         reply.ok();
     }
 
@@ -576,8 +630,186 @@ fn aux_bytes(dev: &Reader) -> devttrace::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Serves `device` at `mountpoint` (created if missing, and then removed after) until
-/// SIGINT or SIGTERM, or until it is unmounted (`ttrace-reader umount`, `fusermount3 -u`).
+/// What is mounted at a point, as `/proc/self/mountinfo` says.
+struct MountEntry {
+    /// The file system type (`fuse`, `fuse.ttrace`, `tmpfs`).
+    fstype: String,
+    /// What is mounted (`ttrace:DEVICE` for a device this program mounted).
+    source: String,
+}
+
+impl MountEntry {
+    /// Whether it is a device mounted by `ttrace-reader mount` (a FUSE mount named
+    /// `ttrace:DEVICE`).
+    fn is_ttrace(&self) -> bool {
+        self.source.starts_with("ttrace:")
+            && (self.fstype == "fuse" || self.fstype.starts_with("fuse."))
+    }
+}
+
+/// A field of `/proc/self/mountinfo` with its escapes (`\040` for a space) undone.
+fn unescape(field: &str) -> std::ffi::OsString {
+    use std::os::unix::ffi::OsStringExt;
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8) + (c - b'0')));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    std::ffi::OsString::from_vec(out)
+}
+
+/// `path` as the mount table names it: absolute, symbolic links resolved (but for its last
+/// component when it cannot be, as at a dead mount).
+fn resolved(path: &Path) -> PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    match (abs.parent(), abs.file_name()) {
+        (Some(parent), Some(name)) => parent
+            .canonicalize()
+            .map_or_else(|_| abs.clone(), |p| p.join(name)),
+        _ => abs,
+    }
+}
+
+/// What is mounted at `point` (the topmost mount where several are stacked), if anything.
+fn mounted_at(point: &Path) -> Option<MountEntry> {
+    let point = resolved(point);
+    let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    table
+        .lines()
+        // The last line for the point is the topmost mount there.
+        .rev()
+        .find_map(|line| {
+            // `ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE OPTIONS`
+            let fields: Vec<&str> = line.split(' ').collect();
+            let dash = fields.iter().skip(6).position(|f| *f == "-")? + 6;
+            let field = |i: usize| Some(unescape(fields.get(i)?).to_string_lossy().into_owned());
+            let entry = MountEntry {
+                fstype: field(dash + 1)?,
+                source: field(dash + 2)?,
+            };
+            (Path::new(&unescape(fields.get(4)?)) == point).then_some(entry)
+        })
+}
+
+/// Whether the FUSE mount at `point` is dead: its process is gone (killed), and every access
+/// fails with ENOTCONN. Asked with `statfs`, which the kernel always passes on to the file
+/// system (attributes it may answer from its cache for a while).
+fn dead(point: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(point.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a NUL-terminated path; statfs writes only the struct it is given.
+    let failed = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut st) != 0
+    };
+    failed
+        && matches!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::ENOTCONN | libc::ECONNABORTED)
+        )
+}
+
+/// Makes `mountpoint` ready to mount on: an empty directory where nothing is mounted,
+/// created if missing (with its missing parents). Returns the directories it created,
+/// outermost first, for [`remove_dirs`]. A dead ttrace mount there (its process was killed)
+/// is unmounted, with a note.
+fn prepare(mountpoint: &Path) -> Result<Vec<PathBuf>, Error> {
+    let at = || mountpoint.to_path_buf();
+    // Stacked dead mounts are unmounted one by one, down to the directory.
+    for _ in 0..16 {
+        let Some(m) = mounted_at(mountpoint) else {
+            break;
+        };
+        if !m.is_ttrace() {
+            return Err(Error::MountPointInUse {
+                path: at(),
+                fstype: m.fstype,
+                mounted: m.source,
+            });
+        }
+        if !dead(mountpoint) {
+            return Err(Error::AlreadyMounted {
+                path: at(),
+                mounted: m.source,
+            });
+        }
+        unmount(mountpoint, true)?;
+        eprintln!(
+            "ttrace-reader: note: {}: a ttrace mount whose process is gone was still there; \
+             unmounted it",
+            mountpoint.display()
+        );
+    }
+    match std::fs::metadata(mountpoint) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_dirs(mountpoint),
+        Err(source) => Err(Error::File { path: at(), source }),
+        Ok(meta) if !meta.is_dir() => Err(Error::MountPointNotADirectory(at())),
+        Ok(_) => match std::fs::read_dir(mountpoint).map(|mut d| d.next().is_some()) {
+            Ok(true) => Err(Error::MountPointNotEmpty(at())),
+            Ok(false) => Ok(Vec::new()),
+            Err(source) => Err(Error::File { path: at(), source }),
+        },
+    }
+}
+
+/// Creates `path` and those of its parents that are missing: the directories created,
+/// outermost first (one another process made meanwhile is not counted).
+fn create_dirs(path: &Path) -> Result<Vec<PathBuf>, Error> {
+    let mut missing = Vec::new();
+    let mut p = path;
+    while std::fs::symlink_metadata(p).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        missing.push(p.to_path_buf());
+        match p.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => p = parent,
+            _ => break,
+        }
+    }
+    let mut created = Vec::new();
+    for dir in missing.into_iter().rev() {
+        match std::fs::create_dir(&dir) {
+            Ok(()) => created.push(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+            Err(source) => {
+                remove_dirs(&created);
+                return Err(Error::File { path: dir, source });
+            }
+        }
+    }
+    Ok(created)
+}
+
+/// Removes the directories [`create_dirs`] created, innermost first, while they are empty.
+fn remove_dirs(created: &[PathBuf]) {
+    for dir in created.iter().rev() {
+        if std::fs::remove_dir(dir).is_err() {
+            break;
+        }
+    }
+}
+
+/// Serves `device` at `mountpoint` until SIGINT, SIGTERM or SIGHUP, or until it is
+/// unmounted (`ttrace-reader umount`, `fusermount3 -u`). The mount point must be an empty
+/// directory where nothing is mounted (a dead ttrace mount there is unmounted first); one
+/// that is missing is created, with its missing parents, and what was created is removed
+/// after.
 pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), Error> {
     let dev = Reader::open_with(device, trust)?;
     let meta = std::fs::metadata(dev.dir()).map_err(|source| Error::File {
@@ -586,24 +818,14 @@ pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), Error
     })?;
     use std::os::unix::fs::MetadataExt;
     let dev: &'static Reader = Box::leak(Box::new(dev));
-    let created = !mountpoint.exists();
-    if created {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .create(mountpoint)
-            .map_err(|source| Error::File {
-                path: mountpoint.to_path_buf(),
-                source,
-            })?;
-    }
+    let created = prepare(mountpoint)?;
     let remove = |r: Result<(), Error>| {
-        if created {
-            let _ = std::fs::remove_dir(mountpoint);
-        }
+        remove_dirs(&created);
         r
     };
-    // SIGINT and SIGTERM are taken by a thread of ours (every thread, the session's
-    // included, inherits the mask set here): it unmounts, and the session then ends.
+    // SIGINT, SIGTERM and SIGHUP are taken by a thread of ours (every thread, the
+    // session's included, inherits the mask set here): it unmounts, and the session then
+    // ends.
     let signals = block_signals();
     let fs = TraceFs {
         dev,
@@ -616,7 +838,13 @@ pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), Error
     };
     let mut config = fuser::Config::default();
     config.mount_options = vec![
-        MountOption::FSName(format!("ttrace:{}", dev.dir().display())),
+        // The device's absolute path: `umount` and a later `mount` know the mount by it.
+        MountOption::FSName(format!(
+            "ttrace:{}",
+            std::path::absolute(dev.dir())
+                .unwrap_or_else(|_| dev.dir().to_path_buf())
+                .display()
+        )),
         MountOption::Subtype("ttrace".into()),
         MountOption::DefaultPermissions,
         MountOption::NoDev,
@@ -654,7 +882,7 @@ pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), Error
     remove(ran)
 }
 
-/// Blocks SIGINT and SIGTERM in the calling thread (and the threads it starts); returns the
+/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and the threads it starts); returns the
 /// set, for `sigwait`.
 fn block_signals() -> libc::sigset_t {
     // SAFETY: the set is initialized by sigemptyset before it is used; pthread_sigmask only
@@ -664,23 +892,41 @@ fn block_signals() -> libc::sigset_t {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
 }
 
-/// Unmounts `mountpoint`: directly when allowed (root), else with `fusermount3 -u`.
+/// Unmounts the device that `ttrace-reader mount` mounted at `mountpoint` (lazily when its
+/// process is gone); refuses anything else.
 pub fn umount(mountpoint: &Path) -> Result<(), Error> {
+    let path = || mountpoint.to_path_buf();
+    match mounted_at(mountpoint) {
+        None => Err(Error::NotMounted(path())),
+        Some(m) if !m.is_ttrace() => Err(Error::NotATtraceMount {
+            path: path(),
+            fstype: m.fstype,
+            mounted: m.source,
+        }),
+        Some(_) => unmount(mountpoint, dead(mountpoint)),
+    }
+}
+
+/// Unmounts `mountpoint`: directly when allowed (root), else with `fusermount3 -u`; `lazy`
+/// detaches it even while busy (a dead mount).
+fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), Error> {
     use std::os::unix::ffi::OsStrExt;
     let path = || mountpoint.to_path_buf();
     let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
         .map_err(|_| Error::NulInPath(path()))?;
+    let flags = if lazy { libc::MNT_DETACH } else { 0 };
     // A file closed an instant ago (or held across a fork by a process that is about to
     // exec) keeps the mount busy a little longer: try again for up to a second.
     let mut err = std::io::Error::from_raw_os_error(libc::EBUSY);
     for wait in (0..20).map(|k| std::time::Duration::from_millis(5 << (k / 4).min(3))) {
         // SAFETY: `c` is a NUL-terminated path.
-        if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
             return Ok(());
         }
         err = std::io::Error::last_os_error();
@@ -699,11 +945,9 @@ pub fn umount(mountpoint: &Path) -> Result<(), Error> {
         });
     }
     for program in ["fusermount3", "fusermount"] {
-        match std::process::Command::new(program)
-            .arg("-u")
-            .arg(mountpoint)
-            .status()
-        {
+        let mut command = std::process::Command::new(program);
+        command.arg(if lazy { "-uz" } else { "-u" }).arg(mountpoint);
+        match command.status() {
             Ok(s) if s.success() => return Ok(()),
             Ok(_) => {
                 return Err(Error::UnmountFailed {
@@ -718,4 +962,28 @@ pub fn umount(mountpoint: &Path) -> Result<(), Error> {
         path: path(),
         source: err,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_fields_are_unescaped() {
+        assert_eq!(unescape(r"/tmp/a\040b\011c\134d"), "/tmp/a b\tc\\d");
+        assert_eq!(unescape(r"/tmp/a\04"), r"/tmp/a\04");
+        assert_eq!(unescape(r"\"), r"\");
+    }
+
+    #[test]
+    fn only_a_fuse_mount_named_ttrace_is_ours() {
+        let entry = |fstype: &str, source: &str| MountEntry {
+            fstype: fstype.into(),
+            source: source.into(),
+        };
+        assert!(entry("fuse", "ttrace:/dev/shm/ttrace-0").is_ttrace());
+        assert!(entry("fuse.ttrace", "ttrace:/x").is_ttrace());
+        assert!(!entry("tmpfs", "ttrace:/x").is_ttrace());
+        assert!(!entry("fuse.sshfs", "host:/x").is_ttrace());
+    }
 }

@@ -17,8 +17,9 @@ pub(crate) enum Shape {
 /// How an output path is written. One policy for every command that writes one (`snapshot`,
 /// `export`): the output is written under a temporary name beside the path and renamed into
 /// place when complete, so that a path holds a whole output or none; a path that exists is
-/// refused unless `--force` (an empty directory counts as none). Pipes, terminals and
-/// devices, and `/dev/stdout` and the like, are written to in place.
+/// refused unless `--force` (an empty directory counts as none); one in a directory that
+/// does not exist is refused, naming it. Pipes, terminals and devices, and `/dev/stdout` and
+/// the like, are written to in place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Target {
     /// Nothing is there: renamed into place only while nothing is.
@@ -55,7 +56,24 @@ fn is_descriptor(path: &Path) -> bool {
 pub(crate) fn output_target(path: &Path, shape: Shape, force: bool) -> Result<Target, Error> {
     let at = || path.to_path_buf();
     let meta = match std::fs::metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Target::New),
+        // Nothing there: its directory must be (it is not made up).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = match path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir,
+                _ => Path::new("."),
+            };
+            return match std::fs::metadata(dir) {
+                Ok(_) => Ok(Target::New),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::NoSuchDirectory {
+                    dir: dir.to_path_buf(),
+                    path: at(),
+                }),
+                Err(source) => Err(Error::File {
+                    path: dir.to_path_buf(),
+                    source,
+                }),
+            };
+        }
         Err(source) => return Err(Error::File { path: at(), source }),
         Ok(meta) => meta,
     };

@@ -123,9 +123,38 @@ pub struct Histogram {
     pub buckets: Vec<(u64, u64, u64)>,
 }
 
+/// The counts of one ring, as the footer of `dump` and of the text report show them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RingCounts {
+    /// Its name (`cpu0`, `cpu0.shared`).
+    pub ring: String,
+    /// Events it holds (as `dump` shows them, with no filter).
+    pub events: u64,
+    /// Ring entries those take.
+    pub entries: u64,
+    /// Entries overwritten before they could be read (including while reading).
+    pub lost: u64,
+    /// Entries still being written.
+    pub incomplete: u64,
+    /// Events writers dropped.
+    pub dropped: u64,
+    /// Events older than `--since`, left out.
+    pub older: u64,
+    /// Continuations whose first entry is gone.
+    pub orphans: u64,
+    /// Malformed entries.
+    pub malformed: u64,
+    /// Entries written while the ring was read, left out.
+    pub after_cut: u64,
+    /// Entries hidden by a clear.
+    pub cleared: u64,
+}
+
 /// A report of a trace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
+    /// How the durations are split.
+    pub by: Option<By>,
     /// Nanoseconds from the first to the last event reported.
     pub covered_ns: u64,
     /// Events, all names.
@@ -138,6 +167,46 @@ pub struct Report {
     pub unmeasured: Unmeasured,
     /// The histogram asked for.
     pub histogram: Option<Histogram>,
+    /// The counts of the rings reported on (those the filter selects; a shared ring only
+    /// once written to), as the footer shows them.
+    pub rings: Vec<RingCounts>,
+}
+
+/// Whether `schemas[id]` opens a pair: an entry, or a start whose stem a stop has.
+fn opens_pair(schemas: &[Schema], stems: &Stems, id: usize) -> bool {
+    match schemas[id].kind {
+        Kind::Entry => true,
+        Kind::Start => stems.of[id].is_some_and(|s| stems.paired[s]),
+        _ => false,
+    }
+}
+
+/// The names of the pairs of `meta`'s tracepoints, sorted: their entries' and starts' (what
+/// `--histogram` takes, and the durations are named by).
+pub fn pair_names(meta: &devttrace::Metadata) -> Vec<String> {
+    let schemas = Schema::all(meta);
+    let stems = Stems::new(&schemas);
+    let mut names: Vec<String> = (0..schemas.len())
+        .filter(|&id| opens_pair(&schemas, &stems, id))
+        .map(|id| schemas[id].name.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The names of the arguments of the pairs' entries and starts, sorted (what `--by` takes
+/// beside `thread`, `process` and `cpu`).
+pub fn pair_arguments(meta: &devttrace::Metadata) -> Vec<String> {
+    let schemas = Schema::all(meta);
+    let stems = Stems::new(&schemas);
+    let mut names: Vec<String> = (0..schemas.len())
+        .filter(|&id| opens_pair(&schemas, &stems, id))
+        .flat_map(|id| schemas[id].args.iter().map(|(name, _)| name.clone()))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// Reports the events `view` holds that `filter` keeps.
@@ -359,7 +428,29 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
         latencies.truncate(n);
         points.truncate(n);
     }
+    let num_cpus = view.version.num_cpus;
+    let rings = (view.cpus.iter().enumerate())
+        .filter(|&(ring, r)| crate::decode::shown(ring, r, num_cpus, filter))
+        .map(|(ring, r)| {
+            let vanished = view.vanished(ring);
+            RingCounts {
+                ring: ttrace_layouts::ring::ring_name(ring, num_cpus),
+                events: (r.events.len() as u64).saturating_sub(vanished),
+                entries: r.committed,
+                lost: r.lost + vanished,
+                incomplete: r.claimed,
+                dropped: r.dropped,
+                older: r.older,
+                orphans: r.orphans,
+                malformed: r.malformed,
+                after_cut: r.after_cut,
+                cleared: r.cleared,
+            }
+        })
+        .collect();
     Report {
+        by: opts.by.clone(),
+        rings,
         covered_ns,
         events,
         points,
@@ -431,7 +522,14 @@ pub fn text(r: &Report) -> String {
             p.name
         );
     }
-    let _ = writeln!(s, "# durations: entry to exit, start to stop, per thread");
+    let split = match &r.by {
+        None => String::new(),
+        Some(By::Thread) => ", per thread".to_string(),
+        Some(By::Process) => ", per process".to_string(),
+        Some(By::Cpu) => ", per cpu".to_string(),
+        Some(By::Arg(name)) => format!(", per value of {name}"),
+    };
+    let _ = writeln!(s, "# durations: entry to exit, start to stop{split}");
     let _ = writeln!(
         s,
         "{:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}  pair",
@@ -475,7 +573,8 @@ pub fn text(r: &Report) -> String {
     s
 }
 
-/// The report as JSON, with the same figures as [`text`] (durations in nanoseconds).
+/// The report as JSON, with the same figures as [`text`] and the footer of the command's
+/// text report (durations in nanoseconds; the losses of each ring, and in all).
 pub fn json(r: &Report) -> String {
     let points: Vec<serde_json::Value> = r
         .points
@@ -495,8 +594,30 @@ pub fn json(r: &Report) -> String {
             })
         })
         .collect();
+    let rings: Vec<serde_json::Value> = r
+        .rings
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "ring": c.ring, "events": c.events, "entries": c.entries, "lost": c.lost,
+                "incomplete": c.incomplete, "dropped": c.dropped, "older_than_since": c.older,
+                "orphaned_continuations": c.orphans, "malformed": c.malformed,
+                "written_while_reading": c.after_cut, "cleared": c.cleared,
+            })
+        })
+        .collect();
+    let by = r.by.as_ref().map(|b| match b {
+        By::Thread => "thread".to_string(),
+        By::Process => "process".to_string(),
+        By::Cpu => "cpu".to_string(),
+        By::Arg(name) => format!("arg:{name}"),
+    });
     let u = r.unmeasured;
     let mut v = serde_json::json!({
+        "by": by,
+        "lost": r.rings.iter().map(|c| c.lost).sum::<u64>(),
+        "dropped": r.rings.iter().map(|c| c.dropped).sum::<u64>(),
+        "rings": rings,
         "events": r.events,
         "covered_ns": r.covered_ns,
         "points": points,

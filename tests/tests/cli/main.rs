@@ -1,7 +1,7 @@
 //! The `ttrace-reader` command line, run as a user runs it (this package builds it as the
 //! `ttrace-reader-cli` binary), on devices written by this process and by others: `dump`,
-//! `follow`, `ctl`, `stats`, `demo`, `clear`, `decode`, `report`, `mount`, and what a new
-//! user trips on.
+//! `follow`, `ctl`, `stats`, `demo`, `clear`, `decode`, `report`, `mount`, what a new user
+//! trips on, and what each says when it cannot do what it is asked.
 //!
 //! The `mount` tests need FUSE: they are `#[ignore = "needs FUSE: ..."]`, run with
 //! `-- --include-ignored`.
@@ -10,6 +10,7 @@ mod clear;
 mod decode;
 mod first_use;
 mod follow_wait;
+mod messages;
 mod mount;
 mod reader_cli;
 mod report;

@@ -85,6 +85,12 @@ impl Drop for Mounted {
             let _ = reader!("umount", &self.at).run();
             let _ = c.kill();
             let _ = c.wait();
+            // A test that failed with a file of the mount open leaves no dead mount behind
+            // (as root).
+            if let Ok(at) = std::ffi::CString::new(self.at.to_str().unwrap_or_default()) {
+                // SAFETY: a NUL-terminated path; a failure (not mounted) is ignored.
+                unsafe { libc::umount2(at.as_ptr(), libc::MNT_DETACH) };
+            }
         }
     }
 }
@@ -384,5 +390,311 @@ fn a_snapshot_file_mounts_as_the_device_it_was_taken_from() {
     let aux_size = devttrace::Reader::open(&file).unwrap().version().aux_size;
     assert_eq!(aux.len() as u64, 4 * aux_size, "one buffer per ring");
     assert!(aux.windows(5).any(|w| w == b"s1-49"));
+    m.unmount_cleanly();
+}
+
+/// A tmpfs mounted at a directory (as root), unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path) -> Tmpfs {
+        let c = |p: &str| std::ffi::CString::new(p).unwrap();
+        let (src, target, kind) = (c("none"), c(at.to_str().unwrap()), c("tmpfs"));
+        // SAFETY: NUL-terminated strings, no data.
+        let r = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                target.as_ptr(),
+                kind.as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(
+            r,
+            0,
+            "mount tmpfs (needs root): {}",
+            std::io::Error::last_os_error()
+        );
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let target = std::ffi::CString::new(self.0.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path; a failure (already unmounted) is ignored.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+/// Whether something is mounted at `at`.
+fn is_mount_point(at: &Path) -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == at.to_str())
+}
+
+/// Runs `mount dev at`, which must be refused: its one line on standard error. One that
+/// mounts all the same is unmounted, and the test fails.
+fn refused(dev: &Path, at: &Path) -> String {
+    let mut child = reader!("mount", dev, at)
+        .command()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    if line.starts_with("mounted ") {
+        let target = std::ffi::CString::new(at.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("mounted at {}: {line}", at.display());
+    }
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
+}
+
+#[test]
+#[ignore = "needs FUSE: /dev/fuse, and root (it mounts a tmpfs)"]
+fn umount_unmounts_only_a_ttrace_mount() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().join("tmpfs");
+    std::fs::create_dir(&t).unwrap();
+    let _tmpfs = Tmpfs::mount(&t);
+    std::fs::write(t.join("kept"), "mine").unwrap();
+    let err = reader!("umount", &t).fails();
+    assert_eq!(
+        err,
+        format!(
+            "ttrace-reader: {}: not a ttrace mount (tmpfs none): umount unmounts only what \
+             `ttrace-reader mount` mounted\n",
+            t.display()
+        )
+    );
+    assert!(is_mount_point(&t));
+    assert_eq!(std::fs::read_to_string(t.join("kept")).unwrap(), "mine");
+    // Where nothing is mounted: a directory, a file, nothing at all.
+    let plain = tmp.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let file = tmp.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    for p in [&plain, &file, &tmp.path().join("none")] {
+        let err = reader!("umount", p).fails();
+        assert_eq!(
+            err,
+            format!("ttrace-reader: {}: nothing is mounted here\n", p.display())
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs FUSE: /dev/fuse, and root (it mounts a tmpfs)"]
+fn mount_refuses_a_file_a_full_directory_and_a_mount_point() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let _dev = device(&dir);
+    let file = tmp.path().join("file");
+    std::fs::write(&file, "mine").unwrap();
+    assert_eq!(
+        refused(&dir, &file),
+        format!(
+            "ttrace-reader: {}: not a directory: a mount point is an empty directory\n",
+            file.display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    let full = tmp.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("notes"), "mine").unwrap();
+    assert_eq!(
+        refused(&dir, &full),
+        format!(
+            "ttrace-reader: {}: not empty: mounting here would hide what it holds (give an \
+             empty or a new directory)\n",
+            full.display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(full.join("notes")).unwrap(), "mine");
+    // A mount point of something else, empty.
+    let t = tmp.path().join("tmpfs");
+    std::fs::create_dir(&t).unwrap();
+    let _tmpfs = Tmpfs::mount(&t);
+    assert_eq!(
+        refused(&dir, &t),
+        format!(
+            "ttrace-reader: {}: a mount point already (tmpfs none): give an empty directory \
+             that is not one\n",
+            t.display()
+        )
+    );
+    // A device mounted there already.
+    let at = tmp.path().join("mnt");
+    let m = Mounted::new(&dir, &at);
+    assert_eq!(
+        refused(&dir, &at),
+        format!(
+            "ttrace-reader: {}: a device is mounted here already (ttrace:{}); \
+             `ttrace-reader umount {}` first\n",
+            at.display(),
+            dir.display(),
+            at.display()
+        )
+    );
+    assert!(m.file("version").exists(), "the first mount still serves");
+    m.unmount_cleanly();
+    assert!(!is_mount_point(&at));
+}
+
+#[test]
+#[ignore = "needs FUSE: /dev/fuse, and root or fusermount3 (apt install fuse3)"]
+fn a_mount_whose_process_was_killed_is_recovered() {
+    let (_tmp, dir, _dev, mut m) = mounted();
+    let at = m.at.clone();
+    let kill = |m: &mut Mounted| {
+        let mut child = m.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // The dead mount is still there: its directory cannot be read.
+        let err = std::fs::read_dir(&m.at).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTCONN), "{err}");
+    };
+    kill(&mut m);
+    // A new mount there unmounts the dead one, says so, and serves.
+    let mut again = Mounted::new(&dir, &at);
+    assert!(text(again.read("version")).contains("cpus 2\n"));
+    let mut log = String::new();
+    kill(&mut again);
+    again
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert_eq!(
+        log,
+        format!(
+            "ttrace-reader: note: {}: a ttrace mount whose process is gone was still there; \
+             unmounted it\n",
+            at.display()
+        )
+    );
+    // `umount` unmounts a dead one too.
+    reader!("umount", &at).ok();
+    assert!(std::fs::metadata(&at).unwrap().is_dir());
+    assert!(!is_mount_point(&at));
+}
+
+/// Ends `m` as `way` says: `umount`, or a signal.
+fn end(mut m: Mounted, way: &str) {
+    let signal = match way {
+        "umount" => return m.unmount_cleanly(),
+        "SIGINT" => libc::SIGINT,
+        _ => libc::SIGTERM,
+    };
+    let mut child = m.child.take().unwrap();
+    // SAFETY: kill only sends a signal, to our own child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    assert!(child.wait().unwrap().success(), "{way}");
+}
+
+#[test]
+#[ignore = "needs FUSE: /dev/fuse, and root or fusermount3 (apt install fuse3)"]
+fn mount_removes_the_directories_it_made_and_only_those() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let _dev = device(&dir);
+    let made = tmp.path().join("a");
+    let at = made.join("b").join("mnt");
+    let there = tmp.path().join("there");
+    std::fs::create_dir(&there).unwrap();
+    for way in ["umount", "SIGINT", "SIGTERM"] {
+        end(Mounted::new(&dir, &at), way);
+        assert!(!made.exists(), "{way}: it left what it made");
+        end(Mounted::new(&dir, &there), way);
+        assert!(
+            there.is_dir(),
+            "{way}: it removed a directory it did not make"
+        );
+        assert!(!is_mount_point(&there), "{way}");
+    }
+}
+
+#[test]
+#[ignore = "needs FUSE: /dev/fuse, and root or fusermount3 (apt install fuse3)"]
+fn the_commands_written_to_ctl_apply_all_or_nothing() {
+    let (_tmp, dir, _dev, m) = mounted();
+    reader!("ctl", &dir, "clrbits", "0x10").ok();
+    let before = m.read("ctl");
+    // bash's printf writes each line on its own: the second fails, and the first is not
+    // applied either.
+    let printf = |what: &str| {
+        Command::new("bash")
+            .arg("-c")
+            .arg(format!("printf '{what}' > {}", m.file("ctl").display()))
+            .output()
+            .unwrap()
+    };
+    let out = printf("reset\\nbogus\\n");
+    assert!(!out.status.success());
+    assert!(text(out.stderr).contains("Invalid argument"));
+    assert_eq!(text(m.read("ctl")), text(before.clone()));
+    // Lines written one by one, all good: applied together, when the file is closed.
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(m.file("ctl"))
+        .unwrap();
+    f.write_all(b"setbits 0x10\n").unwrap();
+    f.write_all(b"disable file_*\n").unwrap();
+    assert_eq!(m.read("ctl"), before, "applied before the file was closed");
+    drop(f);
+    let after = text(m.read("ctl"));
+    assert!(after.starts_with("setmask 0xffffffffffffffff "), "{after}");
+    assert!(after.contains("\ndisable file_*\n"), "{after}");
+    let out = printf("reset\\nenable x*\\n");
+    assert!(out.status.success(), "{}", text(out.stderr));
+    assert_eq!(
+        text(m.read("ctl")),
+        "setmask 0xffffffffffffffff 0xffffffffffffffff\nenable x*\n"
+    );
+    m.unmount_cleanly();
+}
+
+#[test]
+#[ignore = "needs FUSE: /dev/fuse, and root or fusermount3 (apt install fuse3)"]
+fn the_trace_pipe_of_a_snapshot_ends_after_what_it_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let _dev = device(&dir);
+    let file = tmp.path().join("saved.ttrace");
+    reader!("snapshot", &dir, "-o", &file).ok();
+    let m = Mounted::new(&file, &tmp.path().join("mnt"));
+    let pipe = m.file("trace_pipe");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::fs::read(pipe).map(text));
+    });
+    let got = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("trace_pipe of a snapshot did not end within 60 s")
+        .unwrap();
+    let trace = text(m.read("trace"));
+    assert!(trace.lines().count() >= 200, "{trace}");
+    assert_eq!(got, trace);
     m.unmount_cleanly();
 }

@@ -193,3 +193,98 @@ fn pairs_across_lost_entries_are_counted_not_measured() {
     assert!(text.contains("# not measured: "), "{text}");
     assert!(text.contains("# cpu0: "), "dump's loss counts stay: {text}");
 }
+
+/// The ring lines of a text report's footer: `(ring, lost, incomplete, dropped)`.
+fn footer(text: &str) -> Vec<(String, u64, u64, u64)> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# cpu"))
+        .map(|l| {
+            let (ring, rest) = l.split_once(": ").unwrap();
+            let n = |what: &str| -> u64 {
+                let before = rest.split(what).next().unwrap();
+                before.rsplit(' ').next().unwrap().parse().unwrap()
+            };
+            (
+                format!("cpu{ring}"),
+                n(" entries lost"),
+                n(" incomplete"),
+                n(" events dropped"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_json_report_has_the_loss_counts_of_the_text_footer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = device(&dir, 16);
+    let (enter, exit) = (
+        define_kind(&dev, "call", Kind::Entry, ""),
+        define_kind(&dev, "call_done", Kind::Exit, ""),
+    );
+    // 30 pairs into a 16-slot ring: the oldest are overwritten.
+    let ds: Vec<u64> = (1..=30).map(|i| 1000 + 2 * i).collect();
+    pairs(&dev, 0, 1 << 32 | 2, dev.now(), &ds, enter, exit);
+    let text = reader!("report", &dir).ok();
+    let want = footer(&text);
+    assert_eq!(want.len(), 2, "{text}");
+    assert!(want[0].1 > 0, "the test needs losses: {text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&reader!("report", &dir, "--json").ok()).unwrap();
+    let rings = json["rings"].as_array().unwrap_or_else(|| panic!("{json}"));
+    let got: Vec<(String, u64, u64, u64)> = rings
+        .iter()
+        .map(|r| {
+            (
+                r["ring"].as_str().unwrap().to_string(),
+                r["lost"].as_u64().unwrap(),
+                r["incomplete"].as_u64().unwrap(),
+                r["dropped"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want, "{json}");
+    assert_eq!(
+        json["lost"],
+        want.iter().map(|r| r.1).sum::<u64>(),
+        "{json}"
+    );
+}
+
+#[test]
+fn the_durations_heading_says_how_they_are_split() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = device(&dir, 1024);
+    let (enter, exit) = (
+        define_kind(&dev, "call", Kind::Entry, "fd={fd}"),
+        define_kind(&dev, "call_done", Kind::Exit, ""),
+    );
+    pairs(&dev, 0, 1 << 32 | 2, dev.now(), &[100, 200], enter, exit);
+    for (by, heading) in [
+        (None, "# durations: entry to exit, start to stop"),
+        (
+            Some("thread"),
+            "# durations: entry to exit, start to stop, per thread",
+        ),
+        (
+            Some("process"),
+            "# durations: entry to exit, start to stop, per process",
+        ),
+        (
+            Some("cpu"),
+            "# durations: entry to exit, start to stop, per cpu",
+        ),
+        (
+            Some("fd"),
+            "# durations: entry to exit, start to stop, per value of fd",
+        ),
+    ] {
+        let text = reader!("report", &dir)
+            .args(by.into_iter().flat_map(|b| ["--by", b]))
+            .ok();
+        let line = text.lines().find(|l| l.starts_with("# durations")).unwrap();
+        assert_eq!(line, heading, "{by:?}");
+    }
+}

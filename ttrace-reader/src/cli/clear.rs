@@ -4,9 +4,10 @@ use super::open::open_control;
 use crate::Error;
 use std::path::PathBuf;
 
-/// Clears `device`, and says so on standard error.
+/// Clears `device`, and says so on standard error; a snapshot file is refused (it never
+/// changes).
 pub(super) fn run(device: Option<PathBuf>) -> Result<(), Error> {
-    let dev = open_control(device)?;
+    let dev = open_control(device, Error::SnapshotNotCleared)?;
     let clears = dev.clear().map_err(|source| Error::NotCleared {
         path: dev.dir().to_path_buf(),
         source,

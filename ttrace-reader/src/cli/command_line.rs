@@ -42,7 +42,8 @@ enum Command {
         /// Record into this device directory (kept) instead of a fresh temporary one.
         #[arg(long)]
         device: Option<PathBuf>,
-        /// Repeat the workload until killed, printing nothing (to try `follow`, `ctl`, ...).
+        /// Repeat the workload until killed, printing only where it records (to try
+        /// `follow`, `ctl`, ...).
         #[arg(long)]
         forever: bool,
     },
@@ -60,7 +61,8 @@ enum Command {
         utc: bool,
     },
     /// Print events as they are written, until interrupted; says how many were lost when the
-    /// writers overwrite entries before they could be read.
+    /// writers overwrite entries before they could be read. A snapshot file never changes:
+    /// what it holds is printed, as by dump, and follow ends.
     Follow {
         /// The device directory.
         device: Option<PathBuf>,
@@ -69,8 +71,8 @@ enum Command {
         /// Stop after this many events.
         #[arg(long)]
         limit: Option<u64>,
-        /// Milliseconds between polls while events come (idle, the interval doubles up to
-        /// 100 ms, and drops back at the first event).
+        /// Milliseconds between polls while events come, at least 1 (idle, the interval
+        /// doubles up to 100 ms, and drops back at the first event).
         #[arg(long, default_value_t = 20)]
         interval_ms: u64,
         /// Milliseconds an event may wait for older ones before it is printed: events print
@@ -81,7 +83,9 @@ enum Command {
         #[arg(long)]
         utc: bool,
         /// Wait for the device to be created (checking at the interval) and follow it from
-        /// its start; when it is removed and created again, follow the new one.
+        /// its start; when it is removed and created again, follow the new one. Something
+        /// else at the path (a file that is no snapshot, a directory that is no device) is
+        /// an error at once.
         #[arg(long)]
         wait: bool,
     },
@@ -124,7 +128,8 @@ enum Command {
     Snapshot {
         /// The device directory.
         device: Option<PathBuf>,
-        /// The file to write.
+        /// The file to write (`-` or `/dev/stdout` for standard output, or another pipe or
+        /// device: written there in place).
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
         /// Replace FILE if it exists.
@@ -142,7 +147,8 @@ enum Command {
         window: Window,
         /// Split the durations by thread, process, CPU, or the value of the entry's
         /// argument named ARG (`--by flags`; `arg:NAME` for an argument named like a
-        /// keyword), shown as dump shows it.
+        /// keyword), shown as dump shows it; an argument no pair's entry has is an error
+        /// that names those they have.
         #[arg(long, value_name = "thread|process|cpu|ARG")]
         by: Option<crate::report::By>,
         /// Sort the durations by count, total, p99 or max (largest first).
@@ -151,10 +157,11 @@ enum Command {
         /// Only the first N rows.
         #[arg(long, value_name = "N")]
         top: Option<usize>,
-        /// Draw the log2 histogram of the durations of the pairs named NAME.
+        /// Draw the log2 histogram of the durations of the pairs named NAME (an entry's or a
+        /// start's name; another is an error that names the pairs).
         #[arg(long, value_name = "NAME")]
         histogram: Option<String>,
-        /// The same figures as JSON.
+        /// The same figures as JSON, the loss counts of each ring included.
         #[arg(long)]
         json: bool,
     },
@@ -177,11 +184,14 @@ enum Command {
     Mount {
         /// The device directory.
         device: Option<PathBuf>,
-        /// Where to mount it: default /dev/ttrace as root, else $XDG_RUNTIME_DIR/ttrace
-        /// (created if missing, removed after).
+        /// Where to mount it, an empty directory where nothing is mounted: default
+        /// /dev/ttrace as root, else $XDG_RUNTIME_DIR/ttrace (created if missing, with its
+        /// missing parents, and what was created removed after; a dead ttrace mount left
+        /// there by a killed mount is unmounted first).
         mountpoint: Option<PathBuf>,
     },
-    /// Unmount a device mounted by `ttrace-reader mount` (its mount then exits).
+    /// Unmount a device mounted by `ttrace-reader mount` (its mount then exits; a dead one,
+    /// whose process was killed, is unmounted too); anything else mounted there is refused.
     Umount {
         /// The mount point: default as for `mount`.
         mountpoint: Option<PathBuf>,

@@ -1,7 +1,7 @@
 //! `ttrace-reader ctl`: show the control state, or change what is recorded (creating the
 //! device when there is none yet); a mistyped command is named, with the nearest one.
 
-use super::open::{open, refusal, trust};
+use super::open::{changeable, open, refusal, trust};
 use crate::output::quiet_pipe;
 use crate::Error;
 use devttrace::Device;
@@ -73,10 +73,14 @@ pub(super) fn run(mut words: Vec<String>) -> Result<(), Error> {
         let dev = open(device)?;
         return quiet_pipe(std::io::stdout().lock().write_all(dev.ctl().as_bytes()));
     }
+    if words[0] == "reset" && words.len() > 1 {
+        return Err(Error::ResetTakesNoArguments(words[1..].join(" ")));
+    }
     let line = words.join(" ");
     // Checked before anything is opened or created: a bad command changes nothing.
     let command: devttrace::control::Command = line.parse().map_err(Error::BadCommand)?;
     let dir = device.unwrap_or_else(devttrace::default_dir);
+    changeable(&dir, Error::SnapshotNotControlled)?;
     let dev = match Device::attach_with(&dir, trust()) {
         // No device yet: create it as the first program would, so that the setting is
         // there before any program runs.

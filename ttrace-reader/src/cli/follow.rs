@@ -1,13 +1,14 @@
 //! `ttrace-reader follow`: events printed as they are written, in time order, until the
-//! limit or a closed output; with `--wait`, device after device at one path.
+//! limit or a closed output; with `--wait`, device after device at one path. A snapshot
+//! file never changes: what it holds is printed as `dump` prints it, and `follow` ends.
 
 use super::open::{open, refusal, trust};
 use super::select::{filter, Select};
-use crate::decode::{self, Decoder, TimeFormat};
+use crate::decode::{self, Decoder, Tally, TimeFormat};
 use crate::merge::{Filter, Merge};
 use crate::output::quiet_pipe;
 use crate::Error;
-use devttrace::{Follower, Reader};
+use devttrace::{Follower, Reader, View};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -60,9 +61,79 @@ fn wait_for(dir: &Path, interval: Duration) -> Result<Reader, Error> {
     }
 }
 
+/// What is at `path` where a device was looked for and none found: a file that is no
+/// snapshot, or a directory that is no device (`None`: nothing).
+fn no_device_there(path: &Path) -> Option<&'static str> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some(match meta.is_dir() {
+        true => "a directory with no `header` file",
+        false => "a file that is no snapshot",
+    })
+}
+
+/// Writes what `dump` prints of `view` (as `filter` and `time` say), its first `limit`
+/// events only if given.
+fn dump_limited(
+    view: &View<'_>,
+    filter: &Filter,
+    time: TimeFormat,
+    limit: Option<u64>,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let Some(limit) = limit else {
+        return decode::dump(view, filter, time, out);
+    };
+    writeln!(out, "{}", decode::header_line(view))?;
+    let mut decoder = Decoder::new(view, time);
+    let mut tally = Tally::default();
+    let mut buf = Vec::new();
+    for item in Merge::view(view, filter) {
+        if tally.events() >= limit {
+            break;
+        }
+        if tally.count(&item) {
+            decoder.line(&item, &mut buf);
+        }
+    }
+    out.write_all(&buf)?;
+    for (ring, r) in view.cpus.iter().enumerate() {
+        if decode::shown(ring, r, view.version.num_cpus, filter) {
+            let name = ttrace_layouts::ring::ring_name(ring, view.version.num_cpus);
+            writeln!(
+                out,
+                "# {}",
+                decode::ring_counts(&name, r, view.vanished(ring))
+            )?;
+        }
+    }
+    tally.losses(view, filter);
+    writeln!(out, "{}", decode::aux_line(view))?;
+    writeln!(out, "# {}", tally.line())
+}
+
+/// `follow` of a snapshot file, which never changes: prints what it holds, as `dump` does
+/// (the first `--limit` events), and says so on standard error.
+fn print_snapshot(dev: &Reader, select: Select, opts: &FollowOptions) -> Result<(), Error> {
+    let filter = filter(dev, select)?;
+    let view = View::of(dev, 0)?;
+    eprintln!(
+        "ttrace-reader: follow: {} is a snapshot file, which never changes: printed what it \
+         holds, as dump does",
+        dev.dir().display()
+    );
+    let mut out = std::io::stdout().lock();
+    quiet_pipe(
+        dump_limited(&view, &filter, opts.time, opts.limit, &mut out).and_then(|_| out.flush()),
+    )?;
+    Ok(dev.check_intact()?)
+}
+
 /// `follow`: the device at `dir`; with `--wait`, waits for it, and follows each device
-/// created there in turn.
+/// created there in turn. A snapshot file is printed whole, once.
 pub(super) fn run(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(), Error> {
+    if opts.interval.is_zero() {
+        return Err(Error::ZeroInterval);
+    }
     let mut out = std::io::stdout().lock();
     let mut say = |line: String| quiet_pipe(writeln!(out, "{line}").and_then(|_| out.flush()));
     let (mut dev, mut from_start) = match opts.wait {
@@ -70,6 +141,15 @@ pub(super) fn run(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(
         true => match Reader::open_with(&dir, trust()) {
             Ok(dev) => (dev, false),
             Err(e) if !absent(&e) => return Err(refusal(e)),
+            // Something that is no device is there: it will not become one.
+            Err(devttrace::Error::Missing(_) | devttrace::Error::NotADevice(_))
+                if no_device_there(&dir).is_some() =>
+            {
+                return Err(Error::NothingToWaitFor {
+                    what: no_device_there(&dir).unwrap_or_default(),
+                    path: dir,
+                })
+            }
             Err(_) => {
                 say(format!(
                     "# waiting for {} to be created (follow --wait)",
@@ -79,6 +159,9 @@ pub(super) fn run(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(
             }
         },
     };
+    if dev.is_snapshot() {
+        return print_snapshot(&dev, select, &opts);
+    }
     let mut printed = 0u64;
     let mut first = true;
     loop {
@@ -107,6 +190,9 @@ pub(super) fn run(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(
             return Ok(());
         }
         dev = wait_for(&dir, opts.interval)?;
+        if dev.is_snapshot() {
+            return print_snapshot(&dev, select, &opts);
+        }
         let v = dev.version();
         say(format!(
             "# device {} was replaced (created {} by pid {}); following the new one",

@@ -3,7 +3,7 @@
 
 use crate::Error;
 use devttrace::{Device, Reader, Trust};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Whose devices this run opens (`--any-owner`).
 static TRUST: std::sync::OnceLock<Trust> = std::sync::OnceLock::new();
@@ -23,9 +23,26 @@ pub(super) fn open(device: Option<PathBuf>) -> Result<Reader, Error> {
     Reader::open_with(device.unwrap_or_else(devttrace::default_dir), trust()).map_err(refusal)
 }
 
-/// Attaches to `device` (the default device if none) to control it.
-pub(super) fn open_control(device: Option<PathBuf>) -> Result<Device, Error> {
-    Device::attach_with(&device.unwrap_or_else(devttrace::default_dir), trust()).map_err(refusal)
+/// Attaches to `device` (the default device if none) to control it; a snapshot file is
+/// refused with `snapshot` (it never changes).
+pub(super) fn open_control(
+    device: Option<PathBuf>,
+    snapshot: fn(PathBuf) -> Error,
+) -> Result<Device, Error> {
+    let dir = device.unwrap_or_else(devttrace::default_dir);
+    changeable(&dir, snapshot)?;
+    Device::attach_with(&dir, trust()).map_err(refusal)
+}
+
+/// Refuses a file at `dir`: a snapshot with `snapshot`, any other as no device.
+pub(super) fn changeable(dir: &Path, snapshot: fn(PathBuf) -> Error) -> Result<(), Error> {
+    if !dir.is_file() {
+        return Ok(());
+    }
+    match Reader::open_with(dir, trust()) {
+        Ok(_) => Err(snapshot(dir.to_path_buf())),
+        Err(e) => Err(refusal(e)),
+    }
 }
 
 /// An open error; a device refused for whom it belongs to says how to open it.

@@ -5,7 +5,7 @@ use super::open::open;
 use super::select::{view_window, Select, Window};
 use crate::decode;
 use crate::output::quiet_pipe;
-use crate::report::{Options, SortBy};
+use crate::report::{By, Options, SortBy};
 use crate::Error;
 use std::io::Write;
 use std::path::PathBuf;
@@ -44,6 +44,26 @@ pub(super) fn run(
 ) -> Result<(), Error> {
     let dev = open(device)?;
     let (view, filter) = view_window(&dev, select, window)?;
+    // A name that is no pair's, or no argument of a pair's entry, is a mistake to name, not
+    // an empty result.
+    if let Some(name) = &opts.histogram {
+        let pairs = crate::report::pair_names(&view.meta);
+        if !pairs.contains(name) {
+            return Err(Error::NoSuchPair {
+                name: name.clone(),
+                pairs,
+            });
+        }
+    }
+    if let Some(By::Arg(name)) = &opts.by {
+        let args = crate::report::pair_arguments(&view.meta);
+        if !args.contains(name) {
+            return Err(Error::NoSuchArgument {
+                name: name.clone(),
+                args,
+            });
+        }
+    }
     let r = crate::report::build(&view, &filter, &opts);
     dev.check_intact()?;
     let out = if json {

@@ -16,6 +16,7 @@ pub(super) struct Select {
     #[arg(long, value_delimiter = ',', value_name = "N")]
     cpu: Vec<usize>,
     /// Only tracepoints whose name matches this wildcard (`*`, `?`); messages are `info`.
+    /// One that matches no name the device knows is noted on stderr, with some it knows.
     #[arg(long, value_name = "WILDCARD")]
     filter: Option<String>,
 }
@@ -34,11 +35,49 @@ pub(super) struct Window {
     until: Option<String>,
 }
 
-/// The filter of `--cpu` and `--filter`, for `dev`.
+/// How many names a note lists before it says how many more there are.
+const NAMES_SHOWN: usize = 8;
+
+/// Notes on standard error a `--filter` wildcard that matches no tracepoint `dev` knows (nor
+/// `info`, its messages), naming some it does: the empty result that follows is then no
+/// surprise.
+fn note_unmatched(dev: &Reader, pattern: &str) {
+    let wildcard = wildmatch::WildMatch::new(pattern);
+    let mut names: Vec<String> = dev
+        .metadata()
+        .tracepoints
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    if wildcard.matches("info") || names.iter().any(|n| wildcard.matches(n)) {
+        return;
+    }
+    names.sort();
+    names.dedup();
+    let known = match names.len() {
+        0 => "none yet".to_string(),
+        n if n <= NAMES_SHOWN => names.join(", "),
+        n => format!(
+            "{} and {} more (ttrace-reader stats lists them)",
+            names[..NAMES_SHOWN].join(", "),
+            n - NAMES_SHOWN
+        ),
+    };
+    eprintln!(
+        "ttrace-reader: note: --filter {pattern} matches no tracepoint of this device (nor \
+         `info`, its messages); it has {known}"
+    );
+}
+
+/// The filter of `--cpu` and `--filter`, for `dev`; a `--filter` that matches nothing is
+/// noted (see [`note_unmatched`]).
 pub(super) fn filter(dev: &Reader, select: Select) -> Result<Filter, Error> {
     let n = dev.version().num_cpus as usize;
     if let Some(&c) = select.cpu.iter().find(|&&c| c >= n) {
         return Err(Error::NoCpu { cpu: c, cpus: n });
+    }
+    if let Some(pattern) = &select.filter {
+        note_unmatched(dev, pattern);
     }
     // Each CPU's rings: its restartable one and its shared one.
     let rings = select.cpu.iter().flat_map(|&c| [c, n + c]).collect();
