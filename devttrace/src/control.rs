@@ -84,6 +84,10 @@ impl std::str::FromStr for Command {
             ["disable", p] => Ok(Command::Disable(pattern(p)?)),
             ["disable", ..] => Err(usage("disable <pattern>")),
             ["reset"] => Ok(Command::Reset),
+            ["reset", rest @ ..] => Err(Error::BadCommand(format!(
+                "`reset` takes no arguments (given: {})",
+                rest.join(" ")
+            ))),
             [] => Err(Error::BadCommand("empty command".into())),
             [other, ..] => Err(Error::BadCommand(format!(
                 "unknown command {other:?} (setmask, setbits, clrbits, enable, disable, reset)"

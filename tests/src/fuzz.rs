@@ -318,7 +318,7 @@ pub fn read_device(dir: &Path) -> Option<usize> {
     let mut out = Vec::new();
     if let Ok(view) = devttrace::View::of(&dev, 0) {
         for time in [TimeFormat::Relative, TimeFormat::Utc] {
-            decode::dump(&view, &Filter::default(), time, &mut out).expect("to memory");
+            decode::dump(&view, &Filter::default(), time, None, &mut out).expect("to memory");
         }
         let filter = Filter {
             cpus: vec![0],
@@ -326,7 +326,7 @@ pub fn read_device(dir: &Path) -> Option<usize> {
             since_ns: Some(1),
             until_ns: None,
         };
-        decode::dump(&view, &filter, TimeFormat::Relative, &mut out).expect("to memory");
+        decode::dump(&view, &filter, TimeFormat::Relative, None, &mut out).expect("to memory");
         for cpu in 0..dev.cpus() {
             let n = view.events(cpu).count() as u64;
             assert!(n <= dev.version().ring_slots, "more events than slots");

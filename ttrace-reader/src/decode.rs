@@ -251,7 +251,7 @@ impl<'s> Decoder<'s> {
 
     /// Writes the lines of the merged items to `out`, in large blocks; returns how many.
     pub fn write_all(&mut self, items: Merge<'_>, out: &mut impl Write) -> std::io::Result<u64> {
-        self.write_counted(items, out).map(|t| t.events())
+        self.write_counted(items, None, out).map(|t| t.events())
     }
 
     /// Writes the lines of the merged items to `out`, in large blocks; returns what they
@@ -259,34 +259,49 @@ impl<'s> Decoder<'s> {
     pub fn write_counted(
         &mut self,
         items: Merge<'_>,
+        limit: Option<u64>,
         out: &mut impl Write,
     ) -> std::io::Result<Tally> {
+        /// Why the walk over the items ended early.
+        enum Stop {
+            Limit,
+            Write(std::io::Error),
+        }
         let mut buf = Vec::with_capacity(1 << 17);
         let mut n = Tally::default();
-        items.try_for_each_ref(|item| {
+        let walked = items.try_for_each_ref(|item| {
+            if limit.is_some_and(|l| n.events() >= l) {
+                return Err(Stop::Limit);
+            }
             n.count(item);
             self.line(item, &mut buf);
             if buf.len() >= 1 << 16 {
-                out.write_all(&buf)?;
+                out.write_all(&buf).map_err(Stop::Write)?;
                 buf.clear();
             }
-            Ok::<(), std::io::Error>(())
-        })?;
+            Ok(())
+        });
+        if let Err(Stop::Write(e)) = walked {
+            return Err(e);
+        }
         out.write_all(&buf)?;
         Ok(n)
     }
 }
 
 /// Writes what `ttrace-reader dump` prints of `view`: the header line, one line per event
-/// that `filter` keeps, the per-CPU counts and the aux line.
+/// that `filter` keeps (the first `limit` of them, if given), the per-CPU counts and the
+/// aux line.
 pub fn dump(
     view: &View<'_>,
     filter: &Filter,
     time: TimeFormat,
+    limit: Option<u64>,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
     writeln!(out, "{}", header_line(view))?;
-    let mut tally = Decoder::new(view, time).write_counted(Merge::view(view, filter), out)?;
+    let mut tally =
+        Decoder::new(view, time).write_counted(Merge::view(view, filter), limit, out)?;
     for (ring, r) in view.cpus.iter().enumerate() {
         if shown(ring, r, view.version.num_cpus, filter) {
             let name = ring_name(ring, view.version.num_cpus);

@@ -115,9 +115,6 @@ pub enum Error {
         .0.display()
     )]
     SnapshotNotControlled(PathBuf),
-    /// `ctl reset` was given arguments.
-    #[error("ctl: `reset` takes no arguments (given: {0})")]
-    ResetTakesNoArguments(String),
     /// `follow --wait` was given a path where something that is no device is.
     #[error(
         "{}: not a ttrace device ({what}); follow --wait waits only where nothing is yet",

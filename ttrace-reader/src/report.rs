@@ -431,21 +431,18 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     let num_cpus = view.version.num_cpus;
     let rings = (view.cpus.iter().enumerate())
         .filter(|&(ring, r)| crate::decode::shown(ring, r, num_cpus, filter))
-        .map(|(ring, r)| {
-            let vanished = view.vanished(ring);
-            RingCounts {
-                ring: ttrace_layouts::ring::ring_name(ring, num_cpus),
-                events: (r.events.len() as u64).saturating_sub(vanished),
-                entries: r.committed,
-                lost: r.lost + vanished,
-                incomplete: r.claimed,
-                dropped: r.dropped,
-                older: r.older,
-                orphans: r.orphans,
-                malformed: r.malformed,
-                after_cut: r.after_cut,
-                cleared: r.cleared,
-            }
+        .map(|(ring, r)| RingCounts {
+            ring: ttrace_layouts::ring::ring_name(ring, num_cpus),
+            events: r.events.len() as u64,
+            entries: r.committed,
+            lost: r.lost,
+            incomplete: r.claimed,
+            dropped: r.dropped,
+            older: r.older,
+            orphans: r.orphans,
+            malformed: r.malformed,
+            after_cut: r.after_cut,
+            cleared: r.cleared,
         })
         .collect();
     Report {

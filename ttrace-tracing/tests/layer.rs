@@ -40,6 +40,7 @@ fn dumped(needle: &str) -> Vec<String> {
         &view,
         &ttrace_reader::merge::Filter::default(),
         ttrace_reader::decode::TimeFormat::Relative,
+        None,
         &mut out,
     )
     .unwrap();
@@ -286,6 +287,7 @@ fn two_processes_share_a_device_each_event_its_writer() {
         &view,
         &Default::default(),
         ttrace_reader::decode::TimeFormat::Relative,
+        None,
         &mut out,
     )
     .unwrap();

@@ -75,7 +75,7 @@ fn ctl_reset_with_an_argument_says_that_reset_takes_none() {
     let err = reader!("ctl", &dir, "reset", "now").fails();
     assert_eq!(
         err,
-        "ttrace-reader: ctl: `reset` takes no arguments (given: now)\n"
+        "ttrace-reader: ctl: bad control command: `reset` takes no arguments (given: now)\n"
     );
     assert_eq!(reader!("ctl", &dir).ok(), before, "nothing changed");
 }

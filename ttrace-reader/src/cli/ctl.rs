@@ -73,9 +73,6 @@ pub(super) fn run(mut words: Vec<String>) -> Result<(), Error> {
         let dev = open(device)?;
         return quiet_pipe(std::io::stdout().lock().write_all(dev.ctl().as_bytes()));
     }
-    if words[0] == "reset" && words.len() > 1 {
-        return Err(Error::ResetTakesNoArguments(words[1..].join(" ")));
-    }
     let line = words.join(" ");
     // Checked before anything is opened or created: a bad command changes nothing.
     let command: devttrace::control::Command = line.parse().map_err(Error::BadCommand)?;

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 /// Writes a dump to standard output.
 pub(super) fn print(view: &View<'_>, filter: &Filter, time: TimeFormat) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    decode::dump(view, filter, time, &mut out)?;
+    decode::dump(view, filter, time, None, &mut out)?;
     out.flush()
 }
 

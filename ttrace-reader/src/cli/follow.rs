@@ -4,7 +4,7 @@
 
 use super::open::{open, refusal, trust};
 use super::select::{filter, Select};
-use crate::decode::{self, Decoder, Tally, TimeFormat};
+use crate::decode::{self, Decoder, TimeFormat};
 use crate::merge::{Filter, Merge};
 use crate::output::quiet_pipe;
 use crate::Error;
@@ -71,46 +71,6 @@ fn no_device_there(path: &Path) -> Option<&'static str> {
     })
 }
 
-/// Writes what `dump` prints of `view` (as `filter` and `time` say), its first `limit`
-/// events only if given.
-fn dump_limited(
-    view: &View<'_>,
-    filter: &Filter,
-    time: TimeFormat,
-    limit: Option<u64>,
-    out: &mut impl Write,
-) -> std::io::Result<()> {
-    let Some(limit) = limit else {
-        return decode::dump(view, filter, time, out);
-    };
-    writeln!(out, "{}", decode::header_line(view))?;
-    let mut decoder = Decoder::new(view, time);
-    let mut tally = Tally::default();
-    let mut buf = Vec::new();
-    for item in Merge::view(view, filter) {
-        if tally.events() >= limit {
-            break;
-        }
-        if tally.count(&item) {
-            decoder.line(&item, &mut buf);
-        }
-    }
-    out.write_all(&buf)?;
-    for (ring, r) in view.cpus.iter().enumerate() {
-        if decode::shown(ring, r, view.version.num_cpus, filter) {
-            let name = ttrace_layouts::ring::ring_name(ring, view.version.num_cpus);
-            writeln!(
-                out,
-                "# {}",
-                decode::ring_counts(&name, r, view.vanished(ring))
-            )?;
-        }
-    }
-    tally.losses(view, filter);
-    writeln!(out, "{}", decode::aux_line(view))?;
-    writeln!(out, "# {}", tally.line())
-}
-
 /// `follow` of a snapshot file, which never changes: prints what it holds, as `dump` does
 /// (the first `--limit` events), and says so on standard error.
 fn print_snapshot(dev: &Reader, select: Select, opts: &FollowOptions) -> Result<(), Error> {
@@ -123,7 +83,7 @@ fn print_snapshot(dev: &Reader, select: Select, opts: &FollowOptions) -> Result<
     );
     let mut out = std::io::stdout().lock();
     quiet_pipe(
-        dump_limited(&view, &filter, opts.time, opts.limit, &mut out).and_then(|_| out.flush()),
+        decode::dump(&view, &filter, opts.time, opts.limit, &mut out).and_then(|_| out.flush()),
     )?;
     Ok(dev.check_intact()?)
 }
