@@ -8,6 +8,13 @@
 //! an abort address (one just after the signature in the `__rseq_failure` section, where
 //! `ttrace_core::rseq` puts its abort handlers) knows that the signal landed inside a
 //! section and aborted it.
+//!
+//! From outside, a process can be caught inside a section: stopped ([`stop_child`]), its
+//! instruction pointer ([`stopped_ip`]) compared with the bounds of its sections, which it
+//! reads from its own descriptors ([`sections`]). A stopped thread has not been moved to the
+//! abort handler yet (the kernel does that on its way back to user space, after the stop);
+//! continued, it aborts the section and retries; killed, it never runs again, and the
+//! section's stores made before the stop stay, its commit never made.
 
 use std::io;
 use std::process::Command;
@@ -180,4 +187,175 @@ impl WritePath {
     pub fn restartable(self) -> bool {
         self == WritePath::Restartable
     }
+}
+
+/// One of ttrace's restartable critical sections, as the descriptor the kernel reads (a
+/// `struct rseq_cs` in the `__rseq_cs` section, which `ttrace_core::rseq` emits for every
+/// section it assembles) bounds it: a thread interrupted with its instruction pointer in
+/// `start..end` (from the section's first instruction up to, not including, the one after
+/// its commit store) is moved to `abort` before it runs again in user space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Section {
+    /// `start_ip`.
+    pub start: usize,
+    /// `start_ip + post_commit_offset`.
+    pub end: usize,
+    /// `abort_ip`.
+    pub abort: usize,
+}
+
+impl Section {
+    /// Whether the kernel counts `ip` as inside the section (its own test: `ip - start_ip <
+    /// post_commit_offset`, unsigned).
+    pub fn contains(&self, ip: usize) -> bool {
+        ip.wrapping_sub(self.start) < self.end - self.start
+    }
+
+    /// `sections` as one line of text, for another process ([`Section::parse_line`]):
+    /// `start-end` in hexadecimal, separated by spaces.
+    pub fn line(sections: &[Section]) -> String {
+        let ranges: Vec<String> = sections
+            .iter()
+            .map(|s| format!("{:x}-{:x}", s.start, s.end))
+            .collect();
+        ranges.join(" ")
+    }
+
+    /// The sections of a [`Section::line`] (their `abort` left 0), or `None` if the text is
+    /// not one.
+    pub fn parse_line(line: &str) -> Option<Vec<Section>> {
+        line.split_whitespace()
+            .map(|r| {
+                let (a, b) = r.split_once('-')?;
+                let (start, end) = (
+                    usize::from_str_radix(a, 16).ok()?,
+                    usize::from_str_radix(b, 16).ok()?,
+                );
+                (start < end).then_some(Section {
+                    start,
+                    end,
+                    abort: 0,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The kernel's `struct rseq_cs`, as `ttrace_core::rseq` emits it (`.balign 32`, then
+/// `.long version, flags; .quad start, post_commit_offset, abort`).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[repr(C, align(32))]
+struct RseqCs {
+    version: u32,
+    flags: u32,
+    start_ip: u64,
+    post_commit_offset: u64,
+    abort_ip: u64,
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+extern "C" {
+    // Defined by the linker for the orphan section `__rseq_cs`, which holds the descriptors
+    // of every restartable section linked into this executable.
+    static __start___rseq_cs: u8;
+    static __stop___rseq_cs: u8;
+}
+
+/// The restartable critical sections of this executable (none where ttrace has none: other
+/// than x86-64 Linux), read from their descriptors; each is checked to be one of ttrace's
+/// (version and flags 0, its abort address one of [`is_abort_address`]). As
+/// [`is_abort_address`], an executable that calls it must contain such sections.
+pub fn sections() -> Vec<Section> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        // Only the addresses of the linker-defined symbols are taken.
+        let (start, stop) = (
+            core::ptr::addr_of!(__start___rseq_cs) as usize,
+            core::ptr::addr_of!(__stop___rseq_cs) as usize,
+        );
+        let size = core::mem::size_of::<RseqCs>();
+        assert!(
+            start % size == 0 && (stop - start) % size == 0,
+            "__rseq_cs is not an array of 32-byte descriptors: {start:#x}..{stop:#x}"
+        );
+        (start..stop)
+            .step_by(size)
+            .map(|at| {
+                // SAFETY: `at..at + 32` lies inside the section (checked above), which is
+                // mapped, aligned for an `RseqCs`, and written only by the dynamic loader's
+                // relocations, before `main`.
+                let cs = unsafe { core::ptr::read(at as *const RseqCs) };
+                let section = Section {
+                    start: cs.start_ip as usize,
+                    end: (cs.start_ip + cs.post_commit_offset) as usize,
+                    abort: cs.abort_ip as usize,
+                };
+                assert!(
+                    (cs.version, cs.flags) == (0, 0)
+                        && cs.post_commit_offset > 0
+                        && is_abort_address(section.abort),
+                    "not one of ttrace's rseq descriptors at {at:#x}: {section:x?}"
+                );
+                section
+            })
+            .collect()
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    Vec::new()
+}
+
+/// Stops process `pid`, a child of this process, with SIGSTOP, and waits until it has
+/// stopped (its stop reported to `waitpid`): from then until it is continued or killed it
+/// runs no instruction. An error if it could not be signalled or ended instead (it is
+/// reaped then).
+pub fn stop_child(pid: libc::pid_t) -> io::Result<()> {
+    // SAFETY: kill only sends a signal.
+    if unsafe { libc::kill(pid, libc::SIGSTOP) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid writes the status of child `pid` to a valid int.
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+        if rc == pid {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if rc < 0 && e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    if libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGSTOP {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "process {pid} ended instead of stopping (wait status {status:#x})"
+        )))
+    }
+}
+
+/// Sends `signal` to process `pid`.
+pub fn signal_process(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: kill only sends a signal.
+    if unsafe { libc::kill(pid, signal) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The user-space instruction pointer at which the main thread of process `pid`, stopped
+/// ([`stop_child`]), will go on: the last field of `/proc/<pid>/syscall`, which the kernel
+/// reads from the registers saved when the thread entered the kernel (`-1 <sp> <pc>` if it
+/// was interrupted outside a system call), after waiting until the thread is off its CPU.
+/// An error if the thread is running, or the file cannot be read (it needs ptrace access to
+/// the process, which a parent has unless a security module forbids it).
+pub fn stopped_ip(pid: libc::pid_t) -> io::Result<usize> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/syscall"))?;
+    text.split_whitespace()
+        .last()
+        .and_then(|pc| pc.strip_prefix("0x"))
+        .and_then(|pc| usize::from_str_radix(pc, 16).ok())
+        .filter(|_| text.split_whitespace().count() >= 3)
+        .ok_or_else(|| io::Error::other(format!("/proc/{pid}/syscall: {:?}", text.trim())))
 }

@@ -1,5 +1,5 @@
 //! A writer for the crash test: `ttrace-test-crasher <device-dir> <progress-file> <incarnation>
-//! <entries> <kill-after-us>[/<alarms>] [<cpu> [<notify-at>]]`.
+//! <entries> <kill-after-us>[/<alarms>] [<cpu> [held]]`.
 //!
 //! Records `entries` self-checking events (every eighth with an aux string) in a tight loop,
 //! publishing in the progress file, after each event is recorded, how many are: so the test
@@ -17,10 +17,14 @@
 //! trace point (`Progress::state`), and, when the signal that kills it interrupted a
 //! restartable critical section, that it did. `TTRACE_TEST_LAZY=1` in its environment leaves
 //! the string tracepoint to be registered by its first event, in the loop. With `cpu`, it
-//! runs on that CPU only; with `notify-at`, it writes a byte to its standard output once it
-//! has recorded that many events (and goes on), for a test that kills it from outside.
+//! runs on that CPU only, its restartable ring mapped in advance (see [`prefault`]). With
+//! `held`, for a test that stops and kills it from outside: before its loop it writes one line
+//! to its standard output, the bounds of the restartable critical sections linked into it (as
+//! `ttrace_tests::rseq::Section::line` writes them: where its trace points can be caught),
+//! then waits for a byte on its standard input, so that its events begin once the test
+//! watches them.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, Ordering::*};
 use ttrace_core::{point, tracepoint};
 use ttrace_tests::{mix, Progress};
@@ -30,13 +34,13 @@ tracepoint!(static STRING: Start = "crash_string", "inc={inc} seq={seq} s={s:s}"
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let (dir, progress, inc, entries, kill_after, cpu, notify_at) = match args.as_slice() {
-        [_, d, p, i, e, k] => (d, p, i, e, k, None, None),
-        [_, d, p, i, e, k, c] => (d, p, i, e, k, Some(c), None),
-        [_, d, p, i, e, k, c, n] => (d, p, i, e, k, Some(c), Some(n)),
+    let (dir, progress, inc, entries, kill_after, cpu, held) = match args.as_slice() {
+        [_, d, p, i, e, k] => (d, p, i, e, k, None, false),
+        [_, d, p, i, e, k, c] => (d, p, i, e, k, Some(c), false),
+        [_, d, p, i, e, k, c, h] if h == "held" => (d, p, i, e, k, Some(c), true),
         _ => {
             eprintln!(
-                "usage: ttrace-test-crasher <device-dir> <progress-file> <incarnation> <entries> <kill-after-us>[/<alarms>] [<cpu> [<notify-at>]]"
+                "usage: ttrace-test-crasher <device-dir> <progress-file> <incarnation> <entries> <kill-after-us>[/<alarms>] [<cpu> [held]]"
             );
             std::process::exit(2);
         }
@@ -44,12 +48,11 @@ fn main() {
     let (inc, entries): (u64, u64) = (inc.parse().expect("inc"), entries.parse().expect("entries"));
     let (kill_after, alarms) = kill_after.split_once('/').unwrap_or((kill_after, "1"));
     let kill_after: i64 = kill_after.parse().expect("kill-after-us");
-    let notify_at: u64 = notify_at.map_or(u64::MAX, |n| n.parse().expect("notify-at"));
     ALARMS_LEFT.store(alarms.parse().expect("alarms"), Relaxed);
     AIM.store(mix(inc, 0, 99) | 1, Relaxed);
     let progress = Progress::open(progress.as_ref()).expect("progress file");
+    let cpu: Option<usize> = cpu.map(|c| c.parse().expect("cpu"));
     if let Some(cpu) = cpu {
-        let cpu: usize = cpu.parse().expect("cpu");
         ttrace_tests::rseq::set_affinity(0, &[cpu]).expect("sched_setaffinity");
     }
     let dev = match ttrace_core::init(&ttrace_core::Config::at(dir)) {
@@ -59,6 +62,9 @@ fn main() {
             std::process::exit(1);
         }
     };
+    if let Some(cpu) = cpu {
+        prefault(dev, cpu);
+    }
     progress.path.store(
         if dev.restartable() {
             Progress::RESTARTABLE
@@ -86,12 +92,21 @@ fn main() {
         .step_by(8)
         .map(|seq| ttrace_tests::crash_string(inc, seq))
         .collect();
+    if held {
+        let mut line = ttrace_tests::rseq::Section::line(&ttrace_tests::rseq::sections());
+        line.push('\n');
+        let mut out = std::io::stdout().lock();
+        out.write_all(line.as_bytes())
+            .and_then(|()| out.flush())
+            .expect("stdout");
+        std::io::stdin().read_exact(&mut [0u8; 1]).expect("stdin");
+    }
     if kill_after > 0 {
         arm_kill(kill_after);
     }
     // Timed in the device's clock, and only in a writer meant to finish: a writer meant to
     // die spends its time in trace points, where the kill is to land.
-    let timed = kill_after == 0 && notify_at == u64::MAX;
+    let timed = kill_after == 0 && !held;
     let mut slowest = 0u64;
     for seq in 0..entries {
         let t = if timed { dev.now() } else { 0 };
@@ -109,10 +124,6 @@ fn main() {
         }
         // Release: the event is recorded before the count that says so.
         progress.done.store(seq + 1, Release);
-        if seq + 1 == notify_at {
-            // SAFETY: writes one byte from a valid buffer to standard output.
-            unsafe { libc::write(1, b"!".as_ptr() as *const libc::c_void, 1) };
-        }
     }
     let hz = dev.mapping().header().tsc_hz.max(1) as u128;
     progress
@@ -176,5 +187,39 @@ fn arm(us: i64) {
             },
         };
         libc::setitimer(libc::ITIMER_REAL, &t, std::ptr::null_mut());
+    }
+}
+
+/// Maps the restartable ring of CPU `cpu` (its header page and its slots) into this process's
+/// page tables, writable, now (`MADV_POPULATE_WRITE`, which stores nothing), instead of at the
+/// first store to each page: so that the trace points of a writer stopped from outside do not
+/// enter the kernel (a page fault at the first store to a new page, every 64 entries) where
+/// the stop would be taken, always at the same instruction of a section, before its stores.
+/// Best effort: a kernel before 5.14 refuses, and the writer then faults as usual.
+fn prefault(dev: &ttrace_core::Writer, cpu: usize) {
+    let map = dev.mapping();
+    if cpu >= map.num_cpus() as usize {
+        return;
+    }
+    let header = map.ring_header(cpu) as *const _ as usize;
+    let slots = map.ring(cpu).slots;
+    let ranges = [
+        (header, core::mem::size_of_val(map.ring_header(cpu))),
+        (slots.as_ptr() as usize, core::mem::size_of_val(slots)),
+    ];
+    for (at, len) in ranges {
+        let page = 4096;
+        let start = at & !(page - 1);
+        let len = (at + len).next_multiple_of(page) - start;
+        // SAFETY: the range covers only pages of the device's shared mapping, which lives
+        // as long as `dev`; MADV_POPULATE_WRITE changes no memory, only maps its pages.
+        let rc =
+            unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
+        if rc != 0 {
+            eprintln!(
+                "ttrace-test-crasher: madvise(MADV_POPULATE_WRITE): {}",
+                std::io::Error::last_os_error()
+            );
+        }
     }
 }

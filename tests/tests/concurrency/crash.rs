@@ -9,9 +9,13 @@
 //! and whether the killing signal interrupted a critical section; half the timers aim, going
 //! off every few microseconds until one lands inside a section); writers on both paths at
 //! once (`TTRACE_NO_RSEQ=1` and `GLIBC_TUNABLES=glibc.pthread.rseq=0` force the shared rings
-//! on some); and writers pinned to a CPU killed one at a time by a SIGKILL from outside, after
-//! each of which the ring is searched for what a write cut short inside its critical section
-//! left, and read position by position. The runs take turns (they time kills).
+//! on some); and writers pinned to a CPU, killed one at a time by a SIGKILL from outside
+//! inside a ring entry's restartable critical section, by construction: each is stopped
+//! (SIGSTOP) until a stop finds its instruction pointer inside one of its sections with the
+//! entry's first stores made, and killed there; then what it left is compared with what it
+//! had stored when stopped, and the ring read position by position. Where the first two runs'
+//! kills land is chance (aimed, for the sections); the third's is checked before each kill.
+//! The runs take turns (they time kills).
 //!
 //! `TTRACE_CRASH_KILLS` sets the number of kills of each run (default 100, run in CI; the
 //! third run makes twice as many); `TTRACE_CRASH_SEED` replays a run (the seed is printed).
@@ -25,7 +29,9 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::time::{Duration, Instant};
 use ttrace_layouts::aux::AUX_REF;
 use ttrace_layouts::entry::{Stamp, TypeWord};
-use ttrace_tests::rseq::{WritePath, RSEQ_REQUIRED};
+use ttrace_tests::rseq::{
+    signal_process, stop_child, stopped_ip, Section, WritePath, RSEQ_REQUIRED,
+};
 use ttrace_tests::{crash_string, mix, Progress};
 
 const CRASHER: &str = env!("CARGO_BIN_EXE_ttrace-test-crasher");
@@ -67,15 +73,16 @@ fn serial() -> (ttrace_tests::Turn, std::sync::MutexGuard<'static, ()>) {
     (turn, SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-/// The command of a crash writer (see `ttrace-test-crasher`); `pinned`: on a CPU, saying on
-/// its standard output when it has recorded a number of events.
+/// The command of a crash writer (see `ttrace-test-crasher`); `pinned`: on that CPU, and held
+/// (it names its restartable sections on its standard output, then waits for a byte on its
+/// standard input before its events).
 fn crasher(
     dir: &Path,
     progress: &Path,
     inc: u64,
     events: u64,
     kill: &str,
-    pinned: Option<(usize, u64)>,
+    pinned: Option<usize>,
     path: WritePath,
 ) -> Command {
     let mut cmd = Command::new(CRASHER);
@@ -84,10 +91,8 @@ fn crasher(
         .arg(inc.to_string())
         .arg(events.to_string())
         .arg(kill);
-    if let Some((cpu, notify_at)) = pinned {
-        cmd.arg(cpu.to_string())
-            .arg(notify_at.to_string())
-            .stdout(Stdio::piped());
+    if let Some(cpu) = pinned {
+        cmd.arg(cpu.to_string()).arg("held").stdout(Stdio::piped());
     }
     path.apply(&mut cmd);
     cmd.stdin(Stdio::piped());
@@ -469,139 +474,228 @@ fn fallback_and_restartable_writers_killed_anywhere_share_a_device_exactly() {
     assert!(found.rings[&WritePath::Restartable].0 > 0);
 }
 
-/// Writers pinned to one CPU and killed, one at a time, by a SIGKILL sent from another CPU
-/// while they write: no signal handler runs, the kernel restarts nothing, the process just
-/// stops wherever it is. After each kill, the slot at the head of that CPU's restartable ring
-/// is searched for the stores of an entry cut short there (a claim, or an entry tagged with
-/// the head's position, which the next writer on that CPU overwrites); and the ring is read:
-/// every event the writer completed is there, and nothing else of it, nothing mixed.
+/// Writers pinned to one CPU, each stopped again and again by SIGSTOP from another CPU while
+/// it writes, until a stop finds it inside a restartable critical section of a ring entry with
+/// some of that entry's stores made, and killed there by SIGKILL. Where it is stopped is
+/// checked, not hoped for: the instruction pointer at which it would go on (from
+/// `/proc/<pid>/syscall`) lies in one of the sections its `__rseq_cs` descriptors bound (it
+/// prints them), and the slot at the head of its CPU's restartable ring holds its claim, or its
+/// entry without the commit. Any other stop is continued (SIGCONT; if the stop was inside a
+/// section, the kernel aborts it and the writer retries it) and, once the writer has recorded
+/// one more event, stopped again: so each stop finds it in a later trace point, and no section
+/// is aborted twice by the stops (16 aborts in a row would send its write to the shared ring).
+///
+/// A stopped process that is killed never runs again in user space: the kernel neither moves
+/// it to the section's abort handler nor lets it retry, so the stores it had made stay and the
+/// commit never comes — checked: the ring's head, last stamp and head slot are, after the
+/// kill, word for word what they were while it was stopped. Then: a reader accepts nothing of
+/// the cut write (nothing mixed, not the event being recorded); every event the writer
+/// completed is in the ring, in order, at the positions it took, and nothing else of it; the
+/// next writer on that CPU writes its first entry at the position the dead one left
+/// uncommitted.
+///
+/// A writer that records all its events before a stop finds it inside a section (a test
+/// thread kept off its CPU for milliseconds) exits, is checked the same way, and another
+/// takes its place; at most as many as there are kills may, or the test fails.
 #[test]
 fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
     let _serial = serial();
-    // Twice the other runs' kills: about one in ten lands inside a ring entry's section
-    // here, and this run is about those.
+    // Twice the other runs' kills: each of these lands inside a ring entry's critical section.
     let kills = 2 * kills();
     let seed = seed();
     println!("crash test (sigkill from outside): {kills} kills, seed {seed}");
     let mut rng = Rng(seed);
-    let cpus = ttrace_tests::rseq::allowed_cpus();
-    // A writer that is not killed in time stops (and is killed then) after this many events:
-    // fewer than a ring holds, so each one's events are all there when it is checked.
-    let cap = 8_000;
+    // At most 4 CPUs: every writer maps its CPU's ring whole (8 MiB) in advance.
+    let cpus: Vec<usize> = ttrace_tests::rseq::allowed_cpus()
+        .into_iter()
+        .take(4)
+        .collect();
+    let slots = 1 << 17;
+    // A writer records at most this many events, fewer than a ring holds, so that all of them
+    // are there when it is checked (a stop comes every few hundred events).
+    let cap = slots / 4 * 3;
+    // Stops of one writer before the test gives up on it.
+    let max_stops = 10_000;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let dev = ttrace_core::Writer::open(&ttrace_core::Config {
-        ring_slots: 1 << 14,
+        ring_slots: slots,
         cpus: Some(devttrace::config::configured_cpus()),
         aux_bytes: 1 << 22,
         calibration: Duration::from_millis(2),
         ..ttrace_core::Config::at(&dir)
     })
     .unwrap();
+    let reader = devttrace::Reader::open(&dir).unwrap();
     let n = dev.mapping().num_cpus() as usize;
-    let slots = dev.mapping().ring_slots();
 
-    let (mut in_entry, mut finished_first, mut checked, mut overshoot) = (0u64, 0u64, 0u64, 0u64);
+    let mut stops = Stops::default();
+    let (mut killed, mut finished_first, mut checked) = (0u64, 0u64, 0u64);
+    // The position each CPU's last writer left uncommitted, or its head.
+    let mut next_at: BTreeMap<usize, u64> = BTreeMap::new();
+    // Generous: what a hung writer would exceed, not a timing target.
     let deadline =
         Instant::now() + Duration::from_secs(120) + Duration::from_millis(50) * kills as u32;
-    for inc in 0..kills {
+    let mut inc = 0;
+    while killed < kills {
+        assert!(
+            finished_first <= kills,
+            "{finished_first} writers recorded all their {cap} events before a stop found \
+             them inside a ring entry's critical section"
+        );
         let cpu = cpus[inc as usize % cpus.len()];
-        // The killer runs on another CPU, so the kill lands while the writer runs.
+        // The test runs on another CPU, so a stop lands while the writer runs.
         if let Some(&other) = cpus.iter().find(|&&c| c != cpu) {
             ttrace_tests::rseq::set_affinity(0, &[other]).unwrap();
         }
         let file = tmp.path().join(format!("progress-{inc}"));
         let progress = Progress::open(&file).unwrap();
-        let start = dev.mapping().ring(cpu).head.load(Acquire);
-        let threshold = 1 + rng.below(400);
+        let ring = dev.mapping().ring(cpu);
+        let header = dev.mapping().ring_header(cpu);
+        let start = ring.head.load(Acquire);
+        if let Some(&h) = next_at.get(&cpu) {
+            assert_eq!(
+                start, h,
+                "writer {inc}: the ring's head moved between writers"
+            );
+        }
         let mut child = crasher(
             &dir,
             &file,
             inc,
             cap,
             "0",
-            Some((cpu, threshold)),
+            Some(cpu),
             WritePath::Restartable,
         )
         .env_remove("TTRACE_TEST_LAZY")
         .spawn()
+        .map(Reaped)
         .unwrap();
-        // It says when it has recorded `threshold` events, and goes on: the kill lands
-        // wherever it is by the time this thread is woken and the signal delivered.
-        use std::io::Read;
-        use std::os::fd::AsRawFd;
-        let mut out = child.stdout.take().unwrap();
-        let mut pfd = libc::pollfd {
-            fd: out.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let wait_ms = deadline
-            .saturating_duration_since(Instant::now())
-            .as_millis();
-        // SAFETY: one valid pollfd.
-        let ready = unsafe { libc::poll(&mut pfd, 1, wait_ms.min(i32::MAX as u128) as i32) };
-        assert!(ready > 0, "writer {inc} made no progress: hung");
-        let mut byte = [0u8; 1];
-        let notified = out.read(&mut byte).unwrap();
-        assert_eq!(
-            notified,
-            1,
-            "writer {inc} exited before its notice: {:?}",
-            child.try_wait()
-        );
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(
-            status.signal(),
-            Some(libc::SIGKILL),
-            "writer {inc}: {status}"
-        );
+        let pid = child.id() as libc::pid_t;
+        let sections = notice(&mut child, inc, deadline);
+        // The restartable path, or there is no section to stop it in.
         assert_eq!(
             progress.path.load(Acquire),
             Progress::RESTARTABLE,
             "writer {inc}: {RSEQ_REQUIRED}"
         );
-        finished_first += (progress.state.load(Acquire) == Progress::FINISHED) as u64;
-        let done = progress.done.load(Acquire);
-        overshoot += done.saturating_sub(threshold);
 
-        // What it left at the ring's head: the next writer on this CPU starts there, so
-        // anything but the entry of the position one lap back (or nothing, on the first lap)
-        // is the stores of a write that died inside its critical section.
-        let ring = dev.mapping().ring(cpu);
-        let head = ring.head.load(Acquire);
-        let slot = &ring.slots[(head & (slots - 1)) as usize].words;
-        let (stamp, word) = (
-            Stamp(slot[0].load(Acquire)),
-            TypeWord(slot[1].load(Acquire)),
-        );
-        let residue = if stamp.is_claimed() {
-            assert_eq!(
-                stamp.0,
-                Stamp::CLAIMED | head,
-                "writer {inc}: a claim of another position"
-            );
-            true
-        } else if stamp == Stamp::EMPTY {
+        // Lets it go, and stops it first after 1 to 400 events, watching its count (a
+        // bounded poll, not a sleep: this thread stays on its CPU, so the stops are sent as
+        // soon as the writer is where they are meant to find it).
+        let threshold = 1 + rng.below(400);
+        child.stdin.as_mut().unwrap().write_all(b"!").unwrap();
+        while progress.done.load(Acquire) < threshold
+            && progress.state.load(Acquire) != Progress::FINISHED
+            && Instant::now() < deadline
+        {
+            std::thread::yield_now();
+        }
+
+        let frozen = || Frozen::of(&ring, header, slots);
+        let mut stopped = 0;
+        let caught = loop {
             assert!(
-                head < slots,
-                "writer {inc}: an empty slot after the first lap"
+                Instant::now() < deadline,
+                "writer {inc} made no progress: hung"
             );
-            false
-        } else {
-            word.position_tag() == TypeWord::tag_of(head)
+            assert!(
+                stopped < max_stops,
+                "writer {inc}: {stopped} stops, {} events recorded, and no stop found it inside \
+                 a ring entry's critical section with its stores made",
+                progress.done.load(Acquire)
+            );
+            if progress.state.load(Acquire) == Progress::FINISHED {
+                break None;
+            }
+            stop_child(pid).unwrap_or_else(|e| panic!("writer {inc}: {e}"));
+            stopped += 1;
+            let pc = stopped_ip(pid).unwrap_or_else(|e| panic!("writer {inc}: {e}"));
+            let section = sections.iter().position(|s| s.contains(pc));
+            let at = frozen();
+            match (section, at.left()) {
+                (Some(s), Left::Claim | Left::Entry) => {
+                    break Some((at, (s, pc - sections[s].start)));
+                }
+                (Some(_), Left::Nothing) => stops.in_section_continued += 1,
+                (None, _) => stops.outside += 1,
+            }
+            // Goes on, and is stopped again once it has recorded one more event.
+            let done = progress.done.load(Acquire);
+            signal_process(pid, libc::SIGCONT).unwrap();
+            // A bounded poll of the writer's own count (the deadline above bounds it; a
+            // writer that finished its events counts no more), not a sleep: the next stop
+            // must find it in a later trace point.
+            while progress.done.load(Acquire) == done
+                && progress.state.load(Acquire) != Progress::FINISHED
+                && Instant::now() < deadline
+            {
+                std::thread::yield_now();
+            }
         };
-        in_entry += residue as u64;
-
-        // The ring, read now: from where its head was when this writer started, the
-        // registration point, then each event it completed, in order, then the one it was
-        // recording when killed if that one committed; nothing else, nothing mixed.
-        let written = head - start;
-        assert!(
-            written == done + 1 || written == done + 2,
-            "writer {inc}: head moved by {written} for {done} events completed"
+        stops.stops += stopped;
+        use std::os::unix::process::ExitStatusExt;
+        let head = match caught {
+            Some((at, section)) => {
+                // Killed inside the section, where it was stopped.
+                child.kill().unwrap();
+                let status = child.wait().unwrap();
+                assert_eq!(
+                    status.signal(),
+                    Some(libc::SIGKILL),
+                    "writer {inc}: {status}"
+                );
+                assert_eq!(
+                    frozen(),
+                    at,
+                    "writer {inc}: the kill changed what the stopped write had stored"
+                );
+                killed += 1;
+                stops.sections.insert(section);
+                let done = progress.done.load(Acquire);
+                match at.left() {
+                    Left::Claim => stops.claims += 1,
+                    Left::Entry => {
+                        // The whole entry of the event it was recording, stamped; only the
+                        // commit (the head's store) is missing.
+                        stops.entries += 1;
+                        let read = devttrace::ring::SlotRead::Committed(at.slot);
+                        let (e, _) = event_at(core::slice::from_ref(&read), 0).expect("an entry");
+                        assert!(whole(&e), "writer {inc}: a mixed entry left: {e:?}");
+                        assert_eq!((e.args()[0], e.args()[1]), (inc, done), "writer {inc}");
+                    }
+                    Left::Nothing => unreachable!("killed only where its write left stores"),
+                }
+                // A reader of that ring now: nothing mixed, nothing of the cut write.
+                let snap = reader.cpu(cpu).unwrap();
+                for e in &snap.events {
+                    assert!(whole(e), "writer {inc}: a mixed event was accepted: {e:?}");
+                    assert!(
+                        (e.args()[0], e.args()[1]) != (inc, done),
+                        "writer {inc}: the event it was recording when killed was accepted"
+                    );
+                }
+                at.head
+            }
+            None => {
+                // It recorded all its events: it exits once its standard input closes.
+                drop(child.stdin.take());
+                let status = child.wait().unwrap();
+                assert!(status.success(), "writer {inc}: {status}");
+                finished_first += 1;
+                ring.head.load(Acquire)
+            }
+        };
+        let done = progress.done.load(Acquire);
+        // The ring, read position by position: from where its head was when this writer
+        // started (the position the previous one on this CPU left uncommitted), its
+        // registration point, then each event it completed, in order; nothing else.
+        assert_eq!(
+            head - start,
+            done + 1,
+            "writer {inc}: head moved by {} for {done} events completed",
+            head - start
         );
         for (k, p) in (start..head).enumerate() {
             let read = ring.read((p & (slots - 1)) as usize);
@@ -618,14 +712,15 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
                 "writer {inc}: position {p}"
             );
         }
+        next_at.insert(cpu, head);
         checked += done;
+        inc += 1;
     }
 
     // Everything, read by another reader: nothing mixed, each restartable ring's slots
     // holding their positions' entries but for what the last kill on its CPU left, the
     // strings there, nothing in the shared rings.
-    let reader = devttrace::Reader::open(&dir).unwrap();
-    let snap = reader.snapshot().unwrap();
+    let snap = devttrace::Reader::open(&dir).unwrap().snapshot().unwrap();
     let mut strings = 0;
     for (r, ring) in snap.cpus.iter().enumerate() {
         if r >= n {
@@ -655,18 +750,168 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
         }
     }
     assert!(strings > 0, "no string found");
+    let in_entry = stops.claims + stops.entries;
     println!(
-        "crash test (sigkill from outside): {kills} writers pinned to CPUs {cpus:?} killed after \
-         1 to 400 events (and {} more on average while the kill was on its way); {in_entry} \
-         left an entry's stores uncommitted at the ring's head; {finished_first} had \
-         finished first; {checked} completed events all present, in order, at the positions \
-         their writer took, no other, 0 mixed; {strings} strings checked",
-        overshoot / kills.max(1)
+        "crash test (sigkill from outside): {inc} writers pinned to CPUs {cpus:?}, stopped {} \
+         times in all ({} outside every restartable section; {} inside one before the write's \
+         first store in the ring: continued, so aborted and retried); {killed} killed at the \
+         stop that found them inside a ring entry's critical section ({} distinct instructions \
+         of {} sections), {finished_first} finished first; {in_entry} left their uncommitted \
+         stores at the ring's head ({} a claim, {} a whole entry without its commit), \
+         unchanged by the kill, none accepted by a reader; {checked} completed events all \
+         present, in order, at the positions their writer took, no other, 0 mixed; {strings} \
+         strings checked",
+        stops.stops,
+        stops.outside,
+        stops.in_section_continued,
+        stops.sections.len(),
+        stops
+            .sections
+            .iter()
+            .map(|&(s, _)| s)
+            .collect::<BTreeSet<_>>()
+            .len(),
+        stops.claims,
+        stops.entries,
     );
+    assert_eq!(
+        in_entry, kills,
+        "every kill landed inside a ring entry's critical section"
+    );
+}
+
+/// A writer process, killed and reaped when dropped if it has not ended: one the test leaves
+/// stopped when it fails does not stay so.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+impl std::ops::Deref for Reaped {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+/// What [`sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts`] counted.
+#[derive(Default)]
+struct Stops {
+    /// Stops of all writers.
+    stops: u64,
+    /// Stops outside every restartable section.
+    outside: u64,
+    /// Stops inside a section before the write's first store in the ring (an aux record's
+    /// section, or a ring entry's before its claim).
+    in_section_continued: u64,
+    /// Kills that left a claim, or a whole entry without its commit, at the ring's head.
+    claims: u64,
+    entries: u64,
+    /// Where the kills landed: (index of the section, offset of the instruction in it).
+    sections: BTreeSet<(usize, usize)>,
+}
+
+/// What a restartable ring's head slot holds of the write at the head's position, which has
+/// not committed (the ring's head has not moved past it).
+#[derive(Debug, PartialEq, Eq)]
+enum Left {
+    /// Nothing: the slot holds the entry of one lap before, or nothing (first lap).
+    Nothing,
+    /// The write's claim (`CLAIMED | head`): its payload partly stored.
+    Claim,
+    /// The write's entry, stamped and tagged with the head's position: all but its commit.
+    Entry,
+}
+
+/// A restartable ring's head, last stamp and head slot, as read while its only writer was
+/// stopped (or dead).
+#[derive(Debug, PartialEq, Eq)]
+struct Frozen {
+    head: u64,
+    last_stamp: u64,
+    slot: [u64; 8],
+}
+
+impl Frozen {
+    fn of(
+        ring: &devttrace::ring::Ring<'_, ttrace_layouts::entry::Slot>,
+        header: &ttrace_layouts::ring::RingHeader,
+        slots: u64,
+    ) -> Frozen {
+        let head = ring.head.load(Acquire);
+        let words = &ring.slots[(head & (slots - 1)) as usize].words;
+        Frozen {
+            head,
+            last_stamp: header.last_stamp.load(Acquire),
+            slot: core::array::from_fn(|i| words[i].load(Acquire)),
+        }
+    }
+
+    fn left(&self) -> Left {
+        let (stamp, word) = (Stamp(self.slot[0]), TypeWord(self.slot[1]));
+        if stamp.is_claimed() {
+            assert_eq!(
+                stamp.0,
+                Stamp::CLAIMED | self.head,
+                "a claim of another position at the head"
+            );
+            Left::Claim
+        } else if stamp == Stamp::EMPTY || word.position_tag() != TypeWord::tag_of(self.head) {
+            Left::Nothing
+        } else {
+            Left::Entry
+        }
+    }
+}
+
+/// The restartable sections of writer `inc`, from the line it writes once it has recorded its
+/// first events (see `ttrace-test-crasher`); waits for it no later than `deadline`.
+fn notice(child: &mut Child, inc: u64, deadline: Instant) -> Vec<Section> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let mut out = child.stdout.take().unwrap();
+    let mut line = Vec::new();
+    while !line.ends_with(b"\n") {
+        let mut pfd = libc::pollfd {
+            fd: out.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let wait_ms = deadline
+            .saturating_duration_since(Instant::now())
+            .as_millis();
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut pfd, 1, wait_ms.min(i32::MAX as u128) as i32) };
+        assert!(ready > 0, "writer {inc} made no progress: hung");
+        let mut buf = [0u8; 4096];
+        let got = out.read(&mut buf).unwrap();
+        assert!(
+            got > 0,
+            "writer {inc} exited before its notice: {:?}",
+            child.try_wait()
+        );
+        line.extend_from_slice(&buf[..got]);
+    }
+    let line = String::from_utf8_lossy(&line);
+    let sections = Section::parse_line(&line)
+        .unwrap_or_else(|| panic!("writer {inc}: not a list of sections: {line:?}"));
     assert!(
-        in_entry > 0,
-        "of {kills} kills none landed inside a ring entry's critical section"
+        !sections.is_empty(),
+        "writer {inc} has no restartable section"
     );
+    sections
 }
 
 /// Whether an event is exactly what some writer recorded: its words agree on (inc, seq).
