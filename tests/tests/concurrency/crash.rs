@@ -161,7 +161,6 @@ fn spawn(dir: &Path, tmp: &Path, inc: u64, path: WritePath, rng: &mut Rng) -> Wr
 
 /// What [`crash_run`] found.
 struct CrashRun {
-    kills: u64,
     /// Kills whose signal interrupted a restartable critical section: all, and those whose
     /// alarms were not aimed.
     in_section: u64,
@@ -401,7 +400,6 @@ fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
         outcomes.values().filter(|o| o.killed && f(o)).count() as u64
     };
     let found = CrashRun {
-        kills: killed,
         in_section: killed_where(&|o| o.in_section),
         in_section_unaimed: killed_where(&|o| o.in_section && !o.aimed),
         in_point: killed_where(&|o| o.state == Progress::IN_POINT || o.state == Progress::IN_AUX),
@@ -434,21 +432,13 @@ fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
     found
 }
 
-/// Every writer on the restartable path: each reports it, and some of the kills land inside
-/// a trace point, some inside a restartable critical section.
+/// Every writer on the restartable path, killed at random: each reports its path, and the
+/// trace is exact. Where these kills land is left to chance (the counts are printed);
+/// `sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts` lands its kills
+/// inside a critical section by construction.
 #[test]
 fn writers_killed_anywhere_leave_an_exact_trace_and_never_block_the_others() {
     let found = crash_run("restartable", &[WritePath::Restartable]);
-    assert!(
-        found.in_point > 0,
-        "of {} kills none landed inside a trace point",
-        found.kills
-    );
-    assert!(
-        found.in_section > 0,
-        "of {} kills none landed inside a restartable critical section",
-        found.kills
-    );
     let (restartable, _) = found.rings[&WritePath::Restartable];
     assert!(restartable > 0, "no event in a restartable ring");
 }
