@@ -13,6 +13,16 @@
 //! before writing). Aux buffers are copied only when their `last` moved, the metadata only
 //! when it grew.
 //!
+//! **Every position once.** Each position from where following began settles exactly once,
+//! as read (the slot of an event taken, its parent's or its continuation's), lost or given
+//! up, so that per ring the three add up to the positions passed ([`Follower::totals`]). A
+//! continuation has no position tag: it is read with its parent when the parent, read at the
+//! position before, stitched it; it settles as its parent did when the parent was lost or
+//! given up, and waits with a parent still being written (a shared ring's writer commits the
+//! continuation first). Any other continuation is not this position's: a later lap's (lost),
+//! or, in a shared ring, an earlier lap's at a position not yet claimed by its writer (it
+//! waits).
+//!
 //! **Time order.** Events read are held, then released in time order once no ring can still
 //! deliver an older one: the *watermark* is the time of the poll's read, less the reorder
 //! window where a ring has positions still being written, and never earlier than the window
@@ -28,9 +38,10 @@ use crate::event::{Event, RingSnapshot};
 use crate::mapping::Mapping;
 use crate::meta::{Metadata, TaskInfo};
 use crate::reader::Reader;
-use crate::ring::Found;
+use crate::ring::{Found, Ring, SlotWords};
 use crate::snapshot::Snapshot;
 use crate::status::Status;
+use crate::sync::AtomicWord;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Acquire;
 use ttrace_layouts::aux::AuxTag;
@@ -70,9 +81,55 @@ pub struct Follower<'d> {
 struct Cursor {
     /// The next position to read.
     next: u64,
-    /// Positions below `next` not yet committed when read (shared rings), and whether their
-    /// slot was found claimed for an older position (so that their writer skips them).
-    waiting: BTreeMap<u64, bool>,
+    /// Positions below `next` not settled yet, and what holds each up.
+    waiting: BTreeMap<u64, Wait>,
+    /// What became of the positions passed since following began.
+    totals: Followed,
+}
+
+/// Why a position below the cursor is not settled yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    /// Not committed yet.
+    Unwritten,
+    /// Its slot was found claimed for an older position: its writer will skip it.
+    Blocked,
+    /// A continuation whose parent, the position before, is not settled yet.
+    Parent,
+}
+
+/// How one position settled, in a walk over a ring's positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Settled {
+    /// An event was taken from it, stitched to the continuation in the next position.
+    ReadWithNext,
+    /// An event was taken from it whose continuation was overwritten: the next position is
+    /// lost.
+    ReadLosingNext,
+    /// An event was taken from it, or it is the continuation of the one before.
+    Read,
+    Lost,
+    GaveUp,
+    Waits(Wait),
+}
+
+/// What became of the positions of one ring since a [`Follower`] began: each position from
+/// `from` to `through` is counted once, in one of `read`, `lost`, `gave_up` and `waiting`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Followed {
+    /// The first position followed.
+    pub from: u64,
+    /// One past the last position looked at (the ring's `head` at the last poll).
+    pub through: u64,
+    /// Entries (slots) of the events taken: one per event, two per continued one.
+    pub read: u64,
+    /// Entries overwritten before they could be read.
+    pub lost: u64,
+    /// Positions that left the ring never written (skipped by their writer, or reserved by
+    /// one that died).
+    pub gave_up: u64,
+    /// Positions still being written.
+    pub waiting: u64,
 }
 
 /// What one poll found.
@@ -105,10 +162,7 @@ impl<'d> Follower<'d> {
     pub fn with_window(dev: &'d Reader, window_ns: u64) -> Follower<'d> {
         let core = dev.mapping();
         let rings = (0..dev.cpus())
-            .map(|r| Cursor {
-                next: core.ring(r).head.load(Acquire),
-                ..Cursor::default()
-            })
+            .map(|r| Cursor::at(core.ring(r).head.load(Acquire)))
             .collect();
         let messages_from = (0..dev.cpus())
             .map(|r| core.ring_header(r).aux_last.load(Acquire))
@@ -134,7 +188,7 @@ impl<'d> Follower<'d> {
     /// it); what they no longer hold is counted lost.
     pub fn from_start(dev: &'d Reader, window_ns: u64) -> Follower<'d> {
         let mut f = Follower::with_window(dev, window_ns);
-        f.rings.iter_mut().for_each(|c| c.next = 0);
+        f.rings.iter_mut().for_each(|c| *c = Cursor::at(0));
         f.messages_from.iter_mut().for_each(|m| *m = 0);
         f
     }
@@ -147,6 +201,17 @@ impl<'d> Follower<'d> {
     /// The events committed and the messages written since the last poll, released in time
     /// order (see the module documentation).
     pub fn poll(&mut self) -> Result<Poll> {
+        self.read(false)
+    }
+
+    /// The last poll: [`Follower::poll`], releasing everything read, held for the reorder
+    /// window or not (what a reader that stops following prints last).
+    pub fn finish(&mut self) -> Result<Poll> {
+        self.read(true)
+    }
+
+    /// A poll; with `all`, one that releases everything read.
+    fn read(&mut self, all: bool) -> Result<Poll> {
         let core = self.dev.mapping();
         let rings = self.dev.cpus();
         let (mut lost, mut gave_up) = (vec![0; rings], vec![0; rings]);
@@ -155,61 +220,12 @@ impl<'d> Follower<'d> {
         // While some position is still being written, nothing newer than the window is sure.
         let mut waiting = false;
         for (r, cursor) in self.rings.iter_mut().enumerate() {
-            let ring = core.ring(r);
-            let n = ring.slots.len() as u64;
-            let head = ring.head.load(Acquire);
-            let oldest = head.saturating_sub(n);
-            // Positions waited for: read again, or given up.
-            let mut still = BTreeMap::new();
-            for (&p, &blocked) in &cursor.waiting {
-                let found = if p < oldest {
-                    Found::Overwritten
-                } else {
-                    ring.at(p)
-                };
-                match found {
-                    Found::Entry(e, _) => {
-                        self.held.push((r, e));
-                        read_any = true;
-                    }
-                    Found::Continuation => {}
-                    Found::Overwritten if blocked => gave_up[r] += 1,
-                    Found::Overwritten => lost[r] += 1,
-                    Found::Waiting => {
-                        still.insert(p, blocked);
-                    }
-                    Found::Blocked => {
-                        still.insert(p, true);
-                    }
-                }
-            }
-            cursor.waiting = still;
-            // New positions.
-            if cursor.next < oldest {
-                lost[r] += oldest - cursor.next;
-                cursor.next = oldest;
-            }
-            let mut p = cursor.next;
-            while p < head {
-                match ring.at(p) {
-                    Found::Entry(e, slots) => {
-                        self.held.push((r, e));
-                        read_any = true;
-                        p += slots;
-                        continue;
-                    }
-                    Found::Continuation => {}
-                    Found::Overwritten => lost[r] += 1,
-                    Found::Waiting => {
-                        cursor.waiting.insert(p, false);
-                    }
-                    Found::Blocked => {
-                        cursor.waiting.insert(p, true);
-                    }
-                }
-                p += 1;
-            }
-            cursor.next = head.max(cursor.next);
+            let shared = r >= self.dev.version().num_cpus as usize;
+            let taken = self.held.len();
+            let settled = cursor.walk(&core.ring(r), shared, |e| self.held.push((r, e)));
+            read_any |= self.held.len() > taken;
+            lost[r] = settled.lost;
+            gave_up[r] = settled.gave_up;
             waiting |= !cursor.waiting.is_empty();
         }
         // Aux buffers whose `last` moved, and the messages among their new records.
@@ -264,10 +280,10 @@ impl<'d> Follower<'d> {
         self.dev.check_intact()?;
         // Release what the watermark passed, and anything late.
         let released_before = self.released;
-        let watermark = if waiting {
-            now.saturating_sub(self.window)
-        } else {
-            now
+        let watermark = match (all, waiting) {
+            (true, _) => u64::MAX,
+            (false, true) => now.saturating_sub(self.window),
+            (false, false) => now,
         }
         .max(released_before);
         let mut cpus: Vec<RingSnapshot> = (0..rings).map(|_| RingSnapshot::default()).collect();
@@ -341,6 +357,125 @@ impl<'d> Follower<'d> {
             released_before,
             active: read_any || !self.held.is_empty() || !self.held_messages.is_empty(),
         })
+    }
+}
+
+impl Follower<'_> {
+    /// Per ring, what became of the positions passed since following began: read, lost,
+    /// given up or still being written, each position counted once.
+    pub fn totals(&self) -> Vec<Followed> {
+        self.rings
+            .iter()
+            .map(|c| Followed {
+                through: c.next,
+                waiting: c.waiting.len() as u64,
+                ..c.totals
+            })
+            .collect()
+    }
+}
+
+impl Cursor {
+    /// A cursor that follows a ring from position `from`.
+    fn at(from: u64) -> Cursor {
+        Cursor {
+            next: from,
+            waiting: BTreeMap::new(),
+            totals: Followed {
+                from,
+                through: from,
+                ..Followed::default()
+            },
+        }
+    }
+
+    /// Reads the positions of `ring` still waiting and those new up to its `head`, in
+    /// order, each settled once (see the module documentation); `take` gets each event
+    /// read. Returns what this walk settled (its `read`, `lost` and `gave_up`).
+    fn walk<S: SlotWords>(
+        &mut self,
+        ring: &Ring<'_, S>,
+        shared: bool,
+        mut take: impl FnMut(Event),
+    ) -> Followed {
+        let n = ring.slots.len() as u64;
+        let head = ring.head.load(Acquire).max(self.next);
+        let oldest = head.saturating_sub(n);
+        let mut settled = Followed::default();
+        // Positions passed by the ring before they could be read.
+        if self.next < oldest {
+            settled.lost += oldest - self.next;
+            self.next = oldest;
+        }
+        let waited = std::mem::take(&mut self.waiting);
+        let positions = waited.iter().map(|(&p, &w)| (p, Some(w)));
+        let mut prev: Option<(u64, Settled)> = None;
+        for (p, was) in positions.chain((self.next..head).map(|p| (p, None))) {
+            let before = prev.filter(|&(q, _)| q + 1 == p).map(|(_, s)| s);
+            let now = match before {
+                Some(Settled::ReadWithNext) => Settled::Read,
+                Some(Settled::ReadLosingNext) => Settled::Lost,
+                _ => {
+                    let found = if p < oldest {
+                        Found::Overwritten
+                    } else {
+                        ring.at(p)
+                    };
+                    match found {
+                        Found::Entry(e, slots) => {
+                            let lost_next = e.continuation_lost;
+                            take(e);
+                            match (slots, lost_next) {
+                                (2, _) => Settled::ReadWithNext,
+                                (_, true) => Settled::ReadLosingNext,
+                                _ => Settled::Read,
+                            }
+                        }
+                        Found::Continuation => match before {
+                            Some(Settled::Waits(_)) => Settled::Waits(Wait::Parent),
+                            Some(Settled::GaveUp) => Settled::GaveUp,
+                            Some(Settled::Lost) => Settled::Lost,
+                            // Not this position's continuation. In a restartable ring every
+                            // position below `head` is committed: a later lap's, this one
+                            // was overwritten. In a shared ring it may be an earlier lap's
+                            // still, the position's writer not having claimed the slot yet.
+                            _ if shared => Settled::Waits(Wait::Unwritten),
+                            _ => Settled::Lost,
+                        },
+                        // Read while being written: in a shared ring maybe by the position's
+                        // own writer (a later read tells); in a restartable ring, whose
+                        // positions below `head` are committed, by a later lap's.
+                        Found::Changed if shared => Settled::Waits(was.unwrap_or(Wait::Unwritten)),
+                        Found::Changed => Settled::Lost,
+                        Found::Overwritten if was == Some(Wait::Blocked) => Settled::GaveUp,
+                        Found::Overwritten => Settled::Lost,
+                        Found::Waiting if was == Some(Wait::Blocked) => {
+                            Settled::Waits(Wait::Blocked)
+                        }
+                        Found::Waiting => Settled::Waits(Wait::Unwritten),
+                        Found::Blocked => Settled::Waits(Wait::Blocked),
+                    }
+                }
+            };
+            match now {
+                Settled::ReadWithNext | Settled::ReadLosingNext | Settled::Read => {
+                    settled.read += 1
+                }
+                Settled::Lost => settled.lost += 1,
+                Settled::GaveUp => settled.gave_up += 1,
+                Settled::Waits(w) => {
+                    self.waiting.insert(p, w);
+                }
+            }
+            prev = Some((p, now));
+        }
+        // A continued event's positions are reserved together: one read at the last
+        // position stitched nothing beyond `head`.
+        self.next = head;
+        self.totals.read += settled.read;
+        self.totals.lost += settled.lost;
+        self.totals.gave_up += settled.gave_up;
+        settled
     }
 }
 

@@ -730,6 +730,9 @@ pub enum Found {
     Continuation,
     /// A later position's write: this one was overwritten.
     Overwritten,
+    /// A slot that changed while it was read: being written, by this position's writer or
+    /// by a later position's.
+    Changed,
     /// Not written yet (or being written).
     Waiting,
     /// Claimed for an older position: its writer will skip this one (or already did).
@@ -774,7 +777,7 @@ impl<S: SlotWords> Ring<'_, S> {
                     Found::Waiting
                 }
             }
-            SlotRead::Changed => Found::Overwritten,
+            SlotRead::Changed => Found::Changed,
             SlotRead::Claimed(c) => {
                 let mine = c.claim_pos() == pos & 0xff_ffff_ffff;
                 if mine {

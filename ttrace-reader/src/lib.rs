@@ -16,8 +16,8 @@
 
 // Bottom up: each module uses only those listed before it. Text appends and format strings;
 // the merged stream and its lines; raw entries; the exports and the report built on them;
-// the demo workload; then what the commands need (their error, times, outputs, the stats
-// text, the mounted file system); the commands last.
+// the demo workload; then what the commands need (their error, times, outputs, the signals
+// that end them, the stats text, the mounted file system); the commands last.
 pub mod append;
 pub mod format;
 pub mod merge;
@@ -29,6 +29,7 @@ pub mod demo;
 mod error;
 mod when;
 mod output;
+mod signals;
 mod stats;
 pub mod mount;
 pub mod cli;

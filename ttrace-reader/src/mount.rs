@@ -826,7 +826,7 @@ pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), Error
     // SIGINT, SIGTERM and SIGHUP are taken by a thread of ours (every thread, the
     // session's included, inherits the mask set here): it unmounts, and the session then
     // ends.
-    let signals = block_signals();
+    let ending = crate::signals::take();
     let fs = TraceFs {
         dev,
         trust,
@@ -862,10 +862,7 @@ pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), Error
     };
     let mut unmounter = session.unmount_callable();
     let mp = mountpoint.to_path_buf();
-    std::thread::spawn(move || {
-        let mut sig = 0;
-        // SAFETY: `signals` is an initialized set; sigwait writes the signal number.
-        unsafe { libc::sigwait(&signals, &mut sig) };
+    ending.on_signal(move |_| {
         if let Err(e) = unmounter.unmount() {
             eprintln!("ttrace-reader mount: {}: unmount: {e}", mp.display());
         }
@@ -880,22 +877,6 @@ pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), Error
     let _ = std::io::stdout().flush();
     let ran = session.run().map_err(Error::Io);
     remove(ran)
-}
-
-/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and the threads it starts); returns the
-/// set, for `sigwait`.
-fn block_signals() -> libc::sigset_t {
-    // SAFETY: the set is initialized by sigemptyset before it is used; pthread_sigmask only
-    // reads it.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGHUP);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
 }
 
 /// Unmounts the device that `ttrace-reader mount` mounted at `mountpoint` (lazily when its

@@ -210,7 +210,15 @@ fn follow_prints_the_events_a_process_writes_after_it_started() {
         .map(|l| parse_line(l))
         .collect();
     assert_eq!(events.len(), 90, "stops at --limit");
-    assert!(got.iter().all(|l| !l.contains("lost")), "{got:?}");
+    assert!(got.iter().all(|l| !l.contains("entries lost")), "{got:?}");
+    // The footer: every position passed read or still held, none lost.
+    let footer: Vec<&String> = got.iter().filter(|l| l.contains(" followed: ")).collect();
+    assert!(!footer.is_empty(), "{got:?}");
+    assert!(
+        footer.iter().all(|l| l.contains(" 0 lost, 0 given up")),
+        "{footer:?}"
+    );
+    assert_eq!(got.last().map(String::as_str), Some("# 90 events printed"));
     assert!(
         events.iter().all(|l| l.pid == pid),
         "only the new process's events"

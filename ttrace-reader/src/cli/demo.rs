@@ -11,40 +11,12 @@ use devttrace::View;
 use std::path::{Path, PathBuf};
 
 /// Makes SIGINT, SIGTERM and SIGHUP remove the temporary directory `tmp` before they end
-/// the process, as they would have: they are blocked in the calling thread (and so in the
-/// threads it starts after), and taken by a thread of their own. Call it before starting
-/// any other thread.
+/// the process, as they would have. Call it before starting any other thread.
 fn remove_on_signals(tmp: &Path) {
     let tmp = tmp.to_path_buf();
-    // SAFETY: the set is initialized by sigemptyset before it is used; pthread_sigmask only
-    // reads it.
-    let signals = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::sigaddset(&mut set, sig);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    };
-    std::thread::spawn(move || {
-        let mut sig = 0;
-        // SAFETY: `signals` is an initialized set; sigwait writes the signal number.
-        if unsafe { libc::sigwait(&signals, &mut sig) } != 0 {
-            return;
-        }
+    crate::signals::take().on_signal(move |sig| {
         let _ = std::fs::remove_dir_all(&tmp);
-        // SAFETY: the default action restored, the signal unblocked in this thread and sent
-        // to it: it ends the process as it would have without this thread.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            let mut one: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut one);
-            libc::sigaddset(&mut one, sig);
-            libc::pthread_sigmask(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
-            libc::raise(sig);
-        }
-        std::process::exit(128 + sig);
+        crate::signals::end_by(sig)
     });
 }
 

@@ -1,6 +1,8 @@
 //! `ttrace-reader follow`: events printed as they are written, in time order, until the
-//! limit or a closed output; with `--wait`, device after device at one path. A snapshot
-//! file never changes: what it holds is printed as `dump` prints it, and `follow` ends.
+//! limit, a closed output or an ending signal (Ctrl-C); with `--wait`, device after device
+//! at one path. It ends by printing what it still holds and, per ring, what became of every
+//! position it passed. A snapshot file never changes: what it holds is printed as `dump`
+//! prints it, and `follow` ends.
 
 use super::open::{open, refusal, trust};
 use super::select::{filter, Select};
@@ -11,6 +13,7 @@ use crate::Error;
 use devttrace::{Follower, Reader, View};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 /// How `follow` runs.
@@ -27,9 +30,13 @@ pub(super) struct FollowOptions {
     pub(super) wait: bool,
 }
 
+/// Set when an ending signal (SIGINT, SIGTERM, SIGHUP) came: `follow` prints what it holds
+/// and its counts, and ends. Relaxed: a flag read at the next poll, ordering nothing.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+
 /// Why following one device ended.
 enum Ended {
-    /// The limit was reached, or the output closed.
+    /// The limit was reached, the output closed, or an ending signal came.
     Done,
     /// The device's directory or header is gone.
     Removed,
@@ -52,11 +59,15 @@ fn absent(e: &devttrace::Error) -> bool {
 
 /// Opens the device at `dir`, waiting (a check per `interval`, at least a millisecond)
 /// while there is none.
-fn wait_for(dir: &Path, interval: Duration) -> Result<Reader, Error> {
+/// `None` if an ending signal came first.
+fn wait_for(dir: &Path, interval: Duration) -> Result<Option<Reader>, Error> {
     loop {
+        if STOPPED.load(Relaxed) {
+            return Ok(None);
+        }
         match Reader::open_with(dir, trust()) {
             Err(e) if absent(&e) => std::thread::sleep(interval.max(Duration::from_millis(1))),
-            opened => return opened.map_err(refusal),
+            opened => return opened.map(Some).map_err(refusal),
         }
     }
 }
@@ -94,6 +105,7 @@ pub(super) fn run(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(
     if opts.interval.is_zero() {
         return Err(Error::ZeroInterval);
     }
+    crate::signals::take().on_signal(|_| STOPPED.store(true, Relaxed));
     let mut out = std::io::stdout().lock();
     let mut say = |line: String| quiet_pipe(writeln!(out, "{line}").and_then(|_| out.flush()));
     let (mut dev, mut from_start) = match opts.wait {
@@ -115,7 +127,10 @@ pub(super) fn run(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(
                     "# waiting for {} to be created (follow --wait)",
                     dir.display()
                 ))?;
-                (wait_for(&dir, opts.interval)?, true)
+                match wait_for(&dir, opts.interval)? {
+                    Some(dev) => (dev, true),
+                    None => return Ok(()),
+                }
             }
         },
     };
@@ -149,7 +164,10 @@ pub(super) fn run(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(
         if matches!(ended, Ended::Done) {
             return Ok(());
         }
-        dev = wait_for(&dir, opts.interval)?;
+        dev = match wait_for(&dir, opts.interval)? {
+            Some(dev) => dev,
+            None => return Ok(()),
+        };
         if dev.is_snapshot() {
             return print_snapshot(&dev, select, &opts);
         }
@@ -184,7 +202,11 @@ fn follow_device(
         let change = watch
             .as_mut()
             .map_or(devttrace::Change::Same, devttrace::Watch::check);
-        let poll = follower.poll()?;
+        let stopping = STOPPED.load(Relaxed);
+        let poll = match stopping {
+            true => follower.finish()?,
+            false => follower.poll()?,
+        };
         let mut decoder = Decoder::new(&poll.snapshot, time);
         buf.clear();
         for item in Merge::snapshot(&poll.snapshot, filter) {
@@ -227,7 +249,7 @@ fn follow_device(
             );
         }
         let mut ended = None;
-        if limit.is_some_and(|l| *printed >= l) {
+        if stopping || limit.is_some_and(|l| *printed >= l) {
             ended = Some(Ended::Done);
         } else if change != devttrace::Change::Same {
             if opts.wait {
@@ -248,6 +270,9 @@ fn follow_device(
                 watch = None;
             }
         }
+        if ended.is_some() {
+            footer(&follower, filter, *printed, &mut buf);
+        }
         // Idle: poll less and less often; at the first event, as often as asked again.
         sleep = match poll.active {
             true => interval,
@@ -262,4 +287,29 @@ fn follow_device(
             },
         }
     }
+}
+
+/// The last lines of `follow`: per ring shown, what became of every position it passed
+/// (each counted once: read, lost, given up or still being written), and the events
+/// printed.
+fn footer(follower: &Follower<'_>, filter: &Filter, printed: u64, out: &mut Vec<u8>) {
+    let version = follower.reader().version();
+    for (ring, t) in follower.totals().iter().enumerate() {
+        let shown = filter.cpus.is_empty() || filter.cpus.contains(&ring);
+        if !shown || t.through == t.from {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "# {}: positions {}..{} followed: {} entries read, {} lost, {} given up, {} still being written",
+            version.ring_name(ring),
+            t.from,
+            t.through,
+            t.read,
+            t.lost,
+            t.gave_up,
+            t.waiting
+        );
+    }
+    let _ = writeln!(out, "# {printed} events printed");
 }
