@@ -80,6 +80,21 @@ pub struct TracepointInfo {
     pub tables: Vec<Option<usize>>,
 }
 
+impl TracepointInfo {
+    /// Whether it is the tracepoint of `info()` messages (named
+    /// [`INFO_NAME`](ttrace_layouts::device::INFO_NAME), of class
+    /// [`CLASS_MESSAGES`](ttrace_layouts::device::CLASS_MESSAGES), with
+    /// [`INFO_FORMAT`](ttrace_layouts::device::INFO_FORMAT)): readers show its events as
+    /// messages.
+    pub fn is_message(&self) -> bool {
+        use ttrace_layouts::device::{CLASS_MESSAGES, INFO_FORMAT, INFO_NAME};
+        self.name == INFO_NAME
+            && self.classes == CLASS_MESSAGES
+            && self.format == INFO_FORMAT
+            && self.nargs == 1
+    }
+}
+
 /// A value table read back from a device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValuesInfo {

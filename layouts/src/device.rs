@@ -41,6 +41,11 @@ pub const fn major(version: u32) -> u16 {
 pub const CLASS_MESSAGES: u64 = 1 << 63;
 /// The name under which rules enable or disable `info()` messages, and readers show them.
 pub const INFO_NAME: &str = "info";
+/// The format of the tracepoint that records `info()` messages: its one argument refers to
+/// the text in the aux buffer. A tracepoint named [`INFO_NAME`] of class [`CLASS_MESSAGES`]
+/// with this format is the messages' (readers show its events as messages); writers before
+/// it recorded a message as an aux record alone ([`crate::aux::AuxTag::Info`]).
+pub const INFO_FORMAT: &str = "{message:s}";
 
 /// Bytes of the `header` file.
 pub const HEADER_BYTES: usize = 4096;

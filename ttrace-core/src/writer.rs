@@ -310,23 +310,35 @@ pub fn rename_thread(w: &Writer, name: &str) -> Result<()> {
     w.rename_thread(name)
 }
 
-/// Records a free-form message in the aux buffer of the process's device; readers show it
-/// as an event of its own, named `info`. Messages are controlled as a tracepoint named
-/// `info` of class [`CLASS_MESSAGES`](crate::CLASS_MESSAGES) is (`ttrace-reader ctl
-/// disable info`, `ctl clrbits 0x8000000000000000`): while off, this records nothing and
-/// counts nothing, at the cost of one load. Returns false if nothing was recorded (messages
-/// off, no device, or the aux buffer could not take it).
+crate::tracepoint!(
+    /// The tracepoint of [`info`]: readers show its events as messages.
+    static INFO: Start[ttrace_layouts::device::CLASS_MESSAGES] =
+        ttrace_layouts::device::INFO_NAME, ttrace_layouts::device::INFO_FORMAT
+);
+
+/// Records a free-form message in the process's device: an event of the built-in tracepoint
+/// `info` (class [`CLASS_MESSAGES`](crate::CLASS_MESSAGES)), its text in the aux buffer.
+/// Readers show it as a message, `info("text")`, in time order with the events, on the
+/// ring it was written to (a lost message is counted as any lost entry; a text overwritten
+/// in the aux buffer before it was read shows as `<lost>`, and is counted). It is controlled
+/// as that tracepoint is (`ttrace-reader ctl disable info`, `ctl clrbits
+/// 0x8000000000000000`): while off, this records nothing and counts nothing, at the cost of
+/// one load. Returns false if nothing was recorded (messages off, no device, or no room for
+/// the text, whose loss the event then shows).
 pub fn info(message: &str) -> bool {
-    let Ok(w) = device_or_init() else {
-        return false;
-    };
-    // Relaxed: the word is self-contained, as a tracepoint's word is; a control change is
-    // seen at some later message, as it is at some later trace point.
-    if w.mapping().header().info_off.load(Relaxed) != 0 {
+    let word = INFO.word();
+    if word == 0 {
         return false;
     }
-    w.aux_write(AuxTag::Info, w.context(), message.as_bytes())
-        .is_some()
+    let word = INFO.enabled_word(word, &[ArgType::Str]);
+    if word == 0 {
+        return false;
+    }
+    let Some(w) = device() else {
+        return false;
+    };
+    let text = w.aux_write(AuxTag::String, w.context(), message.as_bytes());
+    w.emit(word, w.context(), &[text.unwrap_or(AUX_NONE)]) && text.is_some()
 }
 
 /// The argument word of a string: its bytes copied to the aux buffer of the process's

@@ -193,9 +193,17 @@ impl<'s> Decoder<'s> {
     pub fn text(&self, item: &Item<'_>, out: &mut Vec<u8>) {
         match item {
             Item::Point { event, .. } => self.point(event, out),
-            Item::Message(r) => {
+            Item::Message(m) => {
                 out.extend_from_slice(b"info(");
-                format::quoted(out, r.bytes);
+                match m.text {
+                    Some(text) => {
+                        format::quoted(out, text);
+                        if m.truncated {
+                            out.extend_from_slice(b"...");
+                        }
+                    }
+                    None => out.extend_from_slice(b"<lost>"),
+                }
                 out.push(b')');
             }
         }
@@ -258,7 +266,7 @@ impl<'s> Decoder<'s> {
     /// were (trace points and messages; the [`Tally`]'s losses are left to the caller).
     pub fn write_counted(
         &mut self,
-        items: Merge<'_>,
+        mut items: Merge<'_>,
         limit: Option<u64>,
         out: &mut impl Write,
     ) -> std::io::Result<Tally> {
@@ -285,6 +293,7 @@ impl<'s> Decoder<'s> {
             return Err(e);
         }
         out.write_all(&buf)?;
+        n.strings_lost = items.strings_lost();
         Ok(n)
     }
 }
@@ -317,9 +326,11 @@ pub fn dump(
 /// and every export's summary show, counted the same way.
 ///
 /// An *event* is a line of `dump`: a trace point (one or two ring entries) or a message
-/// (a record of the aux buffer). Losses are counted in ring *entries* (64-byte slots: an
-/// event of more than 5 arguments takes two), because an overwritten slot cannot tell
-/// whose it was; *dropped* events are those writers found no free slot for.
+/// (an entry of the `info` tracepoint). Losses are counted in ring *entries* (64-byte
+/// slots: an event of more than 5 arguments takes two), because an overwritten slot cannot
+/// tell whose it was; *dropped* events are those writers found no free slot for; *strings
+/// lost* are the string arguments and message texts of the events shown whose aux record
+/// was overwritten before the copy (they show as `<lost>`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
     /// Trace points.
@@ -330,6 +341,8 @@ pub struct Tally {
     pub lost: u64,
     /// Events writers dropped.
     pub dropped: u64,
+    /// Strings of the events counted that show as `<lost>`.
+    pub strings_lost: u64,
 }
 
 impl Tally {
@@ -357,15 +370,17 @@ impl Tally {
         }
     }
 
-    /// `298 events (290 trace points, 8 messages); 6 entries lost, 0 events dropped`.
+    /// `298 events (290 trace points, 8 messages); 6 entries lost, 0 events dropped, 2
+    /// strings lost`.
     pub fn line(&self) -> String {
         format!(
-            "{} events ({} trace points, {} messages); {} entries lost, {} events dropped",
+            "{} events ({} trace points, {} messages); {} entries lost, {} events dropped, {} strings lost",
             self.events(),
             self.points,
             self.messages,
             self.lost,
-            self.dropped
+            self.dropped,
+            self.strings_lost
         )
     }
 }
@@ -512,13 +527,9 @@ pub fn aux_line<'s>(ctx: impl Into<Context<'s>>) -> String {
     if let Some(e) = ctx.aux_error {
         return format!("# aux: not copied ({e}): strings show as <lost>");
     }
-    use ttrace_layouts::aux::AuxTag;
-    let tagged = |tag: AuxTag| ctx.aux.records().filter(|r| r.tag == tag as u16).count();
     format!(
-        "# aux: {} records kept ({} messages, {} strings), {} incomplete, {} dropped{}",
+        "# aux: {} records kept, {} incomplete, {} dropped{}",
         ctx.aux.records().count(),
-        tagged(AuxTag::Info),
-        tagged(AuxTag::String),
         ctx.aux.incomplete(),
         ctx.status.aux_dropped,
         if ctx.aux.corrupt() {

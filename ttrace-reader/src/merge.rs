@@ -3,8 +3,18 @@
 //! Each ring's events are already in time order (a snapshot or an index sorts them), so a
 //! k-way merge of the runs orders everything, with no copy of the trace: a scan of the run
 //! heads per event for a few runs, a heap for many.
+//!
+//! A message (`ttrace_core::info`) is an event of the built-in tracepoint `info`, its text
+//! in the aux buffer; the merge gives it as an [`Item::Message`]. Writers before that
+//! tracepoint recorded a message as an aux record alone: those are merged in too, as the
+//! messages of the ring whose buffer holds them.
+//!
+//! The merge counts the strings it gives that the aux buffers no longer held when they were
+//! copied ([`Merge::strings_lost`]): string arguments and message texts that show as
+//! `<lost>`.
 
-use devttrace::{AuxRecord, Event, Mark, Snapshot, View};
+use core::cell::Cell;
+use devttrace::{AuxRecord, AuxSnapshots, Event, Mark, Snapshot, View};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use ttrace_layouts::aux::AuxTag;
@@ -19,8 +29,8 @@ pub enum Item<'s> {
         /// The event.
         event: Event,
     },
-    /// A message from the aux buffer.
-    Message(AuxRecord<'s>),
+    /// A message.
+    Message(Message<'s>),
 }
 
 impl Item<'_> {
@@ -29,7 +39,52 @@ impl Item<'_> {
     pub fn timestamp(&self) -> u64 {
         match self {
             Item::Point { event, .. } => event.stamp,
-            Item::Message(r) => r.timestamp,
+            Item::Message(m) => m.timestamp,
+        }
+    }
+}
+
+/// A free-form message (`ttrace_core::info`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message<'s> {
+    /// When it was written (clock ticks).
+    pub timestamp: u64,
+    /// The writer's `pid << 32 | tid`.
+    pub ctx: u64,
+    /// The CPU it was written on.
+    pub cpu: u32,
+    /// Its text; `None` if the aux buffer no longer held it when it was copied.
+    pub text: Option<&'s [u8]>,
+    /// Whether the text was cut to the longest an aux record holds.
+    pub truncated: bool,
+}
+
+impl<'s> Message<'s> {
+    /// The message of an event of the `info` tracepoint, its text looked up in `aux`.
+    fn of_event(event: &Event, aux: &'s AuxSnapshots) -> Message<'s> {
+        let text = event.args().first().and_then(|&w| aux.get(w));
+        Message {
+            timestamp: event.stamp,
+            ctx: event.ctx,
+            cpu: event.type_word.cpu(),
+            text: text.map(|r| r.bytes),
+            truncated: text.is_some_and(|r| r.truncated),
+        }
+    }
+
+    /// Its text, or `<lost>`.
+    pub fn text_or_lost(&self) -> &'s [u8] {
+        self.text.unwrap_or(b"<lost>")
+    }
+
+    /// The message of an aux record of a writer before the `info` tracepoint.
+    fn of_record(r: AuxRecord<'s>) -> Message<'s> {
+        Message {
+            timestamp: r.timestamp,
+            ctx: r.ctx,
+            cpu: r.cpu,
+            text: Some(r.bytes),
+            truncated: r.truncated,
         }
     }
 }
@@ -37,8 +92,8 @@ impl Item<'_> {
 /// Which events to keep.
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
-    /// Only these rings (all if empty). Messages (from the aux buffer) belong to no ring and
-    /// are left out when rings are chosen.
+    /// Only these rings (all if empty), messages included: a message belongs to the ring it
+    /// was written to.
     pub cpus: Vec<usize>,
     /// Only tracepoints whose name matches this wildcard (`*`, `?`); messages match `info`.
     pub name: Option<String>,
@@ -54,7 +109,7 @@ enum Run<'s> {
     Marks(usize, &'s [Mark]),
     /// A ring's copied events.
     Events(usize, &'s [Event]),
-    /// Messages.
+    /// Messages of writers before the `info` tracepoint (aux records).
     Messages(Vec<AuxRecord<'s>>),
 }
 
@@ -77,10 +132,13 @@ impl Run<'_> {
     }
 }
 
-/// Messages in time order: a writer stamps its record after reserving it, so records can be
-/// a little out of time order in the buffer.
-fn by_time<'s>(records: impl Iterator<Item = AuxRecord<'s>>) -> Vec<AuxRecord<'s>> {
-    let mut v: Vec<AuxRecord<'s>> = records.collect();
+/// The messages of writers before the `info` tracepoint (aux records) that `keep` keeps, in
+/// time order: a writer stamped its record after reserving it, so records can be a little
+/// out of time order in the buffer.
+fn by_time<'s>(records: impl Iterator<Item = AuxRecord<'s>>, keep: &Keep) -> Vec<AuxRecord<'s>> {
+    let mut v: Vec<AuxRecord<'s>> = records
+        .filter(|r| r.tag == AuxTag::Info as u16 && keep.cpu(r.buffer as usize))
+        .collect();
     v.sort_by_key(|r| r.timestamp);
     v
 }
@@ -95,14 +153,23 @@ pub struct Merge<'s> {
     /// For many runs: a heap of (stamp, run).
     heap: Option<BinaryHeap<Reverse<(u64, usize)>>>,
     view: Option<&'s View<'s>>,
+    /// The strings of the items.
+    aux: &'s AuxSnapshots,
     keep: Keep,
+    /// Strings given that the aux buffers no longer held.
+    strings_lost: Cell<u64>,
 }
 
 /// Up to this many runs, the smallest head is found by a scan; beyond, with a heap.
 const SCAN_RUNS: usize = 8;
 
 impl<'s> Merge<'s> {
-    fn new(runs: Vec<Run<'s>>, view: Option<&'s View<'s>>, keep: Keep) -> Merge<'s> {
+    fn new(
+        runs: Vec<Run<'s>>,
+        view: Option<&'s View<'s>>,
+        aux: &'s AuxSnapshots,
+        keep: Keep,
+    ) -> Merge<'s> {
         let next: Vec<Option<u64>> = runs
             .iter()
             .map(|r| (r.len() > 0).then(|| r.stamp(0)))
@@ -119,7 +186,9 @@ impl<'s> Merge<'s> {
             next,
             heap,
             view,
+            aux,
             keep,
+            strings_lost: Cell::new(0),
         }
     }
 
@@ -131,9 +200,9 @@ impl<'s> Merge<'s> {
             .map(|c| Run::Events(c, &snap.cpus[c].events))
             .collect();
         if keep.messages {
-            runs.push(Run::Messages(by_time(snap.messages())));
+            runs.push(Run::Messages(by_time(snap.messages(), &keep)));
         }
-        Merge::new(runs, None, keep)
+        Merge::new(runs, None, &snap.aux, keep)
     }
 
     /// Everything `view` holds that passes `filter`, in time order; each event is copied
@@ -145,11 +214,15 @@ impl<'s> Merge<'s> {
             .map(|c| Run::Marks(c, &view.cpus[c].events))
             .collect();
         if keep.messages {
-            runs.push(Run::Messages(by_time(
-                view.aux.records().filter(|r| r.tag == AuxTag::Info as u16),
-            )));
+            runs.push(Run::Messages(by_time(view.aux.records(), &keep)));
         }
-        Merge::new(runs, Some(view), keep)
+        Merge::new(runs, Some(view), &view.aux, keep)
+    }
+
+    /// Strings given so far that the aux buffers no longer held when they were copied:
+    /// string arguments and message texts shown as `<lost>`.
+    pub fn strings_lost(&self) -> u64 {
+        self.strings_lost.get()
     }
 
     /// Whether the items come from ring `ring` (among others): the filter selects it.
@@ -189,7 +262,7 @@ impl<'s> Merge<'s> {
     /// Calls `f` with each item in turn, by reference (which spares the copies of an
     /// iterator's by-value items), until it returns an error.
     pub fn try_for_each_ref<E>(
-        mut self,
+        &mut self,
         mut f: impl FnMut(&Item<'s>) -> Result<(), E>,
     ) -> Result<(), E> {
         while let Some((r, i)) = self.pop() {
@@ -201,24 +274,54 @@ impl<'s> Merge<'s> {
         Ok(())
     }
 
-    /// Item `i` of run `r`, if it passes the filter.
+    /// Item `i` of run `r`, if it passes the filter; counts its strings lost.
     #[inline(always)]
     fn item(&self, r: usize, i: usize) -> Option<Item<'s>> {
-        let item = match &self.runs[r] {
+        let (cpu, event) = match &self.runs[r] {
             Run::Marks(cpu, marks) => {
                 let view = self.view.expect("marks come from a view");
-                Item::Point {
-                    cpu: *cpu,
-                    event: view.event(*cpu, marks[i])?,
-                }
+                (*cpu, view.event(*cpu, marks[i])?)
             }
-            Run::Events(cpu, events) => Item::Point {
-                cpu: *cpu,
-                event: events[i],
-            },
-            Run::Messages(m) => Item::Message(m[i]),
+            Run::Events(cpu, events) => (*cpu, events[i]),
+            Run::Messages(m) => {
+                let item = Item::Message(Message::of_record(m[i]));
+                return self.keep.time(item.timestamp()).then_some(item);
+            }
         };
-        self.keep.item(&item).then_some(item)
+        let id = event.type_word.tracepoint() as usize;
+        let kind = self
+            .keep
+            .kinds
+            .get(id)
+            .copied()
+            .unwrap_or(self.keep.unnamed);
+        if !kind.named || !self.keep.time(event.stamp) {
+            return None;
+        }
+        if kind.message {
+            let m = Message::of_event(&event, self.aux);
+            self.lost(m.text.is_none() as u64);
+            return Some(Item::Message(m));
+        }
+        if kind.strings != 0 {
+            self.lost(self.missing(&event, kind.strings));
+        }
+        Some(Item::Point { cpu, event })
+    }
+
+    /// How many of the arguments of `event` that `strings` marks (bit `i`: argument `i`)
+    /// refer to records the aux buffers no longer held.
+    #[cold]
+    fn missing(&self, event: &Event, strings: u16) -> u64 {
+        let args = event.args();
+        (0..args.len())
+            .filter(|&i| strings & (1 << i) != 0 && self.aux.get(args[i]).is_none())
+            .count() as u64
+    }
+
+    #[inline]
+    fn lost(&self, n: u64) {
+        self.strings_lost.set(self.strings_lost.get() + n);
     }
 }
 
@@ -238,14 +341,36 @@ impl<'s> Iterator for Merge<'s> {
 /// A filter prepared for one trace.
 struct Keep {
     cpus: Vec<usize>,
-    /// By tracepoint id: whether the name matches.
-    names: Vec<bool>,
-    /// Whether ids without a definition pass.
-    unnamed: bool,
+    /// By tracepoint id: what the filter and the merge need to know of it.
+    kinds: Vec<Kind>,
+    /// What passes of an id without a definition: shown, as `tracepoint#ID(...)`, unless a
+    /// name is asked for.
+    unnamed: Kind,
+    /// Whether the messages of writers before the `info` tracepoint pass.
     messages: bool,
     since: Option<i64>,
     until: Option<i64>,
     clock: devttrace::Clock,
+}
+
+/// What the merge knows of one tracepoint.
+#[derive(Clone, Copy, Debug)]
+struct Kind {
+    /// Whether its name passes the filter.
+    named: bool,
+    /// Whether it is the tracepoint of messages.
+    message: bool,
+    /// Its string arguments: bit `i` for argument `i`.
+    strings: u16,
+}
+
+impl Kind {
+    /// An id without a definition.
+    const UNNAMED: Kind = Kind {
+        named: true,
+        message: false,
+        strings: 0,
+    };
 }
 
 impl Keep {
@@ -255,14 +380,31 @@ impl Keep {
                 .as_ref()
                 .is_none_or(|p| wildmatch::WildMatch::new(p).matches(name))
         };
+        let kinds = meta.tracepoints.iter().map(|t| Kind {
+            named: matches(&t.name),
+            message: t.is_message(),
+            strings: crate::format::parse(&t.format)
+                .iter()
+                .filter_map(|p| match p {
+                    crate::format::Piece::Arg(_, spec) => Some(spec),
+                    crate::format::Piece::Text(_) => None,
+                })
+                .enumerate()
+                .filter(|(i, spec)| *i < 16 && matches!(spec, crate::format::Spec::Str))
+                .fold(0, |m, (i, _)| m | 1 << i),
+        });
+        let kinds = kinds.collect();
         Keep {
             cpus: f.cpus.clone(),
-            names: meta.tracepoints.iter().map(|t| matches(&t.name)).collect(),
-            unnamed: f.name.is_none(),
-            messages: f.cpus.is_empty() && matches("info"),
+            kinds,
+            messages: matches(ttrace_layouts::device::INFO_NAME),
             since: f.since_ns,
             until: f.until_ns,
             clock,
+            unnamed: Kind {
+                named: f.name.is_none(),
+                ..Kind::UNNAMED
+            },
         }
     }
 
@@ -277,17 +419,5 @@ impl Keep {
         }
         let ns = self.clock.since_anchor_ns(ticks);
         self.since.is_none_or(|s| ns >= s) && self.until.is_none_or(|u| ns <= u)
-    }
-
-    #[inline]
-    fn item(&self, item: &Item<'_>) -> bool {
-        let named = match item {
-            Item::Point { event, .. } => {
-                let id = event.type_word.tracepoint() as usize;
-                self.names.get(id).copied().unwrap_or(self.unnamed)
-            }
-            Item::Message(_) => true,
-        };
-        named && self.time(item.timestamp())
     }
 }

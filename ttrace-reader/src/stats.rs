@@ -35,11 +35,13 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
     }
     // The totals `dump` shows: every event read, as it would print them.
     let mut tally = decode::Tally::default();
-    let counted = Merge::view(&snap, &Filter::default()).try_for_each_ref(|item| {
+    let mut items = Merge::view(&snap, &Filter::default());
+    let counted = items.try_for_each_ref(|item| {
         tally.count(item);
         Ok::<(), std::convert::Infallible>(())
     });
     let Ok(()) = counted;
+    tally.strings_lost = items.strings_lost();
     tally.losses(&snap, &Filter::default());
     s += &format!("total: {}\n", tally.line());
     let st = &snap.status;

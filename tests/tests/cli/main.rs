@@ -10,6 +10,7 @@ mod clear;
 mod decode;
 mod first_use;
 mod follow_wait;
+mod info;
 mod messages;
 mod mount;
 mod reader_cli;

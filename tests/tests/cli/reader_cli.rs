@@ -97,7 +97,7 @@ fn dump_shows_what_another_process_wrote_line_by_line_in_time_order() {
     assert_eq!(
         *footer[3],
         format!(
-            "# {} events ({} trace points, 0 messages); 0 entries lost, 0 events dropped",
+            "# {} events ({} trace points, 0 messages); 0 entries lost, 0 events dropped, 0 strings lost",
             lines.len(),
             lines.len()
         )

@@ -47,6 +47,7 @@ fn note_unmatched(dev: &Reader, pattern: &str) {
         .metadata()
         .tracepoints
         .into_iter()
+        .filter(|t| !t.is_message())
         .map(|t| t.name)
         .collect();
     if wildcard.matches("info") || names.iter().any(|n| wildcard.matches(n)) {
@@ -126,7 +127,8 @@ pub(super) fn view_window(
         }
     }
     let view = View::of(dev, newer_than)?;
-    // The newest event of every ring, and the newest message, for `-10s`.
+    // The newest event of every ring, and the newest message of an older writer (an aux
+    // record), for `-10s`.
     let info = ttrace_layouts::aux::AuxTag::Info as u16;
     let messages = view.aux.records().filter(|r| r.tag == info);
     let end = (view.cpus.iter())

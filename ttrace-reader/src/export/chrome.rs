@@ -13,8 +13,8 @@
 //! - `ts` is in microseconds since the device was created, with three decimals: to the
 //!   nanosecond. `otherData`, after the events, holds the device's facts, each ring's
 //!   counts as `dump`'s footer shows them, and the totals `dump`'s last line shows
-//!   (`events`, `trace_points`, `messages`, `entries_lost`, `events_dropped`, and
-//!   `summary`, the line itself), losses during the export included.
+//!   (`events`, `trace_points`, `messages`, `entries_lost`, `events_dropped`,
+//!   `strings_lost`, and `summary`, the line itself), losses during the export included.
 //!
 //! The output is written as the items come; memory holds only the entries still open.
 
@@ -390,7 +390,7 @@ impl Writer<'_> {
 pub fn write(
     ctx: Context<'_>,
     rings: &[RingIndex],
-    items: Merge<'_>,
+    mut items: Merge<'_>,
     out: &mut impl Write,
     mut progress: impl FnMut(u64),
 ) -> std::io::Result<Written> {
@@ -470,7 +470,7 @@ pub fn write(
                 w.ts(r.timestamp);
                 w.who(r.ctx, r.timestamp);
                 w.buf.extend_from_slice(b",\"args\":{\"message\":\"");
-                escape(&mut w.buf, r.bytes);
+                escape(&mut w.buf, r.text_or_lost());
                 w.buf.extend_from_slice(b"\"}}");
             }
         }
@@ -481,6 +481,7 @@ pub fn write(
         }
         Ok::<(), std::io::Error>(())
     })?;
+    w.written.strings_lost = items.strings_lost();
     for open in std::mem::take(&mut w.pairing).into_open() {
         w.unpaired(&open.event, open.event.stamp, last, "exit");
     }
@@ -530,12 +531,13 @@ pub fn write(
     let t = w.written.tally();
     let _ = write!(
         w.buf,
-        ",\"events\":{},\"trace_points\":{},\"messages\":{},\"entries_lost\":{},\"events_dropped\":{},\"summary\":{}",
+        ",\"events\":{},\"trace_points\":{},\"messages\":{},\"entries_lost\":{},\"events_dropped\":{},\"strings_lost\":{},\"summary\":{}",
         t.events(),
         t.points,
         t.messages,
         t.lost,
         t.dropped,
+        t.strings_lost,
         string(&t.line())
     );
     w.buf.extend_from_slice(b"}}\n");

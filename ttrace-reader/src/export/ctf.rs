@@ -283,7 +283,7 @@ impl Stream {
 pub fn write(
     ctx: Context<'_>,
     rings: &[RingIndex],
-    items: Merge<'_>,
+    mut items: Merge<'_>,
     dir: &Path,
     mut progress: impl FnMut(u64),
 ) -> std::io::Result<Written> {
@@ -336,7 +336,7 @@ pub fn write(
         out.extend_from_slice(&(who as u32).to_le_bytes());
         match item {
             Item::Point { event, .. } => fields(out, event, &schemas, ctx.aux, &mut combinations),
-            Item::Message(r) => string(out, r.bytes),
+            Item::Message(r) => string(out, r.text_or_lost()),
         }
         written.item(item);
         if out.len() >= PACKET_BYTES {
@@ -345,6 +345,7 @@ pub fn write(
         }
         Ok::<(), std::io::Error>(())
     })?;
+    written.strings_lost = items.strings_lost();
     for s in &mut streams {
         s.flush(&uuid)?;
         if let Some(f) = &mut s.file {

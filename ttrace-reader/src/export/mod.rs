@@ -148,6 +148,8 @@ pub struct Written {
     /// Entries and exits left unpaired because events of their thread may be missing
     /// around them (see [`Pairing`]).
     pub uncertain: u64,
+    /// Strings of the events written that show as `<lost>` ([`Merge::strings_lost`]).
+    pub strings_lost: u64,
 }
 
 impl Written {
@@ -174,6 +176,7 @@ impl Written {
             messages: self.messages,
             lost: self.lost,
             dropped: self.dropped,
+            strings_lost: self.strings_lost,
         }
     }
 }

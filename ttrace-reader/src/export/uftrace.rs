@@ -262,7 +262,7 @@ impl Streams<'_> {
 pub fn write(
     ctx: Context<'_>,
     rings: &[RingIndex],
-    items: Merge<'_>,
+    mut items: Merge<'_>,
     dir: &Path,
     mut progress: impl FnMut(u64),
 ) -> std::io::Result<Written> {
@@ -336,6 +336,7 @@ pub fn write(
         }
         Ok::<(), std::io::Error>(())
     })?;
+    p.written.strings_lost = items.strings_lost();
     p.external.flush()?;
     p.written.unpaired += std::mem::take(&mut p.pairing).into_open().len() as u64;
     // Losses of rings none of whose events are exported: at the end of the first thread's
