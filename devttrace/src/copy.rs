@@ -21,6 +21,12 @@ use zerocopy::FromZeros;
 /// Slots copied between two calls of the caller's `release`.
 const CHUNK: usize = 4096;
 
+/// A copied slot: eight words, 8-aligned. Not the 64-aligned [`Slot`]: memory of the
+/// allocator's alignment is zeroed by the kernel as it maps it (`calloc` of fresh pages),
+/// where a larger alignment is zeroed by writing every byte, which would take as much memory
+/// as the whole ring however little of it is in use.
+type CopiedSlot = [AtomicU64; SLOT_WORDS];
+
 /// A ring copied at one cut (see the module documentation).
 pub struct RingCopy {
     restartable: bool,
@@ -28,7 +34,7 @@ pub struct RingCopy {
     skipped: AtomicU64,
     dropped: AtomicU64,
     /// The ring's slots as copied; empty when the ring was.
-    slots: Vec<Slot>,
+    slots: Vec<CopiedSlot>,
     /// Restartable rings: positions committed while the copy ran, at or above its cut.
     after_cut: u64,
 }
@@ -46,7 +52,7 @@ impl RingCopy {
         let used = head.min(n as u64) as usize;
         // As many slots as the ring (the scans mask positions with its size), in zeroed
         // memory the kernel maps lazily: only the slots written below take room.
-        let slots = Slot::new_vec_zeroed(n).expect("room for a copy of a mapped ring");
+        let slots = CopiedSlot::new_vec_zeroed(n).expect("room for a copy of a mapped ring");
         // Oldest first: from the slot the next write goes to (a full ring), or from slot 0.
         let runs = if head >= n as u64 {
             let start = (head as usize) & (n - 1);
@@ -59,7 +65,7 @@ impl RingCopy {
             while at < run.end {
                 let end = (at + CHUNK).min(run.end);
                 for (i, dst) in slots[at..end].iter().enumerate() {
-                    let (i, dst) = (at + i, &dst.words);
+                    let i = at + i;
                     // Relaxed: the copy is this thread's own memory until it is shared by
                     // the move out of this function.
                     let put = |k: usize, w: u64| dst[k].store(w, Relaxed);
@@ -95,7 +101,7 @@ impl RingCopy {
     }
 
     /// The copy as a ring no writer touches.
-    pub fn ring(&self) -> Ring<'_, Slot> {
+    pub fn ring(&self) -> Ring<'_, CopiedSlot> {
         Ring {
             restartable: self.restartable,
             head: &self.head,
