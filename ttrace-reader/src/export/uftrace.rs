@@ -291,7 +291,7 @@ pub fn write(
         specs,
         aux: ctx.aux,
         decoder: Decoder::new(ctx, TimeFormat::Relative),
-        pairing: Pairing::new(rings),
+        pairing: Pairing::new(rings, ctx.meta),
         events_used: BTreeMap::new(),
         written: Written::default(),
         text: Vec::new(),
@@ -324,7 +324,7 @@ pub fn write(
         match item {
             Item::Point { event, .. } => p.point(out, t, item, event)?,
             Item::Message(_) => {
-                record(out, t, EVENT, p.pairing.depth(who), INFO_EVENT);
+                record(out, t, EVENT, p.pairing.depth(who, stamp), INFO_EVENT);
                 p.events_used.insert(INFO_EVENT, "info".to_string());
                 p.external(t, item)?;
             }
@@ -472,7 +472,7 @@ impl Points<'_> {
         self.events_used
             .entry(USER_EVENTS + id as u64)
             .or_insert(name);
-        let depth = self.pairing.depth(event.ctx);
+        let depth = self.pairing.depth(event.ctx, event.stamp);
         record(out, t, EVENT, depth, USER_EVENTS + id as u64);
         self.external(t, item)
     }
