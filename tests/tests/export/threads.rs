@@ -157,6 +157,44 @@ fn replayed_ticks(dir: &Path, extra: &[&str]) -> (Vec<(u64, u64)>, String) {
     (ticks, replay)
 }
 
+/// The thread whose tick has argument `n` in [`two_busy_threads`].
+fn owner(n: u64) -> u64 {
+    if n >= 2000 {
+        3
+    } else {
+        2
+    }
+}
+
+/// Every tick argument of [`two_busy_threads`], sorted.
+fn all_ticks() -> Vec<u64> {
+    (1000..1020).chain(2000..2020).collect()
+}
+
+#[test]
+fn each_threads_event_texts_are_in_its_own_uftrace_stream() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("dev");
+    let _d = two_busy_threads(&dev);
+    let out = tmp.path().join("u");
+    export("uftrace", &dev, &out);
+    let data = uftrace::read(&out).unwrap();
+    let mut texts = Vec::new();
+    for (&tid, records) in &data.threads {
+        for text in records.iter().filter_map(|r| r.data.as_deref()) {
+            let n: u64 = text
+                .strip_prefix("tick(n=")
+                .and_then(|t| t.strip_suffix(')'))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(owner(n), tid as u64, "{text} in {tid}.dat");
+            texts.push(n);
+        }
+    }
+    texts.sort_unstable();
+    assert_eq!(texts, all_ticks());
+}
+
 #[test]
 #[ignore = "needs uftrace: apt install uftrace"]
 fn uftrace_replay_shows_each_threads_event_texts_under_its_own_tid() {
@@ -165,8 +203,6 @@ fn uftrace_replay_shows_each_threads_event_texts_under_its_own_tid() {
     let _d = two_busy_threads(&dev);
     let out = tmp.path().join("u");
     export("uftrace", &dev, &out);
-    let owner = |n: u64| if n >= 2000 { 3 } else { 2 };
-    let all: Vec<u64> = (0..20).flat_map(|k| [1000 + k, 2000 + k]).collect();
     for extra in [&[][..], &["--event-full"][..]] {
         let (ticks, replay) = replayed_ticks(&out, extra);
         for &(tid, n) in &ticks {
@@ -179,8 +215,12 @@ fn uftrace_replay_shows_each_threads_event_texts_under_its_own_tid() {
         // Every tick is shown, once.
         let mut shown: Vec<u64> = ticks.iter().map(|&(_, n)| n).collect();
         shown.sort_unstable();
-        let mut want = all.clone();
-        want.sort_unstable();
-        assert_eq!(shown, want, "{extra:?}:\n{replay}");
+        assert_eq!(shown, all_ticks(), "{extra:?}:\n{replay}");
     }
+    // uftrace reads the records, and what they return, as our reader does.
+    let dir = out.to_str().unwrap();
+    assert_eq!(
+        crate::export::uftrace_dump(dir),
+        crate::export::uftrace_as_dump(dir)
+    );
 }
