@@ -124,7 +124,7 @@ fn two_busy_threads(dir: &Path) -> ttrace_core::Device {
     };
     let base = dev.now();
     for k in 0..10 {
-        // Even stamps: a stamp's bit 0 is the slot's state, not time.
+        // Even offsets: a stamp's bit 0 is the slot's state, not time.
         let t = base + 10_000 * (k + 1);
         put(0, t, work, alpha, 0);
         put(1, t + 100, tick, beta, 2000 + 2 * k);
