@@ -1,10 +1,12 @@
 //! A reader of the uftrace data directories `ttrace-reader export --format uftrace` writes,
 //! so that every machine checks an export's content without uftrace: the `info` header and
-//! its sections, `task.txt`, the map and symbol files, `events.txt`, each thread's records
-//! with their arguments and return values, resolved to names as `uftrace dump` resolves
-//! them, the text `extern.dat` gives events, and the thread names of `perf-cpu0.dat`. It
-//! refuses what uftrace would refuse or misread: a wrong header, a record without uftrace's
-//! magic, an address no symbol or event names, arguments no `argspec` describes.
+//! its sections, `task.txt`, the map and symbol files, each thread's records with their
+//! arguments and return values, resolved to names as `uftrace dump` resolves them, and the
+//! thread names of `perf-cpu0.dat`. It refuses what uftrace would refuse or misread: a wrong
+//! header, a record without uftrace's magic, an address no symbol names, arguments no
+//! `argspec` describes; and what would show a text on another thread than its own: user
+//! events and `extern.dat` (uftrace gives an external data line to the thread it read last,
+//! which is not always the one whose event it follows), which the export writes none of.
 //!
 //! The tests that need uftrace check that `uftrace dump` reads every export as this reader
 //! does.
@@ -26,8 +28,6 @@ pub enum Kind {
     Entry(Vec<Arg>),
     /// A function exit.
     Exit,
-    /// A user event.
-    Event,
     /// Records lost: how many.
     Lost(u64),
 }
@@ -57,7 +57,7 @@ pub struct Record {
     /// The call depth.
     pub depth: u32,
     pub kind: Kind,
-    /// An exit's return value (a string); an event's text from `extern.dat`.
+    /// An exit's return value (a string).
     pub data: Option<String>,
 }
 
@@ -70,7 +70,6 @@ impl Record {
         let (kind, name) = match &self.kind {
             Kind::Entry(_) => ("entry", self.name.clone()),
             Kind::Exit => ("exit", self.name.clone()),
-            Kind::Event => ("event", self.name.clone()),
             Kind::Lost(n) => ("lost", format!("<{n:x}>")),
         };
         (time, kind.to_string(), name, self.depth)
@@ -93,12 +92,17 @@ pub struct Data {
 }
 
 impl Data {
-    /// The records that stand for events (entries, exits and user events, not losses).
+    /// The events the records stand for: an entry or an exit each, a call of a point function
+    /// (`ttrace:<name>`, which no tracepoint of the tests is named) one, losses none.
     pub fn events(&self) -> usize {
         self.threads
             .values()
             .flatten()
-            .filter(|r| !matches!(r.kind, Kind::Lost(_)))
+            .filter(|r| match r.kind {
+                Kind::Entry(_) => !r.name.starts_with("ttrace:"),
+                Kind::Exit => true,
+                Kind::Lost(_) => false,
+            })
             .count()
     }
 
@@ -148,17 +152,19 @@ pub fn read(dir: &Path) -> Result<Data, Error> {
         .into_iter()
         .filter(|l| !l.starts_with("lines="))
         .collect();
-    if (features & FEAT_ARGUMENT != 0, mask & INFO_ARG_SPEC != 0)
-        != (!specs.is_empty(), !specs.is_empty())
-    {
-        return Err("info: argspec section and its feature bits disagree".into());
-    }
     let mut retspec: HashMap<String, String> = HashMap::new();
     for spec in section("retspec").iter().flat_map(|l| l.split(';')) {
         match spec.split_once("@retval/") {
             Some((name, ty)) if ty == "s" => retspec.insert(name.to_string(), ty.to_string()),
             _ => return Err(format!("retspec `{spec}`")),
         };
+    }
+    // The section (its info bit) holds the argument specs, the return value specs or both,
+    // each there exactly when its feature bit says records may carry it.
+    if (features & FEAT_ARGUMENT != 0, mask & INFO_ARG_SPEC != 0)
+        != (!specs.is_empty(), !specs.is_empty() || !retspec.is_empty())
+    {
+        return Err("info: argspec section and its feature bits disagree".into());
     }
     if (features & FEAT_RETVAL != 0) == retspec.is_empty() {
         return Err("info: retspec section and its feature bit disagree".into());
@@ -210,7 +216,7 @@ pub fn read(dir: &Path) -> Result<Data, Error> {
             return Err(format!("task.txt: `{l}`"));
         }
     }
-    // Symbols of the module, by offset; user events by id.
+    // Symbols of the module, by offset.
     let module = exename.rsplit('/').next().unwrap_or(&exename);
     let mut symbols: HashMap<u64, String> = HashMap::new();
     for l in text(dir, &format!("{module}.sym"))?
@@ -224,16 +230,10 @@ pub fn read(dir: &Path) -> Result<Data, Error> {
         let off = u64::from_str_radix(off, 16).map_err(|_| format!("{module}.sym: `{l}`"))?;
         symbols.insert(off, name.to_string());
     }
-    let mut events: HashMap<u64, String> = HashMap::new();
-    for l in text(dir, "events.txt")?.lines() {
-        let (id, name) = l
-            .strip_prefix("EVENT: ")
-            .and_then(|r| r.split_once(' '))
-            .ok_or(format!("events.txt: `{l}`"))?;
-        events.insert(
-            id.parse().map_err(|_| format!("events.txt: `{l}`"))?,
-            name.to_string(),
-        );
+    for other in ["events.txt", "extern.dat"] {
+        if dir.join(other).exists() {
+            return Err(format!("{other}: the export writes no user events"));
+        }
     }
     let tids: Vec<u32> = section("taskinfo")
         .iter()
@@ -254,17 +254,10 @@ pub fn read(dir: &Path) -> Result<Data, Error> {
             .ok_or(format!("{tid}: no session of pid {pid}"))?;
         let bytes =
             std::fs::read(dir.join(format!("{tid}.dat"))).map_err(|e| format!("{tid}.dat: {e}"))?;
-        let resolve = |kind: u64, addr: u64| -> Result<String, Error> {
-            match kind {
-                3 => events
-                    .get(&addr)
-                    .cloned()
-                    .ok_or(format!("{tid}.dat: event {addr} not in events.txt")),
-                _ => addr
-                    .checked_sub(base)
-                    .and_then(|off| symbols.get(&off).cloned())
-                    .ok_or(format!("{tid}.dat: no symbol at {addr:#x}")),
-            }
+        let resolve = |addr: u64| -> Result<String, Error> {
+            addr.checked_sub(base)
+                .and_then(|off| symbols.get(&off).cloned())
+                .ok_or(format!("{tid}.dat: no symbol at {addr:#x}"))
         };
         let mut records = Vec::new();
         let mut at = 0;
@@ -287,7 +280,7 @@ pub fn read(dir: &Path) -> Result<Data, Error> {
             }
             let (name, kind) = match kind {
                 0 => {
-                    let name = resolve(0, addr)?;
+                    let name = resolve(addr)?;
                     let args = match more {
                         false => Vec::new(),
                         true => {
@@ -300,9 +293,9 @@ pub fn read(dir: &Path) -> Result<Data, Error> {
                     };
                     (name, Kind::Entry(args))
                 }
-                1 => (resolve(1, addr)?, Kind::Exit),
+                1 => (resolve(addr)?, Kind::Exit),
                 2 => (String::new(), Kind::Lost(addr)),
-                _ => (resolve(3, addr)?, Kind::Event),
+                _ => return Err(format!("{tid}.dat: a user event at {}", at - 16)),
             };
             let mut data = None;
             if more && kind == Kind::Exit {
@@ -328,30 +321,6 @@ pub fn read(dir: &Path) -> Result<Data, Error> {
             });
         }
         threads.insert(tid, records);
-    }
-    // extern.dat: `seconds.nanoseconds text` lines in time order, each the text of an event
-    // at that time (uftrace shows it after the last record it read, at that time the
-    // event's own); here, the first event of that time that has no text yet.
-    if let Ok(external) = std::fs::read_to_string(dir.join("extern.dat")) {
-        let mut last = 0;
-        for l in external.lines() {
-            let (time, text) = l.split_once(' ').ok_or(format!("extern.dat: `{l}`"))?;
-            let (secs, nanos) = time.split_once('.').ok_or(format!("extern.dat: `{l}`"))?;
-            let ns = match (secs.parse::<u64>(), nanos.parse::<u64>()) {
-                (Ok(s), Ok(n)) if nanos.len() == 9 => s * 1_000_000_000 + n,
-                _ => return Err(format!("extern.dat: `{l}`")),
-            };
-            if ns < last {
-                return Err(format!("extern.dat: `{l}` out of time order"));
-            }
-            last = ns;
-            let event = threads
-                .values_mut()
-                .flatten()
-                .find(|r| r.ns == ns && r.kind == Kind::Event && r.data.is_none())
-                .ok_or(format!("extern.dat: `{l}`: no event at that time"))?;
-            event.data = Some(text.to_string());
-        }
     }
     // perf-cpu0.dat: PERF_RECORD_COMM records (the only kind written), present exactly when
     // the feature bit says so.

@@ -3,6 +3,7 @@
 //! may be missing, so a duration is only ever real) and of start/stop pairs of one name stem
 //! (`request_start` .. `request_done`), as counts, percentiles and log2 histograms.
 
+use crate::export::thread::{Thread, Threads};
 use crate::export::{Closes, Pairing, Schema, Stems};
 use crate::merge::{Filter, Item, Merge};
 use devttrace::Kind;
@@ -231,10 +232,16 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     let mut shown: HashMap<Vec<u8>, u64> = HashMap::new();
     let mut labels: Vec<String> = Vec::new();
     let mut text = Vec::new();
+    // The threads, each numbered once: the threads that had one id are rows of their own.
+    let mut thread_of = Threads::new(&view.meta);
+    let mut numbered: HashMap<Thread, u64> = HashMap::new();
     let mut group_key = |e: &Event| -> u64 {
         match opts.by {
             None => 0,
-            Some(By::Thread) => e.ctx,
+            Some(By::Thread) => {
+                let next = numbered.len() as u64;
+                *numbered.entry(thread_of.of(e.ctx, e.stamp)).or_insert(next)
+            }
             Some(By::Process) => e.ctx >> 32,
             Some(By::Cpu) => e.type_word.cpu() as u64,
             Some(By::Arg(ref name)) => {
@@ -261,7 +268,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             }
         }
     };
-    let mut pairing = Pairing::new(&view.cpus);
+    let mut pairing = Pairing::new(&view.cpus, &view.meta);
     let horizon = pairing.horizon();
     // Events by tracepoint id (the last: ids the metadata does not know), and messages.
     let mut counts = vec![0u64; n + 1];
@@ -271,7 +278,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     let mut durations: HashMap<(usize, u64), (Vec<u64>, Event)> = HashMap::new();
     // Open starts, per thread and stem; the stems some stop closes (a start whose stem no
     // stop has is a point of its own, not an open pair).
-    let mut starts: HashMap<(u64, usize), Vec<Event>> = HashMap::new();
+    let mut starts: HashMap<(Thread, usize), Vec<Event>> = HashMap::new();
     let mut stopped = vec![false; paired.len()];
     let mut un = Unmeasured::default();
     let (mut first, mut last, mut events) = (None, 0u64, 0u64);
@@ -313,13 +320,15 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             Kind::Start if event.stamp >= horizon => {
                 let s = stem_of[id].expect("a start has a stem");
                 if paired[s] {
-                    starts.entry((event.ctx, s)).or_default().push(*event);
+                    let thread = pairing.thread(event.ctx, event.stamp);
+                    starts.entry((thread, s)).or_default().push(*event);
                 }
             }
             Kind::Stop if event.stamp >= horizon => {
                 let s = stem_of[id].expect("a stop has a stem");
                 stopped[s] = true;
-                match starts.get_mut(&(event.ctx, s)).and_then(Vec::pop) {
+                let thread = pairing.thread(event.ctx, event.stamp);
+                match starts.get_mut(&(thread, s)).and_then(Vec::pop) {
                     Some(open) => add(&open, event),
                     // A stop with no start of its stem at all is a point of its own.
                     None if !starts.keys().any(|k| k.1 == s) => {}

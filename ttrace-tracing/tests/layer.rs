@@ -346,7 +346,7 @@ fn spans_export_to_uftrace_as_a_call_tree() {
             let kind = match r.kind {
                 ttrace_tests::uftrace::Kind::Entry(_) => "entry",
                 ttrace_tests::uftrace::Kind::Exit => "exit",
-                _ => "event",
+                _ => "lost",
             };
             (r.name.clone(), r.depth, kind)
         })
@@ -355,7 +355,14 @@ fn spans_export_to_uftrace_as_a_call_tree() {
         calls.iter().map(|(n, d, k)| (n.as_str(), *d, *k)).collect();
     assert_eq!(names[0], ("tree::outer", 0, "entry"));
     assert_eq!(names[1], ("tree::inner", 1, "entry"));
-    assert_eq!(names[2].2, "event");
-    assert_eq!(names[3], ("tree::inner", 1, "exit"));
-    assert_eq!(names[4], ("tree::outer", 0, "exit"));
+    // The event: a call of its point function inside `inner`.
+    let (point, depth, _) = names[2];
+    assert!(point.starts_with("ttrace:"), "{names:?}");
+    assert_eq!(
+        &names[2..4],
+        [(point, depth, "entry"), (point, depth, "exit")]
+    );
+    assert_eq!(depth, 2);
+    assert_eq!(names[4], ("tree::inner", 1, "exit"));
+    assert_eq!(names[5], ("tree::outer", 0, "exit"));
 }

@@ -288,3 +288,84 @@ fn the_durations_heading_says_how_they_are_split() {
         assert_eq!(line, heading, "{by:?}");
     }
 }
+
+/// Writes one event of `word` for `ctx` into ring 0 at `t`.
+fn put(dev: &Device, t: u64, word: u64, ctx: u64) {
+    dev.mapping()
+        .ring(0)
+        .write(t, 1, &[word, ctx, 0, 0, 0, 0, 0])
+        .unwrap();
+}
+
+#[test]
+fn a_dead_threads_open_entry_is_not_closed_by_the_next_thread_with_its_tid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = device(&dir, 1024);
+    let (enter, exit) = (
+        define_kind(&dev, "call", Kind::Entry, ""),
+        define_kind(&dev, "call_done", Kind::Exit, ""),
+    );
+    let (start, stop) = (
+        define_kind(&dev, "job_start", Kind::Start, ""),
+        define_kind(&dev, "job_done", Kind::Stop, ""),
+    );
+    let ctx = 1 << 32 | 2;
+    // Thread `first` makes a call of 100 ns, then enters `call` and starts a `job`, and dies.
+    dev.note_thread(1, 2, "first").unwrap();
+    let t = dev.now();
+    pairs(&dev, 0, ctx, t, &[100], enter, exit);
+    put(&dev, t + 200, enter, ctx);
+    put(&dev, t + 300, start, ctx);
+    // Once the clock has passed its last event, the kernel gives tid 2 to `second`, which
+    // ends a `job` and leaves a `call` it began before it traced, then makes a call of 300 ns.
+    while dev.now() <= t + 300 {
+        std::hint::spin_loop();
+    }
+    dev.note_thread(1, 2, "second").unwrap();
+    let t = dev.now();
+    put(&dev, t, stop, ctx);
+    put(&dev, t + 100, exit, ctx);
+    pairs(&dev, 0, ctx, t + 200, &[300], enter, exit);
+
+    let view_dev = devttrace::Reader::open(&dir).unwrap();
+    let view = devttrace::View::of(&view_dev, 0).unwrap();
+    let r = ttrace_reader::report::build(&view, &Default::default(), &Default::default());
+    let rows: Vec<(&str, u64, u64, u64)> = r
+        .latencies
+        .iter()
+        .map(|l| (l.name.as_str(), l.count, l.min, l.max))
+        .collect();
+    assert_eq!(rows, [("call", 2, 100, 300)]);
+    // The first thread's entry and start are unfinished; the second's exit and stop have
+    // no entry or start.
+    let u = r.unmeasured;
+    assert_eq!(
+        (u.open_at_end, u.unmatched_exits, u.before_horizon),
+        (2, 2, 0)
+    );
+    // Split by thread, each thread of the tid is a row of its own, by its name.
+    let opts = ttrace_reader::report::Options {
+        by: Some(ttrace_reader::report::By::Thread),
+        ..Default::default()
+    };
+    let r = ttrace_reader::report::build(&view, &Default::default(), &opts);
+    let mut rows: Vec<(Option<&str>, u64, u64)> = r
+        .latencies
+        .iter()
+        .map(|l| (l.group.as_deref(), l.count, l.min))
+        .collect();
+    rows.sort_unstable();
+    assert_eq!(
+        rows,
+        [
+            (Some("1/2 (first)"), 1, 100),
+            (Some("1/2 (second)"), 1, 300)
+        ]
+    );
+    let text = reader!("report", &dir).ok();
+    assert!(
+        text.contains("# not measured: 2 open at the end, 2 exits with no entry, 0 before"),
+        "{text}"
+    );
+}

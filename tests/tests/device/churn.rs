@@ -252,8 +252,9 @@ fn exports_give_each_thread_of_a_reused_tid_its_own_track_and_name() {
     let data = ttrace_tests::uftrace::read(&uf).unwrap();
     let tasks: Vec<u32> = data.threads.keys().copied().collect();
     assert_eq!(tasks, [tid, later as u32]);
-    assert_eq!(data.threads[&tid].len(), 1);
-    assert_eq!(data.threads[&(later as u32)].len(), 2);
+    // Each event a call (an entry and an exit) of its point function.
+    assert_eq!(data.threads[&tid].len(), 2);
+    assert_eq!(data.threads[&(later as u32)].len(), 4);
     assert!(data.sessions.iter().any(|(p, n)| *p == pid && n == "app"));
 }
 

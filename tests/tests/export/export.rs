@@ -449,10 +449,10 @@ fn chrome_json_parses_and_pairs_every_entry_with_its_exit_per_thread() {
 
 /// One record as `uftrace dump` shows it: `(time, kind, name, depth)`, and for an entry
 /// the arguments as `TYPE: VALUE` lines.
-type DumpRecord = ((String, String, String, u32), Vec<String>);
+pub(crate) type DumpRecord = ((String, String, String, u32), Vec<String>);
 
 /// `uftrace dump` of a uftrace export, per thread.
-fn uftrace_dump(dir: &str) -> HashMap<u32, Vec<DumpRecord>> {
+pub(crate) fn uftrace_dump(dir: &str) -> HashMap<u32, Vec<DumpRecord>> {
     let mut per_thread: HashMap<u32, Vec<DumpRecord>> = HashMap::new();
     let (out, _) = viewer::run("uftrace", &["dump", "--no-pager", "-d", dir]);
     let mut last_tid = None;
@@ -502,7 +502,7 @@ fn uftrace_dump(dir: &str) -> HashMap<u32, Vec<DumpRecord>> {
 }
 
 /// What our reader reads of the uftrace data `dir`, as `uftrace dump` shows it.
-fn uftrace_as_dump(dir: &str) -> HashMap<u32, Vec<DumpRecord>> {
+pub(crate) fn uftrace_as_dump(dir: &str) -> HashMap<u32, Vec<DumpRecord>> {
     let arg = |a: &uftrace::Arg| match a {
         uftrace::Arg::Str(s) => format!("str: {s}"),
         uftrace::Arg::Unsigned(v) => format!("u64: {v:#018x}"),
@@ -573,11 +573,14 @@ fn uftrace_want(events: &[Event]) -> UftraceWant {
     let mut opened: HashMap<u32, &Event> = HashMap::new();
     for e in events {
         let name = e.text.split_once('(').unwrap().0;
-        let (kind, name) = match name {
+        let record =
+            |kind: &str, name: String| (e.time.trim().to_string(), kind.to_string(), name, 0);
+        let records = want.records.entry(e.tid).or_default();
+        match name {
             "file_open" => {
                 opened.insert(e.tid, e);
                 want.opens.entry(e.tid).or_default().push(e.clone());
-                ("entry", name.to_string())
+                records.push(record("entry", name.to_string()));
             }
             "file_close" => {
                 let entry = opened.remove(&e.tid).unwrap();
@@ -585,16 +588,15 @@ fn uftrace_want(events: &[Event]) -> UftraceWant {
                     .entry(e.tid)
                     .or_default()
                     .push(dump_ns(&e.time) - dump_ns(&entry.time));
-                ("exit", "file_open".to_string())
+                records.push(record("exit", "file_open".to_string()));
             }
-            other => ("event", format!("ttrace:{other}")),
-        };
-        want.records.entry(e.tid).or_default().push((
-            e.time.trim().to_string(),
-            kind.to_string(),
-            name,
-            0,
-        ));
+            // Any other point: a call of its point function.
+            other => {
+                let name = format!("ttrace:{other}");
+                records.push(record("entry", name.clone()));
+                records.push(record("exit", name));
+            }
+        }
     }
     want
 }
@@ -621,7 +623,7 @@ fn the_uftrace_export_holds_every_event_as_dump_shows_it() {
         let entries: Vec<&Vec<uftrace::Arg>> = data.threads[tid]
             .iter()
             .filter_map(|r| match &r.kind {
-                uftrace::Kind::Entry(args) => Some(args),
+                uftrace::Kind::Entry(args) if r.name == "file_open" => Some(args),
                 _ => None,
             })
             .collect();
@@ -662,9 +664,9 @@ fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
     // arguments (strings in quotes, as they are).
     let mut replayed: HashMap<u32, Vec<(i64, String)>> = HashMap::new();
     let (replay, _) = viewer::run("uftrace", &["replay", "--no-pager", "-d", out]);
-    // A call with nothing inside is one line; one that uftrace shows something inside (an
-    // event, or another thread's external data it attaches here) opens with `{` and closes
-    // with `}` on a later line, which has the duration.
+    // A call with nothing inside is one line; one that uftrace shows something inside (a
+    // call of a point function of its thread) opens with `{` and closes with `}` on a later
+    // line, which has the duration.
     let mut open: HashMap<u32, String> = HashMap::new();
     for l in replay.lines() {
         let Some((left, call)) = l.split_once(" | ") else {
@@ -936,7 +938,8 @@ fn no_exit_is_paired_across_the_horizon_of_a_ring_that_lost_entries() {
         .as_str()
         .unwrap()
         .contains("1 entries lost"));
-    // uftrace: the same, with the halves before the horizon as events.
+    // uftrace: the same, with the halves before the horizon as calls of their point
+    // functions.
     export("uftrace", dev, path("u"));
     let got = read_uftrace(path("u")).dump_lines();
     let kinds: Vec<(&str, &str, u32)> = got[&2]
@@ -946,8 +949,10 @@ fn no_exit_is_paired_across_the_horizon_of_a_ring_that_lost_entries() {
     assert_eq!(
         kinds,
         [
-            ("event", "ttrace:outer", 0),
-            ("event", "ttrace:inner_done", 0),
+            ("entry", "ttrace:outer", 0),
+            ("exit", "ttrace:outer", 0),
+            ("entry", "ttrace:inner_done", 0),
+            ("exit", "ttrace:inner_done", 0),
             ("entry", "later", 0),
             ("exit", "later", 0),
             ("exit", "outer_done", 0),
@@ -1121,7 +1126,7 @@ fn events_overwritten_after_the_view_was_taken_are_exported_whole() {
         "2 events (2 entries), 0 entries lost, 0 incomplete, 0 events dropped"
     );
     assert_eq!(written[0].pairs, 1);
-    // uftrace: a call with its exit, two events, nothing lost.
+    // uftrace: a call with its exit, two calls of the ticks' point function, nothing lost.
     let got = read_uftrace(dir.join("u")).dump_lines();
     let mut kinds: Vec<(&str, &str)> = got
         .values()
@@ -1133,9 +1138,11 @@ fn events_overwritten_after_the_view_was_taken_are_exported_whole() {
         kinds,
         [
             ("entry", "call"),
-            ("event", "ttrace:tick"),
-            ("event", "ttrace:tick"),
-            ("exit", "call")
+            ("entry", "ttrace:tick"),
+            ("entry", "ttrace:tick"),
+            ("exit", "call"),
+            ("exit", "ttrace:tick"),
+            ("exit", "ttrace:tick")
         ]
     );
     // CTF: every event, nothing discarded.
@@ -1355,22 +1362,23 @@ fn the_uftrace_export_carries_exit_arguments_event_texts_messages_and_thread_nam
         data.names,
         [(2, "alpha-thread".to_string()), (3, "beta".to_string())].into()
     );
-    let records = |tid: u32, kind: uftrace::Kind| -> Vec<(String, Option<String>)> {
+    // The exits, with what each returns.
+    let exits = |tid: u32| -> Vec<(String, Option<String>)> {
         data.threads[&tid]
             .iter()
-            .filter(|r| r.kind == kind)
+            .filter(|r| r.kind == uftrace::Kind::Exit)
             .map(|r| (r.name.clone(), r.data.clone()))
             .collect()
     };
     // Every exit returns its arguments as dump shows them.
-    let exits = records(2, uftrace::Kind::Exit);
-    assert_eq!(exits.len(), 10);
-    for (i, (name, value)) in exits.iter().enumerate() {
-        assert_eq!(name, "work");
+    let work: Vec<_> = exits(2).into_iter().filter(|e| e.0 == "work").collect();
+    assert_eq!(work.len(), 10);
+    for (i, (_, value)) in work.iter().enumerate() {
         assert_eq!(value.as_deref(), Some(format!("work_done(n={i})").as_str()));
     }
-    // Instants and messages: events with their text.
-    let events = records(3, uftrace::Kind::Event);
+    // Instants and messages: calls of their point functions, in their own thread's
+    // stream, that return their text.
+    let beta = exits(3);
     for i in 0..10 {
         let tick = (
             "ttrace:tick".to_string(),
@@ -1380,9 +1388,9 @@ fn the_uftrace_export_carries_exit_arguments_event_texts_messages_and_thread_nam
             "ttrace:info".to_string(),
             Some(format!("info(\"hello {i} from beta\")")),
         );
-        assert_eq!(events[2 * i as usize..2 * i as usize + 2], [tick, hello]);
+        assert_eq!(beta[2 * i as usize..2 * i as usize + 2], [tick, hello]);
     }
-    let alpha = records(2, uftrace::Kind::Event);
+    let alpha = exits(2);
     assert!(alpha.contains(&(
         "ttrace:twelve".to_string(),
         Some("twelve(3 3 3 3 3 3 3 3 3 3 3 0x3)".to_string())
@@ -1391,6 +1399,23 @@ fn the_uftrace_export_carries_exit_arguments_event_texts_messages_and_thread_nam
         "ttrace:info".to_string(),
         Some("info(\"hello 9 from alpha\")".to_string())
     )));
+    // Each call is a leaf: an entry and its exit at one time and depth (inside `work`,
+    // depth 1).
+    for records in data.threads.values() {
+        for (i, r) in records.iter().enumerate() {
+            if r.name.starts_with("ttrace:") && r.kind == uftrace::Kind::Exit {
+                let entry = &records[i - 1];
+                assert_eq!(entry.kind, uftrace::Kind::Entry(vec![]));
+                assert_eq!(
+                    (&entry.name, entry.ns, entry.depth),
+                    (&r.name, r.ns, r.depth)
+                );
+            }
+        }
+    }
+    assert!(data.threads[&2]
+        .iter()
+        .any(|r| r.name == "ttrace:twelve" && r.depth == 1));
 }
 
 #[test]
@@ -1426,8 +1451,8 @@ fn uftrace_replay_shows_exit_arguments_event_texts_messages_and_thread_names() {
     let has = |tid: u32, task: &str, call: &str| lines.contains(&(tid, task, call));
     for i in 0..10 {
         let (a, b) = ("alpha-thread", "beta");
-        let tick = format!("/* external-data: tick(id={i} size={}) */", 2 * i);
-        let hello = |who| format!("/* external-data: info(\"hello {i} from {who}\") */");
+        let tick = format!("ttrace:tick() = \"tick(id={i} size={})\";", 2 * i);
+        let hello = |who| format!("ttrace:info() = \"info(\"hello {i} from {who}\")\";");
         for (tid, task, line) in [
             (2, a, format!("work({i}) {{")),
             (2, a, format!("}} = \"work_done(n={i})\"; /* work */")),

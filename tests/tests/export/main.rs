@@ -7,4 +7,5 @@
 //! `#[ignore = "needs ..."]`, run with `-- --include-ignored`.
 
 mod export;
+mod threads;
 mod values;

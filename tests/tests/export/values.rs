@@ -309,9 +309,9 @@ fn the_uftrace_export_shows_value_tables_by_name() {
         .map(|r| &r.kind)
         .collect();
     assert_eq!(requests[0], &Kind::Entry(vec![Arg::Str("Busy".into())]));
-    // An instant's, in its text.
+    // An instant's, in its text: what its point function returns.
     let steps: Vec<Option<&str>> = records()
-        .filter(|r| r.name == "ttrace:step")
+        .filter(|r| r.name == "ttrace:step" && r.kind == Kind::Exit)
         .map(|r| r.data.as_deref())
         .collect();
     assert_eq!(steps[0], Some("step(state=Busy raw=0x1)"));

@@ -18,6 +18,7 @@
 //!
 //! The output is written as the items come; memory holds only the entries still open.
 
+use super::thread::Thread;
 use super::{Closes, Identities, Pairing, Schema, Written};
 use crate::append::{self, Text};
 use crate::decode::Context;
@@ -404,7 +405,7 @@ pub fn write(
         by_id: FoldHashMap::default(),
         names: Vec::new(),
         recent: None,
-        pairing: Pairing::new(rings),
+        pairing: Pairing::new(rings, ctx.meta),
         next_id: 0,
         written: Written::default(),
         buf: Vec::with_capacity(1 << 17),
@@ -417,7 +418,7 @@ pub fn write(
     // Open starts per thread and stem, paired as `report` pairs them.
     let stems = super::Stems::new(&schemas);
     let horizon = w.pairing.horizon();
-    let mut starts: HashMap<(u64, usize), Vec<Event>> = HashMap::new();
+    let mut starts: HashMap<(Thread, usize), Vec<Event>> = HashMap::new();
     w.written.losses(rings, &items);
     items.try_for_each_ref(|item| {
         first.get_or_insert(item.timestamp());
@@ -446,12 +447,13 @@ pub fn write(
                     Some(kind @ (Kind::Start | Kind::Stop)) if event.stamp >= horizon => {
                         w.instant(event);
                         let stem = stems.of[event.type_word.tracepoint() as usize];
+                        let thread = w.pairing.thread(event.ctx, event.stamp);
                         match (kind, stem) {
                             (Kind::Start, Some(s)) if stems.paired[s] => {
-                                starts.entry((event.ctx, s)).or_default().push(*event)
+                                starts.entry((thread, s)).or_default().push(*event)
                             }
                             (Kind::Stop, Some(s)) => {
-                                let open = starts.get_mut(&(event.ctx, s)).and_then(Vec::pop);
+                                let open = starts.get_mut(&(thread, s)).and_then(Vec::pop);
                                 if let Some(open) = open {
                                     w.span(&stems.names[s], &open, event);
                                 }

@@ -5,6 +5,7 @@
 //! and writes as it goes: memory holds only what a format needs across events (per thread,
 //! the entries still open), never the trace.
 
+pub mod thread;
 pub mod chrome;
 pub mod ctf;
 pub mod uftrace;
@@ -15,6 +16,7 @@ use crate::merge::{Item, Merge};
 use devttrace::{Event, Metadata, RingIndex};
 use foldhash::HashMap as FoldHashMap;
 use std::collections::HashMap;
+use thread::{Thread, Threads};
 use ttrace_layouts::entry::Kind;
 
 /// A tracepoint as exporters see it: its name, kind, and its arguments' names and specs.
@@ -202,6 +204,10 @@ pub enum Closes {
 
 /// Matches exits to entries per thread, innermost first, where the trace makes that exact.
 ///
+/// A thread is an id and which of the threads that had the id it is ([`Thread`]): an entry
+/// left open by a thread that died is never closed by an exit of a later thread the kernel
+/// gave its id to; it stays open to the end, with the entries of threads still running.
+///
 /// Stack order pairs an exit with its own entry only if none of the thread's events between
 /// them is missing; a missing inner exit would make the outer exit close the inner entry.
 /// A ring that lost its oldest entries may have held any thread's events from before its
@@ -214,15 +220,16 @@ pub enum Closes {
 /// entries and exits per thread: what the trace cannot tell is left unpaired, not guessed.
 #[derive(Default)]
 pub struct Pairing {
-    /// By thread (`ctx`): foldhash, fast on one word, and randomly seeded, so that a
-    /// hostile trace cannot choose threads that collide.
-    stacks: FoldHashMap<u64, Vec<Open>>,
+    /// By thread: foldhash, fast on small keys, and randomly seeded, so that a hostile
+    /// trace cannot choose threads that collide.
+    stacks: FoldHashMap<Thread, Vec<Open>>,
+    threads: Threads,
     horizon: u64,
 }
 
 impl Pairing {
-    /// Pairing for a trace of the rings `rings`.
-    pub fn new(rings: &[RingIndex]) -> Pairing {
+    /// Pairing for a trace of the rings `rings`, whose threads `meta` names.
+    pub fn new(rings: &[RingIndex], meta: &Metadata) -> Pairing {
         let horizon = rings
             .iter()
             .filter(|r| r.lost > 0)
@@ -232,6 +239,7 @@ impl Pairing {
             .unwrap_or(0);
         Pairing {
             stacks: FoldHashMap::default(),
+            threads: Threads::new(meta),
             horizon,
         }
     }
@@ -241,13 +249,20 @@ impl Pairing {
         self.horizon
     }
 
+    /// The thread that wrote as `ctx` at `timestamp`: what pairs of other kinds (start and
+    /// stop) are keyed by, as entries and exits are.
+    pub fn thread(&mut self, ctx: u64, timestamp: u64) -> Thread {
+        self.threads.of(ctx, timestamp)
+    }
+
     /// Opens `event` (an entry) on its thread: the depth it opens at (0 outermost), or
     /// `None` if it is before the horizon and stays unpaired.
     pub fn enter(&mut self, event: &Event) -> Option<usize> {
         if event.stamp < self.horizon {
             return None;
         }
-        let s = self.stacks.entry(event.ctx).or_default();
+        let thread = self.threads.of(event.ctx, event.stamp);
+        let s = self.stacks.entry(thread).or_default();
         s.push(Open { event: *event });
         Some(s.len() - 1)
     }
@@ -257,7 +272,8 @@ impl Pairing {
         if event.stamp < self.horizon {
             return Closes::Uncertain;
         }
-        let Some(s) = self.stacks.get_mut(&event.ctx) else {
+        let thread = self.threads.of(event.ctx, event.stamp);
+        let Some(s) = self.stacks.get_mut(&thread) else {
             return Closes::Nothing;
         };
         match s.pop() {
@@ -266,21 +282,24 @@ impl Pairing {
         }
     }
 
-    /// The number of entries open on the thread `ctx`.
-    pub fn depth(&self, ctx: u64) -> usize {
-        self.stacks.get(&ctx).map_or(0, Vec::len)
+    /// The number of entries open on the thread that wrote as `ctx` at `timestamp`.
+    pub fn depth(&mut self, ctx: u64, timestamp: u64) -> usize {
+        let thread = self.threads.of(ctx, timestamp);
+        self.stacks.get(&thread).map_or(0, Vec::len)
     }
 
-    /// Every entry still open, per thread outermost first, threads in `ctx` order.
+    /// Every entry still open, per thread outermost first, threads in order of id and then
+    /// of incarnation: those of threads that ended with entries open, and of threads still
+    /// running when the trace ends.
     pub fn into_open(self) -> Vec<Open> {
         outermost_first(self.stacks)
     }
 }
 
-/// The entries of `stacks`, per thread outermost first, threads in `ctx` order.
-fn outermost_first(stacks: FoldHashMap<u64, Vec<Open>>) -> Vec<Open> {
-    let mut threads: Vec<(u64, Vec<Open>)> = stacks.into_iter().collect();
-    threads.sort_unstable_by_key(|(ctx, _)| *ctx);
+/// The entries of `stacks`, per thread outermost first, threads in order.
+fn outermost_first(stacks: FoldHashMap<Thread, Vec<Open>>) -> Vec<Open> {
+    let mut threads: Vec<(Thread, Vec<Open>)> = stacks.into_iter().collect();
+    threads.sort_unstable_by_key(|(t, _)| *t);
     threads.into_iter().flat_map(|(_, s)| s).collect()
 }
 
@@ -363,7 +382,7 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        let horizon = |rings: &[RingIndex]| Pairing::new(rings).horizon();
+        let horizon = |rings: &[RingIndex]| Pairing::new(rings, &Metadata::default()).horizon();
         assert_eq!(horizon(&[ring(0, Some(5)), ring(0, None)]), 0);
         assert_eq!(horizon(&[ring(3, Some(5)), ring(0, Some(9))]), 5);
         assert_eq!(horizon(&[ring(3, Some(5)), ring(1, Some(7))]), 7);

@@ -2,11 +2,12 @@
 //! (checked against uftrace 0.13).
 //!
 //! - Each tracepoint is a "function" of a module `/ttrace/tracepoints` whose symbol file
-//!   (`tracepoints.sym`) names it: the tracepoint with id `i` is at offset `0x10 * (i + 1)`.
+//!   (`tracepoints.sym`) names it: the tracepoint with id `i` is at offset `0x10 * (i + 1)`;
+//!   its point function (below) follows those of all `n` tracepoints, at `0x10 * (n + i + 1)`.
 //! - An entry is an ENTRY record at its thread's depth; the exit that closes it (see
 //!   [`Pairing`]) is an EXIT record of the same function and depth. An exit whose entry is
 //!   not in the trace is an EXIT at depth 0 of its own tracepoint. Entries and exits before
-//!   the horizon, which cannot be paired, are user events.
+//!   the horizon, which cannot be paired, are calls of their point functions.
 //! - An ENTRY record carries its entry's arguments, typed from the format string, as the
 //!   `argspec` in `info` describes them (`uftrace replay` shows `file_open("/etc/hosts",
 //!   0x8000, -25)`; an argument shown with a value table is the string of its names); not
@@ -16,11 +17,17 @@
 //! - An EXIT record carries its exit's arguments as a return value (`retspec`), one string
 //!   as `dump` shows the exit: `} = "read_done(fd=3 bytes=4096)"; /* read */`. uftrace
 //!   has one return value per function, and an exit tracepoint may close several entries.
-//! - Other trace points are user events (`ttrace:<name>` in `events.txt`), and messages the
-//!   event `ttrace:info`. uftrace 0.13 reads no data with a user event, so each of these
-//!   events also has a line in `extern.dat`, uftrace's "external data" (at the same time:
-//!   `uftrace replay` shows it right after the event, on its thread, as
-//!   `/* external-data: tick(n=7) */`), with its text as `dump` shows it.
+//! - Other trace points, messages, and entries and exits before the horizon are calls of
+//!   *point functions*, one per tracepoint, `ttrace:<name>` (`ttrace:info` for messages,
+//!   `ttrace:unknown` for tracepoints the metadata does not know):
+//!   an ENTRY and an EXIT record at the event's time and its thread's depth, the EXIT
+//!   returning the event's text as `dump` shows it (`uftrace replay` shows
+//!   `ttrace:tick() = "tick(n=7)";`). A text is data of its own thread's records, so uftrace
+//!   shows it on that thread whatever it reads and skips. Not user events with their text in
+//!   `extern.dat` (before): uftrace reads no data with a user event, and gives an external
+//!   data line to the thread whose record it consumed last, which is another thread's when
+//!   `replay` skipped the event (an event outside any function, `--event-full` not given)
+//!   while looking ahead past an entry of that other thread.
 //! - uftrace names a thread by its process's executable (`task.txt` has no names) unless
 //!   perf data renames it: `perf-cpu0.dat` holds a `PERF_RECORD_COMM` for each thread (and
 //!   each renaming) just before its first event, with the thread's name (cut to 15 bytes,
@@ -31,20 +38,20 @@
 //!   that ring, before its first event.
 //! - Times are nanoseconds since the device was created, as `dump` shows them; one process
 //!   is one session (`sid-<pid>.map`), one thread one `<tid>.dat` of 16-byte records.
-//! - Every trace point and message is one record (ENTRY, EXIT or EVENT): as many as `dump`
-//!   prints lines.
+//! - Every entry and exit of a pair is one record (ENTRY or EXIT), every other trace point
+//!   and message one call (two records).
 //!
 //! The layout of the files is uftrace's `info` header and text sections, `task.txt`,
 //! `/proc/<pid>/maps`-style map files, `nm`-style symbol files, `struct uftrace_record`
-//! (see uftrace's `uftrace.h`), `extern.dat` (`utils/extern.c`) and perf's
-//! `struct perf_event_header` records (`utils/perf.h`).
+//! (see uftrace's `uftrace.h`) and perf's `struct perf_event_header` records
+//! (`utils/perf.h`).
 
 use super::{Closes, Identities, Pairing, Schema, Written};
 use crate::decode::{Context, Decoder, TimeFormat};
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
 use devttrace::{AuxSnapshots, Event, RingIndex};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use ttrace_layouts::entry::Kind;
@@ -53,14 +60,10 @@ use ttrace_layouts::entry::Kind;
 const ENTRY: u64 = 0;
 const EXIT: u64 = 1;
 const LOST: u64 = 2;
-const EVENT: u64 = 3;
 /// `RECORD_MAGIC` of the version 4 format.
 const MAGIC: u64 = 5;
 /// Where the tracepoint module is mapped.
 const MAP_START: u64 = 0x40_0000;
-/// User event ids start here; messages are the last one.
-const USER_EVENTS: u64 = 1_000_000;
-const INFO_EVENT: u64 = 1_999_999;
 /// Bytes buffered per thread before they are appended to its file.
 const FLUSH: usize = 1 << 16;
 /// The `more` bit of a record word: argument data follows the record.
@@ -75,8 +78,6 @@ const FEAT_PERF_EVENT: u64 = 1 << 8;
 const PERF_RECORD_COMM: u32 = 3;
 /// The bytes of a task name uftrace keeps, its NUL included (`TASK_COMM_LEN`).
 const COMM_LEN: usize = 16;
-/// The bytes of an `extern.dat` message uftrace 0.13 keeps (`EXTERN_DATA_MAX`, less its NUL).
-const EXTERN_BYTES: usize = 1023;
 /// Info bit: the `argspec` section, which says how to read them.
 const INFO_ARG_SPEC: u64 = 1 << 10;
 /// String bytes one entry's arguments may carry in all: `uftrace replay` 0.13 overruns a
@@ -105,10 +106,12 @@ fn arg_type(spec: &Spec) -> &'static str {
 /// Whether uftrace's argspec can name `name`: it matches other characters (`.`, `-`, `$`
 /// ...) as patterns, and then finds no spec for the function.
 fn spec_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    !name.is_empty() && name.chars().all(spec_char)
+}
+
+/// Whether uftrace's argspec takes `c` literally.
+fn spec_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == ':'
 }
 
 /// What the records of each tracepoint carry, and the `info` sections that say so.
@@ -123,10 +126,11 @@ struct Specs {
     with_ret: Vec<bool>,
 }
 
-/// The argument and return value specs of `schemas`: an entry's arguments are its own; the
-/// return value of an entry's function (or of an exit's, for an exit with no entry) is the
-/// text of the exit that closed it, where an exit has arguments to show.
-fn specs(schemas: &[Schema]) -> Specs {
+/// The argument and return value specs of `schemas` and of the point functions `points`: an
+/// entry's arguments are its own; the return value of an entry's function (or of an exit's,
+/// for an exit with no entry) is the text of the exit that closed it, where an exit has
+/// arguments to show; a point function's is the point's text.
+fn specs(schemas: &[Schema], points: &[String]) -> Specs {
     // uftrace merges the specs of one name: a name two tracepoints share gets none.
     let mut uses: HashMap<&str, usize> = HashMap::new();
     for s in schemas {
@@ -157,6 +161,7 @@ fn specs(schemas: &[Schema]) -> Specs {
         }
         with_ret.push(ret);
     }
+    rets.extend(points.iter().map(|p| format!("{p}@retval/s")));
     Specs {
         args: args.join(";"),
         rets: rets.join(";"),
@@ -235,6 +240,33 @@ fn addr(tracepoint: impl Into<u64>) -> u64 {
     MAP_START + 0x10 * (tracepoint.into() + 1)
 }
 
+/// The address of point function `k` (see [`point_names`]) of a trace of `n` tracepoints:
+/// after the tracepoints' own.
+fn point_addr(n: usize, k: usize) -> u64 {
+    addr((n + k) as u64)
+}
+
+/// The names of the point functions: per tracepoint id `ttrace:<name>`, then messages'
+/// (`ttrace:info`) and that of tracepoints the metadata does not know (`ttrace:unknown`).
+/// A name keeps only what uftrace's specs take literally (letters, digits, `_`, `:`), and
+/// is made unique among these and the tracepoints' names (uftrace merges the specs of one
+/// name).
+fn point_names(schemas: &[Schema]) -> Vec<String> {
+    let mut taken: HashSet<String> = schemas.iter().map(|s| s.name.clone()).collect();
+    let mut names = Vec::with_capacity(schemas.len() + 2);
+    let wanted = (schemas.iter().map(|s| s.name.as_str())).chain(["info", "unknown"]);
+    for name in wanted {
+        let base: String = "ttrace:"
+            .chars()
+            .chain(name.chars().map(|c| if spec_char(c) { c } else { '_' }))
+            .collect();
+        let name = super::unique(&base, |n| taken.contains(n));
+        taken.insert(name.clone());
+        names.push(name);
+    }
+    names
+}
+
 /// Per-thread record streams, appended to their files in blocks.
 struct Streams<'d> {
     dir: &'d Path,
@@ -285,18 +317,17 @@ pub fn write(
     let mut lost: Vec<u64> = (rings.iter().enumerate())
         .map(|(ring, r)| if items.selects_ring(ring) { r.lost } else { 0 })
         .collect();
-    let specs = specs(&schemas);
+    let points = point_names(&schemas);
+    let specs = specs(&schemas, &points);
     let mut p = Points {
         schemas,
+        points,
         specs,
         aux: ctx.aux,
         decoder: Decoder::new(ctx, TimeFormat::Relative),
-        pairing: Pairing::new(rings),
-        events_used: BTreeMap::new(),
+        pairing: Pairing::new(rings, ctx.meta),
         written: Written::default(),
         text: Vec::new(),
-        external: std::io::BufWriter::new(std::fs::File::create(dir.join("extern.dat"))?),
-        line: Vec::new(),
     };
     p.written.losses(rings, &items);
     items.try_for_each_ref(|item| {
@@ -322,11 +353,10 @@ pub fn write(
             *n = 0;
         }
         match item {
-            Item::Point { event, .. } => p.point(out, t, item, event)?,
+            Item::Point { event, .. } => p.point(out, t, item, event),
             Item::Message(_) => {
-                record(out, t, EVENT, p.pairing.depth(who), INFO_EVENT);
-                p.events_used.insert(INFO_EVENT, "info".to_string());
-                p.external(t, item)?;
+                let depth = p.pairing.depth(who, stamp);
+                p.call(out, t, depth, p.schemas.len(), item);
             }
         }
         p.written.item(item);
@@ -337,7 +367,6 @@ pub fn write(
         Ok::<(), std::io::Error>(())
     })?;
     p.written.strings_lost = items.strings_lost();
-    p.external.flush()?;
     p.written.unpaired += std::mem::take(&mut p.pairing).into_open().len() as u64;
     // Losses of rings none of whose events are exported: at the end of the first thread's
     // stream (uftrace has no other place for them; with no thread at all there is no trace).
@@ -393,32 +422,22 @@ fn comm(out: &mut Vec<u8>, t: u64, pid: u64, tid: u64, name: &str) {
 /// What the records of trace points need from one event to the next.
 struct Points<'s> {
     schemas: Vec<Schema>,
+    /// The names of the point functions ([`point_names`]).
+    points: Vec<String>,
     specs: Specs,
     aux: &'s AuxSnapshots,
-    /// Shows events as `dump` does, for return values and external data.
+    /// Shows events as `dump` does, for return values.
     decoder: Decoder<'s>,
     pairing: Pairing,
-    /// The user events used, by id: their names.
-    events_used: BTreeMap<u64, String>,
     written: Written,
     /// A buffer for an event's text.
     text: Vec<u8>,
-    /// `extern.dat`: the text of every user event, by time.
-    external: std::io::BufWriter<std::fs::File>,
-    /// One line of it, being made.
-    line: Vec<u8>,
 }
 
 impl Points<'_> {
     /// Appends the records of `event` (the trace point of `item`), at `t`, to its thread's
     /// stream `out`.
-    fn point(
-        &mut self,
-        out: &mut Vec<u8>,
-        t: u64,
-        item: &Item<'_>,
-        event: &Event,
-    ) -> std::io::Result<()> {
+    fn point(&mut self, out: &mut Vec<u8>, t: u64, item: &Item<'_>, event: &Event) {
         let id = event.type_word.tracepoint();
         let schema = self.schemas.get(id as usize);
         match schema.map(|s| s.kind) {
@@ -435,7 +454,7 @@ impl Points<'_> {
                         }
                         _ => record(out, t, ENTRY, depth, addr(id)),
                     };
-                    return Ok(());
+                    return;
                 }
                 self.written.uncertain += 1;
             }
@@ -462,42 +481,32 @@ impl Points<'_> {
                         }
                         _ => record(out, t, EXIT, depth, addr(function)),
                     }
-                    return Ok(());
+                    return;
                 }
                 self.written.uncertain += 1;
             }
             _ => {}
         }
-        // Any other point, and an entry or exit before the horizon: an event, and its text.
-        let name = schema.map_or_else(|| format!("tracepoint#{id}"), |s| s.name.clone());
-        self.events_used
-            .entry(USER_EVENTS + id as u64)
-            .or_insert(name);
-        let depth = self.pairing.depth(event.ctx);
-        record(out, t, EVENT, depth, USER_EVENTS + id as u64);
-        self.external(t, item)
+        // Any other point, and an entry or exit before the horizon: a call of its point
+        // function, which returns its text.
+        let k = match schema {
+            Some(_) => id as usize,
+            None => self.schemas.len() + 1,
+        };
+        let depth = self.pairing.depth(event.ctx, event.stamp);
+        self.call(out, t, depth, k, item);
     }
 
-    /// The line of `extern.dat` for `item` at `t`: `seconds.nanoseconds text`, the text
-    /// on one line and cut to what uftrace keeps.
-    fn external(&mut self, t: u64, item: &Item<'_>) -> std::io::Result<()> {
+    /// Appends a call of point function `k` (see [`point_names`]) at `t` and `depth` that
+    /// returns the text of `item` as `dump` shows it: an ENTRY record and an EXIT record with
+    /// the text, both in the stream of `item`'s own thread.
+    fn call(&mut self, out: &mut Vec<u8>, t: u64, depth: usize, k: usize, item: &Item<'_>) {
+        let at = point_addr(self.schemas.len(), k);
+        record(out, t, ENTRY, depth, at);
+        record(out, t, EXIT | MORE, depth, at);
         self.text.clear();
         self.decoder.text(item, &mut self.text);
-        for b in &mut self.text {
-            if b.is_ascii_control() {
-                *b = b' ';
-            }
-        }
-        let (kept, cut) = shorten(&self.text, EXTERN_BYTES);
-        let line = &mut self.line;
-        line.clear();
-        crate::append::put_u64(line, t / 1_000_000_000);
-        line.push(b'.');
-        crate::append::put_nine_digits(line, (t % 1_000_000_000) as u32);
-        line.push(b' ');
-        line.extend_from_slice(kept);
-        line.extend_from_slice(if cut { b"...\n" } else { b"\n" });
-        self.external.write_all(line)
+        return_value(out, &self.text);
     }
 }
 
@@ -514,7 +523,7 @@ fn plain(s: &str) -> String {
         .collect()
 }
 
-/// `info`, `task.txt`, the map and symbol files and `events.txt`.
+/// `info`, `task.txt`, and the map and symbol files.
 fn files(
     dir: &Path,
     ctx: &Context<'_>,
@@ -524,12 +533,11 @@ fn files(
     perf: bool,
 ) -> std::io::Result<()> {
     let specs = &points.specs;
-    let (schemas, events_used) = (&points.schemas, &points.events_used);
+    let schemas = &points.schemas;
     const MODULE: &str = "/ttrace/tracepoints";
     // info: the header, then a text section for each bit of the info mask, in bit order.
     let (exe_name, cmdline, taskinfo) = (1u64 << 0, 1u64 << 3, 1u64 << 7);
-    let (task_session, sym_rel_addr, max_stack, event) =
-        (1u64 << 1, 1u64 << 5, 1u64 << 6, 1u64 << 7);
+    let (task_session, sym_rel_addr, max_stack) = (1u64 << 1, 1u64 << 5, 1u64 << 6);
     let mut info = Vec::new();
     info.extend_from_slice(b"Ftrace!\0");
     info.extend_from_slice(&4u32.to_le_bytes());
@@ -552,7 +560,7 @@ fn files(
         0
     };
     let perf = if perf { FEAT_PERF_EVENT } else { 0 };
-    let features = task_session | argument | retval | sym_rel_addr | max_stack | event | perf;
+    let features = task_session | argument | retval | sym_rel_addr | max_stack | perf;
     info.extend_from_slice(&features.to_le_bytes());
     info.extend_from_slice(&(exe_name | cmdline | taskinfo | arg_spec).to_le_bytes());
     info.extend_from_slice(&1024u16.to_le_bytes());
@@ -579,7 +587,9 @@ fn files(
     let mut pids: Vec<u64> = threads.values().map(|(p, _, _)| *p).collect();
     pids.sort_unstable();
     pids.dedup();
-    let map_end = MAP_START + (0x10 * (schemas.len() as u64 + 2)).div_ceil(0x1000) * 0x1000;
+    // The tracepoints' functions, the point functions, the sentinel.
+    let end = point_addr(schemas.len(), points.points.len());
+    let map_end = (end + 0x10).next_multiple_of(0x1000);
     for pid in &pids {
         let sid = format!("{:016x}", pid);
         let name = process_names
@@ -598,21 +608,19 @@ fn files(
     }
     std::fs::write(dir.join("task.txt"), task)?;
     // The symbols: sorted, relative to the map start, ending with the sentinel.
-    let mut sym = format!("# symbols: {}\n# path name: {MODULE}\n", schemas.len() + 1);
-    for (i, s) in schemas.iter().enumerate() {
-        sym += &format!("{:016x} T {}\n", addr(i as u64) - MAP_START, plain(&s.name));
+    let functions = schemas.iter().map(|s| s.name.as_str()).enumerate();
+    let calls = (points.points.iter().enumerate())
+        .map(|(k, name)| (point_addr(schemas.len(), k), name.as_str()));
+    let all: Vec<(u64, &str)> = (functions.map(|(i, name)| (addr(i as u64), name)))
+        .chain(calls)
+        .collect();
+    let mut sym = format!("# symbols: {}\n# path name: {MODULE}\n", all.len() + 1);
+    for (at, name) in all {
+        sym += &format!("{:016x} T {}\n", at - MAP_START, plain(name));
     }
-    sym += &format!(
-        "{:016x} ? __sym_end\n",
-        addr(schemas.len() as u64) - MAP_START
-    );
+    sym += &format!("{:016x} ? __sym_end\n", end - MAP_START);
     let module = PathBuf::from(MODULE);
     let base = module.file_name().expect("module name").to_string_lossy();
     std::fs::write(dir.join(format!("{base}.sym")), sym)?;
-    let mut events = String::new();
-    for (id, name) in events_used {
-        events += &format!("EVENT: {id} ttrace:{}\n", plain(name));
-    }
-    std::fs::write(dir.join("events.txt"), events)?;
     Ok(())
 }
