@@ -21,7 +21,7 @@ pub use crate::error::AuxError;
 use crate::sync::{AtomicWord, Ordering::*};
 use core::sync::atomic::AtomicU64;
 use crossbeam_utils::Backoff;
-use ttrace_layouts::aux::{aux_ref_parts, full_offset, AuxPath, AUX_HEADER_BYTES};
+use ttrace_layouts::aux::{aux_ref_parts, full_offset, AuxPath, AuxTag, AUX_HEADER_BYTES};
 use zerocopy::IntoBytes;
 
 /// Tries before an aux write blocked by a record still being written is dropped.
@@ -255,6 +255,26 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
     pub fn snapshot(&self) -> Result<AuxSnapshot, AuxError> {
         snapshot(self.first, self.last, self.words)
     }
+
+    /// [`Aux::snapshot`], calling `release` with each range of word indices it is done
+    /// reading ([`copy_releasing`]).
+    pub fn snapshot_releasing(
+        &self,
+        release: impl FnMut(core::ops::Range<usize>),
+    ) -> Result<AuxSnapshot, AuxError> {
+        copy_releasing(self.first, self.last, self.words, release)
+            .map(|c| parse(c.words, c.base, c.first, c.last))
+    }
+
+    /// The extent of a copy of the buffer ([`extent`]), releasing as
+    /// [`Aux::snapshot_releasing`] does.
+    pub fn extent_releasing(
+        &self,
+        cleared_at: u64,
+        release: impl FnMut(core::ops::Range<usize>),
+    ) -> Result<AuxExtent, AuxError> {
+        copy_releasing(self.first, self.last, self.words, release).map(|c| extent(&c, cleared_at))
+    }
 }
 
 /// An aux buffer with its offsets and counters on the heap: the protocol without a device,
@@ -422,6 +442,13 @@ struct Located {
     truncated: bool,
 }
 
+impl Located {
+    /// The offset one past its last byte (its last word).
+    fn end(&self) -> u64 {
+        self.offset + AUX_HEADER_BYTES + (self.len as u64).next_multiple_of(8)
+    }
+}
+
 /// A snapshot of one aux buffer: its copy, and where each complete record is in it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AuxSnapshot {
@@ -442,6 +469,8 @@ pub struct AuxSnapshot {
     base: u64,
     /// The complete records, oldest first.
     located: Vec<Located>,
+    /// Where the records still being written are.
+    incomplete_at: Vec<u64>,
 }
 
 impl AuxSnapshot {
@@ -500,6 +529,38 @@ impl AuxSnapshot {
     }
 }
 
+/// Where one aux buffer's copy held records, without the records ([`extent`]):
+/// a few words whatever the buffer's size, enough to tell which string references a copy
+/// taken then would have resolved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuxExtent {
+    /// Complete records start at record offsets from `from` up to `to`, but those of
+    /// `incomplete`.
+    pub from: u64,
+    /// One past the last complete record.
+    pub to: u64,
+    /// The buffer's `last` (to complete a reference's offset).
+    pub last: u64,
+    /// Offsets of records still being written (not held).
+    pub incomplete: Vec<u64>,
+    /// Complete records.
+    pub records: u64,
+    /// Of these, messages of writers before the `info` tracepoint (tagged `Info`).
+    pub messages: u64,
+    /// Bytes between the oldest record and the end of the newest.
+    pub bytes: u64,
+    /// Whether a malformed header ended the walk early.
+    pub corrupt: bool,
+}
+
+impl AuxExtent {
+    /// Whether the record at `offset`, the offset a writer recorded in a reference, was
+    /// held (a complete record there).
+    pub fn holds(&self, offset: u64) -> bool {
+        (self.from..self.to).contains(&offset) && !self.incomplete.contains(&offset)
+    }
+}
+
 /// A consistent copy of the aux buffer's words from offset `base` to `last`: every record
 /// at or after `first` is intact (complete, or still being written and marked so).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -536,6 +597,20 @@ pub fn snapshot<W: AtomicWord>(first: &W, last: &W, words: &[W]) -> Result<AuxSn
 
 /// The copy [`snapshot`] parses.
 pub fn copy<W: AtomicWord>(first: &W, last: &W, words: &[W]) -> Result<AuxCopy, AuxError> {
+    copy_releasing(first, last, words, |_| {})
+}
+
+/// Words copied between two calls of [`copy_releasing`]'s `release`.
+const COPIED: u64 = 4096;
+
+/// [`copy`], calling `release` with each range of word indices of `words` it is done with
+/// (a reader of a mapped file gives their pages back as it goes; a retry reads them again).
+pub fn copy_releasing<W: AtomicWord>(
+    first: &W,
+    last: &W,
+    words: &[W],
+    mut release: impl FnMut(core::ops::Range<usize>),
+) -> Result<AuxCopy, AuxError> {
     let size = words.len() as u64 * 8;
     let wmask = words.len() as u64 - 1;
     let mut bad = None;
@@ -550,11 +625,18 @@ pub fn copy<W: AtomicWord>(first: &W, last: &W, words: &[W]) -> Result<AuxCopy, 
             bad = Some(AuxError::Offsets { first: f0, last: l });
             continue;
         }
-        let copy: Vec<u64> = (f0 / 8..l / 8)
+        let mut copy = Vec::with_capacity(((l - f0) / 8) as usize);
+        let mut at = f0 / 8;
+        while at < l / 8 {
+            // Up to the next multiple of COPIED words, or the buffer's end: one range.
+            let end = (l / 8).min((at / COPIED + 1) * COPIED);
+            let end = end.min((at | wmask) + 1);
             // Acquire: a valid path copied makes its record's timestamp and payload visible
             // (the writer's Release store of the path).
-            .map(|i| words[(i & wmask) as usize].load(Acquire))
-            .collect();
+            copy.extend((at..end).map(|i| words[(i & wmask) as usize].load(Acquire)));
+            release((at & wmask) as usize..((end - 1) & wmask) as usize + 1);
+            at = end;
+        }
         // Acquire fence: if the copy saw any store of a writer that overwrote a record, it
         // synchronizes with that writer's Release fence, so the load below sees the `first`
         // it moved past the record before overwriting it. Relaxed suffices for that load.
@@ -574,6 +656,61 @@ pub fn copy<W: AtomicWord>(first: &W, last: &W, words: &[W]) -> Result<AuxCopy, 
     Err(bad.unwrap_or(AuxError::Busy))
 }
 
+/// What a walk over a copy's records meets ([`walk`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Met {
+    /// A complete record.
+    Record(Located),
+    /// A record still being written, at this offset.
+    Incomplete(u64),
+    /// A malformed header (or lengths beyond the copy): the walk ends.
+    Corrupt,
+}
+
+/// The records in `[from, to)` of a copy of the buffer that starts at offset `base`, in
+/// order. Every length is checked against the copy; a malformed header ends the walk.
+fn walk(copy: &[u64], base: u64, from: u64, to: u64) -> impl Iterator<Item = Met> + '_ {
+    let word = move |off: u64| copy.get((off.wrapping_sub(base) / 8) as usize).copied();
+    let mut off = from;
+    let mut ended = false;
+    if from < base || from % 8 != 0 {
+        ended = true;
+    }
+    let corrupt_start = ended && from < to;
+    let mut first = corrupt_start;
+    core::iter::from_fn(move || {
+        if first {
+            first = false;
+            return Some(Met::Corrupt);
+        }
+        if ended || off >= to {
+            return None;
+        }
+        let path = word(off).map(AuxPath)?;
+        let rec = path.record_bytes();
+        if !path.is_well_formed() || off + rec > to || off % 8 != 0 {
+            ended = true;
+            return Some(Met::Corrupt);
+        }
+        let met = if path.is_invalid() {
+            Met::Incomplete(off)
+        } else if copy.len() < ((off + rec - base) / 8) as usize {
+            ended = true;
+            return Some(Met::Corrupt);
+        } else {
+            Met::Record(Located {
+                offset: off,
+                len: path.len() as u16,
+                tag: path.raw_tag(),
+                cpu: path.cpu() as u16,
+                truncated: path.is_truncated(),
+            })
+        };
+        off += rec;
+        Some(met)
+    })
+}
+
 /// Parses records in `[from, to)` of a copy of the buffer that starts at offset `base`,
 /// keeping the copy. Every length is checked against the copy; a malformed header ends the
 /// walk.
@@ -584,39 +721,54 @@ pub fn parse(copy: Vec<u64>, base: u64, from: u64, to: u64) -> AuxSnapshot {
         base,
         ..AuxSnapshot::default()
     };
-    if from < base || from % 8 != 0 {
-        snap.corrupt = from < to;
-        snap.words = copy;
-        return snap;
-    }
-    let word = |off: u64| copy.get((off.wrapping_sub(base) / 8) as usize).copied();
-    let mut off = from;
-    while off < to {
-        let Some(path) = word(off).map(AuxPath) else {
-            break;
-        };
-        let rec = path.record_bytes();
-        if !path.is_well_formed() || off + rec > to || off % 8 != 0 {
-            snap.corrupt = true;
-            break;
+    for met in walk(&copy, base, from, to) {
+        match met {
+            Met::Record(r) => snap.located.push(r),
+            Met::Incomplete(off) => {
+                snap.incomplete += 1;
+                snap.first_incomplete.get_or_insert(off);
+                snap.incomplete_at.push(off);
+            }
+            Met::Corrupt => snap.corrupt = true,
         }
-        if path.is_invalid() {
-            snap.incomplete += 1;
-            snap.first_incomplete.get_or_insert(off);
-        } else if copy.len() < ((off + rec - base) / 8) as usize {
-            snap.corrupt = true;
-            break;
-        } else {
-            snap.located.push(Located {
-                offset: off,
-                len: path.len() as u16,
-                tag: path.raw_tag(),
-                cpu: path.cpu() as u16,
-                truncated: path.is_truncated(),
-            });
-        }
-        off += rec;
     }
     snap.words = copy;
     snap
+}
+
+/// The extent of a copy ([`AuxSnapshot::extent`] without the index): messages of older
+/// writers stamped at or before `cleared_at` not counted.
+pub fn extent(c: &AuxCopy, cleared_at: u64) -> AuxExtent {
+    let word = |off: u64| {
+        c.words
+            .get((off.wrapping_sub(c.base) / 8) as usize)
+            .copied()
+    };
+    let mut x = AuxExtent {
+        from: c.last,
+        to: c.last,
+        last: c.last,
+        bytes: c.last - c.first,
+        ..AuxExtent::default()
+    };
+    let mut any = false;
+    for met in walk(&c.words, c.base, c.first, c.last) {
+        match met {
+            Met::Record(r) => {
+                if !any {
+                    x.from = r.offset;
+                    any = true;
+                }
+                x.to = r.end();
+                let message = r.tag == AuxTag::Info as u16;
+                if !message || word(r.offset + 8).unwrap_or(0) > cleared_at {
+                    x.records += 1;
+                    x.messages += message as u64;
+                }
+            }
+            Met::Incomplete(off) => x.incomplete.push(off),
+            Met::Corrupt => x.corrupt = true,
+        }
+    }
+    x
 }

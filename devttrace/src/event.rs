@@ -117,6 +117,22 @@ impl<T> Default for RingSnapshot<T> {
     }
 }
 
+/// What a scan that counts keeps of an event: nothing (a vector of these holds its length
+/// only, in no memory).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counted;
+
+impl Kept for Counted {
+    #[inline(always)]
+    fn keep(_: Event) -> Counted {
+        Counted
+    }
+    #[inline(always)]
+    fn stamp(&self) -> u64 {
+        0
+    }
+}
+
 /// Where a complete event was: its stamp and its parent's slot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Mark {

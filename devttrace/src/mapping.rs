@@ -344,10 +344,11 @@ impl Mapping {
         }
     }
 
-    /// [`Mapping::release_slots`] for the aux buffer of ring `index`.
-    pub fn release_aux(&self, index: usize) {
-        let words = self.aux(index).words;
-        self.release(words.as_ptr().cast(), core::mem::size_of_val(words));
+    /// [`Mapping::release_slots`] for words `range` of the aux buffer of ring `index`.
+    pub fn release_aux_words(&self, index: usize, range: core::ops::Range<usize>) {
+        if let Some(words) = self.aux(index).words.get(range) {
+            self.release(words.as_ptr().cast(), core::mem::size_of_val(words));
+        }
     }
 
     fn release(&self, start: *const u8, len: usize) {

@@ -93,6 +93,26 @@ impl TracepointInfo {
             && self.format == INFO_FORMAT
             && self.nargs == 1
     }
+
+    /// Its string arguments (whose words refer to aux records), bit `i` for argument `i`:
+    /// those whose spec is `s`, and those with no spec that were recorded as strings.
+    pub fn string_args(&self) -> u16 {
+        use ttrace_layouts::format::{Letter, Token, Tokens};
+        Tokens::new(&self.format)
+            .filter_map(|t| match t {
+                Token::Arg { index, spec, .. } => Some((index, spec)),
+                Token::Text(_) => None,
+            })
+            .filter(|&(i, spec)| {
+                let ty = self.types.get(i).copied().unwrap_or_default();
+                let letter = match spec {
+                    "" => Some(Letter::of_type(ty)),
+                    spec => Letter::of(spec.as_bytes()),
+                };
+                i < 16 && letter == Some(Letter::Str)
+            })
+            .fold(0, |mask, (i, _)| mask | 1 << i)
+    }
 }
 
 /// A value table read back from a device.

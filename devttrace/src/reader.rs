@@ -211,8 +211,8 @@ impl Reader {
         let cleared_at = crate::clear::cleared_at(self.map.header());
         let buffers = (0..self.cpus())
             .map(|r| {
-                let mut b = self.map.aux(r).snapshot()?;
-                self.map.release_aux(r);
+                let release = |w| self.map.release_aux_words(r, w);
+                let mut b = self.map.aux(r).snapshot_releasing(release)?;
                 b.buffer = r as u32;
                 if cleared_at > 0 {
                     b.retain(|r| r.timestamp == 0 || r.timestamp > cleared_at);

@@ -24,7 +24,7 @@
 //! `devttrace/tests/loom.rs` and `loom_restartable.rs` check it.
 
 use crate::clear::Cleared;
-use crate::event::{Event, Kept, Mark, RingIndex, RingSnapshot, MAX_WRITERS};
+use crate::event::{Counted, Event, Kept, Mark, RingIndex, RingSnapshot, MAX_WRITERS};
 use crate::sync::{AtomicWord, Ordering::*};
 use ttrace_layouts::entry::{Slot, Stamp, TypeWord, MAX_ARGS, SLOT_WORDS};
 
@@ -368,12 +368,13 @@ impl<'a, S: SlotWords> Ring<'a, S> {
 /// Keeps the complete event `e` (its continuation `stitched` from the next slot) if it
 /// is newer than both `newer_than` and the clear, else counts it.
 #[inline]
-fn take<T: Kept>(
+fn take<T: Kept, V: Visitor>(
     snap: &mut RingSnapshot<T>,
     e: Event,
     stitched: bool,
     newer_than: u64,
     cleared_at: u64,
+    visitor: &mut V,
 ) {
     if e.stamp <= cleared_at {
         snap.cleared += 1 + stitched as u64;
@@ -386,6 +387,7 @@ fn take<T: Kept>(
                 snap.writers_more = true;
             }
         }
+        visitor.event(&e);
         snap.events.push(T::keep(e));
     } else {
         snap.older += 1;
@@ -412,7 +414,8 @@ fn count<T: Kept>(snap: &mut RingSnapshot<T>, r: &SlotRead, cut: u64, below: boo
 /// (the read of the following slot) as its possible continuation; counts `next` as an
 /// orphan if it is a continuation whose parent `prev` is not.
 #[inline]
-fn visit<T: Kept>(
+#[allow(clippy::too_many_arguments)]
+fn visit<T: Kept, V: Visitor>(
     snap: &mut RingSnapshot<T>,
     prev: &SlotRead,
     prev_slot: usize,
@@ -420,6 +423,7 @@ fn visit<T: Kept>(
     newer_than: u64,
     cleared_at: u64,
     cut: u64,
+    visitor: &mut V,
 ) {
     let mut stitched = false;
     if let SlotRead::Committed(w) = prev {
@@ -438,7 +442,7 @@ fn visit<T: Kept>(
             match stitch(w, prev_slot, || *next) {
                 Some((e, s)) => {
                     stitched = s;
-                    take(snap, e, s, newer_than, cleared_at);
+                    take(snap, e, s, newer_than, cleared_at, visitor);
                 }
                 None => snap.malformed += 1,
             }
@@ -518,27 +522,39 @@ impl<S: SlotWords> Ring<'_, S> {
     /// later. To read only what is new, exactly, use a per-slot cursor (devttrace's
     /// `Follower`).
     pub fn snapshot_newer_than(&self, timestamp: u64) -> RingSnapshot {
-        self.scan(timestamp, Cleared::default())
+        self.scan(timestamp, Cleared::default(), &mut ())
     }
 
     /// [`Ring::snapshot_newer_than`] of a ring that was cleared as `cleared` says: the
     /// entries stamped at or before the clear are left out and counted in
     /// [`RingSnapshot::cleared`], and the counts start from the clear.
     pub fn snapshot_cleared(&self, timestamp: u64, cleared: Cleared) -> RingSnapshot {
-        self.scan(timestamp, cleared)
+        self.scan(timestamp, cleared, &mut ())
     }
 
     /// [`Ring::index_newer_than`] of a ring cleared as `cleared` says (see
     /// [`Ring::snapshot_cleared`]).
     pub fn index_cleared(&self, timestamp: u64, cleared: Cleared) -> RingIndex {
-        self.scan(timestamp, cleared)
+        self.scan(timestamp, cleared, &mut ())
+    }
+
+    /// The counts of [`Ring::snapshot_cleared`] with nothing kept of the events but what
+    /// `visitor` takes of each as the scan meets it: the scan of a reader that prints
+    /// counters, which copies nothing. The visitor is also told of each range of slots the
+    /// scan is done reading (a reader of a mapped file gives their pages back).
+    pub fn count_cleared(
+        &self,
+        cleared: Cleared,
+        visitor: &mut impl Visitor,
+    ) -> RingSnapshot<Counted> {
+        self.scan(0, cleared, visitor)
     }
 
     /// [`Ring::snapshot_newer_than`] that keeps only where each event is, not a copy of it:
     /// the cheap first half of a two-pass read ([`Ring::event`] is the second), which needs
     /// memory for 16 bytes per event instead of 128.
     pub fn index_newer_than(&self, timestamp: u64) -> RingIndex {
-        self.scan(timestamp, Cleared::default())
+        self.scan(timestamp, Cleared::default(), &mut ())
     }
 
     /// The event at `mark` if its slot still holds it (read with the stamp check, its
@@ -557,9 +573,14 @@ impl<S: SlotWords> Ring<'_, S> {
         }
     }
 
-    fn scan<T: Kept>(&self, timestamp: u64, cleared: Cleared) -> RingSnapshot<T> {
+    fn scan<T: Kept, V: Visitor>(
+        &self,
+        timestamp: u64,
+        cleared: Cleared,
+        visitor: &mut V,
+    ) -> RingSnapshot<T> {
         if self.restartable {
-            return self.scan_restartable(timestamp, cleared);
+            return self.scan_restartable(timestamp, cleared, visitor);
         }
         let n = self.slots.len();
         // The cut: positions below it were reserved before the copy (Acquire: with the
@@ -579,19 +600,20 @@ impl<S: SlotWords> Ring<'_, S> {
         let first = self.read(start);
         let mut prev = first;
         count(&mut snap, &first, head, below(start));
+        // Slots from `done` on are still to be told done to the visitor.
+        let mut done = start;
         for k in 1..n {
             let i = (start + k) & (n - 1);
             let r = self.read(i);
             count(&mut snap, &r, head, below(i));
+            let j = (i + n - 1) & (n - 1);
             visit(
-                &mut snap,
-                &prev,
-                (i + n - 1) & (n - 1),
-                &r,
-                timestamp,
-                cleared.at,
-                head,
+                &mut snap, &prev, j, &r, timestamp, cleared.at, head, visitor,
             );
+            if k % VISITED == 0 || j == n - 1 {
+                visitor.done(done..j + 1);
+                done = i;
+            }
             prev = r;
         }
         // The last slot's successor is the first one, read long before: if the last slot
@@ -610,8 +632,9 @@ impl<S: SlotWords> Ring<'_, S> {
             _ => first,
         };
         visit(
-            &mut snap, &prev, last, &successor, timestamp, cleared.at, head,
+            &mut snap, &prev, last, &successor, timestamp, cleared.at, head, visitor,
         );
+        visitor.done(done..last + 1);
         self.finish(snap, head, skipped, cleared)
     }
 
@@ -658,7 +681,12 @@ impl<S: SlotWords> Ring<'_, S> {
     /// loaded before the copy), in order; a parent is accepted only if its position tag is
     /// its position's, a continuation only with its parent (one without is counted as
     /// overwritten, with its event). See the module documentation.
-    fn scan_restartable<T: Kept>(&self, timestamp: u64, cleared: Cleared) -> RingSnapshot<T> {
+    fn scan_restartable<T: Kept, V: Visitor>(
+        &self,
+        timestamp: u64,
+        cleared: Cleared,
+        visitor: &mut V,
+    ) -> RingSnapshot<T> {
         let n = self.slots.len() as u64;
         // Acquire: every entry below `h1` was committed before, and is visible to, the copy.
         let h1 = self.head.load(Acquire);
@@ -669,8 +697,16 @@ impl<S: SlotWords> Ring<'_, S> {
         };
         // The previous position's read, if it was a parent of the right position.
         let mut parent: Option<(usize, [u64; SLOT_WORDS])> = None;
+        // Slots from `done` on are still to be told done to the visitor.
+        let mut done = (lo & (n - 1)) as usize;
         for p in lo..=h1 {
             let i = (p & (n - 1)) as usize;
+            if p > lo && (i == 0 || (p - lo) % VISITED as u64 == 0) {
+                // Every slot before this one has been read, and its words taken.
+                let end = if i == 0 { n as usize } else { i };
+                visitor.done(done..end);
+                done = i;
+            }
             let r = if p < h1 {
                 self.read(i)
             } else {
@@ -681,12 +717,16 @@ impl<S: SlotWords> Ring<'_, S> {
                 match stitch(&w, pi, || r) {
                     Some((e, s)) => {
                         stitched = s;
-                        take(&mut snap, e, s, timestamp, cleared.at);
+                        take(&mut snap, e, s, timestamp, cleared.at, visitor);
                     }
                     None => snap.malformed += 1,
                 }
             }
             if p == h1 {
+                // The slots read since the last call (a wrap to slot 0 made one above).
+                if i > done {
+                    visitor.done(done..i);
+                }
                 break;
             }
             match r {
@@ -720,6 +760,23 @@ impl<S: SlotWords> Ring<'_, S> {
         self.finish(snap, h1, 0, cleared)
     }
 }
+
+/// Slots a scan reads between two calls of [`Visitor::done`].
+const VISITED: usize = 4096;
+
+/// What a scan tells besides the events it keeps ([`Ring::count_cleared`]).
+pub trait Visitor {
+    /// An event the scan keeps.
+    #[inline(always)]
+    fn event(&mut self, _event: &Event) {}
+    /// The scan is done reading the slots of `slots` (it may read one more time the slot
+    /// it began with).
+    #[inline(always)]
+    fn done(&mut self, _slots: core::ops::Range<usize>) {}
+}
+
+/// The visitor of scans that only keep.
+impl Visitor for () {}
 
 /// What a ring position holds, read from a cursor ([`Ring::at`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

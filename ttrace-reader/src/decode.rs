@@ -393,14 +393,17 @@ pub trait Writers {
     fn writers(&self) -> (Vec<u32>, bool);
 }
 
-fn writers_of<T>(rings: &[devttrace::RingSnapshot<T>]) -> (Vec<u32>, bool) {
-    let mut pids: Vec<u32> = rings
-        .iter()
-        .flat_map(|r| r.writers.iter().copied())
-        .collect();
+/// The writers of `rings` (each [`devttrace::RingSnapshot::writers`], merged).
+pub(crate) fn writers_of<'a, T: 'a>(
+    rings: impl IntoIterator<Item = &'a devttrace::RingSnapshot<T>>,
+) -> (Vec<u32>, bool) {
+    let (mut pids, mut more) = (Vec::new(), false);
+    for r in rings {
+        pids.extend_from_slice(&r.writers);
+        more |= r.writers_more;
+    }
     pids.sort_unstable();
     pids.dedup();
-    let more = rings.iter().any(|r| r.writers_more);
     (pids, more)
 }
 

@@ -383,15 +383,7 @@ impl Keep {
         let kinds = meta.tracepoints.iter().map(|t| Kind {
             named: matches(&t.name),
             message: t.is_message(),
-            strings: crate::format::parse(&t.format)
-                .iter()
-                .filter_map(|p| match p {
-                    crate::format::Piece::Arg(_, spec) => Some(spec),
-                    crate::format::Piece::Text(_) => None,
-                })
-                .enumerate()
-                .filter(|(i, spec)| *i < 16 && matches!(spec, crate::format::Spec::Str))
-                .fold(0, |m, (i, _)| m | 1 << i),
+            strings: t.string_args(),
         });
         let kinds = kinds.collect();
         Keep {

@@ -1,14 +1,35 @@
 //! The text of `ttrace-reader stats`: per-ring counts and time spans, the totals `dump`
-//! shows, the sizes and use of the device's areas, the mask and the tracepoints. A mounted
-//! device serves the same text as its `stats` file.
+//! shows, the sizes and use of the device's areas, the mask and the tracepoints with the
+//! events of each. A mounted device serves the same text as its `stats` file. It is read
+//! with no copy of the trace ([`Counts`]): its memory does not grow with the device.
 
-use crate::decode;
-use crate::merge::{Filter, Merge};
-use devttrace::{Reader, View};
+use crate::decode::{self, Context, Tally, Writers};
+use crate::merge::Filter;
+use devttrace::{Counts, Reader};
 
-/// What `ttrace-reader stats` prints of `dev` (and a mounted device's `stats` file holds).
+impl<'s> From<&'s Counts> for Context<'s> {
+    fn from(c: &'s Counts) -> Context<'s> {
+        Context {
+            dir: &c.dir,
+            version: &c.version,
+            status: &c.status,
+            meta: &c.meta,
+            aux: &c.no_records,
+            aux_error: c.aux_error.as_deref(),
+        }
+    }
+}
+
+impl Writers for Counts {
+    fn writers(&self) -> (Vec<u32>, bool) {
+        decode::writers_of(self.rings.iter().map(|r| &r.counts))
+    }
+}
+
+/// What `ttrace-reader stats` prints of `dev` (and a mounted device's `stats` file holds):
+/// counts only, read with no copy of the trace ([`Counts`]).
 pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
-    let snap = View::of(dev, 0)?;
+    let snap = Counts::of(dev)?;
     let clock = snap.version.clock;
     let secs = |t: u64| {
         let ns = clock.since_anchor_ns(t);
@@ -21,34 +42,41 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
     };
     let mut s = decode::header_line(&snap) + "\n";
     let n = snap.version.num_cpus;
-    for (ring, r) in snap.cpus.iter().enumerate() {
-        if !decode::shown(ring, r, n, &Filter::default()) {
+    // The totals `dump` shows: every event read, as it would print them.
+    let message = |id: usize| {
+        snap.meta
+            .tracepoints
+            .get(id)
+            .is_some_and(|t| t.is_message())
+    };
+    let mut tally = Tally::default();
+    for (ring, r) in snap.rings.iter().enumerate() {
+        let messages: u64 = (r.by_tracepoint.iter().enumerate())
+            .filter(|&(id, _)| message(id))
+            .map(|(_, n)| n)
+            .sum();
+        tally.messages += messages;
+        tally.points += r.counts.events.len() as u64 - messages;
+        tally.lost += r.counts.lost;
+        tally.dropped += r.counts.dropped;
+        tally.strings_lost += r.strings_lost;
+        if !decode::shown(ring, &r.counts, n, &Filter::default()) {
             continue;
         }
-        s += &decode::ring_counts(&ttrace_layouts::ring::ring_name(ring, n), r);
-        match (r.events.first(), r.events.last()) {
-            (Some(a), Some(b)) => {
-                s += &format!(", time {} .. {} s\n", secs(a.stamp), secs(b.stamp))
-            }
-            _ => s += "\n",
+        s += &decode::ring_counts(&ttrace_layouts::ring::ring_name(ring, n), &r.counts);
+        match r.span {
+            Some((a, b)) => s += &format!(", time {} .. {} s\n", secs(a), secs(b)),
+            None => s += "\n",
         }
     }
-    // The totals `dump` shows: every event read, as it would print them.
-    let mut tally = decode::Tally::default();
-    let mut items = Merge::view(&snap, &Filter::default());
-    let counted = items.try_for_each_ref(|item| {
-        tally.count(item);
-        Ok::<(), std::convert::Infallible>(())
-    });
-    let Ok(()) = counted;
-    tally.strings_lost = items.strings_lost();
-    tally.losses(&snap, &Filter::default());
+    // Messages of older writers, kept in the aux buffers alone.
+    tally.messages += snap.aux.iter().map(|a| a.messages).sum::<u64>();
     s += &format!("total: {}\n", tally.line());
     let st = &snap.status;
     s += &format!(
         "sizes: {} slots per ring ({} rings), aux {} bytes per ring, meta {} bytes\n",
         snap.version.ring_slots,
-        snap.cpus.len(),
+        snap.rings.len(),
         snap.version.aux_size,
         snap.version.meta_size,
     );
@@ -58,11 +86,11 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
     };
     s += &format!(
         "aux: {} of {} bytes in use ({} KiB per ring), {} records kept, {} incomplete; since creation {} bytes written, {} dropped\n",
-        snap.aux.bytes_in_use(),
-        snap.version.aux_size * snap.cpus.len() as u64,
+        snap.aux.iter().map(|a| a.bytes).sum::<u64>(),
+        snap.version.aux_size * snap.rings.len() as u64,
         snap.version.aux_size >> 10,
-        snap.aux.records().count(),
-        snap.aux.incomplete(),
+        snap.aux.iter().map(|a| a.records).sum::<u64>(),
+        snap.aux.iter().map(|a| a.incomplete.len() as u64).sum::<u64>(),
         st.aux_bytes,
         st.aux_dropped,
     );
@@ -90,8 +118,11 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
         } else {
             "off"
         };
+        let events: u64 = (snap.rings.iter())
+            .filter_map(|r| r.by_tracepoint.get(t.id as usize))
+            .sum();
         s += &format!(
-            "  {on} {:>4} {} [{}] classes {:#x}: {}\n",
+            "  {on} {:>4} {} [{}] classes {:#x}: {} ({events} events)\n",
             t.id,
             t.name,
             t.kind.name(),
