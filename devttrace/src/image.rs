@@ -134,10 +134,12 @@ fn save_to(map: &Mapping, path: &Path) -> Result<Saved> {
     let mut part = vec![0u8; RING_HEADER_BYTES + map.ring_slots() as usize * SLOT_WORDS * 8];
     for r in 0..map.num_rings() {
         let aux = map.aux(r);
-        let aux = crate::aux::copy(aux.first, aux.last, aux.words).unwrap_or_else(|e| {
-            saved.aux_error.get_or_insert(e);
-            Default::default()
-        });
+        let release = |w| map.release_aux_words(r, w);
+        let aux = crate::aux::copy_releasing(aux.first, aux.last, aux.words, release)
+            .unwrap_or_else(|e| {
+                saved.aux_error.get_or_insert(e);
+                Default::default()
+            });
         aux_part.fill(0);
         aux.place_into(&mut aux_part);
         put(layout.aux_at + r as u64 * aux_size, &aux_part)?;
@@ -174,6 +176,8 @@ fn save_to(map: &Mapping, path: &Path) -> Result<Saved> {
                 SlotRead::Empty => {}
             }
         }
+        // Copied: the copy is the only place the reader holds them.
+        map.release_slots(r, 0..map.ring_slots() as usize);
         // The aux lock saved free, the offsets those of the records copied.
         let mut set = |at: usize, v: u64| part[at..at + 8].copy_from_slice(&v.to_ne_bytes());
         set(core::mem::offset_of!(RingHeader, aux_lock), 0);
