@@ -597,14 +597,20 @@ impl<S: SlotWords> Ring<'_, S> {
         // Each slot is read once, in the order start, start+1, ..., start-1, then the first
         // read is used again as the successor of the last. A parent is turned into an event
         // when its successor (which may hold its continuation) has been read.
-        let first = self.read(start);
+        // Slots at or above `head` in a ring not yet full were never written: not read
+        // (their pages need not be touched).
+        let read = |i: usize| match (head as usize) < n && i >= head as usize {
+            true => SlotRead::Empty,
+            false => self.read(i),
+        };
+        let first = read(start);
         let mut prev = first;
         count(&mut snap, &first, head, below(start));
         // Slots from `done` on are still to be told done to the visitor.
         let mut done = start;
         for k in 1..n {
             let i = (start + k) & (n - 1);
-            let r = self.read(i);
+            let r = read(i);
             count(&mut snap, &r, head, below(i));
             let j = (i + n - 1) & (n - 1);
             visit(
@@ -627,7 +633,7 @@ impl<S: SlotWords> Ring<'_, S> {
                     && TypeWord(w[1]).has_continuation()
                     && !matches!(first, SlotRead::Committed(c) if c[0] == w[0] | Stamp::CONTINUATION) =>
             {
-                self.read(start)
+                read(start)
             }
             _ => first,
         };

@@ -5,9 +5,10 @@
 //! with its peak resident memory (`ru_maxrss`) and its time, next to the bytes the device
 //! holds.
 //!
-//! `cargo run --release -p ttrace-benches --bin memory [-- --cpus N --slots N --aux BYTES]`
-//! (the device is made in `/dev/shm` where there is one; it takes the rings and aux of
-//! every CPU, about 1.3 GB at the default size).
+//! `cargo run --release -p ttrace-benches --bin memory [-- --cpus N --slots N --aux BYTES
+//! --also PATH]` (the device is made in `/dev/shm` where there is one; it takes the rings and
+//! aux of every CPU, about 1.3 GB at the default size). `--also PATH` measures another
+//! `ttrace-reader` binary on the same device too (an older build, to compare).
 
 use devttrace::{Config, Definition, Device, Kind};
 use std::ffi::OsString;
@@ -43,6 +44,16 @@ fn main() -> ExitCode {
     let cpus = number("--cpus", 16) as u32;
     let slots = number("--slots", 1 << 20);
     let aux = number("--aux", 16 << 20);
+    // `memory --fill DIR ...`: makes the device, in this fresh process, and prints the bytes
+    // in use. A process's peak memory is that of its parent's too when the parent spawned it
+    // by `vfork` (the child starts in the parent's memory): the readers must be spawned by a
+    // process that never held the device.
+    if let Some(i) = args.iter().position(|a| a == "--fill") {
+        let dir = Path::new(&args[i + 1]);
+        let (rings, aux) = fill(dir, cpus, slots, aux);
+        println!("{rings} {aux}");
+        return ExitCode::SUCCESS;
+    }
     // `--keep DIR`: the device is made there and left (for trying the reader on it).
     let keep = args
         .iter()
@@ -58,7 +69,20 @@ fn main() -> ExitCode {
     .expect("a temporary directory");
     let dir = keep.clone().unwrap_or_else(|| tmp.path().join("dev"));
     let started = Instant::now();
-    let in_use = fill(&dir, cpus, slots, aux);
+    let exe = std::env::current_exe().expect("this program's path");
+    let filled = Command::new(&exe)
+        .arg("--fill")
+        .arg(&dir)
+        .args(["--cpus", &cpus.to_string(), "--slots", &slots.to_string()])
+        .args(["--aux", &aux.to_string()])
+        .output()
+        .expect("the filling process");
+    assert!(filled.status.success(), "filling: {filled:?}");
+    let numbers: Vec<u64> = String::from_utf8_lossy(&filled.stdout)
+        .split_whitespace()
+        .map(|n| n.parse().expect("a number"))
+        .collect();
+    let in_use = (numbers[0], numbers[1]);
     println!(
         "device: {cpus} cpus x {slots} slots, aux {} MiB per ring; rings in use {:.1} MiB, aux in use {:.1} MiB, together {:.1} MiB (filled in {:.1} s)",
         aux >> 20,
@@ -112,35 +136,54 @@ fn main() -> ExitCode {
             vec!["snapshot".into(), d.clone(), "-o".into(), o("s.ttrace")],
         ),
     ];
-    let exe = std::env::current_exe().expect("this program's path");
     let total = (in_use.0 + in_use.1) as f64;
-    println!(
-        "{:<16} {:>10} {:>10} {:>8}",
-        "command", "peak RSS", "x in use", "seconds"
+    // `--also PATH`: another `ttrace-reader` binary (an older build), measured on the same
+    // device after this build's.
+    let also: Vec<String> = args
+        .windows(2)
+        .filter(|w| w[0] == "--also")
+        .map(|w| w[1].to_string_lossy().into_owned())
+        .collect();
+    let readers = std::iter::once(("this build".to_string(), None)).chain(
+        also.iter()
+            .map(|p| (p.clone(), Some(std::path::PathBuf::from(p)))),
     );
-    for (name, args) in commands {
-        let started = Instant::now();
-        let mut child = Command::new(&exe)
-            .arg("--reader")
-            .args(&args)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("the reader");
-        let (status, rss) = wait_rss(child.id());
-        let _ = child.try_wait();
-        let secs = started.elapsed().as_secs_f64();
-        if status != 0 {
-            println!("{name:<16} failed (status {status:#x})");
-            continue;
-        }
+    for (reader, binary) in readers {
         println!(
-            "{name:<16} {:>7.1} MB {:>9.2}x {secs:>8.2}",
-            rss as f64 / 1e6,
-            rss as f64 / total,
+            "{:<16} {:>10} {:>10} {:>8}  ({reader})",
+            "command", "peak RSS", "x in use", "seconds"
         );
-        let _ = std::fs::remove_dir_all(out.path().join("ctf"));
-        let _ = std::fs::remove_dir_all(out.path().join("uftrace"));
-        let _ = std::fs::remove_file(out.path().join("s.ttrace"));
+        for (name, args) in &commands {
+            let started = Instant::now();
+            let mut cmd = match &binary {
+                None => {
+                    let mut c = Command::new(&exe);
+                    c.arg("--reader");
+                    c
+                }
+                Some(b) => Command::new(b),
+            };
+            let mut child = cmd
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("the reader");
+            let (status, rss) = wait_rss(child.id());
+            let _ = child.try_wait();
+            let secs = started.elapsed().as_secs_f64();
+            if status != 0 {
+                println!("{name:<16} failed (status {status:#x})");
+                continue;
+            }
+            println!(
+                "{name:<16} {:>7.1} MB {:>9.2}x {secs:>8.2}",
+                rss as f64 / 1e6,
+                rss as f64 / total,
+            );
+            let _ = std::fs::remove_dir_all(out.path().join("ctf"));
+            let _ = std::fs::remove_dir_all(out.path().join("uftrace"));
+            let _ = std::fs::remove_file(out.path().join("s.ttrace"));
+        }
     }
     ExitCode::SUCCESS
 }
