@@ -239,11 +239,7 @@ fn save_to(map: &Mapping, path: &Path) -> Result<Saved> {
 /// memory (its extents placed in an image of zeros); a version 2 file is the image and
 /// is mapped, and shrinking it while it is read is reported like a device file shrinking.
 pub(crate) fn open(path: &Path) -> Result<Mapping> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(io(path))?;
+    let file = crate::files::open_regular(path, std::fs::OpenOptions::new().read(true), true)?;
     let len = file.metadata().map_err(io(path))?.len();
     let min = PAGE + HEADER_BYTES as u64;
     let too_short = |found| {

@@ -67,7 +67,7 @@ pub use clock::Clock;
 pub use config::{default_dir, Config};
 pub use copy::RingCopy;
 pub use device::Device;
-pub use error::{Error, Problem, Result};
+pub use error::{Error, FileKind, Problem, Result};
 pub use event::{Event, Mark, RingIndex, RingSnapshot};
 pub use files::Trust;
 pub use follow::{Follower, Poll, DEFAULT_WINDOW_NS};

@@ -4,7 +4,7 @@
 
 use crate::aux::{AuxCopy, AuxSnapshots};
 use crate::clear::Cleared;
-use crate::error::{Error, Problem, Result};
+use crate::error::{Error, FileKind, Problem, Result};
 use crate::event::RingSnapshot;
 use crate::files::{Access, Trust};
 use crate::mapping::Mapping;
@@ -95,8 +95,16 @@ impl Reader {
     /// write).
     pub fn open_with(dir: impl AsRef<Path>, trust: Trust) -> Result<Reader> {
         let dir = dir.as_ref();
-        if dir.is_file() {
-            return Reader::open_snapshot(dir);
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_file() => return Reader::open_snapshot(dir),
+            // A FIFO, a socket, a device node: neither, and never opened (a FIFO would block).
+            Ok(m) if !m.is_dir() => {
+                return Err(Error::Invalid {
+                    path: dir.to_path_buf(),
+                    problem: Problem::NotADeviceOrSnapshot(FileKind::of(&m)),
+                })
+            }
+            _ => {}
         }
         is_device_dir(dir)?;
         let map = Mapping::attach(dir, Access::ReadOnly, trust).map_err(missing_file)?;
@@ -112,7 +120,13 @@ impl Reader {
     fn open_snapshot(path: &Path) -> Result<Reader> {
         use std::io::Read;
         let mut magic = [0u8; 8];
-        let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic));
+        let file = crate::files::open_regular(path, std::fs::OpenOptions::new().read(true), true);
+        let read = match file {
+            // Replaced by something that is no file since it was looked at.
+            Err(e @ Error::Invalid { .. }) => return Err(e),
+            Err(_) => Err(std::io::ErrorKind::NotFound.into()),
+            Ok(mut f) => f.read_exact(&mut magic),
+        };
         if read.is_err() || !ttrace_layouts::snapshot::SnapshotHeader::is_snapshot(&magic) {
             return Err(Error::Missing(path.to_path_buf()));
         }

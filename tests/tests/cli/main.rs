@@ -12,5 +12,6 @@ mod first_use;
 mod follow_wait;
 mod messages;
 mod mount;
+mod not_regular;
 mod reader_cli;
 mod report;
