@@ -317,7 +317,7 @@ impl<'d> Follower<'d> {
             ),
             false => Default::default(),
         };
-        let snapshot = Snapshot {
+        let mut snapshot = Snapshot {
             dir: self.dev.dir().to_path_buf(),
             version: self.dev.version(),
             status: if any {
@@ -333,6 +333,7 @@ impl<'d> Follower<'d> {
             aux_error,
             messages: Some(messages),
         };
+        self.dev.sift(&mut snapshot);
         Ok(Poll {
             snapshot,
             lost,

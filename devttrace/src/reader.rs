@@ -4,12 +4,13 @@
 
 use crate::aux::{AuxCopy, AuxSnapshots};
 use crate::clear::Cleared;
+use crate::damage::Check;
 use crate::error::{Error, FileKind, Problem, Result};
 use crate::event::RingSnapshot;
 use crate::files::{Access, Trust};
 use crate::mapping::Mapping;
 use crate::meta::Metadata;
-use crate::ring::Ring;
+use crate::ring::{Keep, Ring};
 use crate::snapshot::Snapshot;
 use crate::status::Status;
 use crate::version::Version;
@@ -148,6 +149,29 @@ impl Reader {
         }
     }
 
+    /// The timestamps an event of this device can have now: from its clock anchor (taken
+    /// when it was created) to [`damage::latest`](crate::damage::latest) now.
+    pub fn stamps(&self) -> core::ops::RangeInclusive<u64> {
+        let c = &self.version.clock;
+        let latest = crate::damage::latest(c, self.map.now(), crate::clock::realtime_ns());
+        c.anchor_ticks..=latest
+    }
+
+    /// The [`Check`] of this device's events, as defined by `meta` (copied after them),
+    /// their strings in `aux` if copied (see [`crate::damage`]).
+    pub fn check<'a>(&self, meta: &Metadata, aux: Option<&'a AuxSnapshots>) -> Check<'a> {
+        Check::new(&self.version, meta, aux, self.stamps())
+    }
+
+    /// Takes the damaged events out of `snap` (a copy of this device: its metadata and aux
+    /// buffers copied after its rings) and counts them ([`Check::sift`]).
+    pub fn sift(&self, snap: &mut Snapshot) {
+        let check = self.check(&snap.meta, Some(&snap.aux));
+        for (r, ring) in snap.cpus.iter_mut().enumerate() {
+            check.sift(r, ring);
+        }
+    }
+
     /// Whether this reads a snapshot file (rather than a device directory).
     pub fn is_snapshot(&self) -> bool {
         self.map.is_image()
@@ -211,9 +235,20 @@ impl Reader {
     /// `settimestamp`). See [`crate::Follower`] for reading exactly what is new.
     /// Entries stamped at or before the device's last clear are left out (counted in
     /// `cleared`).
+    ///
+    /// Damaged events ([`crate::damage`]) are left out and counted: checked against the
+    /// metadata as copied after the ring (strings only for their form: the aux buffers are
+    /// not copied).
     pub fn cpu_newer_than(&self, cpu: usize, timestamp: u64) -> Result<RingSnapshot> {
+        let mut snap = self.cpu_unchecked(cpu, timestamp)?;
+        self.check(&self.metadata(), None).sift(cpu, &mut snap);
+        Ok(snap)
+    }
+
+    /// [`Reader::cpu_newer_than`] with every complete event, sound or not.
+    fn cpu_unchecked(&self, cpu: usize, timestamp: u64) -> Result<RingSnapshot> {
         let ring = self.ring(cpu)?;
-        let snap = ring.snapshot_cleared(timestamp, self.cleared(cpu));
+        let snap = ring.snapshot_kept(&Keep::newer_than(timestamp, self.cleared(cpu)));
         self.check_intact()?;
         Ok(snap)
     }
@@ -344,7 +379,7 @@ impl Reader {
         let (cpus, aux, aux_error, meta) = loop {
             let generation = self.map.names().generation();
             let cpus = (0..self.cpus())
-                .map(|n| self.cpu_newer_than(n, timestamp))
+                .map(|n| self.cpu_unchecked(n, timestamp))
                 .collect::<Result<Vec<_>>>()?;
             let (aux, aux_error) = self.aux_or_empty();
             let meta = self.metadata();
@@ -354,7 +389,7 @@ impl Reader {
             }
         };
         self.check_intact()?;
-        Ok(Snapshot {
+        let mut snap = Snapshot {
             dir: self.dir().to_path_buf(),
             version: self.version(),
             status: self.status(),
@@ -364,6 +399,8 @@ impl Reader {
             aux,
             aux_error,
             messages: None,
-        })
+        };
+        self.sift(&mut snap);
+        Ok(snap)
     }
 }

@@ -4,7 +4,7 @@
 //! one writer at a time per CPU by a restartable sequence (the writer front end's assembly,
 //! whose Rust model is [`Ring::write_restartable`]); a *shared* ring by any number of writers
 //! at once, with [`Ring::write`] and [`Ring::write_pair`]. Readers copy a slot with
-//! [`Ring::read`], a whole ring with the scans ([`Ring::snapshot`], [`Ring::index_cleared`]),
+//! [`Ring::read`], a whole ring with the scans ([`Ring::snapshot`], [`Ring::index_kept`]),
 //! and one position from a live cursor with [`Ring::at`].
 //!
 //! What the code relies on, each argued in `docs/DESIGN.md` (*The restartable protocol*,
@@ -365,17 +365,47 @@ impl<'a, S: SlotWords> Ring<'a, S> {
     }
 }
 
-/// Keeps the complete event `e` (its continuation `stitched` from the next slot) if it
-/// is newer than both `newer_than` and the clear, else counts it.
+/// What a scan keeps of a ring: the complete events that `sound` accepts (the others are
+/// counted as damaged, see `crate::damage`) and that are newer than both `newer_than` and
+/// the clear `cleared`.
+#[derive(Clone, Copy)]
+pub struct Keep<F> {
+    /// Events stamped at or before this are counted as older, not kept.
+    pub newer_than: u64,
+    /// The device's last clear.
+    pub cleared: Cleared,
+    /// Whether an event is sound.
+    pub sound: F,
+}
+
+impl Keep<fn(&Event) -> bool> {
+    /// Every sound-looking event newer than `newer_than` and the clear: what a scan keeps
+    /// where nothing tells it what a device's events must be (a ring alone).
+    pub fn newer_than(newer_than: u64, cleared: Cleared) -> Self {
+        fn any(_: &Event) -> bool {
+            true
+        }
+        Keep {
+            newer_than,
+            cleared,
+            sound: any,
+        }
+    }
+}
+
+/// Keeps the complete event `e` (its continuation `stitched` from the next slot) if `keep`
+/// does, else counts it.
 #[inline]
 fn take<T: Kept>(
     snap: &mut RingSnapshot<T>,
     e: Event,
     stitched: bool,
-    newer_than: u64,
-    cleared_at: u64,
+    keep: &Keep<impl Fn(&Event) -> bool>,
 ) {
-    if e.stamp <= cleared_at {
+    let (newer_than, cleared_at) = (keep.newer_than, keep.cleared.at);
+    if !(keep.sound)(&e) {
+        snap.damaged += 1 + stitched as u64;
+    } else if e.stamp <= cleared_at {
         snap.cleared += 1 + stitched as u64;
     } else if e.stamp > newer_than {
         let pid = (e.ctx >> 32) as u32;
@@ -417,8 +447,7 @@ fn visit<T: Kept>(
     prev: &SlotRead,
     prev_slot: usize,
     next: &SlotRead,
-    newer_than: u64,
-    cleared_at: u64,
+    keep: &Keep<impl Fn(&Event) -> bool>,
     cut: u64,
 ) {
     let mut stitched = false;
@@ -438,7 +467,7 @@ fn visit<T: Kept>(
             match stitch(w, prev_slot, || *next) {
                 Some((e, s)) => {
                     stitched = s;
-                    take(snap, e, s, newer_than, cleared_at);
+                    take(snap, e, s, keep);
                 }
                 None => snap.malformed += 1,
             }
@@ -518,27 +547,27 @@ impl<S: SlotWords> Ring<'_, S> {
     /// later. To read only what is new, exactly, use a per-slot cursor (devttrace's
     /// `Follower`).
     pub fn snapshot_newer_than(&self, timestamp: u64) -> RingSnapshot {
-        self.scan(timestamp, Cleared::default())
+        self.scan(&Keep::newer_than(timestamp, Cleared::default()))
     }
 
-    /// [`Ring::snapshot_newer_than`] of a ring that was cleared as `cleared` says: the
-    /// entries stamped at or before the clear are left out and counted in
-    /// [`RingSnapshot::cleared`], and the counts start from the clear.
-    pub fn snapshot_cleared(&self, timestamp: u64, cleared: Cleared) -> RingSnapshot {
-        self.scan(timestamp, cleared)
+    /// [`Ring::snapshot_newer_than`] keeping what `keep` says: only sound events (the
+    /// others counted in [`RingSnapshot::damaged`]), and, of a ring that was cleared as
+    /// `keep.cleared` says, not the entries stamped at or before the clear (counted in
+    /// [`RingSnapshot::cleared`]; the counts start from the clear).
+    pub fn snapshot_kept(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot {
+        self.scan(keep)
     }
 
-    /// [`Ring::index_newer_than`] of a ring cleared as `cleared` says (see
-    /// [`Ring::snapshot_cleared`]).
-    pub fn index_cleared(&self, timestamp: u64, cleared: Cleared) -> RingIndex {
-        self.scan(timestamp, cleared)
+    /// [`Ring::index_newer_than`] keeping what `keep` says (see [`Ring::snapshot_kept`]).
+    pub fn index_kept(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingIndex {
+        self.scan(keep)
     }
 
     /// [`Ring::snapshot_newer_than`] that keeps only where each event is, not a copy of it:
     /// the cheap first half of a two-pass read ([`Ring::event`] is the second), which needs
     /// memory for 16 bytes per event instead of 128.
     pub fn index_newer_than(&self, timestamp: u64) -> RingIndex {
-        self.scan(timestamp, Cleared::default())
+        self.scan(&Keep::newer_than(timestamp, Cleared::default()))
     }
 
     /// The event at `mark` if its slot still holds it (read with the stamp check, its
@@ -557,9 +586,9 @@ impl<S: SlotWords> Ring<'_, S> {
         }
     }
 
-    fn scan<T: Kept>(&self, timestamp: u64, cleared: Cleared) -> RingSnapshot<T> {
+    fn scan<T: Kept>(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot<T> {
         if self.restartable {
-            return self.scan_restartable(timestamp, cleared);
+            return self.scan_restartable(keep);
         }
         let n = self.slots.len();
         // The cut: positions below it were reserved before the copy (Acquire: with the
@@ -583,15 +612,7 @@ impl<S: SlotWords> Ring<'_, S> {
             let i = (start + k) & (n - 1);
             let r = self.read(i);
             count(&mut snap, &r, head, below(i));
-            visit(
-                &mut snap,
-                &prev,
-                (i + n - 1) & (n - 1),
-                &r,
-                timestamp,
-                cleared.at,
-                head,
-            );
+            visit(&mut snap, &prev, (i + n - 1) & (n - 1), &r, keep, head);
             prev = r;
         }
         // The last slot's successor is the first one, read long before: if the last slot
@@ -609,10 +630,8 @@ impl<S: SlotWords> Ring<'_, S> {
             }
             _ => first,
         };
-        visit(
-            &mut snap, &prev, last, &successor, timestamp, cleared.at, head,
-        );
-        self.finish(snap, head, skipped, cleared)
+        visit(&mut snap, &prev, last, &successor, keep, head);
+        self.finish(snap, head, skipped, keep.cleared)
     }
 
     /// Completes a scan's counts with `head` (what the copy is counted against), the
@@ -633,6 +652,8 @@ impl<S: SlotWords> Ring<'_, S> {
                 .saturating_add(snap.committed)
                 .saturating_add(snap.claimed),
         );
+        // Damaged entries were copied (committed) but are not shown.
+        snap.committed = snap.committed.saturating_sub(snap.damaged);
         // Cleared entries still in the ring were copied (committed) but are not shown.
         snap.committed = snap.committed.saturating_sub(snap.cleared);
         // Positions reserved before the clear that the ring no longer holds are cleared,
@@ -658,7 +679,7 @@ impl<S: SlotWords> Ring<'_, S> {
     /// loaded before the copy), in order; a parent is accepted only if its position tag is
     /// its position's, a continuation only with its parent (one without is counted as
     /// overwritten, with its event). See the module documentation.
-    fn scan_restartable<T: Kept>(&self, timestamp: u64, cleared: Cleared) -> RingSnapshot<T> {
+    fn scan_restartable<T: Kept>(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot<T> {
         let n = self.slots.len() as u64;
         // Acquire: every entry below `h1` was committed before, and is visible to, the copy.
         let h1 = self.head.load(Acquire);
@@ -681,7 +702,7 @@ impl<S: SlotWords> Ring<'_, S> {
                 match stitch(&w, pi, || r) {
                     Some((e, s)) => {
                         stitched = s;
-                        take(&mut snap, e, s, timestamp, cleared.at);
+                        take(&mut snap, e, s, keep);
                     }
                     None => snap.malformed += 1,
                 }
@@ -717,7 +738,7 @@ impl<S: SlotWords> Ring<'_, S> {
         }
         // The cut is `h1`: what was committed since is counted as such, not as lost.
         snap.after_cut = self.head.load(Acquire).saturating_sub(h1);
-        self.finish(snap, h1, 0, cleared)
+        self.finish(snap, h1, 0, keep.cleared)
     }
 }
 

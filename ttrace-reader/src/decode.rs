@@ -330,6 +330,9 @@ pub struct Tally {
     pub lost: u64,
     /// Events writers dropped.
     pub dropped: u64,
+    /// Ring entries left out as damaged (`devttrace::damage`: a field no writer of the
+    /// device can have written, or a snapshot's damaged extent).
+    pub damaged: u64,
 }
 
 impl Tally {
@@ -353,20 +356,26 @@ impl Tally {
             if filter.cpus.is_empty() || filter.cpus.contains(&ring) {
                 self.lost += r.lost;
                 self.dropped += r.dropped;
+                self.damaged += r.damaged;
             }
         }
     }
 
-    /// `298 events (290 trace points, 8 messages); 6 entries lost, 0 events dropped`.
+    /// `298 events (290 trace points, 8 messages); 6 entries lost, 0 events dropped` (and
+    /// `, 2 entries damaged` where some were).
     pub fn line(&self) -> String {
-        format!(
+        let mut line = format!(
             "{} events ({} trace points, {} messages); {} entries lost, {} events dropped",
             self.events(),
             self.points,
             self.messages,
             self.lost,
             self.dropped
-        )
+        );
+        if self.damaged > 0 {
+            line += &format!(", {} entries damaged", self.damaged);
+        }
+        line
     }
 }
 
@@ -496,6 +505,9 @@ pub fn ring_counts<T>(name: &str, r: &devttrace::RingSnapshot<T>) -> String {
     }
     if r.malformed > 0 {
         s += &format!(", {} malformed", r.malformed);
+    }
+    if r.damaged > 0 {
+        s += &format!(", {} entries damaged", r.damaged);
     }
     if r.after_cut > 0 {
         s += &format!(", {} written while reading", r.after_cut);

@@ -530,12 +530,13 @@ pub fn write(
     let t = w.written.tally();
     let _ = write!(
         w.buf,
-        ",\"events\":{},\"trace_points\":{},\"messages\":{},\"entries_lost\":{},\"events_dropped\":{},\"summary\":{}",
+        ",\"events\":{},\"trace_points\":{},\"messages\":{},\"entries_lost\":{},\"events_dropped\":{},\"entries_damaged\":{},\"summary\":{}",
         t.events(),
         t.points,
         t.messages,
         t.lost,
         t.dropped,
+        t.damaged,
         string(&t.line())
     );
     w.buf.extend_from_slice(b"}}\n");

@@ -141,6 +141,8 @@ pub struct Written {
     pub lost: u64,
     /// Events writers dropped, in the rings exported.
     pub dropped: u64,
+    /// Ring entries left out as damaged, of the rings exported.
+    pub damaged: u64,
     /// Entry/exit pairs, and start/stop pairs of one name stem, written as one slice.
     pub pairs: u64,
     /// Entries whose exit is not in the trace, and exits whose entry is not.
@@ -163,6 +165,7 @@ impl Written {
             if items.selects_ring(ring) {
                 self.lost += r.lost;
                 self.dropped += r.dropped;
+                self.damaged += r.damaged;
             }
         }
     }
@@ -174,6 +177,7 @@ impl Written {
             messages: self.messages,
             lost: self.lost,
             dropped: self.dropped,
+            damaged: self.damaged,
         }
     }
 }
