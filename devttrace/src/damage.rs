@@ -16,20 +16,28 @@
 //! - a tracepoint the metadata defines, of the definition's kind and argument count;
 //! - each argument within its recorded type: a `bool` 0 or 1, a `char` a Unicode scalar
 //!   value, a string a reference to a string record of an aux buffer the device has (or the
-//!   word of a string that could not be recorded).
+//!   word of a string that could not be recorded); a placeholder that names a value table
+//!   the metadata lost (a damaged snapshot) cannot be shown;
+//! - in a snapshot with damaged extents ([`crate::damaged_extent`]): not an event whose
+//!   continuation, string or thread name was left out (it would show something else).
+//!
+//! A message ([`Check::message`]) has the same time, CPU (its aux buffer's ring's) and
+//! context rules, and, in such a snapshot, its thread's name.
 //!
 //! Integers, floats and pointers can hold any word: a flipped bit there is not found.
 //!
 //! The checks cost a few comparisons per event (the arguments are looked at only for
 //! tracepoints that have arguments of the types above), on the read path of every reader.
 
-use crate::aux::AuxSnapshots;
+use crate::aux::{AuxRecord, AuxSnapshots};
+use crate::damaged_extent::{DamagedExtent, Part};
 use crate::event::{Event, RingSnapshot};
-use crate::meta::Metadata;
+use crate::meta::{Metadata, TaskIndex};
 use crate::version::Version;
-use core::ops::RangeInclusive;
+use core::ops::{Range, RangeInclusive};
 use ttrace_layouts::aux::{aux_ref_parts, AuxTag, AUX_NONE};
 use ttrace_layouts::entry::{Kind, MAX_ARGS};
+use ttrace_layouts::format::{Letter, Token, Tokens};
 use ttrace_layouts::meta::ArgType;
 
 /// The largest pid or tid Linux hands out (`PID_MAX_LIMIT` on 64-bit systems).
@@ -53,6 +61,12 @@ pub fn latest(clock: &crate::clock::Clock, now: u64, realtime_ns: u64) -> u64 {
     }
 }
 
+/// Whether `ctx` (`pid << 32 | tid`) names a thread Linux can have.
+#[inline]
+fn possible(ctx: u64) -> bool {
+    ctx >> 32 <= PID_MAX && ctx & 0xffff_ffff <= PID_MAX
+}
+
 /// What one argument word must be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Rule {
@@ -64,6 +78,8 @@ enum Rule {
     Char,
     /// A string reference ([`ttrace_layouts::aux::aux_ref`]) or [`AUX_NONE`].
     Str,
+    /// Nothing: its value table was lost with a damaged snapshot's metadata.
+    Lost,
 }
 
 /// What the events of one tracepoint must be.
@@ -76,6 +92,15 @@ struct Point {
     rules: [Rule; MAX_ARGS],
 }
 
+/// What a snapshot's damaged extents left out of one ring.
+#[derive(Clone, Debug, Default)]
+struct LeftOut {
+    /// Slots (each held something).
+    slots: u64,
+    /// Which, where the ring is still read.
+    ranges: Vec<Range<u64>>,
+}
+
 /// Tells sound events from damaged ones (see the [module](self)), for one read of a device.
 pub struct Check<'a> {
     /// By tracepoint id.
@@ -86,18 +111,55 @@ pub struct Check<'a> {
     mask: u64,
     stamps: RangeInclusive<u64>,
     aux: Option<&'a AuxSnapshots>,
+    /// Per ring: what damaged extents left out of it and of its aux buffer.
+    left_out: Vec<LeftOut>,
+    aux_left_out: Vec<bool>,
+    /// The thread names, where some were left out (events of a thread without one then
+    /// cannot be shown as they were).
+    names: Option<TaskIndex>,
+    /// Whether slots or names were left out (so that [`Check::whole`] has something to
+    /// check).
+    partial: bool,
 }
 
 impl<'a> Check<'a> {
     /// The check of events of the device `version`, defined by `meta`, whose strings are in
     /// `aux` (if copied: else a string reference is only checked to be well formed), with
-    /// timestamps in `stamps`.
+    /// timestamps in `stamps`, read from an image that left out `damaged` (none for a
+    /// device).
     pub fn new(
         version: &Version,
         meta: &Metadata,
         aux: Option<&'a AuxSnapshots>,
         stamps: RangeInclusive<u64>,
+        damaged: &[DamagedExtent],
     ) -> Check<'a> {
+        let rings = ttrace_layouts::ring::num_rings(version.num_cpus);
+        let mut left_out = vec![LeftOut::default(); rings];
+        let mut aux_left_out = vec![false; rings];
+        let (mut dropped, mut tables, mut names) = (vec![false; rings], false, false);
+        for part in damaged.iter().flat_map(|d| &d.parts) {
+            match part {
+                Part::RingHeader {
+                    ring, dropped: n, ..
+                } if *ring < rings => {
+                    dropped[*ring] = true;
+                    aux_left_out[*ring] = true;
+                    left_out[*ring] = LeftOut {
+                        slots: *n,
+                        ranges: Vec::new(),
+                    };
+                }
+                Part::Slots { ring, slots, .. } if *ring < rings && !dropped[*ring] => {
+                    left_out[*ring].slots += slots.end - slots.start;
+                    left_out[*ring].ranges.push(slots.clone());
+                }
+                Part::Aux { ring, .. } if *ring < rings => aux_left_out[*ring] = true,
+                Part::Records => tables = true,
+                Part::Names => names = true,
+                _ => {}
+            }
+        }
         let mut points: Vec<Option<Point>> = Vec::new();
         for t in &meta.tracepoints {
             let id = t.id as usize;
@@ -116,6 +178,24 @@ impl<'a> Check<'a> {
                     _ => Rule::Any,
                 };
             }
+            if tables {
+                // A placeholder naming a value table the metadata no longer has.
+                for token in Tokens::new(&t.format) {
+                    if let Token::Arg { index, spec, .. } = token {
+                        let named = !spec.is_empty() && Letter::of(spec.as_bytes()).is_none();
+                        let found = t
+                            .tables
+                            .get(index)
+                            .copied()
+                            .flatten()
+                            .and_then(|k| meta.values.get(k))
+                            .is_some_and(|v| v.name == spec);
+                        if named && !found && index < MAX_ARGS {
+                            rules[index] = Rule::Lost;
+                        }
+                    }
+                }
+            }
             points[id] = Some(Point {
                 kind: t.kind,
                 nargs: t.nargs,
@@ -126,10 +206,23 @@ impl<'a> Check<'a> {
         Check {
             points,
             num_cpus: version.num_cpus.max(1) as usize,
-            rings: ttrace_layouts::ring::num_rings(version.num_cpus),
+            rings,
             mask: version.ring_slots.max(1) - 1,
             stamps,
             aux,
+            aux_left_out,
+            partial: names || left_out.iter().any(|l| !l.ranges.is_empty()),
+            names: names.then(|| TaskIndex::threads(meta)),
+            left_out,
+        }
+    }
+
+    /// Whether a writer on `cpu` writes to ring `ring` (or its aux buffer).
+    #[inline]
+    fn of_ring(&self, ring: usize, cpu: usize) -> bool {
+        match ring.checked_sub(self.num_cpus) {
+            None => cpu == ring,
+            Some(shared) => cpu % self.num_cpus == shared,
         }
     }
 
@@ -137,27 +230,21 @@ impl<'a> Check<'a> {
     #[inline]
     pub fn sound(&self, ring: usize, e: &Event) -> bool {
         let tw = e.type_word;
-        let cpu = tw.cpu() as usize;
-        let on_ring = match ring.checked_sub(self.num_cpus) {
-            None => cpu == ring,
-            Some(shared) => {
-                cpu % self.num_cpus == shared && {
-                    let tag = tw.position_tag() as u64;
-                    tag == 0 || tag & self.mask == e.slot as u64 & self.mask
-                }
-            }
+        let tagged = ring < self.num_cpus || {
+            let tag = tw.position_tag() as u64;
+            tag == 0 || tag & self.mask == e.slot as u64 & self.mask
         };
-        let (pid, tid) = (e.ctx >> 32, e.ctx & 0xffff_ffff);
         let Some(Some(p)) = self.points.get(tw.tracepoint() as usize) else {
             return false;
         };
-        on_ring
+        self.of_ring(ring, tw.cpu() as usize)
+            && tagged
             && self.stamps.contains(&e.stamp)
-            && pid <= PID_MAX
-            && tid <= PID_MAX
+            && possible(e.ctx)
             && tw.kind() == p.kind
             && tw.nargs() == p.nargs
             && (!p.strict || self.arguments(p, e.args()))
+            && (!self.partial || self.whole(ring, e))
     }
 
     /// Whether each argument word is within its rule.
@@ -167,10 +254,11 @@ impl<'a> Check<'a> {
             Rule::Bool => w <= 1,
             Rule::Char => u32::try_from(w).is_ok_and(|c| char::from_u32(c).is_some()),
             Rule::Str => self.string(w),
+            Rule::Lost => false,
         })
     }
 
-    /// Whether `w` refers to a string this device can have.
+    /// Whether `w` refers to a string this device can have (and that was not left out).
     fn string(&self, w: u64) -> bool {
         if w == AUX_NONE {
             return true;
@@ -181,14 +269,67 @@ impl<'a> Check<'a> {
         if buffer >= self.rings || low % 8 != 0 {
             return false;
         }
-        // One no longer in the buffer shows as lost.
-        self.aux
-            .and_then(|aux| aux.get(w))
-            .is_none_or(|r| r.tag == AuxTag::String as u16)
+        match self.aux.map(|aux| aux.get(w)) {
+            Some(Some(r)) => r.tag == AuxTag::String as u16,
+            // No longer in the buffer: shown as lost, unless a damaged extent took it.
+            Some(None) => !self.aux_left_out[buffer],
+            None => true,
+        }
+    }
+
+    /// Whether nothing `e` needs was left out of a damaged snapshot: its continuation and
+    /// its thread's name.
+    fn whole(&self, ring: usize, e: &Event) -> bool {
+        let continuation = || {
+            let next = (e.slot as u64 + 1) & self.mask;
+            !self.left_out[ring].ranges.iter().any(|r| r.contains(&next))
+        };
+        (!e.continuation_lost || continuation())
+            && self
+                .names
+                .as_ref()
+                .is_none_or(|n| n.at(e.ctx, e.stamp).is_some())
+    }
+
+    /// Whether the message `r` (of aux buffer `r.buffer`) is sound: its time, CPU and
+    /// context, and, where names were left out, its thread's name.
+    pub fn message(&self, r: &AuxRecord<'_>) -> bool {
+        self.of_ring(r.buffer as usize, r.cpu as usize)
+            && self.stamps.contains(&r.timestamp)
+            && possible(r.ctx)
+            && self
+                .names
+                .as_ref()
+                .is_none_or(|n| n.at(r.ctx, r.timestamp).is_some())
+    }
+
+    /// Takes the damaged messages out of `aux` and counts them
+    /// ([`AuxSnapshot::damaged`](crate::aux::AuxSnapshot::damaged)).
+    pub fn sift_messages(&self, aux: &mut AuxSnapshots) {
+        for b in &mut aux.buffers {
+            let mut damaged = 0;
+            b.retain(|r| {
+                let sound = r.tag != AuxTag::Info as u16 || self.message(r);
+                damaged += !sound as u64;
+                sound
+            });
+            b.damaged += damaged;
+        }
+    }
+
+    /// Counts, in ring `ring`'s `snap`, the slots that damaged extents left out of it as
+    /// damaged (they were read as overwritten: lost).
+    pub fn settle<T>(&self, ring: usize, snap: &mut RingSnapshot<T>) {
+        let Some(left) = self.left_out.get(ring) else {
+            return;
+        };
+        let moved = left.slots.min(snap.lost);
+        snap.lost -= moved;
+        snap.damaged += left.slots;
     }
 
     /// Takes the damaged events out of `snap`, a copy of ring `ring` already made, and
-    /// counts them.
+    /// counts them (and what damaged extents left out) as [`Check::settle`] does.
     pub fn sift(&self, ring: usize, snap: &mut RingSnapshot) {
         let mut damaged = 0;
         snap.events.retain(|e| {
@@ -211,5 +352,6 @@ impl<'a> Check<'a> {
             }
             snap.writers = writers;
         }
+        self.settle(ring, snap);
     }
 }

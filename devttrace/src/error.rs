@@ -143,6 +143,16 @@ pub enum Problem {
         /// Its offset in the file.
         offset: u64,
     },
+    /// A snapshot file's part that everything after it depends on (its header page, an
+    /// extent's head, the device header) does not match its checksum: the file was damaged
+    /// after it was written.
+    #[error("is damaged at byte {offset}: {what} does not match its checksum")]
+    Damaged {
+        /// Where the part is in the file.
+        offset: u64,
+        /// Which part.
+        what: &'static str,
+    },
     /// The mapping is not aligned for the layout (it cannot happen with page-aligned maps).
     #[error("misaligned mapping")]
     Misaligned,

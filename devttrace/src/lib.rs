@@ -51,6 +51,7 @@ pub mod control;
 // The device's files and their mapping; a device saved to one file.
 mod files;
 pub mod mapping;
+pub mod damaged_extent;
 pub mod image;
 // What readers get, and the roles.
 pub mod version;
@@ -68,6 +69,7 @@ pub use clock::Clock;
 pub use config::{default_dir, Config};
 pub use copy::RingCopy;
 pub use damage::Check;
+pub use damaged_extent::DamagedExtent;
 pub use device::Device;
 pub use error::{Error, FileKind, Problem, Result};
 pub use event::{Event, Mark, RingIndex, RingSnapshot};

@@ -5,6 +5,7 @@
 use crate::aux::{AuxCopy, AuxSnapshots};
 use crate::clear::Cleared;
 use crate::damage::Check;
+use crate::damaged_extent::DamagedExtent;
 use crate::error::{Error, FileKind, Problem, Result};
 use crate::event::RingSnapshot;
 use crate::files::{Access, Trust};
@@ -51,6 +52,18 @@ pub struct Reader {
     /// The header's facts, read once at open: they never change, and a header truncated
     /// later must not change them.
     version: Version,
+    /// A snapshot file's own facts (none for a device).
+    image: Option<Image>,
+}
+
+/// What a snapshot file says besides its image.
+struct Image {
+    /// When it was taken (`CLOCK_REALTIME`, ns).
+    taken_realtime_ns: u64,
+    /// The latest timestamp an event of it can have (version 4 files).
+    latest_stamp: Option<u64>,
+    /// Its extents whose bytes failed their checksum, left out.
+    damaged: Vec<DamagedExtent>,
 }
 
 /// Refuses `dir` before anything else is checked when it is no device at all: missing, or a
@@ -128,17 +141,36 @@ impl Reader {
             Err(_) => Err(std::io::ErrorKind::NotFound.into()),
             Ok(mut f) => f.read_exact(&mut magic),
         };
-        if read.is_err() || !ttrace_layouts::snapshot::SnapshotHeader::is_snapshot(&magic) {
+        use ttrace_layouts::snapshot::{SnapshotHeader, SNAPSHOT_MAGIC};
+        let found = u64::from_ne_bytes(magic);
+        // A snapshot's magic with a few bits flipped is a damaged snapshot, not some other
+        // file.
+        if read.is_ok()
+            && !SnapshotHeader::is_snapshot(&magic)
+            && (found ^ SNAPSHOT_MAGIC).count_ones() <= 4
+        {
+            return Err(Error::BadSnapshot {
+                path: path.to_path_buf(),
+                problem: Problem::Header(ttrace_layouts::device::HeaderError::BadMagic(found)),
+            });
+        }
+        if read.is_err() || !SnapshotHeader::is_snapshot(&magic) {
             return Err(Error::Missing(path.to_path_buf()));
         }
-        let map = crate::image::open(path).map_err(|e| match e {
+        let opened = crate::image::open(path).map_err(|e| match e {
             Error::Invalid { path, problem } => Error::BadSnapshot { path, problem },
             Error::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
                 Error::Missing(path)
             }
             e => e,
         })?;
-        Ok(Reader::of(map))
+        let mut reader = Reader::of(opened.map);
+        reader.image = Some(Image {
+            taken_realtime_ns: opened.taken_realtime_ns,
+            latest_stamp: opened.latest_stamp,
+            damaged: opened.damaged,
+        });
+        Ok(reader)
     }
 
     /// A reader of `map`.
@@ -146,26 +178,51 @@ impl Reader {
         Reader {
             version: Version::of(map.header()),
             map,
+            image: None,
         }
     }
 
+    /// The extents of a snapshot file whose bytes failed their checksum: left out of what
+    /// is read, which reads as if they had held nothing (what they held is counted as
+    /// damaged), and to be named to the user. Empty for a device, and for an intact file.
+    pub fn damaged_extents(&self) -> &[DamagedExtent] {
+        self.image.as_ref().map_or(&[], |i| &i.damaged)
+    }
+
     /// The timestamps an event of this device can have now: from its clock anchor (taken
-    /// when it was created) to [`damage::latest`](crate::damage::latest) now.
+    /// when it was created) to [`damage::latest`](crate::damage::latest) now; in a snapshot
+    /// file, to when it was taken (version 4: as the file says; earlier ones: by the wall
+    /// clock then, give or take an hour).
     pub fn stamps(&self) -> core::ops::RangeInclusive<u64> {
         let c = &self.version.clock;
-        let latest = crate::damage::latest(c, self.map.now(), crate::clock::realtime_ns());
+        let latest = match &self.image {
+            None => crate::damage::latest(c, self.map.now(), crate::clock::realtime_ns()),
+            Some(Image {
+                latest_stamp: Some(latest),
+                ..
+            }) => *latest,
+            // The file's wall-clock time alone: as for a device of another boot.
+            Some(i) => crate::damage::latest(c, 0, i.taken_realtime_ns),
+        };
         c.anchor_ticks..=latest
     }
 
     /// The [`Check`] of this device's events, as defined by `meta` (copied after them),
     /// their strings in `aux` if copied (see [`crate::damage`]).
     pub fn check<'a>(&self, meta: &Metadata, aux: Option<&'a AuxSnapshots>) -> Check<'a> {
-        Check::new(&self.version, meta, aux, self.stamps())
+        Check::new(
+            &self.version,
+            meta,
+            aux,
+            self.stamps(),
+            self.damaged_extents(),
+        )
     }
 
     /// Takes the damaged events out of `snap` (a copy of this device: its metadata and aux
     /// buffers copied after its rings) and counts them ([`Check::sift`]).
     pub fn sift(&self, snap: &mut Snapshot) {
+        self.check(&snap.meta, None).sift_messages(&mut snap.aux);
         let check = self.check(&snap.meta, Some(&snap.aux));
         for (r, ring) in snap.cpus.iter_mut().enumerate() {
             check.sift(r, ring);
@@ -358,7 +415,7 @@ impl Reader {
     /// `docs/DESIGN.md`, *Snapshots*): every command that reads a device reads it in its
     /// place.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<crate::image::Saved> {
-        let saved = crate::image::save(&self.map, path.as_ref())?;
+        let saved = crate::image::save(&self.map, path.as_ref(), || *self.stamps().end())?;
         self.check_intact()?;
         Ok(saved)
     }

@@ -57,6 +57,8 @@ impl<'d> View<'d> {
         let (aux, aux_error) = dev.aux_or_empty();
         dev.check_intact()?;
         let meta = dev.metadata();
+        let mut aux = aux;
+        dev.check(&meta, None).sift_messages(&mut aux);
         // Indexed once every event's tracepoint and string was copied: a damaged event
         // (`crate::damage`) is counted, not indexed.
         let check = dev.check(&meta, Some(&aux));
@@ -67,10 +69,13 @@ impl<'d> View<'d> {
                 cleared: dev.cleared(n),
                 sound: |e: &Event| check.sound(n, e),
             };
-            cpus.push(match copy {
+            let mut index = match copy {
                 Some(copy) => copy.index(&keep),
                 None => map.ring(n).index_kept(&keep),
-            });
+            };
+            // What a snapshot's damaged extents left out of the ring: damaged, not lost.
+            check.settle(n, &mut index);
+            cpus.push(index);
         }
         drop(check);
         Ok(View {

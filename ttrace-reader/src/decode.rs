@@ -518,6 +518,21 @@ pub fn ring_counts<T>(name: &str, r: &devttrace::RingSnapshot<T>) -> String {
     s
 }
 
+/// What a reader says, one line each, of the damaged extents of the snapshot file `dev`
+/// reads (none for a device or an intact file): `snapshot FILE: extent 7 (ring cpu1,
+/// slots 128..192) is damaged; its bytes were left out, the rest is read`.
+pub fn damaged_extents(dev: &devttrace::Reader) -> Vec<String> {
+    dev.damaged_extents()
+        .iter()
+        .map(|d| {
+            format!(
+                "snapshot {}: {d} is damaged; its bytes were left out, the rest is read",
+                dev.dir().display()
+            )
+        })
+        .collect()
+}
+
 /// The aux line of the footer.
 pub fn aux_line<'s>(ctx: impl Into<Context<'s>>) -> String {
     let ctx = ctx.into();
@@ -526,8 +541,12 @@ pub fn aux_line<'s>(ctx: impl Into<Context<'s>>) -> String {
     }
     use ttrace_layouts::aux::AuxTag;
     let tagged = |tag: AuxTag| ctx.aux.records().filter(|r| r.tag == tag as u16).count();
+    let damaged = match ctx.aux.damaged() {
+        0 => String::new(),
+        n => format!(", {n} messages damaged"),
+    };
     format!(
-        "# aux: {} records kept ({} messages, {} strings), {} incomplete, {} dropped{}",
+        "# aux: {} records kept ({} messages, {} strings), {} incomplete, {} dropped{}{damaged}",
         ctx.aux.records().count(),
         tagged(AuxTag::Info),
         tagged(AuxTag::String),

@@ -99,7 +99,10 @@ pub(super) fn run(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(
     let (mut dev, mut from_start) = match opts.wait {
         false => (open(Some(dir.clone()))?, false),
         true => match Reader::open_with(&dir, trust()) {
-            Ok(dev) => (dev, false),
+            Ok(dev) => {
+                super::open::announce(&dev);
+                (dev, false)
+            }
             Err(e) if !absent(&e) => return Err(refusal(e)),
             // Something that is no device is there: it will not become one.
             Err(devttrace::Error::Missing(_) | devttrace::Error::NotADevice(_))
