@@ -801,3 +801,79 @@ fn a_snapshot_with_a_size_or_offset_changed_is_read_or_refused_never_a_panic() {
     }
     assert!(read > 0 && refused > 0, "{read} read, {refused} refused");
 }
+
+/// The version 3 file of the version 4 file `v4`: the same extents without checksums.
+fn to_version_3(v4: &[u8]) -> Vec<u8> {
+    use ttrace_layouts::snapshot::{
+        Extent, ExtentHead, SnapshotHeader, PAGE, SNAPSHOT_VERSION_EXTENTS,
+    };
+    use zerocopy::IntoBytes;
+    let mut head = SnapshotHeader::read_from_prefix(v4).unwrap().0;
+    let mut out = vec![0u8; PAGE as usize];
+    let mut at = PAGE as usize;
+    let h = EXTENT_HEAD_BYTES as usize;
+    while at < v4.len() {
+        let e = ExtentHead::read_from_bytes(&v4[at..at + h]).unwrap();
+        let data = &v4[at + h..at + h + e.len as usize];
+        out.extend_from_slice(
+            Extent {
+                at: e.at,
+                len: e.len,
+            }
+            .as_bytes(),
+        );
+        out.extend_from_slice(data);
+        at += h + data.len();
+    }
+    (head.version, head.header_sum, head.latest_stamp) = (SNAPSHOT_VERSION_EXTENTS, 0, 0);
+    head.stored_len = out.len() as u64;
+    out[..PAGE as usize].copy_from_slice(head.as_bytes());
+    out
+}
+
+#[test]
+fn a_version_3_snapshot_still_reads_and_its_damaged_events_are_not_shown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let w = ttrace_tests::typed::make(&dir);
+    let v4 = tmp.path().join("v4.ttrace");
+    Reader::open(&dir).unwrap().save(&v4).unwrap();
+    drop(w);
+    let v3 = tmp.path().join("v3.ttrace");
+    let mut bytes = to_version_3(&std::fs::read(&v4).unwrap());
+    std::fs::write(&v3, &bytes).unwrap();
+    let (f3, f4) = (v3.to_str().unwrap(), v4.to_str().unwrap());
+    for command in ["dump", "stats"] {
+        assert_eq!(
+            reader!(command, f3).ok().replace(f3, "FILE"),
+            reader!(command, f4).ok().replace(f4, "FILE"),
+            "{command}"
+        );
+    }
+    // Without checksums a flipped bit is read, but an event it makes impossible (here
+    // `cpu1024`, in the first slot of ring cpu0) is counted, not shown.
+    let layout = Layout::of(Reader::open(&v3).unwrap().mapping().header()).unwrap();
+    let first_slot = layout.rings_at + 4096;
+    let mut at = 4096;
+    let (slot_at, _) = loop {
+        let e = ttrace_layouts::snapshot::Extent::read_from_bytes(&bytes[at..at + 16]).unwrap();
+        if e.at == first_slot {
+            break (at + 16, e.len);
+        }
+        at += 16 + e.len as usize;
+    };
+    bytes[slot_at + 8 + 2] ^= 1 << 2; // type word bit 18: CPU field bit 10
+    std::fs::write(&v3, &bytes).unwrap();
+    let out = reader!("dump", &v3).succeeds();
+    assert_eq!(out.stderr, "", "no checksum, nothing named");
+    let before = reader!("dump", &v4).ok();
+    let count = |s: &str| s.lines().filter(|l| !l.starts_with('#')).count();
+    assert_eq!(count(&out.stdout), count(&before) - 1);
+    assert!(!out.stdout.contains(" cpu1024 "), "{}", out.stdout);
+    let cpu0 = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("# cpu0:"))
+        .unwrap();
+    assert!(cpu0.ends_with(", 1 entries damaged"), "{cpu0}");
+}
