@@ -148,6 +148,25 @@ fn each_impossible_field_hides_its_event_and_counts_it() {
     }
 }
 
+/// A follower leaves a damaged event out too, and counts it.
+#[test]
+fn a_follower_counts_damaged_events_and_shows_the_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let w = make(&dir);
+    let dev = Device::attach(&dir).unwrap();
+    // The first `typed` of ring cpu1, of CPU 1024.
+    with_word(&dev, 1, 0, 1, |t| t | 1 << 18);
+    let reader = Reader::open(&dir).unwrap();
+    let mut follower = devttrace::Follower::from_start(&reader, 0);
+    let poll = follower.poll().unwrap();
+    let cpu1 = &poll.snapshot.cpus[1];
+    assert_eq!((cpu1.events.len(), cpu1.damaged), (11, 1));
+    assert!(cpu1.events.iter().all(|e| e.type_word.cpu() == 1));
+    assert_eq!(poll.snapshot.cpus[0].events.len(), 13);
+    drop(w);
+}
+
 /// The same through the library: a ring snapshot leaves the event out and counts it, and
 /// the counts still add up.
 #[test]

@@ -221,6 +221,14 @@ fn follow_device(
                     name(ring)
                 );
             }
+            let damaged = poll.snapshot.cpus.get(ring).map_or(0, |r| r.damaged);
+            if damaged > 0 {
+                let _ = writeln!(
+                    buf,
+                    "# {}: {damaged} entries damaged (a field no writer of the device can have written): not shown",
+                    name(ring)
+                );
+            }
         }
         if poll.late > 0 {
             let _ = writeln!(
