@@ -53,7 +53,9 @@ fn every_flipped_bit_of_every_entry_shows_only_possible_events_and_counts_the_re
     for line in &base {
         assert_eq!(impossible(line, age_s(&w)), None, "{line}");
     }
-    // Flipped in place, through a writable mapping, read as a reader reads the file.
+    // Flipped in place, through a writable mapping, read as a reader reads the file. (All
+    // loads and stores here are Relaxed: this thread alone writes the device, and reads it
+    // after each change, in program order.)
     let dev = Device::attach(&dir).unwrap();
     let (mut flips, mut vanished, mut counted) = (0, 0, 0);
     for ring in 0..2 {
@@ -99,7 +101,8 @@ fn every_flipped_bit_of_every_entry_shows_only_possible_events_and_counts_the_re
     );
 }
 
-/// A copy of the entry in `slot` of ring `ring` with word `word` changed by `f`, read back.
+/// Changes word `word` of slot `slot` of ring `ring` with `f` (Relaxed: this thread alone
+/// writes the device, and reads it afterwards).
 fn with_word(dev: &Device, ring: usize, slot: usize, word: usize, f: impl Fn(u64) -> u64) {
     let w = &dev.mapping().ring(ring).slots[slot].words[word];
     let old = w.load(core::sync::atomic::Ordering::Relaxed);
