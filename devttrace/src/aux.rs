@@ -399,6 +399,11 @@ impl AuxSnapshots {
         self.buffers.iter().any(|b| b.corrupt)
     }
 
+    /// Messages left out as damaged, in all buffers.
+    pub fn damaged(&self) -> u64 {
+        self.buffers.iter().map(|b| b.damaged).sum()
+    }
+
     /// Bytes in use, in all buffers.
     pub fn bytes_in_use(&self) -> u64 {
         self.buffers.iter().map(|b| b.last - b.first).sum()
@@ -462,6 +467,9 @@ pub struct AuxSnapshot {
     pub first_incomplete: Option<u64>,
     /// Whether a malformed header ended the walk early.
     pub corrupt: bool,
+    /// Messages left out because a field is one no writer of the device can have written
+    /// (`crate::damage`).
+    pub damaged: u64,
     /// The buffer (ring) it is of.
     pub buffer: u32,
     /// The words copied, from offset `base` on.

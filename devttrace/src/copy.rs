@@ -10,9 +10,8 @@
 //! give on it exactly what they would have given on the live ring frozen at the cut, and
 //! nothing read from it can vanish.
 
-use crate::clear::Cleared;
 use crate::event::{Event, Mark, RingIndex, RingSnapshot};
-use crate::ring::{Ring, SlotRead};
+use crate::ring::{Keep, Ring, SlotRead};
 use core::ops::Range;
 use core::sync::atomic::{AtomicU64, Ordering::*};
 use ttrace_layouts::entry::{Slot, Stamp, SLOT_WORDS};
@@ -111,15 +110,15 @@ impl RingCopy {
         }
     }
 
-    /// [`Ring::index_cleared`] of the copy, with the entries committed while it was made
+    /// [`Ring::index_kept`] of the copy, with the entries committed while it was made
     /// counted as such.
-    pub fn index(&self, newer_than: u64, cleared: Cleared) -> RingIndex {
-        self.with_cut(self.ring().index_cleared(newer_than, cleared))
+    pub fn index(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingIndex {
+        self.with_cut(self.ring().index_kept(keep))
     }
 
-    /// [`Ring::snapshot_cleared`] of the copy, likewise.
-    pub fn snapshot(&self, newer_than: u64, cleared: Cleared) -> RingSnapshot {
-        self.with_cut(self.ring().snapshot_cleared(newer_than, cleared))
+    /// [`Ring::snapshot_kept`] of the copy, likewise.
+    pub fn snapshot(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot {
+        self.with_cut(self.ring().snapshot_kept(keep))
     }
 
     /// The event at `mark` (from [`RingCopy::index`]): always there.

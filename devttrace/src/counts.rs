@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::event::{Counted, Event, RingSnapshot};
 use crate::meta::Metadata;
 use crate::reader::Reader;
-use crate::ring::Visitor;
+use crate::ring::{Keep, Visitor};
 use crate::status::Status;
 use crate::version::Version;
 use ttrace_layouts::aux::{aux_ref_parts, full_offset};
@@ -81,6 +81,9 @@ impl Counts {
                 *s = t.string_args();
             }
         }
+        // A damaged event (`crate::damage`) is counted, not counted as an event; its strings
+        // are not looked up here (the extents are).
+        let check = dev.check(&meta, None);
         let mut rings = Vec::with_capacity(dev.cpus());
         for r in 0..dev.cpus() {
             let ring = dev.ring(r)?;
@@ -93,12 +96,19 @@ impl Counts {
                 aux: &aux,
                 release: |slots| map.release_slots(r, slots),
             };
-            let counts = ring.count_cleared(dev.cleared(r), &mut tally);
+            let keep = Keep {
+                newer_than: 0,
+                cleared: dev.cleared(r),
+                sound: |e: &Event| check.sound(r, e),
+            };
+            let mut counts = ring.count_kept(&keep, &mut tally);
+            check.settle(r, &mut counts);
             rings.push(RingCounts {
                 counts,
                 ..tally.ring
             });
         }
+        drop(check);
         dev.check_intact()?;
         Ok(Counts {
             dir: dev.dir().to_path_buf(),

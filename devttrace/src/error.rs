@@ -143,9 +143,83 @@ pub enum Problem {
         /// Its offset in the file.
         offset: u64,
     },
+    /// A snapshot file's part that everything after it depends on (its header page, an
+    /// extent's head, the device header) does not match its checksum: the file was damaged
+    /// after it was written.
+    #[error("is damaged at byte {offset}: {what} does not match its checksum")]
+    Damaged {
+        /// Where the part is in the file.
+        offset: u64,
+        /// Which part.
+        what: &'static str,
+    },
     /// The mapping is not aligned for the layout (it cannot happen with page-aligned maps).
     #[error("misaligned mapping")]
     Misaligned,
+    /// The file is not a regular file (a FIFO, a directory, a socket, a device node): a
+    /// device's files and snapshots are regular files, so something replaced it. Refused
+    /// before anything is read from it (a FIFO would block every reader).
+    #[error("is a {0}, not a regular file: a device's files are regular files (was it replaced?)")]
+    NotAFile(FileKind),
+    /// The path given as a device is neither a directory nor a regular file (a snapshot).
+    #[error("is a {0}: a device is a directory, a snapshot a regular file")]
+    NotADeviceOrSnapshot(FileKind),
+}
+
+/// What a path that should be a regular file is instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// A named pipe.
+    Fifo,
+    /// A directory.
+    Directory,
+    /// A socket.
+    Socket,
+    /// A character device node.
+    CharDevice,
+    /// A block device node.
+    BlockDevice,
+    /// A symbolic link.
+    Symlink,
+    /// A regular file.
+    File,
+}
+
+impl FileKind {
+    /// The kind of file `meta` describes.
+    pub fn of(meta: &std::fs::Metadata) -> FileKind {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            FileKind::Fifo
+        } else if t.is_dir() {
+            FileKind::Directory
+        } else if t.is_socket() {
+            FileKind::Socket
+        } else if t.is_char_device() {
+            FileKind::CharDevice
+        } else if t.is_block_device() {
+            FileKind::BlockDevice
+        } else if t.is_symlink() {
+            FileKind::Symlink
+        } else {
+            FileKind::File
+        }
+    }
+}
+
+impl core::fmt::Display for FileKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            FileKind::Fifo => "FIFO (named pipe)",
+            FileKind::Directory => "directory",
+            FileKind::Socket => "socket",
+            FileKind::CharDevice => "character device",
+            FileKind::BlockDevice => "block device",
+            FileKind::Symlink => "symbolic link",
+            FileKind::File => "regular file",
+        })
+    }
 }
 
 /// Why an aux snapshot failed.

@@ -49,7 +49,7 @@ impl core::fmt::Debug for Event {
 /// A consistent copy of a ring: every complete event, in time order, and the accounting.
 ///
 /// The counts are in slots (a continued event takes two). On a ring nobody is writing,
-/// `head == skipped + committed + claimed + lost` exactly.
+/// `head == skipped + committed + claimed + lost + damaged` exactly.
 ///
 /// `RingSnapshot<Mark>` (a [`RingIndex`]) has the same counts but keeps only where each event
 /// is; [`Ring::event`](crate::ring::Ring::event) then copies it, if it is still there.
@@ -73,6 +73,10 @@ pub struct RingSnapshot<T = Event> {
     pub orphans: u64,
     /// Committed parents whose type word is malformed (a damaged device), skipped.
     pub malformed: u64,
+    /// Entries left out as damaged: those of complete events with a field no writer of the
+    /// device can have written (`crate::damage`), and slots a snapshot's damaged extents
+    /// left out. Not in `committed` nor in `lost`.
+    pub damaged: u64,
     /// Complete events left out because they were not newer than the timestamp asked for.
     pub older: u64,
     /// Restartable rings: entries committed while the copy ran, at positions at or above
@@ -107,6 +111,7 @@ impl<T> Default for RingSnapshot<T> {
             changed: 0,
             orphans: 0,
             malformed: 0,
+            damaged: 0,
             older: 0,
             after_cut: 0,
             cleared: 0,

@@ -2,7 +2,7 @@
 //! keep another user's files out, and mapping them.
 
 use crate::config::{configured_cpus, meta_bytes_for, Config};
-use crate::error::{bad, io, Error, Problem, Result};
+use crate::error::{bad, io, Error, FileKind, Problem, Result};
 use core::ptr::NonNull;
 use memmap2::MmapMut;
 use std::fs::{DirBuilder, File, OpenOptions};
@@ -95,17 +95,46 @@ pub(crate) fn open_existing(path: &Path, access: Access, trust: Trust) -> Result
 
 fn open_file(path: &Path, create_len: Option<u64>, access: Access) -> Result<File> {
     let mut opts = OpenOptions::new();
-    opts.read(true)
-        .write(access == Access::ReadWrite)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    opts.read(true).write(access == Access::ReadWrite);
     if create_len.is_some() {
         opts.create_new(true).mode(0o600);
     }
-    let file = opts.open(path).map_err(io(path))?;
+    let file = open_regular(path, &mut opts, false)?;
     if let Some(len) = create_len {
         file.set_len(len).map_err(io(path))?;
     }
     Ok(file)
+}
+
+/// Opens `path` as `opts` says, never waiting, and only if it is a regular file (else
+/// [`Problem::NotAFile`], naming what it is); a symlink is followed only if `follow` (a
+/// device's files are opened `O_NOFOLLOW`, see [`Trust`]).
+///
+/// `O_NONBLOCK` makes the open of a FIFO return at once instead of waiting for a writer
+/// (which would hang the reader), and `fstat` then refuses it, as it refuses a directory, a
+/// socket or a device node: a device's files and snapshots are regular files, and reading
+/// anything else would block, fail late, or read something that is not a trace. On a
+/// regular file the flag changes nothing (reads and mappings of regular files never block).
+pub(crate) fn open_regular(path: &Path, opts: &mut OpenOptions, follow: bool) -> Result<File> {
+    let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
+    let file = opts
+        .custom_flags(nofollow | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            // A directory opened for writing, a socket: say what it is.
+            Some(libc::EISDIR | libc::ENXIO) => match std::fs::metadata(path) {
+                Ok(m) if FileKind::of(&m) != FileKind::File => {
+                    bad(path, Problem::NotAFile(FileKind::of(&m)))
+                }
+                _ => io(path)(e),
+            },
+            _ => io(path)(e),
+        })?;
+    let meta = file.metadata().map_err(io(path))?;
+    match FileKind::of(&meta) {
+        FileKind::File => Ok(file),
+        kind => Err(bad(path, Problem::NotAFile(kind))),
+    }
 }
 
 pub(crate) fn map(path: &Path, file: &File, expected_len: u64, access: Access) -> Result<MmapMut> {

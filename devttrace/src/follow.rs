@@ -114,20 +114,24 @@ enum Settled {
 }
 
 /// What became of the positions of one ring since a [`Follower`] began: each position from
-/// `from` to `through` is counted once, in one of `read`, `lost`, `gave_up` and `waiting`.
+/// `from` to `through` is counted once, in one of `read`, `lost`, `gave_up`, `damaged` and
+/// `waiting`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Followed {
     /// The first position followed.
     pub from: u64,
     /// One past the last position looked at (the ring's `head` at the last poll).
     pub through: u64,
-    /// Entries (slots) of the events taken: one per event, two per continued one.
+    /// Entries (slots) of the events taken and released: one per event, two per continued
+    /// one (those still held for the reorder window are counted too).
     pub read: u64,
     /// Entries overwritten before they could be read.
     pub lost: u64,
     /// Positions that left the ring never written (skipped by their writer, or reserved by
     /// one that died).
     pub gave_up: u64,
+    /// Entries of events read that were damaged (`crate::damage`): not shown.
+    pub damaged: u64,
     /// Positions still being written.
     pub waiting: u64,
 }
@@ -333,7 +337,7 @@ impl<'d> Follower<'d> {
             ),
             false => Default::default(),
         };
-        let snapshot = Snapshot {
+        let mut snapshot = Snapshot {
             dir: self.dev.dir().to_path_buf(),
             version: self.dev.version(),
             status: if any {
@@ -349,6 +353,12 @@ impl<'d> Follower<'d> {
             aux_error,
             messages: Some(messages),
         };
+        self.dev.sift(&mut snapshot);
+        // The entries of damaged events were read, and are not shown: damaged.
+        for (cursor, ring) in self.rings.iter_mut().zip(&snapshot.cpus) {
+            cursor.totals.read -= ring.damaged.min(cursor.totals.read);
+            cursor.totals.damaged += ring.damaged;
+        }
         Ok(Poll {
             snapshot,
             lost,

@@ -3,11 +3,15 @@
 //!
 //! `save` copies each part with its reader protocol into memory, as the device file lays
 //! it out, and writes the runs of 64-byte blocks that are not all zero as *extents* (format
-//! 3, `ttrace_layouts::snapshot`); `open` places the extents in a zeroed anonymous mapping
-//! the size of the image and checks every one, so a reader reads the image as it reads a
-//! device. Format 2 files, which are the image, are mapped as they are. Why extents of the
-//! image, and what the copy guarantees: `docs/DESIGN.md`, *Snapshots and exports*.
+//! 4, `ttrace_layouts::snapshot`), each with the checksum of its bytes; `open` places the
+//! extents in a zeroed anonymous mapping the size of the image and checks every one, so a
+//! reader reads the image as it reads a device. An extent whose bytes fail their checksum is
+//! left out and named ([`crate::damaged_extent`]); the rest is read. Format 3 files (the same
+//! without checksums) are read the same way, and format 2 files, which are the image, are
+//! mapped as they are. Why extents of the image, and what the copy guarantees:
+//! `docs/DESIGN.md`, *Snapshots and exports*.
 
+use crate::damaged_extent::DamagedExtent;
 use crate::error::{bad, Error, Problem, Result};
 use crate::mapping::Mapping;
 use crate::ring::SlotRead;
@@ -21,8 +25,9 @@ use ttrace_layouts::entry::SLOT_WORDS;
 use ttrace_layouts::meta::{MetaHeader, META_HEADER_BYTES};
 use ttrace_layouts::ring::{RingHeader, RING_HEADER_BYTES};
 use ttrace_layouts::snapshot::{
-    used_runs, Extent, Layout, SnapshotHeader, EXTENTS_AT, EXTENT_BYTES, HEADER_DATA_AT, PAGE,
-    SNAPSHOT_MAGIC, SNAPSHOT_VERSION, SNAPSHOT_VERSION_IMAGE,
+    extent_head_bytes, used_runs, Extent, ExtentHead, Layout, SnapshotHeader, EXTENTS_AT,
+    EXTENT_HEAD_BYTES, HEADER_DATA_AT, PAGE, SNAPSHOT_MAGIC, SNAPSHOT_VERSION,
+    SNAPSHOT_VERSION_EXTENTS, SNAPSHOT_VERSION_IMAGE,
 };
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
@@ -70,11 +75,16 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
 }
 
 /// Saves a consistent copy of the device `map` to the file `path` (created, or replaced;
-/// mode 0600), version 3: only the bytes in use (slots written, aux records kept, metadata
+/// mode 0600), version 4: only the bytes in use (slots written, aux records kept, metadata
 /// published), so its size follows what the device holds. The copy is written to a new
 /// file beside `path` and renamed over it when complete, so a failed save leaves `path` as
-/// it was, and saving over the file being read is safe.
-pub(crate) fn save(map: &Mapping, path: &Path) -> Result<Saved> {
+/// it was, and saving over the file being read is safe. `latest_stamp` says, once the copy
+/// is made, how late an event of it can be ([`SnapshotHeader::latest_stamp`]).
+pub(crate) fn save(
+    map: &Mapping,
+    path: &Path,
+    latest_stamp: impl FnOnce() -> u64,
+) -> Result<Saved> {
     let name = path
         .file_name()
         .ok_or_else(|| io(path)(std::io::ErrorKind::InvalidInput.into()))?;
@@ -83,7 +93,7 @@ pub(crate) fn save(map: &Mapping, path: &Path) -> Result<Saved> {
         name.to_string_lossy(),
         std::process::id()
     ));
-    let saved = save_to(map, &tmp).and_then(|saved| {
+    let saved = save_to(map, &tmp, latest_stamp).and_then(|saved| {
         std::fs::rename(&tmp, path).map_err(io(path))?;
         Ok(saved)
     });
@@ -93,7 +103,7 @@ pub(crate) fn save(map: &Mapping, path: &Path) -> Result<Saved> {
     saved
 }
 
-fn save_to(map: &Mapping, path: &Path) -> Result<Saved> {
+fn save_to(map: &Mapping, path: &Path, latest_stamp: impl FnOnce() -> u64) -> Result<Saved> {
     let h = map.header();
     let layout = Layout::of(h).ok_or_else(|| {
         bad(
@@ -184,7 +194,11 @@ fn save_to(map: &Mapping, path: &Path) -> Result<Saved> {
         set(core::mem::offset_of!(RingHeader, aux_first), aux.first);
         let last = aux.last.max(aux.first);
         set(core::mem::offset_of!(RingHeader, aux_last), last);
-        put(layout.rings_at + r as u64 * layout.ring_stride, &part)?;
+        // The header in extents of its own: damage to the slots leaves it whole.
+        let at = layout.rings_at + r as u64 * layout.ring_stride;
+        let (head, slots) = part.split_at(RING_HEADER_BYTES);
+        put(at, head)?;
+        put(at + RING_HEADER_BYTES as u64, slots)?;
     }
     // Metadata: the header page and the tracepoint words, then the records published,
     // then the names in half 0.
@@ -199,7 +213,9 @@ fn save_to(map: &Mapping, path: &Path) -> Result<Saved> {
     let tp = map.registry().table();
     let table = META_HEADER_BYTES as usize + tp.len() * 8;
     load(tp, &mut part[META_HEADER_BYTES as usize..table]);
-    put(layout.meta_at, &part)?;
+    let (head, table) = part.split_at(META_HEADER_BYTES as usize);
+    put(layout.meta_at, head)?;
+    put(layout.meta_at + META_HEADER_BYTES, table)?;
     put(layout.meta_at + front as u64, &records)?;
     let Extents { out, end, count } = out;
     out.into_inner()
@@ -219,35 +235,44 @@ fn save_to(map: &Mapping, path: &Path) -> Result<Saved> {
     *copy.names_generation.get_mut() = 0;
     *copy.names_used[0].get_mut() = names.len() as u64;
     *copy.names_used[1].get_mut() = 0;
-    let first = Extent {
-        at: layout.header_at,
-        len: HEADER_BYTES as u64,
-    };
+    let first = ExtentHead::of(layout.header_at, copy.as_mut_bytes());
     let put_at = |at: u64, bytes: &[u8]| file.write_all_at(bytes, at).map_err(io(path));
     put_at(PAGE, first.as_bytes())?;
     put_at(HEADER_DATA_AT, copy.as_mut_bytes())?;
     let source = map.dir().display().to_string();
+    // After the copy: no event saved is later.
     let mut head = SnapshotHeader::new(layout, crate::clock::realtime_ns(), &source);
+    head.latest_stamp = latest_stamp();
     head.stored_len = end;
     head.extents = count;
+    head.seal();
     put_at(0, head.as_bytes())?;
     file.sync_all().map_err(io(path))?;
     saved.bytes = end;
     Ok(saved)
 }
 
+/// A snapshot file opened: the device it holds, and what the file says besides.
+pub(crate) struct Opened {
+    /// The image, as a device's mapping.
+    pub(crate) map: Mapping,
+    /// When the snapshot was taken (`CLOCK_REALTIME`, ns).
+    pub(crate) taken_realtime_ns: u64,
+    /// The latest timestamp an event of it can have (version 4; else none).
+    pub(crate) latest_stamp: Option<u64>,
+    /// The extents whose bytes failed their checksum, left out.
+    pub(crate) damaged: Vec<DamagedExtent>,
+}
+
 /// Opens the snapshot file `path` (made by [`save`]) as a device's mapping.
 ///
 /// Any readable file is accepted (a snapshot is a static file, often someone else's);
-/// its contents are checked as a device's are. A version 3 file is read whole into
-/// memory (its extents placed in an image of zeros); a version 2 file is the image and
-/// is mapped, and shrinking it while it is read is reported like a device file shrinking.
-pub(crate) fn open(path: &Path) -> Result<Mapping> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(io(path))?;
+/// its contents are checked as a device's are. A version 4 or 3 file is read whole into
+/// memory (its extents placed in an image of zeros; version 4's checksums checked, a
+/// damaged extent left out and named); a version 2 file is the image and is mapped, and
+/// shrinking it while it is read is reported like a device file shrinking.
+pub(crate) fn open(path: &Path) -> Result<Opened> {
+    let file = crate::files::open_regular(path, std::fs::OpenOptions::new().read(true), true)?;
     let len = file.metadata().map_err(io(path))?.len();
     let min = PAGE + HEADER_BYTES as u64;
     let too_short = |found| {
@@ -278,8 +303,27 @@ pub(crate) fn open(path: &Path) -> Result<Mapping> {
             }),
         ));
     }
-    let (map, watch) = match head.version >> 16 {
-        v if v == SNAPSHOT_VERSION >> 16 => (expand(path, &file, len, &head)?, None),
+    // A version 4 header, or one that has a checksum (a version 4 one whose version was
+    // damaged): it must agree, before anything it says is believed.
+    let major = head.version >> 16;
+    if (major == SNAPSHOT_VERSION >> 16 || head.header_sum != 0)
+        && head.header_sum != head.own_sum()
+    {
+        return Err(bad(
+            path,
+            Problem::Damaged {
+                offset: 0,
+                what: "its header page",
+            },
+        ));
+    }
+    let mut damaged = Vec::new();
+    let (map, watch) = match major {
+        v if v == SNAPSHOT_VERSION >> 16 || v == SNAPSHOT_VERSION_EXTENTS >> 16 => {
+            let (image, d) = expand(path, &file, len, &head)?;
+            damaged = d;
+            (image, None)
+        }
         v if v == SNAPSHOT_VERSION_IMAGE >> 16 => {
             // SAFETY: a private mapping of a file only read here; a file shrunk under it
             // is caught by the SIGBUS watch set below before anything but the checks
@@ -309,7 +353,12 @@ pub(crate) fn open(path: &Path) -> Result<Mapping> {
             ))
         }
     };
-    from_image(path, map, watch, &head.layout)
+    Ok(Opened {
+        map: from_image(path, map, watch, &head.layout)?,
+        taken_realtime_ns: head.taken_realtime_ns,
+        latest_stamp: (major == SNAPSHOT_VERSION >> 16).then_some(head.latest_stamp),
+        damaged,
+    })
 }
 
 /// The device held by `map`, the image of a snapshot file `path` laid out as `layout`
@@ -369,7 +418,7 @@ fn from_image(
     Ok(m)
 }
 
-/// Writes the extents of a version 3 snapshot, from [`EXTENTS_AT`] on.
+/// Writes the extents of a version 4 snapshot, from [`EXTENTS_AT`] on.
 struct Extents<'f> {
     out: std::io::BufWriter<&'f std::fs::File>,
     /// The file offset after the last extent written.
@@ -383,20 +432,17 @@ impl Extents<'_> {
     /// each run of its 64-byte blocks that are not all zero, as an extent.
     fn part(&mut self, at: u64, bytes: &[u8]) -> std::io::Result<()> {
         for (start, end) in used_runs(bytes, SLOT_WORDS * 8) {
-            let head = Extent {
-                at: at + start as u64,
-                len: (end - start) as u64,
-            };
+            let head = ExtentHead::of(at + start as u64, &bytes[start..end]);
             self.out.write_all(head.as_bytes())?;
             self.out.write_all(&bytes[start..end])?;
-            self.end += EXTENT_BYTES + head.len;
+            self.end += EXTENT_HEAD_BYTES + head.len;
             self.count += 1;
         }
         Ok(())
     }
 }
 
-/// A version 3 snapshot file read once, in order.
+/// A version 3 or 4 snapshot file read once, in order.
 struct Input<'a> {
     path: &'a Path,
     file: std::io::BufReader<&'a std::fs::File>,
@@ -406,6 +452,8 @@ struct Input<'a> {
     len: u64,
     /// The image's length.
     image_len: u64,
+    /// Whether extents carry checksums (version 4).
+    summed: bool,
 }
 
 impl Input<'_> {
@@ -430,31 +478,54 @@ impl Input<'_> {
         Ok(())
     }
 
-    /// The next extent's head, checked against the image and the file: its image range.
-    fn extent(&mut self) -> Result<(u64, u64)> {
+    /// The next extent's head, checked against its checksum (version 4), the image and the
+    /// file: its image range, and its head (version 4: with the sum of its bytes).
+    fn extent(&mut self) -> Result<(u64, u64, Option<ExtentHead>)> {
         let at = self.off;
-        if self.len - at < EXTENT_BYTES {
+        let head_bytes = if self.summed {
+            EXTENT_HEAD_BYTES
+        } else {
+            extent_head_bytes(SNAPSHOT_VERSION_EXTENTS)
+        };
+        if self.len - at < head_bytes {
             return Err(self.malformed(at));
         }
-        let mut e = Extent::default();
-        self.read(e.as_mut_bytes())?;
-        let end = e.at.checked_add(e.len).ok_or_else(|| self.malformed(at))?;
-        let fits = e.len > 0 && e.at % 8 == 0 && e.len % 8 == 0 && e.at >= PAGE;
-        if !fits || end > self.image_len || e.len > self.len - self.off {
+        let (e_at, e_len, head) = if self.summed {
+            let mut h = ExtentHead::default();
+            self.read(h.as_mut_bytes())?;
+            if !h.is_intact() {
+                return Err(bad(
+                    self.path,
+                    Problem::Damaged {
+                        offset: at,
+                        what: "the head of an extent",
+                    },
+                ));
+            }
+            (h.at, h.len, Some(h))
+        } else {
+            let mut e = Extent::default();
+            self.read(e.as_mut_bytes())?;
+            (e.at, e.len, None)
+        };
+        let end = e_at.checked_add(e_len).ok_or_else(|| self.malformed(at))?;
+        let fits = e_len > 0 && e_at % 8 == 0 && e_len % 8 == 0 && e_at >= PAGE;
+        if !fits || end > self.image_len || e_len > self.len - self.off {
             return Err(self.malformed(at));
         }
-        Ok((e.at, end))
+        Ok((e_at, end, head))
     }
 }
 
-/// The image of the version 3 snapshot file `path` (`len` bytes, its header page `head`):
-/// its extents, checked, read into a zeroed anonymous mapping the size of the image.
+/// The image of the version 3 or 4 snapshot file `path` (`len` bytes, its header page
+/// `head`): its extents, checked, read into a zeroed anonymous mapping the size of the
+/// image; and the extents whose bytes failed their checksum, left out of it.
 fn expand(
     path: &Path,
     file: &std::fs::File,
     len: u64,
     head: &SnapshotHeader,
-) -> Result<memmap2::MmapMut> {
+) -> Result<(memmap2::MmapMut, Vec<DamagedExtent>)> {
     if len != head.stored_len {
         return Err(bad(
             path,
@@ -474,16 +545,27 @@ fn expand(
         off: PAGE,
         len,
         image_len: head.layout.file_len,
+        summed: head.version >> 16 == SNAPSHOT_VERSION >> 16,
     };
     // Extent 0 is the device header, whole: checked before the image is made.
     if head.layout.header_at != PAGE {
         return Err(bad(path, Problem::Mismatch));
     }
-    if input.extent()? != (PAGE, PAGE + HEADER_BYTES as u64) {
+    let (at, end, first) = input.extent()?;
+    if (at, end) != (PAGE, PAGE + HEADER_BYTES as u64) {
         return Err(input.malformed(PAGE));
     }
     let mut dh = DeviceHeader::new_zeroed();
     input.read(dh.as_mut_bytes())?;
+    if first.is_some_and(|h| !h.holds(dh.as_mut_bytes())) {
+        return Err(bad(
+            path,
+            Problem::Damaged {
+                offset: PAGE,
+                what: "extent 0 (the device header)",
+            },
+        ));
+    }
     let hpath = PathBuf::from(format!("{}[header]", path.display()));
     dh.check().map_err(|e| bad(&hpath, e.into()))?;
     if Layout::of(&dh).as_ref() != Some(&head.layout) {
@@ -494,11 +576,16 @@ fn expand(
     let mut image = memmap2::MmapMut::map_anon(image_len).map_err(io(path))?;
     image[PAGE as usize..PAGE as usize + HEADER_BYTES].copy_from_slice(dh.as_mut_bytes());
     let mut ranges = vec![(PAGE, PAGE + HEADER_BYTES as u64, PAGE)];
-    for _ in 1..head.extents {
+    let mut damaged = Vec::new();
+    for index in 1..head.extents {
         let start = input.off;
-        let (at, end) = input.extent()?;
+        let (at, end, sums) = input.extent()?;
         // Within the image (checked), whose length is a usize.
-        input.read(&mut image[at as usize..end as usize])?;
+        let bytes = &mut image[at as usize..end as usize];
+        input.read(bytes)?;
+        if sums.is_some_and(|h| !h.holds(bytes)) {
+            damaged.push((index, start, at..end));
+        }
         ranges.push((at, end, start));
     }
     // Nothing may follow the last extent.
@@ -510,5 +597,6 @@ fn expand(
     if let Some(w) = ranges.windows(2).find(|w| w[1].0 < w[0].1) {
         return Err(input.malformed(w[1].2));
     }
-    Ok(image)
+    let damaged = crate::damaged_extent::leave_out(&mut image, &dh, &head.layout, &damaged);
+    Ok((image, damaged))
 }

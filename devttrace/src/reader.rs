@@ -4,12 +4,14 @@
 
 use crate::aux::{AuxCopy, AuxSnapshots};
 use crate::clear::Cleared;
-use crate::error::{Error, Problem, Result};
+use crate::damage::Check;
+use crate::damaged_extent::DamagedExtent;
+use crate::error::{Error, FileKind, Problem, Result};
 use crate::event::RingSnapshot;
 use crate::files::{Access, Trust};
 use crate::mapping::Mapping;
 use crate::meta::Metadata;
-use crate::ring::Ring;
+use crate::ring::{Keep, Ring};
 use crate::snapshot::Snapshot;
 use crate::status::Status;
 use crate::version::Version;
@@ -50,6 +52,18 @@ pub struct Reader {
     /// The header's facts, read once at open: they never change, and a header truncated
     /// later must not change them.
     version: Version,
+    /// A snapshot file's own facts (none for a device).
+    image: Option<Image>,
+}
+
+/// What a snapshot file says besides its image.
+struct Image {
+    /// When it was taken (`CLOCK_REALTIME`, ns).
+    taken_realtime_ns: u64,
+    /// The latest timestamp an event of it can have (version 4 files).
+    latest_stamp: Option<u64>,
+    /// Its extents whose bytes failed their checksum, left out.
+    damaged: Vec<DamagedExtent>,
 }
 
 /// Refuses `dir` before anything else is checked when it is no device at all: missing, or a
@@ -95,8 +109,16 @@ impl Reader {
     /// write).
     pub fn open_with(dir: impl AsRef<Path>, trust: Trust) -> Result<Reader> {
         let dir = dir.as_ref();
-        if dir.is_file() {
-            return Reader::open_snapshot(dir);
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_file() => return Reader::open_snapshot(dir),
+            // A FIFO, a socket, a device node: neither, and never opened (a FIFO would block).
+            Ok(m) if !m.is_dir() => {
+                return Err(Error::Invalid {
+                    path: dir.to_path_buf(),
+                    problem: Problem::NotADeviceOrSnapshot(FileKind::of(&m)),
+                })
+            }
+            _ => {}
         }
         is_device_dir(dir)?;
         let map = Mapping::attach(dir, Access::ReadOnly, trust).map_err(missing_file)?;
@@ -112,18 +134,43 @@ impl Reader {
     fn open_snapshot(path: &Path) -> Result<Reader> {
         use std::io::Read;
         let mut magic = [0u8; 8];
-        let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic));
-        if read.is_err() || !ttrace_layouts::snapshot::SnapshotHeader::is_snapshot(&magic) {
+        let file = crate::files::open_regular(path, std::fs::OpenOptions::new().read(true), true);
+        let read = match file {
+            // Replaced by something that is no file since it was looked at.
+            Err(e @ Error::Invalid { .. }) => return Err(e),
+            Err(_) => Err(std::io::ErrorKind::NotFound.into()),
+            Ok(mut f) => f.read_exact(&mut magic),
+        };
+        use ttrace_layouts::snapshot::{SnapshotHeader, SNAPSHOT_MAGIC};
+        let found = u64::from_ne_bytes(magic);
+        // A snapshot's magic with a few bits flipped is a damaged snapshot, not some other
+        // file.
+        if read.is_ok()
+            && !SnapshotHeader::is_snapshot(&magic)
+            && (found ^ SNAPSHOT_MAGIC).count_ones() <= 4
+        {
+            return Err(Error::BadSnapshot {
+                path: path.to_path_buf(),
+                problem: Problem::Header(ttrace_layouts::device::HeaderError::BadMagic(found)),
+            });
+        }
+        if read.is_err() || !SnapshotHeader::is_snapshot(&magic) {
             return Err(Error::Missing(path.to_path_buf()));
         }
-        let map = crate::image::open(path).map_err(|e| match e {
+        let opened = crate::image::open(path).map_err(|e| match e {
             Error::Invalid { path, problem } => Error::BadSnapshot { path, problem },
             Error::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
                 Error::Missing(path)
             }
             e => e,
         })?;
-        Ok(Reader::of(map))
+        let mut reader = Reader::of(opened.map);
+        reader.image = Some(Image {
+            taken_realtime_ns: opened.taken_realtime_ns,
+            latest_stamp: opened.latest_stamp,
+            damaged: opened.damaged,
+        });
+        Ok(reader)
     }
 
     /// A reader of `map`.
@@ -131,6 +178,54 @@ impl Reader {
         Reader {
             version: Version::of(map.header()),
             map,
+            image: None,
+        }
+    }
+
+    /// The extents of a snapshot file whose bytes failed their checksum: left out of what
+    /// is read, which reads as if they had held nothing (what they held is counted as
+    /// damaged), and to be named to the user. Empty for a device, and for an intact file.
+    pub fn damaged_extents(&self) -> &[DamagedExtent] {
+        self.image.as_ref().map_or(&[], |i| &i.damaged)
+    }
+
+    /// The timestamps an event of this device can have now: from its clock anchor (taken
+    /// when it was created) to [`damage::latest`](crate::damage::latest) now; in a snapshot
+    /// file, to when it was taken (version 4: as the file says; earlier ones: by the wall
+    /// clock then, give or take an hour).
+    pub fn stamps(&self) -> core::ops::RangeInclusive<u64> {
+        let c = &self.version.clock;
+        let latest = match &self.image {
+            None => crate::damage::latest(c, self.map.now(), crate::clock::realtime_ns()),
+            Some(Image {
+                latest_stamp: Some(latest),
+                ..
+            }) => *latest,
+            // The file's wall-clock time alone: as for a device of another boot.
+            Some(i) => crate::damage::latest(c, 0, i.taken_realtime_ns),
+        };
+        c.anchor_ticks..=latest
+    }
+
+    /// The [`Check`] of this device's events, as defined by `meta` (copied after them),
+    /// their strings in `aux` if copied (see [`crate::damage`]).
+    pub fn check<'a>(&self, meta: &Metadata, aux: Option<&'a AuxSnapshots>) -> Check<'a> {
+        Check::new(
+            &self.version,
+            meta,
+            aux,
+            self.stamps(),
+            self.damaged_extents(),
+        )
+    }
+
+    /// Takes the damaged events out of `snap` (a copy of this device: its metadata and aux
+    /// buffers copied after its rings) and counts them ([`Check::sift`]).
+    pub fn sift(&self, snap: &mut Snapshot) {
+        self.check(&snap.meta, None).sift_messages(&mut snap.aux);
+        let check = self.check(&snap.meta, Some(&snap.aux));
+        for (r, ring) in snap.cpus.iter_mut().enumerate() {
+            check.sift(r, ring);
         }
     }
 
@@ -197,9 +292,20 @@ impl Reader {
     /// `settimestamp`). See [`crate::Follower`] for reading exactly what is new.
     /// Entries stamped at or before the device's last clear are left out (counted in
     /// `cleared`).
+    ///
+    /// Damaged events ([`crate::damage`]) are left out and counted: checked against the
+    /// metadata as copied after the ring (strings only for their form: the aux buffers are
+    /// not copied).
     pub fn cpu_newer_than(&self, cpu: usize, timestamp: u64) -> Result<RingSnapshot> {
+        let mut snap = self.cpu_unchecked(cpu, timestamp)?;
+        self.check(&self.metadata(), None).sift(cpu, &mut snap);
+        Ok(snap)
+    }
+
+    /// [`Reader::cpu_newer_than`] with every complete event, sound or not.
+    fn cpu_unchecked(&self, cpu: usize, timestamp: u64) -> Result<RingSnapshot> {
         let ring = self.ring(cpu)?;
-        let snap = ring.snapshot_cleared(timestamp, self.cleared(cpu));
+        let snap = ring.snapshot_kept(&Keep::newer_than(timestamp, self.cleared(cpu)));
         self.check_intact()?;
         Ok(snap)
     }
@@ -309,7 +415,7 @@ impl Reader {
     /// `docs/DESIGN.md`, *Snapshots*): every command that reads a device reads it in its
     /// place.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<crate::image::Saved> {
-        let saved = crate::image::save(&self.map, path.as_ref())?;
+        let saved = crate::image::save(&self.map, path.as_ref(), || *self.stamps().end())?;
         self.check_intact()?;
         Ok(saved)
     }
@@ -330,7 +436,7 @@ impl Reader {
         let (cpus, aux, aux_error, meta) = loop {
             let generation = self.map.names().generation();
             let cpus = (0..self.cpus())
-                .map(|n| self.cpu_newer_than(n, timestamp))
+                .map(|n| self.cpu_unchecked(n, timestamp))
                 .collect::<Result<Vec<_>>>()?;
             let (aux, aux_error) = self.aux_or_empty();
             let meta = self.metadata();
@@ -340,7 +446,7 @@ impl Reader {
             }
         };
         self.check_intact()?;
-        Ok(Snapshot {
+        let mut snap = Snapshot {
             dir: self.dir().to_path_buf(),
             version: self.version(),
             status: self.status(),
@@ -350,6 +456,8 @@ impl Reader {
             aux,
             aux_error,
             messages: None,
-        })
+        };
+        self.sift(&mut snap);
+        Ok(snap)
     }
 }

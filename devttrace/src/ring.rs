@@ -4,7 +4,7 @@
 //! one writer at a time per CPU by a restartable sequence (the writer front end's assembly,
 //! whose Rust model is [`Ring::write_restartable`]); a *shared* ring by any number of writers
 //! at once, with [`Ring::write`] and [`Ring::write_pair`]. Readers copy a slot with
-//! [`Ring::read`], a whole ring with the scans ([`Ring::snapshot`], [`Ring::index_cleared`]),
+//! [`Ring::read`], a whole ring with the scans ([`Ring::snapshot`], [`Ring::index_kept`]),
 //! and one position from a live cursor with [`Ring::at`].
 //!
 //! What the code relies on, each argued in `docs/DESIGN.md` (*The restartable protocol*,
@@ -365,18 +365,48 @@ impl<'a, S: SlotWords> Ring<'a, S> {
     }
 }
 
-/// Keeps the complete event `e` (its continuation `stitched` from the next slot) if it
-/// is newer than both `newer_than` and the clear, else counts it.
+/// What a scan keeps of a ring: the complete events that `sound` accepts (the others are
+/// counted as damaged, see `crate::damage`) and that are newer than both `newer_than` and
+/// the clear `cleared`.
+#[derive(Clone, Copy)]
+pub struct Keep<F> {
+    /// Events stamped at or before this are counted as older, not kept.
+    pub newer_than: u64,
+    /// The device's last clear.
+    pub cleared: Cleared,
+    /// Whether an event is sound.
+    pub sound: F,
+}
+
+impl Keep<fn(&Event) -> bool> {
+    /// Every sound-looking event newer than `newer_than` and the clear: what a scan keeps
+    /// where nothing tells it what a device's events must be (a ring alone).
+    pub fn newer_than(newer_than: u64, cleared: Cleared) -> Self {
+        fn any(_: &Event) -> bool {
+            true
+        }
+        Keep {
+            newer_than,
+            cleared,
+            sound: any,
+        }
+    }
+}
+
+/// Keeps the complete event `e` (its continuation `stitched` from the next slot) if `keep`
+/// does, else counts it.
 #[inline]
 fn take<T: Kept, V: Visitor>(
     snap: &mut RingSnapshot<T>,
     e: Event,
     stitched: bool,
-    newer_than: u64,
-    cleared_at: u64,
+    keep: &Keep<impl Fn(&Event) -> bool>,
     visitor: &mut V,
 ) {
-    if e.stamp <= cleared_at {
+    let (newer_than, cleared_at) = (keep.newer_than, keep.cleared.at);
+    if !(keep.sound)(&e) {
+        snap.damaged += 1 + stitched as u64;
+    } else if e.stamp <= cleared_at {
         snap.cleared += 1 + stitched as u64;
     } else if e.stamp > newer_than {
         let pid = (e.ctx >> 32) as u32;
@@ -420,8 +450,7 @@ fn visit<T: Kept, V: Visitor>(
     prev: &SlotRead,
     prev_slot: usize,
     next: &SlotRead,
-    newer_than: u64,
-    cleared_at: u64,
+    keep: &Keep<impl Fn(&Event) -> bool>,
     cut: u64,
     visitor: &mut V,
 ) {
@@ -442,7 +471,7 @@ fn visit<T: Kept, V: Visitor>(
             match stitch(w, prev_slot, || *next) {
                 Some((e, s)) => {
                     stitched = s;
-                    take(snap, e, s, newer_than, cleared_at, visitor);
+                    take(snap, e, s, keep, visitor);
                 }
                 None => snap.malformed += 1,
             }
@@ -522,39 +551,39 @@ impl<S: SlotWords> Ring<'_, S> {
     /// later. To read only what is new, exactly, use a per-slot cursor (devttrace's
     /// `Follower`).
     pub fn snapshot_newer_than(&self, timestamp: u64) -> RingSnapshot {
-        self.scan(timestamp, Cleared::default(), &mut ())
+        self.scan(&Keep::newer_than(timestamp, Cleared::default()), &mut ())
     }
 
-    /// [`Ring::snapshot_newer_than`] of a ring that was cleared as `cleared` says: the
-    /// entries stamped at or before the clear are left out and counted in
-    /// [`RingSnapshot::cleared`], and the counts start from the clear.
-    pub fn snapshot_cleared(&self, timestamp: u64, cleared: Cleared) -> RingSnapshot {
-        self.scan(timestamp, cleared, &mut ())
+    /// [`Ring::snapshot_newer_than`] keeping what `keep` says: only sound events (the
+    /// others counted in [`RingSnapshot::damaged`]), and, of a ring that was cleared as
+    /// `keep.cleared` says, not the entries stamped at or before the clear (counted in
+    /// [`RingSnapshot::cleared`]; the counts start from the clear).
+    pub fn snapshot_kept(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot {
+        self.scan(keep, &mut ())
     }
 
-    /// [`Ring::index_newer_than`] of a ring cleared as `cleared` says (see
-    /// [`Ring::snapshot_cleared`]).
-    pub fn index_cleared(&self, timestamp: u64, cleared: Cleared) -> RingIndex {
-        self.scan(timestamp, cleared, &mut ())
+    /// [`Ring::index_newer_than`] keeping what `keep` says (see [`Ring::snapshot_kept`]).
+    pub fn index_kept(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingIndex {
+        self.scan(keep, &mut ())
     }
 
-    /// The counts of [`Ring::snapshot_cleared`] with nothing kept of the events but what
+    /// The counts of [`Ring::snapshot_kept`] with nothing kept of the events but what
     /// `visitor` takes of each as the scan meets it: the scan of a reader that prints
     /// counters, which copies nothing. The visitor is also told of each range of slots the
     /// scan is done reading (a reader of a mapped file gives their pages back).
-    pub fn count_cleared(
+    pub fn count_kept(
         &self,
-        cleared: Cleared,
+        keep: &Keep<impl Fn(&Event) -> bool>,
         visitor: &mut impl Visitor,
     ) -> RingSnapshot<Counted> {
-        self.scan(0, cleared, visitor)
+        self.scan(keep, visitor)
     }
 
     /// [`Ring::snapshot_newer_than`] that keeps only where each event is, not a copy of it:
     /// the cheap first half of a two-pass read ([`Ring::event`] is the second), which needs
     /// memory for 16 bytes per event instead of 128.
     pub fn index_newer_than(&self, timestamp: u64) -> RingIndex {
-        self.scan(timestamp, Cleared::default(), &mut ())
+        self.scan(&Keep::newer_than(timestamp, Cleared::default()), &mut ())
     }
 
     /// The event at `mark` if its slot still holds it (read with the stamp check, its
@@ -575,12 +604,11 @@ impl<S: SlotWords> Ring<'_, S> {
 
     fn scan<T: Kept, V: Visitor>(
         &self,
-        timestamp: u64,
-        cleared: Cleared,
+        keep: &Keep<impl Fn(&Event) -> bool>,
         visitor: &mut V,
     ) -> RingSnapshot<T> {
         if self.restartable {
-            return self.scan_restartable(timestamp, cleared, visitor);
+            return self.scan_restartable(keep, visitor);
         }
         let n = self.slots.len();
         // The cut: positions below it were reserved before the copy (Acquire: with the
@@ -613,9 +641,7 @@ impl<S: SlotWords> Ring<'_, S> {
             let r = read(i);
             count(&mut snap, &r, head, below(i));
             let j = (i + n - 1) & (n - 1);
-            visit(
-                &mut snap, &prev, j, &r, timestamp, cleared.at, head, visitor,
-            );
+            visit(&mut snap, &prev, j, &r, keep, head, visitor);
             if k % VISITED == 0 || j == n - 1 {
                 visitor.done(done..j + 1);
                 done = i;
@@ -637,11 +663,9 @@ impl<S: SlotWords> Ring<'_, S> {
             }
             _ => first,
         };
-        visit(
-            &mut snap, &prev, last, &successor, timestamp, cleared.at, head, visitor,
-        );
+        visit(&mut snap, &prev, last, &successor, keep, head, visitor);
         visitor.done(done..last + 1);
-        self.finish(snap, head, skipped, cleared)
+        self.finish(snap, head, skipped, keep.cleared)
     }
 
     /// Completes a scan's counts with `head` (what the copy is counted against), the
@@ -662,6 +686,8 @@ impl<S: SlotWords> Ring<'_, S> {
                 .saturating_add(snap.committed)
                 .saturating_add(snap.claimed),
         );
+        // Damaged entries were copied (committed) but are not shown.
+        snap.committed = snap.committed.saturating_sub(snap.damaged);
         // Cleared entries still in the ring were copied (committed) but are not shown.
         snap.committed = snap.committed.saturating_sub(snap.cleared);
         // Positions reserved before the clear that the ring no longer holds are cleared,
@@ -689,8 +715,7 @@ impl<S: SlotWords> Ring<'_, S> {
     /// overwritten, with its event). See the module documentation.
     fn scan_restartable<T: Kept, V: Visitor>(
         &self,
-        timestamp: u64,
-        cleared: Cleared,
+        keep: &Keep<impl Fn(&Event) -> bool>,
         visitor: &mut V,
     ) -> RingSnapshot<T> {
         let n = self.slots.len() as u64;
@@ -723,7 +748,7 @@ impl<S: SlotWords> Ring<'_, S> {
                 match stitch(&w, pi, || r) {
                     Some((e, s)) => {
                         stitched = s;
-                        take(&mut snap, e, s, timestamp, cleared.at, visitor);
+                        take(&mut snap, e, s, keep, visitor);
                     }
                     None => snap.malformed += 1,
                 }
@@ -763,7 +788,7 @@ impl<S: SlotWords> Ring<'_, S> {
         }
         // The cut is `h1`: what was committed since is counted as such, not as lost.
         snap.after_cut = self.head.load(Acquire).saturating_sub(h1);
-        self.finish(snap, h1, 0, cleared)
+        self.finish(snap, h1, 0, keep.cleared)
     }
 }
 

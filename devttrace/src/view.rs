@@ -6,6 +6,7 @@ use crate::error::Result;
 use crate::event::{Event, Mark, RingIndex};
 use crate::meta::Metadata;
 use crate::reader::Reader;
+use crate::ring::Keep;
 use crate::status::Status;
 use crate::version::Version;
 
@@ -14,7 +15,8 @@ use crate::version::Version;
 ///
 /// Each ring of a live device is copied first ([`RingCopy`]: one read of each slot in use,
 /// with the stamp check, oldest first, the mapping's pages let go as the copy goes), then
-/// indexed: where each complete event is, in time order. Formatting reads the events from
+/// indexed once the metadata is copied: where each complete and sound event is, in time
+/// order (a damaged one, see [`crate::damage`], is counted instead). Formatting reads the events from
 /// the copies, so none of them can be overwritten in between however busy the writers are,
 /// and the ring's bytes are in this process once. A snapshot file's image is read in place
 /// (nothing changes it). The aux buffers are copied after the rings, and the metadata after
@@ -45,22 +47,37 @@ impl<'d> View<'d> {
     pub fn of(dev: &'d Reader, timestamp: u64) -> Result<View<'d>> {
         let map = dev.mapping();
         let mut copies = Vec::with_capacity(dev.cpus());
-        let mut cpus = Vec::with_capacity(dev.cpus());
         for n in 0..dev.cpus() {
             let ring = dev.ring(n)?;
-            let cleared = dev.cleared(n);
-            if map.is_image() {
-                cpus.push(ring.index_cleared(timestamp, cleared));
-                copies.push(None);
-            } else {
-                let copy = RingCopy::of(&ring, |slots| map.release_slots(n, slots));
-                cpus.push(copy.index(timestamp, cleared));
-                copies.push(Some(copy));
-            }
+            copies.push(match map.is_image() {
+                false => Some(RingCopy::of(&ring, |slots| map.release_slots(n, slots))),
+                true => None,
+            });
         }
         let (aux, aux_error) = dev.aux_or_empty();
         dev.check_intact()?;
         let meta = dev.metadata();
+        let mut aux = aux;
+        dev.check(&meta, None).sift_messages(&mut aux);
+        // Indexed once every event's tracepoint and string was copied: a damaged event
+        // (`crate::damage`) is counted, not indexed.
+        let check = dev.check(&meta, Some(&aux));
+        let mut cpus = Vec::with_capacity(dev.cpus());
+        for (n, copy) in copies.iter().enumerate() {
+            let keep = Keep {
+                newer_than: timestamp,
+                cleared: dev.cleared(n),
+                sound: |e: &Event| check.sound(n, e),
+            };
+            let mut index = match copy {
+                Some(copy) => copy.index(&keep),
+                None => map.ring(n).index_kept(&keep),
+            };
+            // What a snapshot's damaged extents left out of the ring: damaged, not lost.
+            check.settle(n, &mut index);
+            cpus.push(index);
+        }
+        drop(check);
         Ok(View {
             dev,
             version: dev.version(),

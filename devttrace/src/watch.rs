@@ -9,7 +9,7 @@
 use crate::reader::Reader;
 use crate::version::Version;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use ttrace_layouts::device::{DeviceHeader, HEADER_BYTES};
 use zerocopy::FromBytes;
@@ -47,12 +47,15 @@ pub struct Watch {
 /// ```
 pub fn version_at(dir: &Path) -> Option<Version> {
     let mut buf = vec![0u8; HEADER_BYTES];
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(dir.join("header"))
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .ok()?;
+    // Never waits: a FIFO put in the header's place is no header.
+    crate::files::open_regular(
+        &dir.join("header"),
+        std::fs::OpenOptions::new().read(true),
+        false,
+    )
+    .ok()?
+    .read_exact(&mut buf)
+    .ok()?;
     let h = DeviceHeader::read_from_bytes(&buf).ok()?;
     h.check().ok()?;
     Some(Version::of(&h))

@@ -52,6 +52,7 @@ pub mod meta;
 pub mod format;
 pub mod ring;
 pub mod device;
+pub mod sum;
 pub mod snapshot;
 
 /// Rounds `n` up to the next multiple of 8 (the alignment of aux and metadata records).

@@ -15,15 +15,20 @@
 //! The offsets follow from the device header ([`Layout::of`]); the snapshot header repeats
 //! them so that the file describes itself, and a reader checks that both agree.
 //!
-//! **Version 3** (written now) stores only the image's bytes in use: the header page, then
-//! *extents*, each an [`Extent`] (where its bytes go in the image, and how many) followed by
-//! those bytes. Everything no extent covers is zero: the empty slots, the aux bytes outside
-//! the records kept, unused metadata. So a snapshot's size follows what the device holds,
-//! not its capacity.
+//! **Version 4** (written now) stores only the image's bytes in use: the header page, then
+//! *extents*, each an [`ExtentHead`] (where its bytes go in the image, how many, and their
+//! checksum) followed by those bytes. Everything no extent covers is zero: the empty slots,
+//! the aux bytes outside the records kept, unused metadata. So a snapshot's size follows what
+//! the device holds, not its capacity. Checksums ([`crate::sum`]) find damage: the header
+//! page's (`header_sum`) and each head's (`head_sum`) make damage there an error (nothing
+//! after a damaged head can be found); a damaged extent's bytes (`sum`) are left out and
+//! named, and the rest is read. A writer puts each part's header (a ring's header page, the
+//! metadata header) in extents of its own, so that damage to the bytes after it never
+//! takes the structure with it.
 //!
-//! | file offset     | version 3                                          |
+//! | file offset     | version 4                                          |
 //! |-----------------|----------------------------------------------------|
-//! | 0               | [`SnapshotHeader`] (one page): `stored_len`, `extents` |
+//! | 0               | [`SnapshotHeader`] (one page): `stored_len`, `extents`, `header_sum` |
 //! | [`PAGE`]        | extent 0: the device header, whole (`at` = `header_at`, `len` = [`HEADER_BYTES`]) |
 //! | ...             | extents 1 .. `extents`, in the order they were copied |
 //! | `stored_len`    | end of the file                                    |
@@ -31,8 +36,9 @@
 //! Each extent's `at` and `len` are multiples of 8, `len` is not zero, it lies within the
 //! image (`at + len <= layout.file_len`) and beyond the header page, and no two overlap.
 //!
-//! **Version 2** stored the image itself (the file *is* the image, `file_len` bytes, unused
-//! parts as holes); readers still accept it.
+//! **Version 3** is version 4 without checksums: each head is an [`Extent`] (`at`, `len`),
+//! and `header_sum` and `latest_stamp` are zero. **Version 2** stored the image itself (the
+//! file *is* the image, `file_len` bytes, unused parts as holes). Readers still accept both.
 
 use crate::device::{DeviceHeader, HEADER_BYTES};
 use crate::ring::ring_file_bytes;
@@ -41,8 +47,10 @@ use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 
 /// Magic of a snapshot file (`"ttsnap\0\x01"` in the writer's byte order).
 pub const SNAPSHOT_MAGIC: u64 = u64::from_le_bytes(*b"ttsnap\x00\x01");
-/// Version of this layout (compacted: extents): major in the high 16 bits.
-pub const SNAPSHOT_VERSION: u32 = 3 << 16;
+/// Version of this layout (extents with checksums): major in the high 16 bits.
+pub const SNAPSHOT_VERSION: u32 = 4 << 16;
+/// Version of the former layout, still read: extents without checksums.
+pub const SNAPSHOT_VERSION_EXTENTS: u32 = 3 << 16;
 /// Version of the former layout, still read: the file is the image.
 pub const SNAPSHOT_VERSION_IMAGE: u32 = 2 << 16;
 /// Alignment of every part.
@@ -137,11 +145,18 @@ pub struct SnapshotHeader {
     pub source_len: u64,
     /// The device directory it was taken from (UTF-8, for people).
     pub source: [u8; 1024],
-    /// Version 3: the length of the file (version 2: zero).
+    /// Versions 3 and 4: the length of the file (version 2: zero).
     pub stored_len: u64,
-    /// Version 3: how many extents follow the header page (version 2: zero).
+    /// Versions 3 and 4: how many extents follow the header page (version 2: zero).
     pub extents: u64,
-    _pad: [u64; 372],
+    /// Version 4: the latest timestamp an event of the snapshot can have, in the device's
+    /// clock: when it was taken, after the copy (give or take what a reader of the device
+    /// allowed then: `devttrace::damage::latest`). Earlier versions: zero.
+    pub latest_stamp: u64,
+    /// Version 4: [`sum64`](crate::sum::sum64) of this page with this field zero, seed
+    /// [`SUM_HEADER`] (earlier versions: zero).
+    pub header_sum: u64,
+    _pad: [u64; 370],
 }
 
 assert_eq_size!(SnapshotHeader, [u8; PAGE as usize]);
@@ -154,10 +169,12 @@ const_assert_eq!(core::mem::offset_of!(SnapshotHeader, source_len), 72);
 const_assert_eq!(core::mem::offset_of!(SnapshotHeader, source), 80);
 const_assert_eq!(core::mem::offset_of!(SnapshotHeader, stored_len), 1104);
 const_assert_eq!(core::mem::offset_of!(SnapshotHeader, extents), 1112);
+const_assert_eq!(core::mem::offset_of!(SnapshotHeader, latest_stamp), 1120);
+const_assert_eq!(core::mem::offset_of!(SnapshotHeader, header_sum), 1128);
 assert_eq_size!(Layout, [u8; 48]);
 
 /// The head of an extent of a version 3 snapshot: `len` bytes follow it, to be placed at
-/// image offset `at`.
+/// image offset `at` (version 4: [`ExtentHead`]).
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
 )]
@@ -175,9 +192,79 @@ assert_eq_size!(Extent, [u8; EXTENT_BYTES as usize]);
 const_assert_eq!(core::mem::offset_of!(Extent, at), 0);
 const_assert_eq!(core::mem::offset_of!(Extent, len), 8);
 
-/// Where the data of extent 0 (the device header) lies in a version 3 file.
-pub const HEADER_DATA_AT: u64 = PAGE + EXTENT_BYTES;
-/// Where extent 1 begins in a version 3 file.
+/// The head of an extent of a version 4 snapshot: an [`Extent`] with checksums.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+#[repr(C)]
+pub struct ExtentHead {
+    /// Where the bytes go in the image (a multiple of 8).
+    pub at: u64,
+    /// How many bytes follow (a multiple of 8, not zero).
+    pub len: u64,
+    /// [`sum64`](crate::sum::sum64) of those bytes, seed [`SUM_EXTENT`].
+    pub sum: u64,
+    /// `sum64` of the three words before, seed [`SUM_HEAD`].
+    pub head_sum: u64,
+}
+
+/// Bytes of an [`ExtentHead`].
+pub const EXTENT_HEAD_BYTES: u64 = 32;
+assert_eq_size!(ExtentHead, [u8; EXTENT_HEAD_BYTES as usize]);
+const_assert_eq!(core::mem::offset_of!(ExtentHead, at), 0);
+const_assert_eq!(core::mem::offset_of!(ExtentHead, len), 8);
+const_assert_eq!(core::mem::offset_of!(ExtentHead, sum), 16);
+const_assert_eq!(core::mem::offset_of!(ExtentHead, head_sum), 24);
+
+/// The seed of [`SnapshotHeader::header_sum`].
+pub const SUM_HEADER: u64 = u64::from_le_bytes(*b"ttsnhead");
+/// The seed of [`ExtentHead::head_sum`].
+pub const SUM_HEAD: u64 = u64::from_le_bytes(*b"ttsnexth");
+/// The seed of [`ExtentHead::sum`].
+pub const SUM_EXTENT: u64 = u64::from_le_bytes(*b"ttsnextb");
+
+impl ExtentHead {
+    /// The head of the extent of `bytes` placed at image offset `at`, its sums made.
+    pub fn of(at: u64, bytes: &[u8]) -> ExtentHead {
+        let mut h = ExtentHead {
+            at,
+            len: bytes.len() as u64,
+            sum: crate::sum::sum64(SUM_EXTENT, bytes),
+            head_sum: 0,
+        };
+        h.head_sum = h.own_sum();
+        h
+    }
+
+    /// What `head_sum` must be.
+    pub fn own_sum(&self) -> u64 {
+        crate::sum::sum64(SUM_HEAD, &self.as_bytes()[..24])
+    }
+
+    /// Whether the head is as written (`head_sum` agrees).
+    pub fn is_intact(&self) -> bool {
+        self.head_sum == self.own_sum()
+    }
+
+    /// Whether `bytes` are the extent's bytes as written (`sum` agrees).
+    pub fn holds(&self, bytes: &[u8]) -> bool {
+        bytes.len() as u64 == self.len && crate::sum::sum64(SUM_EXTENT, bytes) == self.sum
+    }
+}
+
+/// Bytes of an extent's head in a file of `version` ([`SNAPSHOT_VERSION`] or
+/// [`SNAPSHOT_VERSION_EXTENTS`]).
+pub const fn extent_head_bytes(version: u32) -> u64 {
+    if version >> 16 >= SNAPSHOT_VERSION >> 16 {
+        EXTENT_HEAD_BYTES
+    } else {
+        EXTENT_BYTES
+    }
+}
+
+/// Where the data of extent 0 (the device header) lies in a version 4 file.
+pub const HEADER_DATA_AT: u64 = PAGE + EXTENT_HEAD_BYTES;
+/// Where extent 1 begins in a version 4 file.
 pub const EXTENTS_AT: u64 = HEADER_DATA_AT + HEADER_BYTES as u64;
 
 /// The image ranges worth storing of a part of `bytes` placed at an 8-aligned image offset:
@@ -231,6 +318,18 @@ impl SnapshotHeader {
         h.source[..n].copy_from_slice(&source.as_bytes()[..n]);
         h.source_len = n as u64;
         h
+    }
+
+    /// What `header_sum` must be (version 4).
+    pub fn own_sum(&self) -> u64 {
+        let mut copy = *self;
+        copy.header_sum = 0;
+        crate::sum::sum64(SUM_HEADER, copy.as_bytes())
+    }
+
+    /// Sets `header_sum` (the last change to a version 4 header).
+    pub fn seal(&mut self) {
+        self.header_sum = self.own_sum();
     }
 
     /// Whether the first bytes of a file are a snapshot's (its magic, in either byte order).

@@ -410,7 +410,9 @@ thread_local! {
 
 /// Target `snapshot`: a real snapshot file, its bytes edited as the input says (the byte
 /// edits of [`Edit::decode`]: writes, words, cuts, appends), read with [`read_device`] as
-/// `dump`, `stats` and the exports read a snapshot file.
+/// `dump`, `stats` and the exports read a snapshot file: as edited (the checksums find the
+/// damage), then with its checksums made again ([`reseal`]: what the structure's own checks
+/// must refuse). Returns what the second read gave.
 pub fn snapshot(data: &[u8]) -> Option<usize> {
     let mut bytes = base_snapshot().to_vec();
     for e in Edit::decode(data) {
@@ -418,8 +420,56 @@ pub fn snapshot(data: &[u8]) -> Option<usize> {
     }
     SNAPSHOT_FILE.with(|(_, file)| {
         std::fs::write(file, &bytes).expect("the edited snapshot");
+        read_device(file);
+        reseal(&mut bytes);
+        std::fs::write(file, &bytes).expect("the resealed snapshot");
         read_device(file)
     })
+}
+
+/// Makes the checksums of a version 4 snapshot file's bytes again, as far as its heads can
+/// be followed: its header page's, and each extent's (of its bytes and of its head), so
+/// that edits of what they cover are taken for what was written. (An older file, or one
+/// too short, is left as it is; a newer one gets its header page's.)
+pub fn reseal(b: &mut [u8]) {
+    use ttrace_layouts::snapshot::{
+        ExtentHead, SnapshotHeader, EXTENT_HEAD_BYTES, PAGE, SNAPSHOT_VERSION,
+    };
+    use zerocopy::{FromBytes, IntoBytes};
+    let Ok((mut head, _)) = SnapshotHeader::read_from_prefix(b) else {
+        return;
+    };
+    if head.version >> 16 < SNAPSHOT_VERSION >> 16 {
+        return;
+    }
+    head.seal();
+    b[..PAGE as usize].copy_from_slice(head.as_bytes());
+    if head.version >> 16 != SNAPSHOT_VERSION >> 16 {
+        return;
+    }
+    let mut at = PAGE as usize;
+    let h = EXTENT_HEAD_BYTES as usize;
+    while at + h <= b.len() {
+        let Ok(e) = ExtentHead::read_from_bytes(&b[at..at + h]) else {
+            return;
+        };
+        let data = at + h;
+        let Some(end) = usize::try_from(e.len)
+            .ok()
+            .and_then(|l| data.checked_add(l))
+            .filter(|&end| end <= b.len())
+        else {
+            let mut e = e;
+            e.head_sum = e.own_sum();
+            b[at..at + h].copy_from_slice(e.as_bytes());
+            return;
+        };
+        let mut sealed = ExtentHead::of(e.at, &b[data..end]);
+        sealed.len = e.len;
+        sealed.head_sum = sealed.own_sum();
+        b[at..at + h].copy_from_slice(sealed.as_bytes());
+        at = end;
+    }
 }
 
 fn words(data: &[u8]) -> impl Iterator<Item = u64> + '_ {

@@ -13,6 +13,7 @@ pub mod ctf;
 pub mod fuzz;
 pub mod layers;
 pub mod rseq;
+pub mod typed;
 pub mod uftrace;
 pub mod viewer;
 

@@ -343,6 +343,9 @@ pub struct Tally {
     pub dropped: u64,
     /// Strings of the events counted that show as `<lost>`.
     pub strings_lost: u64,
+    /// Ring entries left out as damaged (`devttrace::damage`: a field no writer of the
+    /// device can have written, or a snapshot's damaged extent).
+    pub damaged: u64,
 }
 
 impl Tally {
@@ -366,14 +369,15 @@ impl Tally {
             if filter.cpus.is_empty() || filter.cpus.contains(&ring) {
                 self.lost += r.lost;
                 self.dropped += r.dropped;
+                self.damaged += r.damaged;
             }
         }
     }
 
     /// `298 events (290 trace points, 8 messages); 6 entries lost, 0 events dropped, 2
-    /// strings lost`.
+    /// strings lost` (and `, 2 entries damaged` where some were).
     pub fn line(&self) -> String {
-        format!(
+        let mut line = format!(
             "{} events ({} trace points, {} messages); {} entries lost, {} events dropped, {} strings lost",
             self.events(),
             self.points,
@@ -381,7 +385,11 @@ impl Tally {
             self.lost,
             self.dropped,
             self.strings_lost
-        )
+        );
+        if self.damaged > 0 {
+            line += &format!(", {} entries damaged", self.damaged);
+        }
+        line
     }
 }
 
@@ -515,6 +523,9 @@ pub fn ring_counts<T>(name: &str, r: &devttrace::RingSnapshot<T>) -> String {
     if r.malformed > 0 {
         s += &format!(", {} malformed", r.malformed);
     }
+    if r.damaged > 0 {
+        s += &format!(", {} entries damaged", r.damaged);
+    }
     if r.after_cut > 0 {
         s += &format!(", {} written while reading", r.after_cut);
     }
@@ -524,14 +535,33 @@ pub fn ring_counts<T>(name: &str, r: &devttrace::RingSnapshot<T>) -> String {
     s
 }
 
+/// What a reader says, one line each, of the damaged extents of the snapshot file `dev`
+/// reads (none for a device or an intact file): `snapshot FILE: extent 7 (ring cpu1,
+/// slots 128..192) is damaged; its bytes were left out, the rest is read`.
+pub fn damaged_extents(dev: &devttrace::Reader) -> Vec<String> {
+    dev.damaged_extents()
+        .iter()
+        .map(|d| {
+            format!(
+                "snapshot {}: {d} is damaged; its bytes were left out, the rest is read",
+                dev.dir().display()
+            )
+        })
+        .collect()
+}
+
 /// The aux line of the footer.
 pub fn aux_line<'s>(ctx: impl Into<Context<'s>>) -> String {
     let ctx = ctx.into();
     if let Some(e) = ctx.aux_error {
         return format!("# aux: not copied ({e}): strings show as <lost>");
     }
+    let damaged = match ctx.aux.damaged() {
+        0 => String::new(),
+        n => format!(", {n} messages damaged"),
+    };
     format!(
-        "# aux: {} records kept, {} incomplete, {} dropped{}",
+        "# aux: {} records kept, {} incomplete, {} dropped{}{damaged}",
         ctx.aux.records().count(),
         ctx.aux.incomplete(),
         ctx.status.aux_dropped,

@@ -812,6 +812,9 @@ fn remove_dirs(created: &[PathBuf]) {
 /// after.
 pub fn mount(device: &Path, mountpoint: &Path, trust: Trust) -> Result<(), Error> {
     let dev = Reader::open_with(device, trust)?;
+    for line in crate::decode::damaged_extents(&dev) {
+        eprintln!("ttrace-reader: {line}");
+    }
     let meta = std::fs::metadata(dev.dir()).map_err(|source| Error::File {
         path: device.to_path_buf(),
         source,

@@ -145,6 +145,8 @@ pub struct RingCounts {
     pub orphans: u64,
     /// Malformed entries.
     pub malformed: u64,
+    /// Entries left out as damaged (`devttrace::damage`).
+    pub damaged: u64,
     /// Entries written while the ring was read, left out.
     pub after_cut: u64,
     /// Entries hidden by a clear.
@@ -450,6 +452,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             older: r.older,
             orphans: r.orphans,
             malformed: r.malformed,
+            damaged: r.damaged,
             after_cut: r.after_cut,
             cleared: r.cleared,
         })
@@ -608,6 +611,7 @@ pub fn json(r: &Report) -> String {
                 "ring": c.ring, "events": c.events, "entries": c.entries, "lost": c.lost,
                 "incomplete": c.incomplete, "dropped": c.dropped, "older_than_since": c.older,
                 "orphaned_continuations": c.orphans, "malformed": c.malformed,
+                "damaged": c.damaged,
                 "written_while_reading": c.after_cut, "cleared": c.cleared,
             })
         })
@@ -623,6 +627,7 @@ pub fn json(r: &Report) -> String {
         "by": by,
         "lost": r.rings.iter().map(|c| c.lost).sum::<u64>(),
         "dropped": r.rings.iter().map(|c| c.dropped).sum::<u64>(),
+        "damaged": r.rings.iter().map(|c| c.damaged).sum::<u64>(),
         "rings": rings,
         "events": r.events,
         "covered_ns": r.covered_ns,

@@ -59,6 +59,7 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
         tally.points += r.counts.events.len() as u64 - messages;
         tally.lost += r.counts.lost;
         tally.dropped += r.counts.dropped;
+        tally.damaged += r.counts.damaged;
         tally.strings_lost += r.strings_lost;
         if !decode::shown(ring, &r.counts, n, &Filter::default()) {
             continue;

@@ -49,15 +49,9 @@ fn device(dir: &std::path::Path, slots: u64, trace: Trace) -> Device {
             Trace::Calls => 1 << 32 | (2 + ring as u64),
         };
         for i in 0..slots {
-            let w = [
-                words[i as usize % 2],
-                ctx,
-                i,
-                i * 3,
-                i ^ 0xff,
-                (i as i64 - 500) as u64,
-                7,
-            ];
+            // Written on the ring's CPU, as a restartable ring's entries are.
+            let word = ttrace_layouts::entry::TypeWord(words[i as usize % 2]).with_cpu(ring as u32);
+            let w = [word.0, ctx, i, i * 3, i ^ 0xff, (i as i64 - 500) as u64, 7];
             dev.mapping()
                 .ring(ring)
                 .write(base + i * 100 + ring as u64, 1, &w);

@@ -13,5 +13,6 @@ mod follow_wait;
 mod info;
 mod messages;
 mod mount;
+mod not_regular;
 mod reader_cli;
 mod report;

@@ -215,7 +215,9 @@ fn follow_prints_the_events_a_process_writes_after_it_started() {
     let footer: Vec<&String> = got.iter().filter(|l| l.contains(" followed: ")).collect();
     assert!(!footer.is_empty(), "{got:?}");
     assert!(
-        footer.iter().all(|l| l.contains(" 0 lost, 0 given up")),
+        footer
+            .iter()
+            .all(|l| l.contains(" 0 lost, 0 given up, 0 damaged")),
         "{footer:?}"
     );
     assert_eq!(got.last().map(String::as_str), Some("# 90 events printed"));
@@ -616,15 +618,20 @@ fn extreme_values_are_shown_not_crashed_on() {
     let dir = tmp.path().join("dev");
     let w = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
     let word = ttrace_tests::define(&w, "edge", "u={u} d={d:d} x={x:x} s={s:s}");
-    // An unnamed writer whose context is all ones, and extreme argument values.
+    // An unnamed writer with the largest ids Linux gives, and extreme argument values.
+    let most = devttrace::damage::PID_MAX;
     w.emit(
         word,
-        u64::MAX,
+        most << 32 | most,
         &[u64::MAX, i64::MIN as u64, u64::MAX, 12345],
     );
-    let (lines, _) = dump(&[dir.to_str().unwrap()]);
+    // A context no process can have (all ones) is damage, counted, not shown.
+    w.emit(word, u64::MAX, &[1, 2, 3, 4]);
+    let (lines, footer) = dump(&[dir.to_str().unwrap()]);
     assert_eq!(lines.len(), 1);
-    assert_eq!((lines[0].pid, lines[0].tid), (u32::MAX, u32::MAX));
+    let last = footer.last().unwrap();
+    assert!(last.ends_with(", 1 entries damaged"), "{footer:?}");
+    assert_eq!((lines[0].pid as u64, lines[0].tid as u64), (most, most));
     assert_eq!(lines[0].thread, "?");
     assert_eq!(
         lines[0].text,

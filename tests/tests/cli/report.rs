@@ -18,9 +18,10 @@ fn rank(v: &[u64], q: f64) -> u64 {
     v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
 }
 
-/// Writes, into ring `ring`, one `call` entry/exit pair of duration `d` per element,
-/// from `start` on (ns), for thread `ctx`.
+/// Writes, into ring `ring` (a restartable one: its entries carry its CPU), one `call`
+/// entry/exit pair of duration `d` per element, from `start` on (ns), for thread `ctx`.
 fn pairs(dev: &Device, ring: usize, ctx: u64, start: u64, ds: &[u64], enter: u64, exit: u64) {
+    let (enter, exit) = (on(enter, ring), on(exit, ring));
     let mut t = start;
     for &d in ds {
         dev.mapping()
@@ -33,6 +34,11 @@ fn pairs(dev: &Device, ring: usize, ctx: u64, start: u64, ds: &[u64], enter: u64
             .unwrap();
         t += d + 50;
     }
+}
+
+/// Type word `word` as written on CPU `cpu`.
+fn on(word: u64, cpu: usize) -> u64 {
+    ttrace_layouts::entry::TypeWord(word).with_cpu(cpu as u32).0
 }
 
 #[test]
@@ -59,11 +65,11 @@ fn percentiles_counts_and_histograms_are_those_of_the_recorded_durations() {
     let t = base + 2_000_000;
     dev.mapping()
         .ring(1)
-        .write(t, 1, &[start, 1 << 32 | 3, 0, 0, 0, 0, 0])
+        .write(t, 1, &[on(start, 1), 1 << 32 | 3, 0, 0, 0, 0, 0])
         .unwrap();
     dev.mapping()
         .ring(1)
-        .write(t + 12_346, 1, &[stop, 1 << 32 | 3, 0, 0, 0, 0, 0])
+        .write(t + 12_346, 1, &[on(stop, 1), 1 << 32 | 3, 0, 0, 0, 0, 0])
         .unwrap();
     let d = dir.to_str().unwrap();
 

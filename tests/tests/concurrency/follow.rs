@@ -167,12 +167,13 @@ fn one_run(run: u64) -> Found {
             continue;
         };
         let n = numbers(footer);
-        // positions FROM..THROUGH followed: READ read, LOST lost, GAVE_UP given up, WAITING
-        let [from, through, read, lost_here, gave_up, waiting] = n[..] else {
+        // positions FROM..THROUGH followed: READ read, LOST lost, GAVE_UP given up, DAMAGED
+        // damaged, WAITING still being written
+        let [from, through, read, lost_here, gave_up, damaged, waiting] = n[..] else {
             panic!("run {run}: {footer}");
         };
         assert_eq!((from, through), (0, head), "run {run}: {footer}");
-        assert_eq!(waiting, 0, "run {run}: {footer}");
+        assert_eq!((damaged, waiting), (0, 0), "run {run}: {footer}");
         assert_eq!(
             read + lost_here + gave_up,
             head,

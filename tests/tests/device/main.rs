@@ -9,6 +9,7 @@
 mod churn;
 mod config;
 mod damaged;
+mod entry_damage;
 mod info_control;
 mod reader_api;
 mod security;

@@ -12,16 +12,23 @@ fn define(dev: &ttrace_core::Writer, name: &'static str) -> u64 {
     ttrace_tests::define(dev, name, "n={n}")
 }
 
-/// Writes `n` (and `pid << 32 | 1`) into ring `ring` directly at `timestamp`.
-fn put(dev: &ttrace_core::Writer, ring: usize, word: u64, timestamp: u64, n: u64) {
+/// Writes `n` (and `pid << 32 | 1`) into ring `ring` directly, `ticks` after the device
+/// was created (a time in its life), from the ring's CPU.
+fn put(dev: &ttrace_core::Writer, ring: usize, word: u64, ticks: u64, n: u64) {
+    let cpu = ring as u32 % dev.mapping().num_cpus();
     dev.mapping()
         .ring(ring)
         .write(
-            timestamp,
+            at(dev, ticks),
             7,
-            &[TypeWord(word).0, 7 << 32 | 1, n, 0, 0, 0, 0],
+            &[TypeWord(word).with_cpu(cpu).0, 7 << 32 | 1, n, 0, 0, 0, 0],
         )
         .unwrap();
+}
+
+/// The time `ticks` after the device was created.
+fn at(dev: &ttrace_core::Writer, ticks: u64) -> u64 {
+    dev.mapping().header().anchor_tsc + ticks
 }
 
 #[test]
@@ -62,7 +69,7 @@ fn cpu_snapshots_are_time_ordered_counted_and_filterable() {
         "oldest 4 overwritten; sorted by time"
     );
     assert_eq!((s.head, s.committed, s.lost, s.claimed), (12, 8, 4, 0));
-    let newer = dev.cpu_newer_than(0, 1080).unwrap();
+    let newer = dev.cpu_newer_than(0, at(&w, 1080)).unwrap();
     assert_eq!(
         newer.events.iter().map(|e| e.args()[0]).collect::<Vec<_>>(),
         vec![9, 10, 11]

@@ -5,7 +5,7 @@ use devttrace::{Error, Problem, Reader};
 use std::path::Path;
 use ttrace_layouts::aux::AuxTag;
 use ttrace_layouts::device::HeaderError;
-use ttrace_layouts::snapshot::Layout;
+use ttrace_layouts::snapshot::{Layout, EXTENT_HEAD_BYTES};
 use ttrace_tests::reader;
 use zerocopy::FromBytes;
 
@@ -205,7 +205,7 @@ fn damaged_snapshot_files_are_refused_with_the_reason() {
             "overlapping extents",
             {
                 let mut b = bytes.clone();
-                let second = extents_at + 16 + len1 as usize;
+                let second = extents_at + EXTENT_HEAD_BYTES as usize + len1 as usize;
                 let first_at = b[extents_at..extents_at + 8].to_vec();
                 b[second..second + 8].copy_from_slice(&first_at);
                 b
@@ -225,7 +225,7 @@ fn damaged_snapshot_files_are_refused_with_the_reason() {
             "a snapshot version to come",
             {
                 let mut b = bytes.clone();
-                b[8..12].copy_from_slice(&(4u32 << 16).to_ne_bytes());
+                b[8..12].copy_from_slice(&(5u32 << 16).to_ne_bytes());
                 b
             },
             invalid(|p| matches!(p, Problem::Header(HeaderError::Version { .. }))),
@@ -266,12 +266,59 @@ fn damaged_snapshot_files_are_refused_with_the_reason() {
             invalid(|p| matches!(p, Problem::Header(HeaderError::Field { .. }))),
         ),
     ];
-    for (what, content, expected) in cases {
+    // Each with its checksums made again: the structure's own checks refuse it.
+    for (what, mut content, expected) in cases {
         let path = tmp.path().join(format!("{what}.ttrace"));
+        ttrace_tests::fuzz::reseal(&mut content);
         std::fs::write(&path, content).unwrap();
         match Reader::open(&path) {
             Err(e) if expected(&e) => {}
             other => panic!("{what}: {:?}", other.err()),
+        }
+    }
+    // A bit flipped where everything after depends on it: found by its checksum.
+    let flipped = |at: usize| {
+        let mut b = bytes.clone();
+        b[at] ^= 0x10;
+        b
+    };
+    let damaged = |offset: u64| {
+        invalid(move |p| matches!(p, Problem::Damaged { offset: o, .. } if *o == offset))
+    };
+    let cases: Vec<(&str, Vec<u8>, Expect)> = vec![
+        ("the version", flipped(10), damaged(0)),
+        ("the layout", flipped(20), damaged(0)),
+        ("the source text", flipped(100), damaged(0)),
+        ("the header page's padding", flipped(3000), damaged(0)),
+        ("the count of extents", flipped(count_at), damaged(0)),
+        ("extent 0's head", flipped(4096 + 3), damaged(4096)),
+        (
+            "the device header",
+            flipped(ring_slots_at + 1),
+            damaged(4096),
+        ),
+        (
+            "extent 1's image offset",
+            flipped(extents_at + 1),
+            damaged(extents_at as u64),
+        ),
+        (
+            "extent 1's length",
+            flipped(extents_at + 9),
+            damaged(extents_at as u64),
+        ),
+        (
+            "extent 1's checksum",
+            flipped(extents_at + 17),
+            damaged(extents_at as u64),
+        ),
+    ];
+    for (what, content, expected) in cases {
+        let path = tmp.path().join(format!("flipped {what}.ttrace"));
+        std::fs::write(&path, content).unwrap();
+        match Reader::open(&path) {
+            Err(e) if expected(&e) => {}
+            other => panic!("a bit flipped in {what}: {:?}", other.err()),
         }
     }
 }
@@ -680,9 +727,9 @@ fn a_version_2_snapshot_still_reads() {
     ] {
         assert!(dump.contains(line), "{line} in {dump}");
     }
-    // Saved again, it is a version 3 file that reads the same, a fraction of the size.
+    // Saved again, it is a version 4 file that reads the same, a fraction of the size.
     let tmp = tempfile::tempdir().unwrap();
-    let new = tmp.path().join("v3.ttrace");
+    let new = tmp.path().join("v4.ttrace");
     dev.save(&new).unwrap();
     let size = std::fs::metadata(&new).unwrap().len();
     assert!(size * 4 < bytes.len() as u64, "{size} of {}", bytes.len());
@@ -727,10 +774,15 @@ fn a_snapshot_with_a_size_or_offset_changed_is_read_or_refused_never_a_panic() {
     let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
     let mut words: Vec<usize> = (0..80).chain(1104..1120).step_by(8).collect();
     let mut at = 4096;
+    let head = EXTENT_HEAD_BYTES as usize;
     while at < bytes.len() {
         let len = word(at + 8) as usize;
-        words.extend((at..at + 16 + len.min(128)).step_by(8));
-        at += 16 + len;
+        words.extend(
+            (at..at + 16)
+                .chain(at + head..at + head + len.min(128))
+                .step_by(8),
+        );
+        at += head + len;
     }
     assert_eq!(at, bytes.len(), "the extents end where the file does");
     for at in words {
@@ -738,6 +790,8 @@ fn a_snapshot_with_a_size_or_offset_changed_is_read_or_refused_never_a_panic() {
         for value in [0, old.wrapping_add(8), old.wrapping_sub(8), u64::MAX - 7] {
             let mut b = bytes.clone();
             b[at..at + 8].copy_from_slice(&value.to_ne_bytes());
+            // Its checksums made again: the edit is taken for what was written.
+            ttrace_tests::fuzz::reseal(&mut b);
             std::fs::write(&edited, &b).unwrap();
             match ttrace_tests::fuzz::read_device(&edited) {
                 Some(_) => read += 1,
@@ -746,4 +800,80 @@ fn a_snapshot_with_a_size_or_offset_changed_is_read_or_refused_never_a_panic() {
         }
     }
     assert!(read > 0 && refused > 0, "{read} read, {refused} refused");
+}
+
+/// The version 3 file of the version 4 file `v4`: the same extents without checksums.
+fn to_version_3(v4: &[u8]) -> Vec<u8> {
+    use ttrace_layouts::snapshot::{
+        Extent, ExtentHead, SnapshotHeader, PAGE, SNAPSHOT_VERSION_EXTENTS,
+    };
+    use zerocopy::IntoBytes;
+    let mut head = SnapshotHeader::read_from_prefix(v4).unwrap().0;
+    let mut out = vec![0u8; PAGE as usize];
+    let mut at = PAGE as usize;
+    let h = EXTENT_HEAD_BYTES as usize;
+    while at < v4.len() {
+        let e = ExtentHead::read_from_bytes(&v4[at..at + h]).unwrap();
+        let data = &v4[at + h..at + h + e.len as usize];
+        out.extend_from_slice(
+            Extent {
+                at: e.at,
+                len: e.len,
+            }
+            .as_bytes(),
+        );
+        out.extend_from_slice(data);
+        at += h + data.len();
+    }
+    (head.version, head.header_sum, head.latest_stamp) = (SNAPSHOT_VERSION_EXTENTS, 0, 0);
+    head.stored_len = out.len() as u64;
+    out[..PAGE as usize].copy_from_slice(head.as_bytes());
+    out
+}
+
+#[test]
+fn a_version_3_snapshot_still_reads_and_its_damaged_events_are_not_shown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let w = ttrace_tests::typed::make(&dir);
+    let v4 = tmp.path().join("v4.ttrace");
+    Reader::open(&dir).unwrap().save(&v4).unwrap();
+    drop(w);
+    let v3 = tmp.path().join("v3.ttrace");
+    let mut bytes = to_version_3(&std::fs::read(&v4).unwrap());
+    std::fs::write(&v3, &bytes).unwrap();
+    let (f3, f4) = (v3.to_str().unwrap(), v4.to_str().unwrap());
+    for command in ["dump", "stats"] {
+        assert_eq!(
+            reader!(command, f3).ok().replace(f3, "FILE"),
+            reader!(command, f4).ok().replace(f4, "FILE"),
+            "{command}"
+        );
+    }
+    // Without checksums a flipped bit is read, but an event it makes impossible (here
+    // `cpu1024`, in the first slot of ring cpu0) is counted, not shown.
+    let layout = Layout::of(Reader::open(&v3).unwrap().mapping().header()).unwrap();
+    let first_slot = layout.rings_at + 4096;
+    let mut at = 4096;
+    let (slot_at, _) = loop {
+        let e = ttrace_layouts::snapshot::Extent::read_from_bytes(&bytes[at..at + 16]).unwrap();
+        if e.at == first_slot {
+            break (at + 16, e.len);
+        }
+        at += 16 + e.len as usize;
+    };
+    bytes[slot_at + 8 + 2] ^= 1 << 2; // type word bit 18: CPU field bit 10
+    std::fs::write(&v3, &bytes).unwrap();
+    let out = reader!("dump", &v3).succeeds();
+    assert_eq!(out.stderr, "", "no checksum, nothing named");
+    let before = reader!("dump", &v4).ok();
+    let count = |s: &str| s.lines().filter(|l| !l.starts_with('#')).count();
+    assert_eq!(count(&out.stdout), count(&before) - 1);
+    assert!(!out.stdout.contains(" cpu1024 "), "{}", out.stdout);
+    let cpu0 = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("# cpu0:"))
+        .unwrap();
+    assert!(cpu0.ends_with(", 1 entries damaged"), "{cpu0}");
 }

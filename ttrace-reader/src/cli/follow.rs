@@ -111,7 +111,10 @@ pub(super) fn run(dir: PathBuf, select: Select, opts: FollowOptions) -> Result<(
     let (mut dev, mut from_start) = match opts.wait {
         false => (open(Some(dir.clone()))?, false),
         true => match Reader::open_with(&dir, trust()) {
-            Ok(dev) => (dev, false),
+            Ok(dev) => {
+                super::open::announce(&dev);
+                (dev, false)
+            }
             Err(e) if !absent(&e) => return Err(refusal(e)),
             // Something that is no device is there: it will not become one.
             Err(devttrace::Error::Missing(_) | devttrace::Error::NotADevice(_))
@@ -240,6 +243,14 @@ fn follow_device(
                     name(ring)
                 );
             }
+            let damaged = poll.snapshot.cpus.get(ring).map_or(0, |r| r.damaged);
+            if damaged > 0 {
+                let _ = writeln!(
+                    buf,
+                    "# {}: {damaged} entries damaged (a field no writer of the device can have written): not shown",
+                    name(ring)
+                );
+            }
         }
         if poll.late > 0 {
             let _ = writeln!(
@@ -301,13 +312,14 @@ fn footer(follower: &Follower<'_>, filter: &Filter, printed: u64, out: &mut Vec<
         }
         let _ = writeln!(
             out,
-            "# {}: positions {}..{} followed: {} entries read, {} lost, {} given up, {} still being written",
+            "# {}: positions {}..{} followed: {} entries read, {} lost, {} given up, {} damaged, {} still being written",
             version.ring_name(ring),
             t.from,
             t.through,
             t.read,
             t.lost,
             t.gave_up,
+            t.damaged,
             t.waiting
         );
     }

@@ -18,9 +18,21 @@ pub(super) fn trust() -> Trust {
     *TRUST.get().unwrap_or(&Trust::Own)
 }
 
-/// Opens `device` (the default device if none) to read.
+/// Opens `device` (the default device if none) to read; names on standard error each
+/// damaged extent of a snapshot file ([`announce`]).
 pub(super) fn open(device: Option<PathBuf>) -> Result<Reader, Error> {
-    Reader::open_with(device.unwrap_or_else(devttrace::default_dir), trust()).map_err(refusal)
+    let dev = Reader::open_with(device.unwrap_or_else(devttrace::default_dir), trust())
+        .map_err(refusal)?;
+    announce(&dev);
+    Ok(dev)
+}
+
+/// Says on standard error, one line each, which extents of the snapshot file `dev` reads
+/// were damaged: left out, the rest read (their entries are counted as damaged).
+pub(super) fn announce(dev: &Reader) {
+    for line in crate::decode::damaged_extents(dev) {
+        eprintln!("ttrace-reader: {line}");
+    }
 }
 
 /// Attaches to `device` (the default device if none) to control it; a snapshot file is

@@ -533,13 +533,14 @@ pub fn write(
     let t = w.written.tally();
     let _ = write!(
         w.buf,
-        ",\"events\":{},\"trace_points\":{},\"messages\":{},\"entries_lost\":{},\"events_dropped\":{},\"strings_lost\":{},\"summary\":{}",
+        ",\"events\":{},\"trace_points\":{},\"messages\":{},\"entries_lost\":{},\"events_dropped\":{},\"strings_lost\":{},\"entries_damaged\":{},\"summary\":{}",
         t.events(),
         t.points,
         t.messages,
         t.lost,
         t.dropped,
         t.strings_lost,
+        t.damaged,
         string(&t.line())
     );
     w.buf.extend_from_slice(b"}}\n");

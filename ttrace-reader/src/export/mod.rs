@@ -143,6 +143,8 @@ pub struct Written {
     pub lost: u64,
     /// Events writers dropped, in the rings exported.
     pub dropped: u64,
+    /// Ring entries left out as damaged, of the rings exported.
+    pub damaged: u64,
     /// Entry/exit pairs, and start/stop pairs of one name stem, written as one slice.
     pub pairs: u64,
     /// Entries whose exit is not in the trace, and exits whose entry is not.
@@ -167,6 +169,7 @@ impl Written {
             if items.selects_ring(ring) {
                 self.lost += r.lost;
                 self.dropped += r.dropped;
+                self.damaged += r.damaged;
             }
         }
     }
@@ -179,6 +182,7 @@ impl Written {
             lost: self.lost,
             dropped: self.dropped,
             strings_lost: self.strings_lost,
+            damaged: self.damaged,
         }
     }
 }
