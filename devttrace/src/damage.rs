@@ -24,7 +24,9 @@
 //! A message ([`Check::message`]) has the same time, CPU (its aux buffer's ring's) and
 //! context rules, and, in such a snapshot, its thread's name.
 //!
-//! Integers, floats and pointers can hold any word: a flipped bit there is not found.
+//! An integer of a width (`u8` ... `i32`, recorded since layouts 3.2) must be one such a
+//! value can be; 64-bit integers, floats and pointers can hold any word: a flipped bit there
+//! is not found.
 //!
 //! The checks cost a few comparisons per event (the arguments are looked at only for
 //! tracepoints that have arguments of the types above), on the read path of every reader.
@@ -78,6 +80,8 @@ enum Rule {
     Char,
     /// A string reference ([`ttrace_layouts::aux::aux_ref`]) or [`AUX_NONE`].
     Str,
+    /// An integer of a width: a word one can be ([`ArgType::holds`]).
+    Int(ArgType),
     /// Nothing: its value table was lost with a damaged snapshot's metadata.
     Lost,
 }
@@ -171,10 +175,12 @@ impl<'a> Check<'a> {
             }
             let mut rules = [Rule::Any; MAX_ARGS];
             for (i, rule) in rules.iter_mut().enumerate().take(t.nargs as usize) {
-                *rule = match t.types.get(i).copied().unwrap_or_default() {
+                let ty = t.types.get(i).copied().unwrap_or_default();
+                *rule = match ty {
                     ArgType::Bool => Rule::Bool,
                     ArgType::Char => Rule::Char,
                     ArgType::Str => Rule::Str,
+                    _ if ty.is_sized() => Rule::Int(ty),
                     _ => Rule::Any,
                 };
             }
@@ -254,6 +260,7 @@ impl<'a> Check<'a> {
             Rule::Bool => w <= 1,
             Rule::Char => u32::try_from(w).is_ok_and(|c| char::from_u32(c).is_some()),
             Rule::Str => self.string(w),
+            Rule::Int(ty) => ty.holds(w),
             Rule::Lost => false,
         })
     }

@@ -23,8 +23,9 @@ pub const HEADER_VERSION: u32 = 0x0003_0002;
 /// buffer per ring, and string references name their buffer ([`crate::aux::aux_ref`]).
 /// 3.0: thread and process names in a two-half names area that is compacted, not appended
 /// to forever ([`crate::meta`]). 3.1: tracepoint records carry their arguments' types and
-/// value tables, and value-table records (readers of 3.0 skip both).
-pub const SHARED_DATA_VERSION: u32 = 0x0003_0001;
+/// value tables, and value-table records (readers of 3.0 skip both). 3.2: the integer
+/// argument types of a width, `u8` to `i32` (readers of 3.1 show them as of no recorded type).
+pub const SHARED_DATA_VERSION: u32 = 0x0003_0002;
 /// Version of the per-CPU data layouts (ring files and entries). 2.0: restartable rings,
 /// whose entries a reader accepts only below the head ([`crate::ring`]), and each ring's aux
 /// control words in its header. 2.1: each ring's counters at the last clear

@@ -153,7 +153,8 @@ impl Letter {
     pub const fn of_type(ty: ArgType) -> Letter {
         match ty {
             ArgType::Unknown | ArgType::Unsigned => Letter::Unsigned,
-            ArgType::Signed => Letter::Signed,
+            ArgType::U8 | ArgType::U16 | ArgType::U32 => Letter::Unsigned,
+            ArgType::Signed | ArgType::I8 | ArgType::I16 | ArgType::I32 => Letter::Signed,
             ArgType::Bool => Letter::Bool,
             ArgType::Float => Letter::Float,
             ArgType::Str => Letter::Str,
@@ -166,6 +167,7 @@ impl Letter {
     /// unknown).
     pub const fn fits(self, ty: ArgType) -> bool {
         use ArgType::*;
+        let ty = ty.shown_as();
         match self {
             Letter::Unsigned => matches!(ty, Unsigned | Signed | Bool | Char | Pointer | Unknown),
             Letter::Signed => matches!(ty, Unsigned | Signed | Bool | Char | Unknown),
@@ -183,7 +185,10 @@ impl Letter {
 
 /// Whether a value table can name the values of an argument of type `ty`: integers only.
 pub const fn table_fits(ty: ArgType) -> bool {
-    matches!(ty, ArgType::Unsigned | ArgType::Signed | ArgType::Unknown)
+    matches!(
+        ty.shown_as(),
+        ArgType::Unsigned | ArgType::Signed | ArgType::Unknown
+    )
 }
 
 /// A piece of a format, as [`Tokens`] reads it.

@@ -179,6 +179,19 @@ pub enum ArgType {
     Char = 6,
     /// A raw pointer.
     Pointer = 7,
+    /// `u8`: an unsigned integer below 2^8 (layouts 3.2; readers before it show it as
+    /// [`ArgType::Unknown`]).
+    U8 = 8,
+    /// `u16`.
+    U16 = 9,
+    /// `u32`.
+    U32 = 10,
+    /// `i8`, sign-extended to the word.
+    I8 = 11,
+    /// `i16`, sign-extended.
+    I16 = 12,
+    /// `i32`, sign-extended.
+    I32 = 13,
 }
 
 impl ArgType {
@@ -192,7 +205,57 @@ impl ArgType {
             5 => ArgType::Str,
             6 => ArgType::Char,
             7 => ArgType::Pointer,
+            8 => ArgType::U8,
+            9 => ArgType::U16,
+            10 => ArgType::U32,
+            11 => ArgType::I8,
+            12 => ArgType::I16,
+            13 => ArgType::I32,
             _ => ArgType::Unknown,
+        }
+    }
+
+    /// The type as far as showing it goes: the integers of a width as
+    /// [`ArgType::Unsigned`] or [`ArgType::Signed`], the others as they are.
+    ///
+    /// ```
+    /// use ttrace_layouts::meta::ArgType;
+    /// assert_eq!(ArgType::I8.shown_as(), ArgType::Signed);
+    /// assert_eq!(ArgType::Str.shown_as(), ArgType::Str);
+    /// ```
+    pub const fn shown_as(self) -> ArgType {
+        match self {
+            ArgType::U8 | ArgType::U16 | ArgType::U32 => ArgType::Unsigned,
+            ArgType::I8 | ArgType::I16 | ArgType::I32 => ArgType::Signed,
+            other => other,
+        }
+    }
+
+    /// Whether this is an integer of a width (`u8` ... `i32`): not every word can be one.
+    pub const fn is_sized(self) -> bool {
+        (self as u8) >= ArgType::U8 as u8 && (self as u8) <= ArgType::I32 as u8
+    }
+
+    /// Whether an argument of this type can be the word `w` (as its writer stores it: a
+    /// signed integer sign-extended). Any word can be an argument of another type.
+    ///
+    /// ```
+    /// use ttrace_layouts::meta::ArgType;
+    /// assert!(ArgType::I8.holds(-128i64 as u64) && ArgType::I8.holds(127));
+    /// assert!(!ArgType::I8.holds(128) && !ArgType::I8.holds(-129i64 as u64));
+    /// assert!(ArgType::U16.holds(65535) && !ArgType::U16.holds(65536));
+    /// assert!(ArgType::Signed.holds(u64::MAX));
+    /// ```
+    pub const fn holds(self, w: u64) -> bool {
+        let i = w as i64;
+        match self {
+            ArgType::U8 => w <= u8::MAX as u64,
+            ArgType::U16 => w <= u16::MAX as u64,
+            ArgType::U32 => w <= u32::MAX as u64,
+            ArgType::I8 => i >= i8::MIN as i64 && i <= i8::MAX as i64,
+            ArgType::I16 => i >= i16::MIN as i64 && i <= i16::MAX as i64,
+            ArgType::I32 => i >= i32::MIN as i64 && i <= i32::MAX as i64,
+            _ => true,
         }
     }
 

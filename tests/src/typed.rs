@@ -3,7 +3,7 @@
 //! and what no event can show ([`impossible`]), judged from `dump`'s text alone.
 
 use std::path::Path;
-use ttrace_core::ArgType::{Bool, Char, Signed, Str, Unsigned};
+use ttrace_core::ArgType::{Bool, Char, Signed, Str, Unsigned, I8, U16};
 use ttrace_core::{Definition, Kind, ValueTable, ValuesKind, Writer};
 use ttrace_layouts::aux::AuxTag;
 use ttrace_layouts::entry::TypeWord;
@@ -24,8 +24,8 @@ static FLAGS: ValueTable = ValueTable::new(
 );
 
 /// A 2-CPU device of 64-slot rings (16 KiB aux buffers, a 12 KiB metadata file) at `dir`.
-/// Each restartable ring holds, four times, `typed` (a bool, a char, a string, an unsigned
-/// and a signed integer: `b c s n l`), `wide` (12 words: a continuation, with a bool, a char
+/// Each restartable ring holds, four times, `typed` (a bool, a char, a string, a `u16` and
+/// an `i8`: `b c s n l`), `wide` (12 words: a continuation, with a bool, a char
 /// and a string in it) and `bare` (no argument), slot after slot from slot 0; ring `cpu0`
 /// then `flagged` (a value table's flags). Thread 4243 of process 4242 is `worker`; there
 /// is one message ([`MESSAGE`]).
@@ -55,7 +55,7 @@ pub fn make(dir: &Path) -> Writer {
         Kind::Entry,
         "b={b} c={c} s={s} n={n} l={l}",
         5,
-        &[Bool, Char, Str, Unsigned, Signed],
+        &[Bool, Char, Str, U16, I8],
         &[],
     );
     let wide = def(

@@ -16,9 +16,9 @@ pub trait Arg {
 }
 
 macro_rules! unsigned_arg {
-    ($($t:ty),*) => {$(
+    ($($t:ty: $ty:ident),*) => {$(
         impl Arg for $t {
-            const TYPE: ArgType = ArgType::Unsigned;
+            const TYPE: ArgType = ArgType::$ty;
             type Static = $t;
             #[inline(always)]
             fn into_word(self) -> u64 { self as u64 }
@@ -26,9 +26,9 @@ macro_rules! unsigned_arg {
     )*};
 }
 macro_rules! signed_arg {
-    ($($t:ty),*) => {$(
+    ($($t:ty: $ty:ident),*) => {$(
         impl Arg for $t {
-            const TYPE: ArgType = ArgType::Signed;
+            const TYPE: ArgType = ArgType::$ty;
             type Static = $t;
             /// Sign-extended.
             #[inline(always)]
@@ -36,8 +36,10 @@ macro_rules! signed_arg {
         }
     )*};
 }
-unsigned_arg!(u8, u16, u32, u64, usize);
-signed_arg!(i8, i16, i32, i64, isize);
+// Each integer with its width, so that a reader can tell a word no such integer can be (a
+// damaged device) from a value.
+unsigned_arg!(u8: U8, u16: U16, u32: U32, u64: Unsigned, usize: Unsigned);
+signed_arg!(i8: I8, i16: I16, i32: I32, i64: Signed, isize: Signed);
 
 impl Arg for bool {
     const TYPE: ArgType = ArgType::Bool;

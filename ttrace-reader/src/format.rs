@@ -102,7 +102,7 @@ pub fn pieces(t: &TracepointInfo, meta: &Metadata) -> Vec<Piece> {
         {
             Some(table) if table.name == spec => Spec::Values {
                 table: Arc::new(table.clone()),
-                signed: ty == ArgType::Signed,
+                signed: ty.shown_as() == ArgType::Signed,
             },
             _ => Spec::Unsigned,
         }

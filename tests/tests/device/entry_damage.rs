@@ -131,6 +131,10 @@ fn each_impossible_field_hides_its_event_and_counts_it() {
         ("a string word that is no reference", 5, |s| s & !(1 << 63)),
         ("a string in a buffer the device lacks", 5, |s| s | 1 << 60),
         ("a string reference off a record boundary", 5, |s| s + 4),
+        ("a u16 beyond its width", 6, |n| n | 1 << 40),
+        ("an i8 beyond its width (l=1125899906842636)", 7, |_| {
+            (1 << 50) + 12
+        }),
     ];
     for (what, word, f) in cases {
         let tmp = tempfile::tempdir().unwrap();

@@ -57,7 +57,7 @@ const CASES: &[(&str, &str, &[&str])] = &[
         ttrace_core::tracepoint!(static T: Start = "t", "a={a} n={n:s}");
         fn main() { ttrace_core::point!(T, 1u8, 5u32); }
         "#,
-        &["placeholder `{n:s}` cannot show an unsigned integer (argument 2)"],
+        &["placeholder `{n:s}` cannot show a u32 (argument 2)"],
     ),
     (
         "float_as_table",
