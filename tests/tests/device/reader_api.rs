@@ -224,6 +224,54 @@ fn a_view_is_a_copy_that_writers_cannot_change() {
     assert_eq!(view.cpus[0].lost, 0);
 }
 
+/// A copy that a writer overtakes (it writes more, between two chunks of the copy, than the
+/// copy has ahead of it): what it shows is exactly the entries it reached before they were
+/// overwritten, oldest first with the hole where the writer passed it, and every position is
+/// counted: shown, lost (overwritten before the copy reached it) or written while reading.
+#[test]
+fn a_copy_overtaken_by_a_writer_shows_what_it_reached_and_counts_the_rest() {
+    const N: u64 = 16_384;
+    let tmp = tempfile::tempdir().unwrap();
+    let w = writer(&tmp.path().join("dev"), N);
+    let word = define(&w, "n");
+    // Two laps: the ring holds positions N .. 2N, the oldest in slot 0.
+    for n in 0..2 * N {
+        put(&w, 0, word, 100 + n, n);
+    }
+    let dev = Reader::open(w.dir()).unwrap();
+    let ring = dev.ring(0).unwrap();
+    let mut calls = 0;
+    // After the first chunk (4,096 slots) is copied, the writer writes 8,192 more: over
+    // the 4,096 slots copied, then over the next 4,096, which the copy has not reached.
+    let copy = devttrace::RingCopy::of(&ring, |_| {
+        calls += 1;
+        if calls == 1 {
+            for n in 2 * N..2 * N + 8192 {
+                put(&w, 0, word, 100 + n, n);
+            }
+        }
+    });
+    let keep = devttrace::ring::Keep::newer_than(0, devttrace::clear::Cleared::default());
+    let snap = copy.snapshot(&keep);
+    let shown: Vec<u64> = snap.events.iter().map(|e| e.args()[0]).collect();
+    let expected: Vec<u64> = (N..N + 4096).chain(N + 8192..2 * N).collect();
+    assert_eq!(shown, expected);
+    assert_eq!(snap.head, 2 * N, "the cut: the head before the copy");
+    assert_eq!(
+        snap.after_cut, 8192,
+        "written while reading: every position since the cut"
+    );
+    assert_eq!(
+        snap.lost,
+        N + 4096,
+        "the first lap, and what the writer passed"
+    );
+    assert_eq!(
+        snap.head,
+        snap.skipped + snap.committed + snap.claimed + snap.lost + snap.damaged
+    );
+}
+
 #[test]
 fn a_follower_started_during_writes_reports_no_false_losses() {
     const N: u64 = 40_000;
