@@ -26,10 +26,7 @@ use core::ops::Range;
 use ttrace_layouts::device::DeviceHeader;
 use ttrace_layouts::entry::{Stamp, SLOT_BYTES};
 use ttrace_layouts::meta::{MetaHeader, META_HEADER_BYTES};
-use ttrace_layouts::ring::{
-    num_rings, ring_file_bytes, ring_name, RingHeader, RESTARTABLE, RING_HEADER_BYTES, RING_MAGIC,
-    SHARED,
-};
+use ttrace_layouts::ring::{num_rings, ring_file_bytes, ring_name, RingHeader, RING_HEADER_BYTES};
 use ttrace_layouts::snapshot::Layout;
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -316,14 +313,7 @@ pub(crate) fn leave_out(
         slots.fill(0);
         head.fill(0);
         if let Ok(rh) = RingHeader::mut_from_bytes(head) {
-            rh.magic = RING_MAGIC;
-            rh.index = r as u32;
-            rh.kind = if r < h.num_cpus as usize {
-                RESTARTABLE
-            } else {
-                SHARED
-            };
-            rh.slots = h.ring_slots;
+            rh.identify(r, h.num_cpus, h.ring_slots);
         }
         for p in out.iter_mut().flat_map(|d| d.parts.iter_mut()) {
             if let Part::RingHeader {

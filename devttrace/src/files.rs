@@ -10,10 +10,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use ttrace_layouts::device::{self as layout, DeviceHeader, HEADER_BYTES};
 use ttrace_layouts::meta::{MetaHeader, META_HEADER_BYTES};
-use ttrace_layouts::ring::{
-    num_rings, ring_file_bytes, ring_name, RingHeader, RESTARTABLE, RING_HEADER_BYTES, RING_MAGIC,
-    SHARED,
-};
+use ttrace_layouts::ring::{num_rings, ring_file_bytes, ring_name, RingHeader, RING_HEADER_BYTES};
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 /// How a device's files are opened and mapped.
@@ -275,14 +272,7 @@ fn build(tmp: &Path, h: &mut DeviceHeader) -> Result<()> {
         )?;
         let rh = RingHeader::mut_from_bytes(&mut m[..RING_HEADER_BYTES])
             .map_err(|_| bad(&path, Problem::Misaligned))?;
-        rh.magic = RING_MAGIC;
-        rh.index = r as u32;
-        rh.kind = if r < h.num_cpus as usize {
-            RESTARTABLE
-        } else {
-            SHARED
-        };
-        rh.slots = h.ring_slots;
+        rh.identify(r, h.num_cpus, h.ring_slots);
     }
     let path = tmp.join("aux");
     open_file(&path, Some(h.aux_size * n as u64), Access::ReadWrite)?;

@@ -171,6 +171,10 @@ impl<'d> Follower<'d> {
         let messages_from = (0..dev.cpus())
             .map(|r| core.ring_header(r).aux_last.load(Acquire))
             .collect();
+        // The words first, then the copy: a definition appended between the two is then
+        // seen as a change at the next poll, and copied (in the other order it would be
+        // taken as already copied, and its events shown unnamed).
+        let meta_seen = meta_seen(core);
         Follower {
             dev,
             window: dev.version().clock.ns_to_ticks(window_ns),
@@ -181,7 +185,7 @@ impl<'d> Follower<'d> {
             messages_from,
             aux: AuxSnapshots::default(),
             meta: dev.metadata(),
-            meta_seen: meta_seen(core),
+            meta_seen,
             reclaimed: Metadata::default(),
             status: dev.status(),
         }
@@ -322,6 +326,20 @@ impl<'d> Follower<'d> {
             c.committed = c.events.len() as u64;
         }
         self.released = watermark;
+        // An id the copy lacks was defined after the words were loaded above (by a thread
+        // other than the one that used it, which learned the id without an acquire of
+        // the definition): copy again once, so that the event goes out named.
+        let known = self.meta.tracepoints.len();
+        let unknown = |c: &RingSnapshot| {
+            c.events
+                .iter()
+                .any(|e| usize::from(e.type_word.tracepoint()) >= known)
+        };
+        if cpus.iter().any(unknown) {
+            let defined = core.registry().tracepoints();
+            self.meta.tracepoints = defined.tracepoints;
+            self.meta.values = defined.values;
+        }
         // The names, strings and counters only go with something to decode: an idle poll
         // copies nothing.
         let any = !messages.is_empty() || cpus.iter().any(|c| !c.events.is_empty());

@@ -89,6 +89,22 @@ pub struct RingHeader {
     _tail: [u64; (RING_HEADER_BYTES - 384) / 8],
 }
 
+impl RingHeader {
+    /// Sets what a new ring's header says of it, never changed afterwards: the magic, its
+    /// index `index` among the rings of a device of `num_cpus` CPUs, its kind (restartable
+    /// below `num_cpus`, shared above) and its `slots`.
+    pub fn identify(&mut self, index: usize, num_cpus: u32, slots: u64) {
+        self.magic = RING_MAGIC;
+        self.index = index as u32;
+        self.kind = if index < num_cpus as usize {
+            RESTARTABLE
+        } else {
+            SHARED
+        };
+        self.slots = slots;
+    }
+}
+
 assert_eq_size!(RingHeader, [u8; RING_HEADER_BYTES]);
 const_assert_eq!(core::mem::align_of::<RingHeader>(), 128);
 const_assert_eq!(core::mem::offset_of!(RingHeader, magic), 0);

@@ -4,7 +4,8 @@
 //! and the cross-process writer ([`test_writer!`](crate::test_writer)). Each gives a [`Cli`],
 //! whose last method says what the run must give: [`Cli::ok`], [`Cli::succeeds`],
 //! [`Cli::fails`], or [`Cli::run`] for a test that looks at the outcome itself
-//! ([`Cli::command`] for one that talks to the process while it runs).
+//! ([`Cli::command`] for one that talks to the process while it runs, [`Cli::start`] for one
+//! that reads its output as it comes).
 //!
 //! The programs' paths are known only to the integration tests (Cargo gives them the
 //! `CARGO_BIN_EXE_<name>` variables when it compiles them), hence macros, which expand there.
@@ -12,7 +13,9 @@
 use std::ffi::OsStr;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
 
 /// The environment variables that configure a device a program creates
 /// (`Config::from_env`): a [`Cli`] runs its program without those of the test's own
@@ -255,5 +258,78 @@ impl Cli {
         assert!(!err.contains("panicked"), "{line:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{line:?}: {err:?}");
         err
+    }
+}
+
+impl Cli {
+    /// Starts it, its standard output read line by line as it comes ([`Running`]).
+    pub fn start(self) -> Running {
+        let line = self.line.clone();
+        let mut child = self
+            .command()
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        let out = std::io::BufReader::new(child.stdout.take().expect("its output"));
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in out.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Running {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+}
+
+/// A program left running ([`Cli::start`]), and the lines of its output read so far; killed
+/// when dropped, if it still runs.
+pub struct Running {
+    /// The process.
+    pub child: Child,
+    lines: Receiver<String>,
+    /// Every line read so far.
+    pub seen: Vec<String>,
+}
+
+impl Running {
+    /// Its next line, or `None` at the end of its output; fails the test, naming `what` was
+    /// awaited, if none comes within `patience` (a bound on a failure, not a way to order
+    /// anything).
+    pub fn next(&mut self, what: &str, patience: Duration) -> Option<String> {
+        match self.lines.recv_timeout(patience) {
+            Ok(line) => {
+                self.seen.push(line.clone());
+                Some(line)
+            }
+            Err(RecvTimeoutError::Disconnected) => None,
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("no {what} after {patience:?}; it printed {:#?}", self.seen)
+            }
+        }
+    }
+
+    /// Reads lines until one satisfies `want`, and returns it ([`Running::next`]).
+    pub fn until(&mut self, what: &str, patience: Duration, want: impl Fn(&str) -> bool) -> String {
+        loop {
+            match self.next(what, patience) {
+                Some(line) if want(&line) => return line,
+                Some(_) => {}
+                None => panic!("it ended before {what}; it printed {:#?}", self.seen),
+            }
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

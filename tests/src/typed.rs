@@ -116,6 +116,22 @@ pub fn make(dir: &Path) -> Writer {
     w
 }
 
+/// What `dump` prints of `dev` (a device or a snapshot file): its event lines (messages
+/// included) and its footer, the header line left out.
+pub fn dumped(dev: &devttrace::Reader) -> (Vec<String>, Vec<String>) {
+    use ttrace_reader::decode::{dump, TimeFormat};
+    let view = devttrace::View::of(dev, 0).unwrap();
+    let mut out = Vec::new();
+    let filter = ttrace_reader::merge::Filter::default();
+    dump(&view, &filter, TimeFormat::Relative, None, &mut out).unwrap();
+    String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(str::to_owned)
+        .partition(|l| !l.starts_with('#'))
+}
+
 /// Why `line`, an event line of `dump` of a device [`make`] made, shows something no writer
 /// of it can have written, if it does: a time before the device or after `until_s` (seconds
 /// since it was created), a CPU it has no ring for, an impossible process id, an unknown

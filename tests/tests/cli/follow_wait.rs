@@ -2,11 +2,9 @@
 //! follows each device created at its path in turn, and `ctl` sets rules on a device no
 //! program has created yet (it creates it).
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
+use ttrace_tests::cli::Running;
 use ttrace_tests::{env_writer, reader};
 
 /// How long a line may take before the test gives up (a bound on failure, not a way to
@@ -19,66 +17,9 @@ fn run_writer(dir: &Path, args: &[&str]) -> u32 {
     env_writer!(dir).args(args).succeeds().pid
 }
 
-/// A running `follow` and the lines it printed so far.
-struct Follow {
-    child: Child,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Follow {
-    fn start(dir: &Path, args: &[&str]) -> Follow {
-        let mut child = reader!("follow", dir)
-            .args(args)
-            .command()
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Follow {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Reads lines until one satisfies `want`, and returns it.
-    fn until(&mut self, what: &str, want: impl Fn(&str) -> bool) -> String {
-        loop {
-            match self.lines.recv_timeout(PATIENCE) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if want(&line) {
-                        return line;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    panic!(
-                        "no {what} after {PATIENCE:?}; follow printed {:#?}",
-                        self.seen
-                    )
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    panic!("follow ended before {what}; it printed {:#?}", self.seen)
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Follow {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A running `follow --wait` of `dir`, with `args`.
+fn follow(dir: &Path, args: &[&str]) -> Running {
+    reader!("follow", dir).args(args).start()
 }
 
 #[test]
@@ -93,8 +34,8 @@ fn follow_wait_prints_the_events_of_a_program_started_after_it() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("no ttrace device here"), "{err}");
 
-    let mut f = Follow::start(&dir, &["--wait", "--interval-ms", "5"]);
-    let waiting = f.until("the waiting line", |l| l.starts_with('#'));
+    let mut f = follow(&dir, &["--wait", "--interval-ms", "5"]);
+    let waiting = f.until("the waiting line", PATIENCE, |l| l.starts_with('#'));
     assert_eq!(
         waiting,
         format!(
@@ -103,12 +44,14 @@ fn follow_wait_prints_the_events_of_a_program_started_after_it() {
         )
     );
     let pid = run_writer(&dir, &["x=1", "info=hello"]);
-    f.until("the following line", |l| l.starts_with("# following "));
+    f.until("the following line", PATIENCE, |l| {
+        l.starts_with("# following ")
+    });
     // Everything the new device holds, from its start: the program ran and exited before
     // the follower may even have opened the device.
     let mut want = vec!["env_point(n=7)", "x_point(n=1)", "info(\"hello\")"];
     while !want.is_empty() {
-        let line = f.until("the writer's events", |l| !l.starts_with('#'));
+        let line = f.until("the writer's events", PATIENCE, |l| !l.starts_with('#'));
         assert!(line.contains(&format!(" {pid}/")), "{line}");
         // A message takes its time before it commits: one that committed after the
         // follower read past its time is printed all the same, marked late.
@@ -124,15 +67,19 @@ fn follow_wait_follows_a_device_removed_and_created_again() {
     let dir = tmp.path().join("dev");
     run_writer(&dir, &["x=1"]);
 
-    let mut f = Follow::start(&dir, &["--wait", "--interval-ms", "5"]);
-    f.until("the following line", |l| l.starts_with("# following "));
+    let mut f = follow(&dir, &["--wait", "--interval-ms", "5"]);
+    f.until("the following line", PATIENCE, |l| {
+        l.starts_with("# following ")
+    });
     // The device exists: only what is written from now on is followed.
     run_writer(&dir, &["x=2"]);
-    f.until("x_point(n=2)", |l| l.ends_with("x_point(n=2)"));
+    f.until("x_point(n=2)", PATIENCE, |l| l.ends_with("x_point(n=2)"));
 
     std::fs::remove_dir_all(&dir).unwrap();
     let pid = run_writer(&dir, &["x=3"]);
-    let replaced = f.until("the replaced line", |l| l.contains(" was replaced "));
+    let replaced = f.until("the replaced line", PATIENCE, |l| {
+        l.contains(" was replaced ")
+    });
     let prefix = format!("# device {} was replaced (created 20", dir.display());
     assert!(replaced.starts_with(&prefix), "{replaced}");
     assert!(
@@ -141,7 +88,7 @@ fn follow_wait_follows_a_device_removed_and_created_again() {
     );
     let mut want = vec!["env_point(n=7)", "x_point(n=3)"];
     while !want.is_empty() {
-        let line = f.until("the new device's events", |l| !l.starts_with('#'));
+        let line = f.until("the new device's events", PATIENCE, |l| !l.starts_with('#'));
         assert!(line.contains(&format!(" {pid}/")), "{line}");
         // A message takes its time before it commits: one that committed after the
         // follower read past its time is printed all the same, marked late.

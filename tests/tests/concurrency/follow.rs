@@ -4,9 +4,6 @@
 //! entries it printed plus those it counted lost (and given up) are exactly the ring's
 //! `head`. Twenty runs, each different: the writers race the follower differently each time.
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
-use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 use ttrace_core::Writer;
 use ttrace_layouts::aux::AuxTag;
@@ -67,30 +64,12 @@ fn one_run(run: u64) -> Found {
     );
     let text = ttrace_tests::define(&dev, "text", "{s:s}");
 
-    let mut follow = reader!("follow", &dir)
-        .args(["--interval-ms", "1"])
-        .command()
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = BufReader::new(follow.stdout.take().unwrap());
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in out.lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut printed = Vec::new();
-    let next = |what: &str| match lines.recv_timeout(PATIENCE) {
-        Ok(line) => Some(line),
-        Err(RecvTimeoutError::Disconnected) => None,
-        Err(RecvTimeoutError::Timeout) => panic!("run {run}: no {what} after {PATIENCE:?}"),
-    };
+    let mut follow = reader!("follow", &dir).args(["--interval-ms", "1"]).start();
     // Written after this line, everything is followed.
-    let first = next("first line").expect("follow printed nothing");
-    assert!(first.starts_with("# following"), "{first}");
+    let first = follow
+        .next("first line", PATIENCE)
+        .expect("follow printed nothing");
+    assert!(first.starts_with("# following"), "run {run}: {first}");
 
     let writers = 4 * cores as u64;
     // Work between events, different in each run: from flat out (the follower reads little
@@ -125,13 +104,14 @@ fn one_run(run: u64) -> Found {
         }
     });
     // The writers are done: follow prints what it still holds and its counts.
+    let pid = follow.child.id() as i32;
     // SAFETY: signals a child process of ours, not yet waited for.
-    assert_eq!(unsafe { libc::kill(follow.id() as i32, libc::SIGINT) }, 0);
-    while let Some(line) = next("end of output") {
-        printed.push(line);
-    }
-    let status = follow.wait().unwrap();
+    let signalled = unsafe { libc::kill(pid, libc::SIGINT) };
+    assert_eq!(signalled, 0);
+    while follow.next("end of output", PATIENCE).is_some() {}
+    let status = follow.child.wait().unwrap();
     assert!(status.success(), "run {run}: follow: {status}");
+    let printed = &follow.seen[1..];
 
     // Per ring: entries printed (by the CPU column of each event line) and the footer.
     let map = dev.mapping();

@@ -2,30 +2,7 @@
 //! of the device can have written is never shown, and is counted as damaged.
 
 use devttrace::{Device, Reader, View};
-use ttrace_reader::decode::{self, TimeFormat};
-use ttrace_reader::merge::Filter;
-use ttrace_tests::typed::{impossible, make};
-
-/// What `dump` prints of `dev` now: the event lines and the footer (the lines after them).
-fn dump(dev: &Reader) -> (Vec<String>, Vec<String>) {
-    let view = View::of(dev, 0).unwrap();
-    let mut out = Vec::new();
-    decode::dump(
-        &view,
-        &Filter::default(),
-        TimeFormat::Relative,
-        None,
-        &mut out,
-    )
-    .unwrap();
-    let text = String::from_utf8(out).unwrap();
-    let (footer, events) = text
-        .lines()
-        .skip(1)
-        .map(str::to_owned)
-        .partition(|l| l.starts_with('#'));
-    (events, footer)
-}
+use ttrace_tests::typed::{dumped, impossible, make};
 
 /// The damaged entries the footer's last line counts.
 fn damaged(footer: &[String]) -> u64 {
@@ -47,7 +24,7 @@ fn every_flipped_bit_of_every_entry_shows_only_possible_events_and_counts_the_re
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let w = make(&dir);
-    let (base, base_footer) = dump(&w);
+    let (base, base_footer) = dumped(&w);
     assert_eq!(base.len(), 26, "{base:#?}");
     assert_eq!(damaged(&base_footer), 0);
     for line in &base {
@@ -66,7 +43,7 @@ fn every_flipped_bit_of_every_entry_shows_only_possible_events_and_counts_the_re
                 for bit in 0..64 {
                     let w = &slot.words[word];
                     w.fetch_xor(1 << bit, core::sync::atomic::Ordering::Relaxed);
-                    let (lines, footer) = dump(&dev);
+                    let (lines, footer) = dumped(&dev);
                     let until = age_s(&dev);
                     w.fetch_xor(1 << bit, core::sync::atomic::Ordering::Relaxed);
                     flips += 1;
@@ -140,10 +117,10 @@ fn each_impossible_field_hides_its_event_and_counts_it() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("dev");
         let w = make(&dir);
-        let (base, base_footer) = dump(&w);
+        let (base, base_footer) = dumped(&w);
         let dev = Device::attach(&dir).unwrap();
         with_word(&dev, 1, 0, word, f);
-        let (lines, footer) = dump(&dev);
+        let (lines, footer) = dumped(&dev);
         let gone: Vec<&String> = base.iter().filter(|l| !lines.contains(l)).collect();
         assert_eq!(gone.len(), 1, "{what}: {gone:#?}");
         assert!(gone[0].contains(" typed(b=false c='x'"), "{what}: {gone:?}");

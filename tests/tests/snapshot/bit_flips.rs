@@ -3,12 +3,11 @@
 //! one damaged extent is named, the rest is read, nothing shown is other than it was, and
 //! what is missing is counted.
 
-use devttrace::{Error, Problem, Reader, View};
+use devttrace::{Error, Problem, Reader};
 use std::path::Path;
 use ttrace_layouts::snapshot::{ExtentHead, EXTENT_HEAD_BYTES, PAGE};
-use ttrace_reader::decode::{self, TimeFormat};
-use ttrace_reader::merge::Filter;
 use ttrace_tests::reader;
+use ttrace_tests::typed::dumped;
 use zerocopy::FromBytes;
 
 fn scratch() -> tempfile::TempDir {
@@ -16,26 +15,6 @@ fn scratch() -> tempfile::TempDir {
         true => tempfile::tempdir_in("/dev/shm").unwrap(),
         false => tempfile::tempdir().unwrap(),
     }
-}
-
-/// What `dump` prints of the snapshot `dev`: its event lines (messages included) and its
-/// footer.
-fn dump(dev: &Reader) -> (Vec<String>, Vec<String>) {
-    let view = View::of(dev, 0).unwrap();
-    let mut out = Vec::new();
-    decode::dump(
-        &view,
-        &Filter::default(),
-        TimeFormat::Relative,
-        None,
-        &mut out,
-    )
-    .unwrap();
-    let text = String::from_utf8(out).unwrap();
-    text.lines()
-        .skip(1)
-        .map(str::to_owned)
-        .partition(|l| !l.starts_with('#'))
 }
 
 /// The counts of `dump`'s last line: `(trace points, messages, entries damaged)`.
@@ -78,7 +57,7 @@ fn every_single_bit_flip_of_a_snapshot_is_refused_or_named_and_shows_nothing_fal
     let bytes = std::fs::read(&good).unwrap();
     let original = Reader::open(&good).unwrap();
     assert!(original.damaged_extents().is_empty());
-    let (base, base_footer) = dump(&original);
+    let (base, base_footer) = dumped(&original);
     let (points, messages, damaged) = totals(&base_footer);
     assert_eq!((points, messages, damaged), (25, 1, 0), "{base_footer:#?}");
     let extents = extents(&bytes);
@@ -136,7 +115,7 @@ fn every_single_bit_flip_of_a_snapshot_is_refused_or_named_and_shows_nothing_fal
                 assert_eq!(d[0].index, k as u64, "bit {bit}");
                 assert_eq!(d[0].offset, extents[k].0 as u64, "bit {bit}");
                 parts.insert(d[0].to_string().replace(char::is_numeric, "N"));
-                let (lines, footer) = dump(&dev);
+                let (lines, footer) = dumped(&dev);
                 for l in &lines {
                     assert!(base.contains(l), "bit {bit}, {}: shown {l}", d[0]);
                 }
@@ -174,7 +153,7 @@ fn dump_names_a_damaged_extent_and_reads_the_rest() {
     let mut bytes = std::fs::read(&good).unwrap();
     // A bit of the slots of ring cpu1: the extent after its header's.
     let dev = Reader::open(&good).unwrap();
-    let (base, _) = dump(&dev);
+    let (base, _) = dumped(&dev);
     let slots = extents(&bytes)
         .into_iter()
         .enumerate()
