@@ -194,4 +194,17 @@ impl Device {
             map.now(),
         ))
     }
+
+    /// Adds `n` to a snapshot counter of the device ([`crate::triggers`]).
+    pub fn count_snapshots(&self, counter: crate::triggers::Counter, n: u64) {
+        crate::triggers::add(self.mapping().header(), counter, n);
+    }
+
+    /// Claims a snapshot for a trigger at `now` (the device's clock) unless one was granted
+    /// by any process of the device less than `interval_ns` before it; true if granted
+    /// ([`crate::triggers`]).
+    pub fn claim_snapshot(&self, now: u64, interval_ns: u64) -> bool {
+        let interval = self.version().clock.ns_to_ticks(interval_ns);
+        crate::triggers::claim(self.mapping().header(), now, interval)
+    }
 }

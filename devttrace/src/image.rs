@@ -25,7 +25,7 @@ use ttrace_layouts::entry::SLOT_WORDS;
 use ttrace_layouts::meta::{MetaHeader, META_HEADER_BYTES};
 use ttrace_layouts::ring::{RingHeader, RING_HEADER_BYTES};
 use ttrace_layouts::snapshot::{
-    extent_head_bytes, used_runs, Extent, ExtentHead, Layout, SnapshotHeader, EXTENTS_AT,
+    extent_head_bytes, used_runs, Cause, Extent, ExtentHead, Layout, SnapshotHeader, EXTENTS_AT,
     EXTENT_HEAD_BYTES, HEADER_DATA_AT, PAGE, SNAPSHOT_MAGIC, SNAPSHOT_VERSION,
     SNAPSHOT_VERSION_EXTENTS, SNAPSHOT_VERSION_IMAGE,
 };
@@ -83,6 +83,7 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
 pub(crate) fn save(
     map: &Mapping,
     path: &Path,
+    cause: &Cause,
     latest_stamp: impl FnOnce() -> u64,
 ) -> Result<Saved> {
     let name = path
@@ -93,7 +94,7 @@ pub(crate) fn save(
         name.to_string_lossy(),
         std::process::id()
     ));
-    let saved = save_to(map, &tmp, latest_stamp).and_then(|saved| {
+    let saved = save_to(map, &tmp, cause, latest_stamp).and_then(|saved| {
         std::fs::rename(&tmp, path).map_err(io(path))?;
         Ok(saved)
     });
@@ -103,7 +104,12 @@ pub(crate) fn save(
     saved
 }
 
-fn save_to(map: &Mapping, path: &Path, latest_stamp: impl FnOnce() -> u64) -> Result<Saved> {
+fn save_to(
+    map: &Mapping,
+    path: &Path,
+    cause: &Cause,
+    latest_stamp: impl FnOnce() -> u64,
+) -> Result<Saved> {
     let h = map.header();
     let layout = Layout::of(h).ok_or_else(|| {
         bad(
@@ -243,6 +249,7 @@ fn save_to(map: &Mapping, path: &Path, latest_stamp: impl FnOnce() -> u64) -> Re
     // After the copy: no event saved is later.
     let mut head = SnapshotHeader::new(layout, crate::clock::realtime_ns(), &source);
     head.latest_stamp = latest_stamp();
+    head.cause = *cause;
     head.stored_len = end;
     head.extents = count;
     head.seal();
@@ -262,6 +269,8 @@ pub(crate) struct Opened {
     pub(crate) latest_stamp: Option<u64>,
     /// The extents whose bytes failed their checksum, left out.
     pub(crate) damaged: Vec<DamagedExtent>,
+    /// Why it was taken.
+    pub(crate) cause: Cause,
 }
 
 /// Opens the snapshot file `path` (made by [`save`]) as a device's mapping.
@@ -358,6 +367,7 @@ pub(crate) fn open(path: &Path) -> Result<Opened> {
         taken_realtime_ns: head.taken_realtime_ns,
         latest_stamp: (major == SNAPSHOT_VERSION >> 16).then_some(head.latest_stamp),
         damaged,
+        cause: head.cause,
     })
 }
 

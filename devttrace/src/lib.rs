@@ -48,6 +48,7 @@ pub mod names;
 pub mod rules;
 pub mod registry;
 pub mod control;
+pub mod triggers;
 // The device's files and their mapping; a device saved to one file.
 mod files;
 pub mod mapping;
@@ -83,6 +84,7 @@ pub use reader::Reader;
 pub use ring::{event_at, Keep, SlotRead};
 pub use snapshot::Snapshot;
 pub use status::Status;
+pub use triggers::{Counter, SnapshotCounts};
 pub use ttrace_layouts::entry::Kind;
 pub use ttrace_layouts::meta::ArgType;
 pub use values::{ValueTable, ValuesKind};

@@ -17,6 +17,7 @@ use crate::status::Status;
 use crate::version::Version;
 use std::path::Path;
 use ttrace_layouts::entry::Slot;
+use ttrace_layouts::snapshot::{Cause, CauseKind};
 
 /// A ttrace device opened to be read: a device directory (read-only), a snapshot file, or
 /// the mapping of a [`Device`](crate::Device) that this process also writes.
@@ -64,6 +65,8 @@ struct Image {
     latest_stamp: Option<u64>,
     /// Its extents whose bytes failed their checksum, left out.
     damaged: Vec<DamagedExtent>,
+    /// Why it was taken.
+    cause: ttrace_layouts::snapshot::Cause,
 }
 
 /// Refuses `dir` before anything else is checked when it is no device at all: missing, or a
@@ -169,6 +172,7 @@ impl Reader {
             taken_realtime_ns: opened.taken_realtime_ns,
             latest_stamp: opened.latest_stamp,
             damaged: opened.damaged,
+            cause: opened.cause,
         });
         Ok(reader)
     }
@@ -415,9 +419,27 @@ impl Reader {
     /// `docs/DESIGN.md`, *Snapshots*): every command that reads a device reads it in its
     /// place.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<crate::image::Saved> {
-        let saved = crate::image::save(&self.map, path.as_ref(), || *self.stamps().end())?;
+        let asked = Cause::new(CauseKind::Asked, "");
+        self.save_because(path, &asked)
+    }
+
+    /// [`Reader::save`], the snapshot saying why it was taken ([`Reader::cause`] of the
+    /// file).
+    pub fn save_because(
+        &self,
+        path: impl AsRef<Path>,
+        cause: &Cause,
+    ) -> Result<crate::image::Saved> {
+        let saved = crate::image::save(&self.map, path.as_ref(), cause, || *self.stamps().end())?;
         self.check_intact()?;
         Ok(saved)
+    }
+
+    /// Why the snapshot file read was taken (`None` for a device, and for a file a person
+    /// asked for or older than causes).
+    pub fn cause(&self) -> Option<&Cause> {
+        let cause = &self.image.as_ref()?.cause;
+        (CauseKind::from_raw(cause.kind) != CauseKind::Asked).then_some(cause)
     }
 
     /// Everything at once: every ring, then the aux buffer, then the metadata (in that

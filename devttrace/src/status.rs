@@ -40,6 +40,8 @@ pub struct Status {
     /// The timestamp of the last clear (0: never cleared): nothing stamped at or before it
     /// is shown.
     pub cleared_at: u64,
+    /// Triggers and snapshots taken by the device's programs.
+    pub snapshots: crate::triggers::SnapshotCounts,
 }
 
 impl Status {
@@ -67,6 +69,7 @@ impl Status {
             names_dropped: load(&h.names_dropped),
             clears: crate::clear::clears(h),
             cleared_at: crate::clear::cleared_at(h),
+            snapshots: crate::triggers::counts(h),
         }
     }
 }

@@ -17,8 +17,9 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ttrace\x01\x02");
 /// two rings per CPU and one aux buffer per ring (see [`crate::ring`]). 3.0: lock words
 /// name their owner by `tid << 32 | start tag`, and the names area's control words. 3.1:
 /// `cleared_at` and `clears` (zero in older devices: never cleared). 3.2: `info_off` (zero
-/// in older devices: messages on).
-pub const HEADER_VERSION: u32 = 0x0003_0002;
+/// in older devices: messages on). 3.3: the snapshot counters (`triggers` ...
+/// `last_snapshot_at`; zero in older devices: nothing triggered).
+pub const HEADER_VERSION: u32 = 0x0003_0003;
 /// Version of the shared data layouts (aux and metadata files). 2.0: the aux file holds one
 /// buffer per ring, and string references name their buffer ([`crate::aux::aux_ref`]).
 /// 3.0: thread and process names in a two-half names area that is compacted, not appended
@@ -135,8 +136,24 @@ pub struct DeviceHeader {
     pub info_off: AtomicU64,
     _pad_ctl: [u64; 11],
 
-    // ---- (offset 256) reserved: the aux control words of version 1, now per ring ----
-    _reserved_aux: [u64; 16],
+    // ---- snapshots (offset 256; the aux control words of version 1 were here) ----
+    /// Snapshots asked for by triggers (a program's `trigger()`, its panic hook, the rules
+    /// its saver applies), in every process of the device.
+    pub triggers: AtomicU64,
+    /// Of those, triggers a snapshot already coming covered (asked for within its window).
+    pub triggers_merged: AtomicU64,
+    /// Of those, triggers the rate policy refused (too soon after the last snapshot).
+    pub triggers_refused: AtomicU64,
+    /// Snapshots saved by the device's processes.
+    pub snapshots_saved: AtomicU64,
+    /// Snapshots that could not be saved (the reason goes to the saver's standard error).
+    pub snapshots_failed: AtomicU64,
+    /// Snapshot files removed to keep within the retention limits.
+    pub snapshots_removed: AtomicU64,
+    /// When the last snapshot was granted (a timestamp of the device's clock; 0: never):
+    /// the rate policy of every process of the device measures from it.
+    pub last_snapshot_at: AtomicU64,
+    _reserved_snapshots: [u64; 9],
 
     // ---- metadata control (offset 384), written under `meta_lock` ----
     /// Metadata and control lock word: 0 free, else the owner's `tid << 32 | start tag`
@@ -186,6 +203,8 @@ const_assert_eq!(core::mem::offset_of!(DeviceHeader, ctl_generation), 136);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, cleared_at), 144);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, clears), 152);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, info_off), 160);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, triggers), 256);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, last_snapshot_at), 304);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_used), 392);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_dropped), 400);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, tp_count), 408);

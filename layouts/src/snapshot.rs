@@ -156,7 +156,120 @@ pub struct SnapshotHeader {
     /// Version 4: [`sum64`](crate::sum::sum64) of this page with this field zero, seed
     /// [`SUM_HEADER`] (earlier versions: zero).
     pub header_sum: u64,
-    _pad: [u64; 370],
+    /// Why it was taken ([`Cause`]; all zero in older files and in a snapshot a person
+    /// asked for: [`CauseKind::Asked`]).
+    pub cause: Cause,
+    _pad: [u64; 300],
+}
+
+/// Why a snapshot was taken, in its header page (covered by its checksum).
+#[derive(Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct Cause {
+    /// [`CauseKind`] as a raw value.
+    pub kind: u32,
+    /// The process that took it (0: unknown).
+    pub pid: u32,
+    /// The timestamp of the trigger, in the device's clock (0: none, a snapshot saved at
+    /// once).
+    pub trigger_stamp: u64,
+    /// The window asked for: nanoseconds before the trigger, and after it (the saver waited
+    /// that long before it copied).
+    pub before_ns: u64,
+    /// See `before_ns`.
+    pub after_ns: u64,
+    /// Triggers besides the first that this snapshot covers (merged into it).
+    pub merged: u64,
+    /// Bytes of `reason` in use.
+    pub reason_len: u64,
+    /// The reason given (UTF-8, cut at a character boundary): a trigger's text, a rule, a
+    /// panic's message.
+    pub reason: [u8; CAUSE_REASON_BYTES],
+}
+
+/// Bytes of [`Cause::reason`].
+pub const CAUSE_REASON_BYTES: usize = 512;
+
+const_assert_eq!(core::mem::size_of::<Cause>(), 48 + CAUSE_REASON_BYTES);
+const_assert_eq!(core::mem::offset_of!(SnapshotHeader, cause), 1136);
+
+/// Who took a snapshot, and on what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum CauseKind {
+    /// A person or tool asked for it (`ttrace-reader snapshot`), or the file predates causes.
+    Asked = 0,
+    /// The program saved it (`save_snapshot`).
+    Saved = 1,
+    /// The program triggered it (`trigger`).
+    Trigger = 2,
+    /// A rule matched (`ttrace-reader watch`, or a rule installed through `ctl`).
+    Rule = 3,
+    /// The program panicked.
+    Panic = 4,
+}
+
+impl CauseKind {
+    /// The kind of raw value `v` (an unknown value is taken as [`CauseKind::Asked`]).
+    pub const fn from_raw(v: u32) -> CauseKind {
+        match v {
+            1 => CauseKind::Saved,
+            2 => CauseKind::Trigger,
+            3 => CauseKind::Rule,
+            4 => CauseKind::Panic,
+            _ => CauseKind::Asked,
+        }
+    }
+
+    /// Its name, as listings and footers show it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CauseKind::Asked => "asked",
+            CauseKind::Saved => "saved",
+            CauseKind::Trigger => "trigger",
+            CauseKind::Rule => "rule",
+            CauseKind::Panic => "panic",
+        }
+    }
+}
+
+impl Cause {
+    /// A cause of `kind` with `reason` (cut to [`CAUSE_REASON_BYTES`] at a character
+    /// boundary).
+    pub fn new(kind: CauseKind, reason: &str) -> Cause {
+        let mut c = Cause::new_zeroed();
+        c.kind = kind as u32;
+        let mut n = reason.len().min(CAUSE_REASON_BYTES);
+        while !reason.is_char_boundary(n) {
+            n -= 1;
+        }
+        c.reason[..n].copy_from_slice(&reason.as_bytes()[..n]);
+        c.reason_len = n as u64;
+        c
+    }
+
+    /// The reason, as far as it is UTF-8 (a damaged length is cut to the field).
+    pub fn reason(&self) -> &str {
+        let n = (self.reason_len as usize).min(CAUSE_REASON_BYTES);
+        match core::str::from_utf8(&self.reason[..n]) {
+            Ok(s) => s,
+            Err(e) => core::str::from_utf8(&self.reason[..e.valid_up_to()]).unwrap_or_default(),
+        }
+    }
+}
+
+impl core::fmt::Debug for Cause {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Cause")
+            .field("kind", &CauseKind::from_raw(self.kind))
+            .field("pid", &self.pid)
+            .field("trigger_stamp", &self.trigger_stamp)
+            .field("before_ns", &self.before_ns)
+            .field("after_ns", &self.after_ns)
+            .field("merged", &self.merged)
+            .field("reason", &self.reason())
+            .finish()
+    }
 }
 
 assert_eq_size!(SnapshotHeader, [u8; PAGE as usize]);

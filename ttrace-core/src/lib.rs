@@ -32,6 +32,7 @@ pub mod tracepoint;
 pub mod writer;
 pub mod args;
 mod values;
+pub mod snapshots;
 
 pub use args::{Arg, Args};
 pub use devttrace::clock;
@@ -41,6 +42,9 @@ pub use devttrace::config::{
 };
 pub use devttrace::{Config, Definition, Error, Problem, Result, Trust, ValueTable, ValuesKind};
 pub use rseq::ENV_NO_RSEQ;
+pub use snapshots::{
+    install_panic_hook, save_snapshot, save_snapshot_to, settle_snapshots, trigger, Asked, SaveInfo,
+};
 pub use tracepoint::{Tracepoint, WordRef, CLASS_DEFAULT, UNREGISTERED};
 pub use ttrace_layouts::device::CLASS_MESSAGES;
 pub use ttrace_layouts::entry::Kind;

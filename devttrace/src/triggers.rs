@@ -1,0 +1,140 @@
+//! The snapshot counters of the device header, and the claim that paces snapshots across
+//! every process of the device.
+//!
+//! A program asks for a snapshot by a *trigger*; its saver decides, per trigger, whether a
+//! snapshot already coming covers it (*merged*), whether the rate policy refuses it
+//! (*refused*), or whether it is granted. Granting is a claim on the one word
+//! `last_snapshot_at`: a compare-and-swap from the value the saver read to the trigger's
+//! time, which succeeds only if at least the interval passed since that value. Two savers
+//! (in two processes, or two threads) that race for the same interval cannot both win: the
+//! loser reads the winner's time and is refused. The counters only grow, by one
+//! `fetch_add` each, so `stats` shows exact totals however many processes trigger.
+
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use ttrace_layouts::device::DeviceHeader;
+
+/// What became of triggers and snapshots, as the device header counts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotCounts {
+    /// Triggers (each asks for a snapshot).
+    pub triggers: u64,
+    /// Of those, covered by a snapshot already coming.
+    pub merged: u64,
+    /// Of those, refused by the rate policy.
+    pub refused: u64,
+    /// Snapshots saved.
+    pub saved: u64,
+    /// Snapshots that could not be saved.
+    pub failed: u64,
+    /// Snapshot files removed by the retention limits.
+    pub removed: u64,
+    /// When the last snapshot was granted (device clock; 0: never).
+    pub last_at: u64,
+}
+
+/// A counter of [`SnapshotCounts`] that a saver adds to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// [`SnapshotCounts::triggers`].
+    Triggers,
+    /// [`SnapshotCounts::merged`].
+    Merged,
+    /// [`SnapshotCounts::refused`].
+    Refused,
+    /// [`SnapshotCounts::saved`].
+    Saved,
+    /// [`SnapshotCounts::failed`].
+    Failed,
+    /// [`SnapshotCounts::removed`].
+    Removed,
+}
+
+/// The counters of `h` now.
+pub fn counts(h: &DeviceHeader) -> SnapshotCounts {
+    // Relaxed: independent counters, each exact on its own; nothing is read through them.
+    let load = |w: &core::sync::atomic::AtomicU64| w.load(Relaxed);
+    SnapshotCounts {
+        triggers: load(&h.triggers),
+        merged: load(&h.triggers_merged),
+        refused: load(&h.triggers_refused),
+        saved: load(&h.snapshots_saved),
+        failed: load(&h.snapshots_failed),
+        removed: load(&h.snapshots_removed),
+        last_at: load(&h.last_snapshot_at),
+    }
+}
+
+/// Adds `n` to `counter` of `h`.
+pub(crate) fn add(h: &DeviceHeader, counter: Counter, n: u64) {
+    let word = match counter {
+        Counter::Triggers => &h.triggers,
+        Counter::Merged => &h.triggers_merged,
+        Counter::Refused => &h.triggers_refused,
+        Counter::Saved => &h.snapshots_saved,
+        Counter::Failed => &h.snapshots_failed,
+        Counter::Removed => &h.snapshots_removed,
+    };
+    // Relaxed: a counter; the read-modify-write alone keeps it exact.
+    word.fetch_add(n, Relaxed);
+}
+
+/// Claims a snapshot for a trigger at `now` (device clock) if none was granted in the
+/// `interval` ticks before it; true if granted. `last_snapshot_at` then holds `now`.
+pub(crate) fn claim(h: &DeviceHeader, now: u64, interval: u64) -> bool {
+    // Acquire/AcqRel: the word is the only state of the protocol, and the CAS decides on
+    // it alone; the orderings only keep a grant after the grant it measured from.
+    let mut last = h.last_snapshot_at.load(Acquire);
+    loop {
+        if last != 0 && now.saturating_sub(last) < interval {
+            return false;
+        }
+        // A trigger older than the last grant (its saver was slow): the interval is
+        // measured from the later time, which stays.
+        let next = now.max(last);
+        match h
+            .last_snapshot_at
+            .compare_exchange_weak(last, next, AcqRel, Acquire)
+        {
+            Ok(_) => return true,
+            Err(seen) => last = seen,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zerocopy::FromZeros;
+
+    #[test]
+    fn a_claim_is_granted_once_per_interval() {
+        let h = DeviceHeader::new_zeroed();
+        assert!(claim(&h, 1_000, 100));
+        assert!(!claim(&h, 1_050, 100));
+        assert!(!claim(&h, 1_099, 100));
+        assert!(claim(&h, 1_100, 100));
+        // A late trigger, older than the last grant: refused, the grant stays.
+        assert!(!claim(&h, 900, 100));
+        assert_eq!(counts(&h).last_at, 1_100);
+        // No interval: every trigger is granted.
+        assert!(claim(&h, 1_100, 0));
+    }
+
+    #[test]
+    fn racing_claims_grant_one() {
+        let h = DeviceHeader::new_zeroed();
+        let granted = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for t in 0..1_000u64 {
+                        if claim(&h, 10 + t, 1_000_000) {
+                            granted.fetch_add(1, Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(granted.load(Relaxed), 1);
+    }
+}

@@ -1,0 +1,176 @@
+//! Snapshots the program takes itself: at once ([`save_snapshot`]), around a moment it
+//! noticed ([`trigger`]), and at a panic ([`install_panic_hook`]).
+//!
+//! Each records an event first (`trigger("reason")`, `panic("message", "file:line:col")`),
+//! so the moment is in the trace for every reader and export, then asks the process's
+//! saver ([`ttrace_trigger::Saver`]) for the snapshot. The snapshot directory is
+//! `$TTRACE_SNAPSHOT_DIR`, else `<device>.snapshots` beside the device; the window, rate
+//! and retention come from [`Policy::from_env`](ttrace_trigger::Policy::from_env).
+
+use crate::writer::{device, device_or_init, Writer};
+use std::sync::OnceLock;
+use ttrace_layouts::aux::{AuxTag, AUX_NONE};
+use ttrace_layouts::meta::ArgType;
+pub use ttrace_trigger::{Asked, Policy, SaveInfo, Store};
+use ttrace_trigger::{Cause, CauseKind, Saver};
+
+crate::tracepoint!(
+    /// The event a [`trigger`] records: its reason.
+    static TRIGGER: Start = "trigger", "{reason:s}"
+);
+
+crate::tracepoint!(
+    /// The event a panic records, with the panic hook installed: its message and where.
+    static PANIC: Start = "panic", "{message:s} at {location:s}"
+);
+
+/// The process's saver, made at the first use from the process's device and the
+/// environment; `None` (said once on standard error) if either is unusable.
+fn saver() -> Option<&'static Saver> {
+    static SAVER: OnceLock<Option<Saver>> = OnceLock::new();
+    SAVER
+        .get_or_init(|| {
+            let w = device_or_init()
+                .map_err(|e| eprintln!("ttrace: no snapshots: {e}"))
+                .ok()?;
+            let policy = Policy::from_env()
+                .map_err(|e| eprintln!("ttrace: no snapshots: {e}"))
+                .ok()?;
+            let store = Store::new(ttrace_trigger::policy::default_snapshot_dir(w.dir()));
+            Some(Saver::new(w, store, policy))
+        })
+        .as_ref()
+}
+
+/// Records `text` as a string argument (its aux word, or [`AUX_NONE`] if it did not fit).
+fn text(w: &Writer, text: &str) -> u64 {
+    w.aux_write(AuxTag::String, w.context(), text.as_bytes())
+        .unwrap_or(AUX_NONE)
+}
+
+/// Records a `trigger` event with `reason`, and asks for a snapshot of a window around it:
+/// what the rings hold before it, and what is written in the [`Policy::after`] span after
+/// it (so its consequences are in it). A background thread saves it into the snapshot
+/// directory, as a file whose name says when and why; this returns at once.
+///
+/// At most one snapshot is granted per [`Policy::interval`] across every process of the
+/// device; a trigger while one is pending is merged into it, one sooner is refused: both
+/// counted (`ttrace-reader stats`). A program about to exit calls [`settle_snapshots`].
+///
+/// ```
+/// # let tmp = tempfile::tempdir().unwrap();
+/// # std::env::set_var("TTRACE_SNAPSHOT_DIR", tmp.path().join("snapshots"));
+/// # ttrace_core::init(&ttrace_core::Config::at(tmp.path().join("dev")))?;
+/// let asked = ttrace_core::trigger("request over 100 ms");
+/// assert_eq!(asked, ttrace_core::Asked::Granted);
+/// ttrace_core::settle_snapshots();
+/// # assert_eq!(std::fs::read_dir(tmp.path().join("snapshots")).unwrap().count(), 1);
+/// # Ok::<(), ttrace_core::Error>(())
+/// ```
+pub fn trigger(reason: &str) -> Asked {
+    let Some(saver) = saver() else {
+        return Asked::Unavailable;
+    };
+    let stamp = record(&TRIGGER, reason, None);
+    saver.trigger(CauseKind::Trigger, reason, stamp)
+}
+
+/// Records the event of `tp` (a trigger or a panic) with its string arguments; returns
+/// the time it was recorded at.
+fn record<const N: usize>(
+    tp: &'static crate::Tracepoint<N>,
+    first: &str,
+    second: Option<&str>,
+) -> u64 {
+    let Some(w) = device() else { return 0 };
+    let word = tp.word();
+    let word = match word {
+        0 => 0,
+        _ => tp.enabled_word(word, &[ArgType::Str, ArgType::Str][..N]),
+    };
+    if word != 0 {
+        let mut args = [AUX_NONE; N];
+        args[0] = text(w, first);
+        if let (Some(s), Some(a)) = (second, args.get_mut(1)) {
+            *a = text(w, s);
+        }
+        w.emit(word, w.context(), &args);
+    }
+    w.now()
+}
+
+/// Saves a snapshot of the device now, on the calling thread (the format `ttrace-reader
+/// snapshot` writes; a consistent copy), into the snapshot directory; no rate applies.
+///
+/// ```
+/// # let tmp = tempfile::tempdir().unwrap();
+/// # std::env::set_var("TTRACE_SNAPSHOT_DIR", tmp.path().join("snapshots"));
+/// # ttrace_core::init(&ttrace_core::Config::at(tmp.path().join("dev")))?;
+/// let info = ttrace_core::save_snapshot("health check failed").unwrap();
+/// assert!(info.path.exists());
+/// # Ok::<(), ttrace_core::Error>(())
+/// ```
+pub fn save_snapshot(reason: &str) -> ttrace_trigger::Result<SaveInfo> {
+    let w = device_or_init()?;
+    let policy = saver().map_or_else(Policy::default, |s| s.policy().clone());
+    let store = match saver() {
+        Some(s) => s.store().clone(),
+        None => Store::new(ttrace_trigger::policy::default_snapshot_dir(w.dir())),
+    };
+    ttrace_trigger::save_now(w, &store, &policy, reason)
+}
+
+/// Saves a snapshot of the device to `path`, on the calling thread: Go's
+/// `FlightRecorder.WriteTo`. No retention or rate applies.
+pub fn save_snapshot_to(
+    path: impl AsRef<std::path::Path>,
+    reason: &str,
+) -> ttrace_trigger::Result<devttrace::image::Saved> {
+    let w = device_or_init()?;
+    let mut cause = Cause::new(CauseKind::Saved, reason);
+    cause.pid = std::process::id();
+    Ok(w.save_because(path, &cause)?)
+}
+
+/// Waits until every snapshot asked for is saved (none pending, none being written).
+pub fn settle_snapshots() {
+    if let Some(s) = saver() {
+        s.settle();
+    }
+}
+
+/// Installs a panic hook that records the panic's message and location as a `panic` event
+/// (readable by every reader and export), saves a snapshot at once on the panicking thread
+/// (the process may end right after), then calls the hook installed before it.
+pub fn install_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = match info.payload().downcast_ref::<&str>() {
+            Some(s) => (*s).to_string(),
+            None => match info.payload().downcast_ref::<String>() {
+                Some(s) => s.clone(),
+                None => "Box<dyn Any>".to_string(),
+            },
+        };
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+            .unwrap_or_default();
+        // A panic inside the saver (it should never) must not recurse here.
+        thread_local!(static IN_HOOK: core::cell::Cell<bool> = const { core::cell::Cell::new(false) });
+        if !IN_HOOK.with(|h| h.replace(true)) {
+            let stamp = record(&PANIC, &message, Some(&location));
+            if let Some(saver) = saver() {
+                let reason = format!("{message} at {location}");
+                match saver.save_at_once(CauseKind::Panic, &reason, stamp) {
+                    Ok(info) => {
+                        eprintln!("ttrace: panic snapshot saved to {}", info.path.display())
+                    }
+                    Err(e) => eprintln!("ttrace: panic snapshot not saved: {e}"),
+                }
+            }
+            IN_HOOK.with(|h| h.set(false));
+        }
+        previous(info);
+    }));
+}
