@@ -4,6 +4,7 @@
 //! up the way their users would for the cheapest recording.
 
 pub mod peers;
+pub mod full;
 
 use serde::Serialize;
 use std::time::Instant;

@@ -254,7 +254,16 @@ fn save_to(
     head.extents = count;
     head.seal();
     put_at(0, head.as_bytes())?;
-    file.sync_all().map_err(io(path))?;
+    // A snapshot asked for is made durable before it is renamed into place. A triggered
+    // one is not waited for: its saver must be free to copy the next moment, and a file
+    // cut by a power loss fails its checksums and is named as damaged, never misread.
+    use ttrace_layouts::snapshot::CauseKind;
+    if matches!(
+        CauseKind::from_raw(cause.kind),
+        CauseKind::Asked | CauseKind::Saved
+    ) {
+        file.sync_all().map_err(io(path))?;
+    }
     saved.bytes = end;
     Ok(saved)
 }

@@ -73,6 +73,19 @@ macro_rules! test_writer {
     };
 }
 
+/// `ttrace-test-requests <dir> <mode>` (two threads serving a million requests, one of
+/// 20 ms in the middle; `mode` says what catches it: `trigger`, `panic` or `none`), its
+/// snapshots going to `snapshots` (`TTRACE_SNAPSHOT_DIR`), as a [`Cli`].
+#[macro_export]
+macro_rules! requests {
+    ($dir:expr, $mode:expr, $snapshots:expr $(,)?) => {
+        $crate::cli::Cli::new(env!("CARGO_BIN_EXE_ttrace-test-requests"))
+            .env("TTRACE_SNAPSHOT_DIR", $snapshots)
+            .arg($dir)
+            .arg($mode)
+    };
+}
+
 /// A command line to run (see the [module](self)).
 pub struct Cli {
     cmd: Command,

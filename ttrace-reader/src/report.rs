@@ -111,8 +111,14 @@ pub struct Unmeasured {
     pub open_at_end: u64,
     /// Exits (stops) with no entry (start) open on their thread.
     pub unmatched_exits: u64,
-    /// Entries and exits before the time from which every ring is complete.
+    /// Entries and exits before the time from which every ring is complete (starts and
+    /// stops; entries and exits are paired there too, and counted in `across_losses`).
     pub before_horizon: u64,
+    /// Pairs measured whose entry is before the time from which every ring is complete:
+    /// another CPU's ring lost entries while they were open. Their thread's own events are
+    /// whole on the rings that hold them; the duration is wrong only if the thread left for
+    /// that CPU and wrote an exit and an entry there that were lost.
+    pub across_losses: u64,
 }
 
 /// A log2 histogram of durations.
@@ -270,7 +276,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             }
         }
     };
-    let mut pairing = Pairing::new(&view.cpus, &view.meta);
+    let mut pairing = Pairing::new(&view.cpus, &view.meta).across_losses();
     let horizon = pairing.horizon();
     // Events by tracepoint id (the last: ids the metadata does not know), and messages.
     let mut counts = vec![0u64; n + 1];
@@ -315,7 +321,10 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
         match schema.kind {
             Kind::Entry if pairing.enter(event).is_none() => un.before_horizon += 1,
             Kind::Exit => match pairing.exit(event) {
-                Closes::Entry(open, _) => add(&open.event, event),
+                Closes::Entry(open, _) => {
+                    un.across_losses += (open.event.stamp < horizon) as u64;
+                    add(&open.event, event)
+                }
                 Closes::Nothing => un.unmatched_exits += 1,
                 Closes::Uncertain => un.before_horizon += 1,
             },
@@ -569,6 +578,13 @@ pub fn text(r: &Report) -> String {
         "# not measured: {} open at the end, {} exits with no entry, {} before every ring is complete",
         u.open_at_end, u.unmatched_exits, u.before_horizon
     );
+    if u.across_losses > 0 {
+        let _ = writeln!(
+            s,
+            "# measured across a loss: {} pairs opened before every ring is complete (right unless their thread wrote on a CPU whose entries were lost meanwhile)",
+            u.across_losses
+        );
+    }
     if let Some(h) = &r.histogram {
         let total: u64 = h.buckets.iter().map(|b| b.2).sum();
         let _ = writeln!(s, "# {}: {total} pairs", h.name);
@@ -638,6 +654,7 @@ pub fn json(r: &Report) -> String {
             "exits_with_no_entry": u.unmatched_exits,
             "before_horizon": u.before_horizon,
         },
+        "measured_across_losses": u.across_losses,
     });
     if let Some(h) = &r.histogram {
         v["histogram"] = serde_json::json!({

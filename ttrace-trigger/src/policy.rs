@@ -80,7 +80,7 @@ impl Policy {
     }
 }
 
-const DURATION: &str = "not a duration (a number and a unit: ns, us, ms, s, m)";
+const DURATION: &str = "not a duration (a number and a unit: ns, us, ms, s, m, h)";
 const BYTES: &str = "not a size (a number, with k, m or g for binary units)";
 
 /// The snapshot directory of the device at `device`: `$TTRACE_SNAPSHOT_DIR` if set, else
@@ -102,7 +102,7 @@ pub fn beside(device: &Path) -> PathBuf {
     device.with_file_name(name)
 }
 
-/// A duration: a number (decimals allowed) and a unit, `ns`, `us`, `ms`, `s` or `m`.
+/// A duration: a number (decimals allowed) and a unit, `ns`, `us`, `ms`, `s`, `m` or `h`.
 pub fn parse_duration(v: &str) -> Option<Duration> {
     let v = v.trim();
     let split = v.find(|c: char| c.is_ascii_alphabetic())?;
@@ -114,6 +114,7 @@ pub fn parse_duration(v: &str) -> Option<Duration> {
         "ms" => 1e6,
         "s" => 1e9,
         "m" | "min" => 60e9,
+        "h" => 3600e9,
         _ => return None,
     };
     let ns = number * ns_per;

@@ -10,14 +10,10 @@
 //! aux of every CPU, about 1.3 GB at the default size). `--also PATH` measures another
 //! `ttrace-reader` binary on the same device too (an older build, to compare).
 
-use devttrace::{Config, Definition, Device, Kind};
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::{Command, ExitCode};
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
-use ttrace_layouts::aux::{aux_ref, AuxPath, AuxTag};
-use ttrace_layouts::entry::TypeWord;
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -50,7 +46,7 @@ fn main() -> ExitCode {
     // process that never held the device.
     if let Some(i) = args.iter().position(|a| a == "--fill") {
         let dir = Path::new(&args[i + 1]);
-        let (rings, aux) = fill(dir, cpus, slots, aux);
+        let (rings, aux) = ttrace_benches::full::fill(dir, cpus, slots, aux);
         println!("{rings} {aux}");
         return ExitCode::SUCCESS;
     }
@@ -197,91 +193,4 @@ fn wait_rss(pid: u32) -> (i32, u64) {
     let rc = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
     assert_eq!(rc, pid as i32, "wait4: {}", std::io::Error::last_os_error());
     (status, usage.ru_maxrss as u64 * 1024)
-}
-
-/// Makes the device at `dir` and fills every restartable ring and its aux buffer; returns
-/// the bytes of the rings and of the aux records in use.
-fn fill(dir: &Path, cpus: u32, slots: u64, aux: u64) -> (u64, u64) {
-    let dev = Device::open(&Config {
-        cpus: Some(cpus),
-        ring_slots: slots,
-        aux_bytes: aux,
-        ..Config::at(dir)
-    })
-    .expect("the device");
-    let define = |name, format| {
-        dev.register_tracepoint(&Definition::untyped(name, Kind::Start, 1, format))
-            .expect("a tracepoint")
-            .1
-    };
-    let request = define(
-        "request",
-        "id={id} size={size} flags={flags:x} delta={delta:d} user={user}",
-    );
-    let wide = define(
-        "wide",
-        "a={a} b={b} c={c} d={d} e={e} f={f} g={g} h={h} i={i} j={j} k={k:x} l={l}",
-    );
-    let open = define("open", "path={path:s} fd={fd}");
-    let map = dev.mapping();
-    let (pid, tid) = (std::process::id(), 1);
-    dev.note_process(pid, "memory").expect("a process name");
-    let mut in_use = (0, 0);
-    for r in 0..cpus as usize {
-        dev.note_thread(pid, tid + r as u32, &format!("worker-{r}"))
-            .expect("a thread name");
-        let ctx = (pid as u64) << 32 | (tid as u64 + r as u64);
-        let ring = map.ring(r);
-        let last = &map.ring_header(r).last_stamp;
-        let buffer = map.aux(r);
-        let start = map.now();
-        let mut i = 0u64;
-        while ring.head.load(Relaxed) + 2 <= slots {
-            let t = start + i * 20;
-            let tw = |w: u64| TypeWord(w).with_cpu(r as u32).0;
-            match i % 8 {
-                0 => {
-                    let a: [u64; 12] = core::array::from_fn(|k| i + k as u64);
-                    let mut parent = [0u64; 7];
-                    parent[0] = tw(wide);
-                    parent[1] = ctx;
-                    parent[2..].copy_from_slice(&a[..5]);
-                    let cont: [u64; 7] = a[5..].try_into().expect("seven words");
-                    ring.write_restartable(last, t, &parent, Some(&cont), usize::MAX);
-                }
-                1 | 2 => {
-                    let text = format!("/srv/data/{r}/{i:016x}/part-{:08}.bin", i * 7);
-                    let path = AuxPath::new(AuxTag::String, r as u32, text.len() as u64, false);
-                    let at = buffer
-                        .write_restartable(path, 0, ctx, text.as_bytes(), usize::MAX)
-                        .expect("an aux record");
-                    let words = [tw(open), ctx, aux_ref(r, at), i, 0, 0, 0];
-                    ring.write_restartable(last, t, &words, None, usize::MAX);
-                }
-                5 if i % 64 == 5 => {
-                    let text = format!("checkpoint {i} of ring {r}");
-                    let path = AuxPath::new(AuxTag::Info, r as u32, text.len() as u64, false);
-                    buffer.write_restartable(path, t, ctx, text.as_bytes(), usize::MAX);
-                    let words = [tw(request), ctx, i, i * 3, i ^ 0xff, 7, 8];
-                    ring.write_restartable(last, t, &words, None, usize::MAX);
-                }
-                _ => {
-                    let words = [
-                        tw(request),
-                        ctx,
-                        i,
-                        i * 3,
-                        i ^ 0xff,
-                        (i as i64 - 500) as u64,
-                        7,
-                    ];
-                    ring.write_restartable(last, t, &words, None, usize::MAX);
-                }
-            }
-            i += 1;
-        }
-        in_use.0 += ring.head.load(Relaxed).min(slots) * 64;
-        in_use.1 += buffer.last.load(Relaxed) - buffer.first.load(Relaxed);
-    }
-    in_use
 }

@@ -3,4 +3,6 @@
 
 mod bit_flips;
 mod fuzz_regressions;
+mod slow_request;
 mod snapshot;
+mod triggers;

@@ -1,0 +1,186 @@
+//! What snapshots cost: `ttrace_core::trigger` on the caller's thread (refused by the
+//! rate, merged into a pending snapshot, or granted: the saver thread woken), next to a
+//! bare `rdtsc` of the same run; and the time to save a full default device and a full
+//! 16 x 1,048,576-slot one.
+//!
+//! `cargo run --release -p ttrace-benches --bin snapshots [-- --quick]` (`--quick`: fewer
+//! calls, and no 16 x 1M device, which takes about 1.3 GB of `/dev/shm` and as much disk).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--trigger-cost") {
+        trigger_cost(&args[i + 1], args.iter().any(|a| a == "--quick"));
+        return;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let rdtsc = rdtsc_ns();
+    println!("bare rdtsc: {rdtsc:.2} ns");
+    println!(
+        "ttrace_core::trigger on the caller's thread (median of 5 runs; each its own process):"
+    );
+    for (mode, what) in [
+        (
+            "refused",
+            "refused by the rate (a snapshot granted less than an interval ago)",
+        ),
+        ("merged", "merged into the pending snapshot"),
+        (
+            "granted",
+            "granted: claims the rate, wakes the saver thread (after: 5 ms)",
+        ),
+    ] {
+        let runs: Vec<f64> = (0..5).map(|_| child(mode, quick)).collect();
+        let mut sorted = runs.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = sorted[2];
+        println!(
+            "  {what}: {median:.0} ns ({:.1}x rdtsc; min {:.0}, max {:.0})",
+            median / rdtsc,
+            sorted[0],
+            sorted[4]
+        );
+    }
+    println!("save a full device (ttrace_trigger::save_now, into /tmp):");
+    save_time(
+        "default: 2 CPUs x 16,384 slots, 256 KiB aux",
+        2,
+        16384,
+        256 << 10,
+        5,
+    );
+    if !quick {
+        save_time(
+            "16 CPUs x 1,048,576 slots, 16 MiB aux",
+            16,
+            1 << 20,
+            16 << 20,
+            3,
+        );
+    }
+}
+
+/// Nanoseconds of one bare `rdtsc`.
+fn rdtsc_ns() -> f64 {
+    let n = 10_000_000u64;
+    let start = Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(devttrace::clock::rdtsc());
+    }
+    start.elapsed().as_nanos() as f64 / n as f64
+}
+
+/// Runs this program as a child measuring `mode`; its nanoseconds per trigger.
+fn child(mode: &str, quick: bool) -> f64 {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let (after, interval) = match mode {
+        "refused" => ("0ms", "1h"),
+        "merged" => ("1h", "0s"),
+        _ => ("5ms", "0s"),
+    };
+    let mut cmd = Command::new(std::env::current_exe().expect("this program"));
+    cmd.args(["--trigger-cost", mode])
+        .env("TTRACE_DIR", tmp.path().join("dev"))
+        .env("TTRACE_SNAPSHOT_DIR", tmp.path().join("snapshots"))
+        .env("TTRACE_SNAPSHOT_AFTER", after)
+        .env(
+            "TTRACE_SNAPSHOT_INTERVAL",
+            if interval == "1h" { "3600s" } else { interval },
+        )
+        .env("TTRACE_SNAPSHOT_KEEP", "2");
+    if quick {
+        cmd.arg("--quick");
+    }
+    let out = cmd.output().expect("the child");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("nanoseconds")
+}
+
+/// In the child: nanoseconds per `trigger` call of `mode` (the first call, which makes the
+/// saver and grants, is not counted but for `granted`).
+fn trigger_cost(mode: &str, quick: bool) {
+    ttrace_core::init(&ttrace_core::Config::from_env().expect("config")).expect("device");
+    let expect = match mode {
+        "refused" => ttrace_core::Asked::Refused,
+        "merged" => ttrace_core::Asked::Merged,
+        _ => ttrace_core::Asked::Granted,
+    };
+    if mode == "granted" {
+        // Each granted call alone: the saver settled (nothing pending) before each.
+        let n = if quick { 20 } else { 200 };
+        let mut total = Duration::ZERO;
+        for _ in 0..n {
+            ttrace_core::settle_snapshots();
+            // The saver parked again, as it is when a trigger comes after a quiet spell.
+            std::thread::sleep(Duration::from_millis(2));
+            let start = Instant::now();
+            let asked = ttrace_core::trigger("bench");
+            total += start.elapsed();
+            assert_eq!(asked, expect);
+        }
+        println!("{}", total.as_nanos() as f64 / n as f64);
+        return;
+    }
+    assert_eq!(ttrace_core::trigger("first"), ttrace_core::Asked::Granted);
+    if mode == "refused" {
+        // Saved: no snapshot pending to merge into.
+        ttrace_core::settle_snapshots();
+    }
+    let n = if quick { 10_000 } else { 200_000 };
+    let start = Instant::now();
+    for _ in 0..n {
+        let asked = ttrace_core::trigger("bench");
+        debug_assert_eq!(asked, expect);
+        std::hint::black_box(asked);
+    }
+    let ns = start.elapsed().as_nanos() as f64 / n as f64;
+    assert_eq!(ttrace_core::trigger("last"), expect);
+    println!("{ns}");
+}
+
+/// Fills a device of `cpus` x `slots` and times `reps` saves of it.
+fn save_time(what: &str, cpus: u32, slots: u64, aux: u64, reps: usize) {
+    let shm = std::path::Path::new("/dev/shm");
+    let base = if shm.is_dir() { Some(shm) } else { None };
+    let tmp = match base {
+        Some(b) => tempfile::tempdir_in(b),
+        None => tempfile::tempdir(),
+    }
+    .expect("a directory for the device");
+    let out = tempfile::tempdir().expect("a directory for the snapshots");
+    let dir = tmp.path().join("dev");
+    let (rings, aux_bytes) = ttrace_benches::full::fill(&dir, cpus, slots, aux);
+    let dev = devttrace::Device::attach(&dir).expect("the device");
+    let store = ttrace_trigger::Store::new(out.path());
+    let policy = ttrace_trigger::Policy {
+        max_files: 1,
+        ..Default::default()
+    };
+    let mut times = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..reps {
+        let start = Instant::now();
+        let info = ttrace_trigger::save_now(&dev, &store, &policy, "bench").expect("a save");
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+        bytes = info.saved.bytes;
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "  {what}: {:.1} ms median (min {:.1}, max {:.1}) for {:.1} MiB of rings and {:.1} MiB of aux in use, a {:.1} MiB file",
+        times[reps / 2],
+        times[0],
+        times[reps - 1],
+        rings as f64 / (1 << 20) as f64,
+        aux_bytes as f64 / (1 << 20) as f64,
+        bytes as f64 / (1 << 20) as f64
+    );
+}

@@ -1,0 +1,79 @@
+//! Snapshots a program asks for: a thousand triggers in a second from two savers sharing
+//! a device (as two processes do) keep the snapshot directory within its limits, and every
+//! trigger is counted once in the device header, as merged, refused or granted.
+
+use std::time::Duration;
+use ttrace_trigger::{Asked, CauseKind, Policy, Saver, Store};
+
+#[test]
+fn a_thousand_triggers_in_a_second_stay_within_the_limits_and_are_counted_exactly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w: &'static ttrace_core::Writer = Box::leak(Box::new(
+        ttrace_core::Writer::open(&ttrace_tests::config(&tmp.path().join("dev"), 4096, 2)).unwrap(),
+    ));
+    let tp = ttrace_tests::define(w, "work", "n={n}");
+    let store = Store::new(tmp.path().join("snapshots"));
+    let policy = Policy {
+        after: Duration::from_millis(5),
+        interval: Duration::from_millis(50),
+        max_files: 4,
+        max_bytes: 8 << 20,
+        ..Policy::default()
+    };
+    // Two savers of one device: what two processes sharing it have.
+    let savers = [
+        Saver::new(w, store.clone(), policy.clone()),
+        Saver::new(w, store.clone(), policy.clone()),
+    ];
+    let asked: Vec<Vec<Asked>> = std::thread::scope(|s| {
+        let runs: Vec<_> = savers
+            .iter()
+            .map(|saver| {
+                s.spawn(move || {
+                    let ctx = w.context();
+                    (0..500u64)
+                        .map(|i| {
+                            w.emit(tp, ctx, &[i]);
+                            let asked = saver.trigger(CauseKind::Trigger, "load", w.now());
+                            // Pacing, not ordering: 500 triggers over about half a second.
+                            std::thread::sleep(Duration::from_millis(1));
+                            asked
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    savers.iter().for_each(Saver::settle);
+
+    let of = |kind| asked.iter().flatten().filter(|&&a| a == kind).count() as u64;
+    let (granted, merged, refused) = (of(Asked::Granted), of(Asked::Merged), of(Asked::Refused));
+    assert_eq!(granted + merged + refused, 1000, "{asked:?}");
+    assert!(
+        granted >= 1 && refused >= 1,
+        "{granted} granted, {refused} refused"
+    );
+    let counts = w.status().snapshots;
+    assert_eq!(counts.triggers, 1000);
+    assert_eq!(counts.merged, merged);
+    assert_eq!(counts.refused, refused);
+    assert_eq!(counts.saved + counts.failed, granted);
+    assert_eq!(counts.failed, 0);
+
+    let left = store.list().unwrap();
+    let bytes: u64 = left.iter().map(|l| l.bytes).sum();
+    assert!(left.len() <= 4, "{left:?}");
+    assert!(bytes <= 8 << 20, "{bytes} bytes kept");
+    assert_eq!(counts.removed, counts.saved - left.len() as u64);
+    // Each kept file says why it was taken, and reads as a device.
+    for l in &left {
+        let r = devttrace::Reader::open(&l.path).unwrap();
+        let cause = r.cause().expect("a triggered snapshot has a cause");
+        assert_eq!(CauseKind::from_raw(cause.kind), CauseKind::Trigger);
+        assert_eq!(cause.reason(), "load");
+        assert_eq!(cause.pid, std::process::id());
+        assert_eq!(cause.after_ns, 5_000_000);
+        assert!(r.snapshot().unwrap().events() > 0);
+    }
+}
