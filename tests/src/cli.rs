@@ -86,6 +86,16 @@ macro_rules! requests {
     };
 }
 
+/// `ttrace-test-pairs` (a program that records request pairs and events as the lines of
+/// its standard input ask, and prints `done <line>` after each: [`Running::send`]) on the
+/// device `dir` (`TTRACE_DIR`), as a [`Cli`].
+#[macro_export]
+macro_rules! pairs_writer {
+    ($dir:expr $(,)?) => {
+        $crate::cli::Cli::new(env!("CARGO_BIN_EXE_ttrace-test-pairs")).env("TTRACE_DIR", $dir)
+    };
+}
+
 /// A command line to run (see the [module](self)).
 pub struct Cli {
     cmd: Command,
@@ -277,9 +287,21 @@ impl Cli {
 impl Cli {
     /// Starts it, its standard output read line by line as it comes ([`Running`]).
     pub fn start(self) -> Running {
+        self.start_piped(false)
+    }
+
+    /// [`Cli::start`], its standard input a pipe the test writes to ([`Running::send`]).
+    pub fn start_talking(self) -> Running {
+        self.start_piped(true)
+    }
+
+    fn start_piped(self, talking: bool) -> Running {
         let line = self.line.clone();
-        let mut child = self
-            .command()
+        let mut cmd = self.command();
+        if talking {
+            cmd.stdin(Stdio::piped());
+        }
+        let mut child = cmd
             .stdout(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("{line:?}: {e}"));
@@ -294,6 +316,7 @@ impl Cli {
             }
         });
         Running {
+            stdin: child.stdin.take(),
             child,
             lines,
             seen: Vec::new(),
@@ -309,6 +332,8 @@ pub struct Running {
     lines: Receiver<String>,
     /// Every line read so far.
     pub seen: Vec<String>,
+    /// Its standard input, if the test writes to it ([`Cli::start_talking`]).
+    pub stdin: Option<std::process::ChildStdin>,
 }
 
 impl Running {
@@ -326,6 +351,17 @@ impl Running {
                 panic!("no {what} after {patience:?}; it printed {:#?}", self.seen)
             }
         }
+    }
+
+    /// Writes `line` to its standard input, then waits for it to print `done <line>` (as
+    /// `ttrace-test-pairs` does once it recorded what the line asks).
+    pub fn send(&mut self, line: &str, patience: Duration) {
+        let stdin = self.stdin.as_mut().expect("started with start_talking");
+        writeln!(stdin, "{line}")
+            .and_then(|_| stdin.flush())
+            .expect("its input");
+        let done = format!("done {line}");
+        self.until(&done, patience, |l| l == done);
     }
 
     /// Reads lines until one satisfies `want`, and returns it ([`Running::next`]).

@@ -126,6 +126,25 @@ pub enum Error {
         /// What is there instead.
         what: &'static str,
     },
+    /// A snapshot rule that does not parse, or names what the device does not have.
+    #[error(transparent)]
+    Rule(#[from] ttrace_trigger::RuleError),
+    /// A snapshot could not be saved, or the snapshot directory read.
+    #[error(transparent)]
+    Snapshots(#[from] ttrace_trigger::Error),
+    /// An option of `watch` given something it cannot use.
+    #[error("watch {option} {text:?}: {why}")]
+    WatchOption {
+        /// The option.
+        option: &'static str,
+        /// What it was given.
+        text: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// `watch` of a snapshot file, which never changes.
+    #[error("watch: {} is a snapshot file, which never changes: watch follows a live device", .0.display())]
+    WatchSnapshot(PathBuf),
     /// `follow --interval-ms 0`.
     #[error("follow --interval-ms 0: give at least 1 (the milliseconds between two polls)")]
     ZeroInterval,

@@ -3,13 +3,16 @@
 //! may be missing, so a duration is only ever real) and of start/stop pairs of one name stem
 //! (`request_start` .. `request_done`), as counts, percentiles and log2 histograms.
 
-use crate::export::thread::{Thread, Threads};
 use crate::export::{Closes, Pairing, Schema, Stems};
 use crate::merge::{Filter, Item, Merge};
+use devttrace::incarnation::{Thread, Threads};
 use devttrace::Kind;
 use devttrace::{Event, TaskIndex, View};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
+
+/// The names of the pairs (the device's pairing: [`devttrace::pairs`]).
+pub use devttrace::pairs::pair_names;
 
 /// How the latency table is split.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -181,36 +184,13 @@ pub struct Report {
     pub rings: Vec<RingCounts>,
 }
 
-/// Whether `schemas[id]` opens a pair: an entry, or a start whose stem a stop has.
-fn opens_pair(schemas: &[Schema], stems: &Stems, id: usize) -> bool {
-    match schemas[id].kind {
-        Kind::Entry => true,
-        Kind::Start => stems.of[id].is_some_and(|s| stems.paired[s]),
-        _ => false,
-    }
-}
-
-/// The names of the pairs of `meta`'s tracepoints, sorted: their entries' and starts' (what
-/// `--histogram` takes, and the durations are named by).
-pub fn pair_names(meta: &devttrace::Metadata) -> Vec<String> {
-    let schemas = Schema::all(meta);
-    let stems = Stems::new(&schemas);
-    let mut names: Vec<String> = (0..schemas.len())
-        .filter(|&id| opens_pair(&schemas, &stems, id))
-        .map(|id| schemas[id].name.clone())
-        .collect();
-    names.sort();
-    names.dedup();
-    names
-}
-
 /// The names of the arguments of the pairs' entries and starts, sorted (what `--by` takes
 /// beside `thread`, `process` and `cpu`).
 pub fn pair_arguments(meta: &devttrace::Metadata) -> Vec<String> {
     let schemas = Schema::all(meta);
-    let stems = Stems::new(&schemas);
+    let stems = Stems::new(&meta.tracepoints);
     let mut names: Vec<String> = (0..schemas.len())
-        .filter(|&id| opens_pair(&schemas, &stems, id))
+        .filter(|&id| stems.opens_pair(&meta.tracepoints, id))
         .flat_map(|id| schemas[id].args.iter().map(|(name, _)| name.clone()))
         .collect();
     names.sort();
@@ -227,7 +207,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
         of: stem_of,
         paired,
         ..
-    } = Stems::new(&schemas);
+    } = Stems::new(&view.meta.tracepoints);
     // Per tracepoint id, the index of the argument `--by` names.
     let by_arg: Vec<Option<usize>> = schemas
         .iter()

@@ -12,6 +12,9 @@
 //! - [`Store`]: the snapshot directory: file names that say when and why, and the
 //!   retention limits (newest kept).
 //! - [`Policy`]: the window, the rate and the retention, from the environment or set.
+//! - [`Rule`] and [`Matcher`]: the snapshot rules (`latency request > 5ms`), parsed, and
+//!   evaluated over the events a [`devttrace::Follower`] releases (by `ttrace-reader
+//!   watch`, and by a program's saver for the rules installed through `ctl`).
 //!
 //! `ttrace-core` gives programs these as `ttrace_core::trigger`, `save_snapshot` and
 //! `install_panic_hook`; `ttrace-reader watch` takes snapshots by rules from outside.
@@ -33,9 +36,13 @@ pub mod error;
 pub mod policy;
 pub mod store;
 pub mod saver;
+pub mod rules;
+pub mod matcher;
 
 pub use error::{Error, Result};
+pub use matcher::{Fired, Matcher};
 pub use policy::Policy;
+pub use rules::{Rule, RuleError};
 pub use saver::{save_as, save_now, Asked, SaveInfo, Saver};
 pub use store::{Listed, Store};
 pub use ttrace_layouts::snapshot::{Cause, CauseKind};

@@ -16,3 +16,4 @@ mod mount;
 mod not_regular;
 mod reader_cli;
 mod report;
+mod watch;

@@ -5,7 +5,10 @@ use super::export::ExportFormat;
 use super::follow::FollowOptions;
 use super::report::ReportSort;
 use super::select::{time_format, Select, Window};
-use super::{clear, ctl, decode, demo, dump, export, follow, mount, open, report, snapshot, stats};
+use super::watch::WatchOptions;
+use super::{
+    clear, ctl, decode, demo, dump, export, follow, mount, open, report, snapshot, stats, watch,
+};
 use crate::Error;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -88,6 +91,65 @@ enum Command {
         /// an error at once.
         #[arg(long)]
         wait: bool,
+    },
+    /// Follow the device and save a snapshot of it when a rule matches, so that the moment
+    /// is kept after the rings overwrite it. Each snapshot prints one line (time, rule, what
+    /// matched, file, events); Ctrl-C ends with the counts.
+    #[command(after_help = "RULES:
+  event NAME                    an event of tracepoint NAME (wildcards * and ?)
+  event NAME if ARG OP VALUE    ... whose argument ARG compares so (OP: == != < <= > >=;
+                                VALUE: an integer, decimal, 0x hex or negative, or a string
+                                for == and != on a string argument)
+  latency NAME > DURATION       a pair (entry/exit of NAME, or start/stop of stem NAME,
+                                paired as report pairs) longer than DURATION (5ms, 250us)
+  latency NAME max              a pair longer than every one before it (the first pair sets
+                                the maximum and does not fire)
+  lost > N/s                    more than N entries lost by the watcher over the last second
+
+Matches while a snapshot waits for its --after span are merged into it; matches within
+--interval of the last snapshot's are refused. The snapshot holds what the rings still hold
+when --after has passed: at E events/s per ring of S slots, about S/E seconds back.
+
+Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_SNAPSHOT\" /bugs/'")]
+    Watch {
+        /// The device directory.
+        device: Option<PathBuf>,
+        /// A rule (see RULES below); more than one: any of them.
+        #[arg(long = "on", value_name = "RULE", required = true)]
+        rules: Vec<String>,
+        /// The snapshot directory (default: $TTRACE_SNAPSHOT_DIR, else DEVICE.snapshots
+        /// beside the device).
+        #[arg(short, long, value_name = "DIR")]
+        output: Option<PathBuf>,
+        /// The window before the match the snapshot is for, recorded in its cause (the
+        /// snapshot holds what the rings hold; default 1s).
+        #[arg(long, value_name = "DUR")]
+        before: Option<String>,
+        /// How long after the matching event the device is saved, so that the consequences
+        /// are in it (default 5ms).
+        #[arg(long, value_name = "DUR")]
+        after: Option<String>,
+        /// At most one snapshot per interval (default 1s).
+        #[arg(long, value_name = "DUR")]
+        interval: Option<String>,
+        /// Keep at most N snapshot files in the directory, the newest (default 16).
+        #[arg(long, value_name = "N")]
+        keep: Option<usize>,
+        /// Keep at most SIZE bytes of snapshot files (k, m, g: binary units; default 256m).
+        #[arg(long, value_name = "SIZE")]
+        max_bytes: Option<String>,
+        /// Run `sh -c CMD` after each snapshot, with TTRACE_SNAPSHOT (the file) and
+        /// TTRACE_RULE in its environment (not waited for while watching; waited for at the
+        /// end).
+        #[arg(long, value_name = "CMD")]
+        exec: Option<String>,
+        /// End after N snapshots.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+        /// Milliseconds between polls while events come, at least 1 (idle, the interval
+        /// doubles up to 100 ms).
+        #[arg(long, default_value_t = 20)]
+        interval_ms: u64,
     },
     /// Show or change what is recorded: `setmask <value> <mask>`, `setbits <bits>`,
     /// `clrbits <bits>`, `enable <wildcard>`, `disable <wildcard>`, `reset`.
@@ -246,6 +308,33 @@ fn run(cli: Cli) -> Result<(), Error> {
                 window_ns: reorder_window_ms.saturating_mul(1_000_000),
                 time: time_format(utc),
                 wait,
+            },
+        ),
+        Command::Watch {
+            device,
+            rules,
+            output,
+            before,
+            after,
+            interval,
+            keep,
+            max_bytes,
+            exec,
+            count,
+            interval_ms,
+        } => watch::run(
+            device,
+            WatchOptions {
+                rules,
+                output,
+                before,
+                after,
+                interval,
+                keep,
+                max_bytes,
+                exec,
+                count,
+                interval_ms,
             },
         ),
         Command::Stats { device } => stats::run(device),

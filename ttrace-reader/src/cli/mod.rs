@@ -7,6 +7,7 @@ mod open;
 mod select;
 mod dump;
 mod follow;
+mod watch;
 mod stats;
 mod ctl;
 mod clear;

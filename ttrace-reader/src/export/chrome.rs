@@ -18,12 +18,12 @@
 //!
 //! The output is written as the items come; memory holds only the entries still open.
 
-use super::thread::Thread;
 use super::{Closes, Identities, Pairing, Schema, Written};
 use crate::append::{self, Text};
 use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
+use devttrace::incarnation::Thread;
 use devttrace::{AuxSnapshots, Clock, Event, RingIndex};
 use foldhash::HashMap as FoldHashMap;
 use std::collections::HashMap;
@@ -416,7 +416,7 @@ pub fn write(
         .extend_from_slice(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
     let (mut first, mut last) = (None, 0);
     // Open starts per thread and stem, paired as `report` pairs them.
-    let stems = super::Stems::new(&schemas);
+    let stems = super::Stems::new(&ctx.meta.tracepoints);
     let horizon = w.pairing.horizon();
     let mut starts: HashMap<(Thread, usize), Vec<Event>> = HashMap::new();
     w.written.losses(rings, &items);

@@ -1,8 +1,8 @@
-//! Which thread wrote an event. An event names its writer by id (`pid << 32 | tid`), and the
-//! kernel gives a dead thread's id to a later thread; the names area tells the two apart. A
+//! Which thread wrote an event: what pairs are keyed by ([`crate::pairs`]). An event names
+//! its writer by id (`pid << 32 | tid`), and the kernel gives a dead thread's id to a later thread; the names area tells the two apart. A
 //! thread's name is recorded when it first traces, before any of its events, and the record
 //! says whether it names a new thread of the id or renames the one it had (see
-//! [`devttrace::TaskIndex`]). So the thread that wrote an event is its id's latest new-thread
+//! [`TaskIndex`]). So the thread that wrote an event is its id's latest new-thread
 //! record at or before the event's time, exactly: the old thread's events all came before it
 //! died, the new thread's record before all of its events.
 //!
@@ -10,7 +10,7 @@
 //! the library with no name) is one thread; so is an id whose later thread's record was
 //! dropped: the reader cannot tell those apart.
 
-use devttrace::{Metadata, TaskIndex};
+use crate::meta::{Metadata, TaskIndex};
 use foldhash::HashMap as FoldHashMap;
 use std::ops::Range;
 
@@ -46,7 +46,7 @@ impl Threads {
     ///
     /// ```
     /// use devttrace::meta::{Metadata, TaskInfo};
-    /// use ttrace_reader::export::thread::{Thread, Threads};
+    /// use devttrace::incarnation::{Thread, Threads};
     /// let task = |timestamp, name: &str, renamed| TaskInfo {
     ///     pid: 1, tid: 2, timestamp, name: name.into(), renamed, ..Default::default()
     /// };

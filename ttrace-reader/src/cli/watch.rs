@@ -1,0 +1,365 @@
+//! `ttrace-reader watch`: follows a device and saves it when a rule matches
+//! (`--on 'latency request > 5ms'`), so that the moment is kept after the rings have
+//! overwritten it.
+//!
+//! It follows as `follow` does ([`devttrace::Follower`]: each poll reads only what is new,
+//! idle polls back off) and gives each poll to a [`ttrace_trigger::Matcher`]. A match opens
+//! a snapshot that waits `--after` (in the device's clock, from the matching event) so that
+//! its consequences are in it, then saves the device into the snapshot directory with the
+//! rule and what matched as its cause, applies the retention limits and prints one line.
+//! Rate: at most one snapshot per `--interval`, measured between the matching events;
+//! matches while a snapshot waits are merged into it, matches sooner after the last one
+//! are refused; both are counted (the footer). A reader maps the device read-only: these
+//! counts are the watcher's own, not the device header's.
+//!
+//! `--exec CMD` runs `sh -c CMD` after each snapshot, with `TTRACE_SNAPSHOT` and
+//! `TTRACE_RULE` in its environment. It is not waited for in the poll loop (a slow command
+//! never holds up the follower); finished ones are reaped at each poll, and `watch` waits
+//! for those still running before it ends.
+
+use super::open::{open, trust};
+use crate::decode;
+use crate::output::quiet_pipe;
+use crate::Error;
+use devttrace::{Follower, Reader};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Duration;
+use ttrace_trigger::policy::{default_snapshot_dir, parse_bytes, parse_duration};
+use ttrace_trigger::{Cause, CauseKind, Matcher, Policy, Rule, Store};
+
+/// How `watch` runs, as given on the command line.
+pub(super) struct WatchOptions {
+    /// The rules (`--on`), as written.
+    pub(super) rules: Vec<String>,
+    /// The snapshot directory (`-o`).
+    pub(super) output: Option<PathBuf>,
+    /// `--before`, `--after`, `--interval`: durations as written.
+    pub(super) before: Option<String>,
+    pub(super) after: Option<String>,
+    pub(super) interval: Option<String>,
+    /// `--keep`.
+    pub(super) keep: Option<usize>,
+    /// `--max-bytes`, a size as written.
+    pub(super) max_bytes: Option<String>,
+    /// `--exec`.
+    pub(super) exec: Option<String>,
+    /// `--count`: end after this many snapshots.
+    pub(super) count: Option<u64>,
+    /// `--interval-ms`: between polls while events come.
+    pub(super) interval_ms: u64,
+}
+
+/// Set when an ending signal came: `watch` saves what it has pending, prints its footer and
+/// ends. Relaxed: a flag read at the next poll, ordering nothing.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+
+/// What the watcher counted.
+#[derive(Default)]
+struct Counts {
+    matches: u64,
+    snapshots: u64,
+    merged: u64,
+    refused: u64,
+    failed: u64,
+}
+
+/// A snapshot granted, waiting for its `--after` span.
+struct Pending {
+    /// The rule's index.
+    rule: usize,
+    /// What matched.
+    what: String,
+    /// The matching event's time (device clock).
+    stamp: u64,
+    /// When it is due (device clock).
+    due: u64,
+    /// Matches merged into it.
+    merged: u64,
+}
+
+/// Parses a duration option.
+fn duration(
+    option: &'static str,
+    text: Option<String>,
+    default: Duration,
+) -> Result<Duration, Error> {
+    match text {
+        None => Ok(default),
+        Some(t) => parse_duration(&t).ok_or(Error::WatchOption {
+            option,
+            text: t,
+            why: "not a duration (a number and a unit: ns, us, ms, s, m)",
+        }),
+    }
+}
+
+/// The policy the options give (defaults: [`Policy::default`]).
+fn policy(o: &mut WatchOptions) -> Result<Policy, Error> {
+    let d = Policy::default();
+    let max_bytes = match o.max_bytes.take() {
+        None => d.max_bytes,
+        Some(t) => parse_bytes(&t).ok_or(Error::WatchOption {
+            option: "--max-bytes",
+            text: t,
+            why: "not a size (a number, with k, m or g for binary units)",
+        })?,
+    };
+    if o.keep == Some(0) {
+        return Err(Error::WatchOption {
+            option: "--keep",
+            text: "0".into(),
+            why: "keep at least 1 snapshot",
+        });
+    }
+    Ok(Policy {
+        after: duration("--after", o.after.take(), d.after)?,
+        before: duration("--before", o.before.take(), d.before)?,
+        interval: duration("--interval", o.interval.take(), d.interval)?,
+        max_files: o.keep.unwrap_or(d.max_files),
+        max_bytes,
+    })
+}
+
+/// `watch`: follows `device`, saving a snapshot when a rule matches, until `--count`
+/// snapshots or an ending signal.
+pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(), Error> {
+    if opts.interval_ms == 0 {
+        return Err(Error::WatchOption {
+            option: "--interval-ms",
+            text: "0".into(),
+            why: "give at least 1 (the milliseconds between two polls)",
+        });
+    }
+    let rules = opts
+        .rules
+        .iter()
+        .map(|r| r.parse::<Rule>())
+        .collect::<Result<Vec<Rule>, _>>()?;
+    let policy = policy(&mut opts)?;
+    crate::signals::take().on_signal(|_| STOPPED.store(true, Relaxed));
+    let dev = open(device)?;
+    if dev.is_snapshot() {
+        return Err(Error::WatchSnapshot(dev.dir().to_path_buf()));
+    }
+    let meta = dev.metadata();
+    for r in &rules {
+        r.check(&meta)?;
+    }
+    let store = Store::new(
+        opts.output
+            .clone()
+            .unwrap_or_else(|| default_snapshot_dir(dev.dir())),
+    );
+    let mut watcher = Watcher {
+        dev: &dev,
+        rules: rules.iter().map(Rule::to_string).collect(),
+        matcher: Matcher::new(rules),
+        store,
+        policy,
+        exec: opts.exec.clone(),
+        children: Vec::new(),
+        counts: Counts::default(),
+        pending: None,
+        last_granted: None,
+    };
+    watcher.watch(&opts)
+}
+
+/// A running watch.
+struct Watcher<'d> {
+    dev: &'d Reader,
+    /// The rules in their canonical words.
+    rules: Vec<String>,
+    matcher: Matcher,
+    store: Store,
+    policy: Policy,
+    exec: Option<String>,
+    /// `--exec` commands still running.
+    children: Vec<Child>,
+    counts: Counts,
+    pending: Option<Pending>,
+    /// The matching event's time of the last snapshot granted (device clock).
+    last_granted: Option<u64>,
+}
+
+impl Watcher<'_> {
+    fn watch(&mut self, opts: &WatchOptions) -> Result<(), Error> {
+        let dev = self.dev;
+        let clock = dev.version().clock;
+        let ticks = |d: Duration| clock.ns_to_ticks(d.as_nanos().min(u64::MAX as u128) as u64);
+        let (after, interval) = (ticks(self.policy.after), ticks(self.policy.interval));
+        let mut follower = Follower::new(dev);
+        say(format!(
+            "# watching {} for {} (snapshots into {})",
+            dev.dir().display(),
+            self.rules.join("; "),
+            self.store.dir().display()
+        ))?;
+        let poll_interval = Duration::from_millis(opts.interval_ms);
+        let mut sleep = poll_interval;
+        loop {
+            let stopping = STOPPED.load(Relaxed);
+            let poll = match stopping {
+                true => follower.finish()?,
+                false => follower.poll()?,
+            };
+            let now = dev.mapping().now();
+            for f in self.matcher.poll(&poll, now) {
+                self.counts.matches += 1;
+                if let Some(p) = &mut self.pending {
+                    p.merged += 1;
+                    self.counts.merged += 1;
+                } else if self
+                    .last_granted
+                    .is_some_and(|last| f.stamp.saturating_sub(last) < interval)
+                {
+                    self.counts.refused += 1;
+                } else {
+                    self.last_granted = Some(f.stamp);
+                    self.pending = Some(Pending {
+                        rule: f.rule,
+                        what: f.what,
+                        stamp: f.stamp,
+                        due: f.stamp.saturating_add(after),
+                        merged: 0,
+                    });
+                }
+            }
+            let now = dev.mapping().now();
+            if let Some(p) = self.pending.take_if(|p| stopping || now >= p.due) {
+                self.save(p)?;
+            }
+            self.reap();
+            let done = opts.count.is_some_and(|n| self.counts.snapshots >= n);
+            if stopping || done {
+                return self.end(&follower);
+            }
+            // Idle: poll less and less often; at the first event, as often as asked again;
+            // never past a pending snapshot's due time.
+            sleep = match poll.active {
+                true => poll_interval,
+                false => {
+                    (sleep * 2).clamp(poll_interval, poll_interval.max(Duration::from_millis(100)))
+                }
+            };
+            let until_due = self
+                .pending
+                .as_ref()
+                .map(|p| Duration::from_nanos(clock.ticks_to_ns(p.due.saturating_sub(now))));
+            std::thread::sleep(
+                until_due
+                    .map_or(sleep, |d| d.min(sleep))
+                    .max(Duration::from_micros(100)),
+            );
+        }
+    }
+
+    /// Saves the pending snapshot `p`, prints its line, applies the retention, runs
+    /// `--exec`.
+    fn save(&mut self, p: Pending) -> Result<(), Error> {
+        let dev = self.dev;
+        let rule = &self.rules[p.rule];
+        let reason = format!("{rule}: {}", p.what);
+        let mut cause = Cause::new(CauseKind::Rule, &reason);
+        cause.pid = std::process::id();
+        cause.trigger_stamp = p.stamp;
+        cause.before_ns = self.policy.before.as_nanos() as u64;
+        cause.after_ns = self.policy.after.as_nanos() as u64;
+        cause.merged = p.merged;
+        let saved = self
+            .store
+            .path_for(
+                devttrace::clock::realtime_ns(),
+                CauseKind::Rule,
+                &reason,
+                cause.pid,
+            )
+            .map_err(Error::from)
+            .and_then(|path| Ok((dev.save_because(&path, &cause)?, path)));
+        let path = match saved {
+            Ok((_, path)) => path,
+            Err(e) => {
+                // One snapshot that could not be written does not end the watch.
+                self.counts.failed += 1;
+                eprintln!("ttrace-reader: watch: snapshot not saved: {e}");
+                return Ok(());
+            }
+        };
+        self.counts.snapshots += 1;
+        let events = events_in(&path);
+        if let Err(e) = self
+            .store
+            .retain(self.policy.max_files, self.policy.max_bytes)
+        {
+            eprintln!("ttrace-reader: watch: snapshot retention: {e}");
+        }
+        let when = decode::utc(dev.version().clock.realtime_ns(p.stamp));
+        say(format!(
+            "{when} {rule} ({}) -> {}: {} events",
+            p.what,
+            path.display(),
+            events.map_or("?".to_string(), grouped)
+        ))?;
+        if let Some(cmd) = &self.exec {
+            let child = Command::new("sh")
+                .arg("-c")
+                .arg(cmd)
+                .env("TTRACE_SNAPSHOT", &path)
+                .env("TTRACE_RULE", rule)
+                .spawn();
+            match child {
+                Ok(c) => self.children.push(c),
+                Err(e) => eprintln!("ttrace-reader: watch: --exec {cmd:?}: {e}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reaps the `--exec` commands that ended.
+    fn reap(&mut self) {
+        self.children
+            .retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_)) | Err(_)));
+    }
+
+    /// The footer; waits for the `--exec` commands still running.
+    fn end(&mut self, follower: &Follower<'_>) -> Result<(), Error> {
+        for mut c in self.children.drain(..) {
+            let _ = c.wait();
+        }
+        let lost: u64 = follower.totals().iter().map(|t| t.lost).sum();
+        let c = &self.counts;
+        say(format!(
+            "# watch: {} matches, {} snapshots, {} merged, {} refused, {} failed, {lost} entries lost by the follower",
+            c.matches, c.snapshots, c.merged, c.refused, c.failed
+        ))
+    }
+}
+
+/// Prints `line` on standard output at once (a closed pipe is no error).
+fn say(line: String) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    quiet_pipe(writeln!(out, "{line}").and_then(|_| out.flush()))
+}
+
+/// The events the snapshot file at `path` holds (`None` if it cannot be read back).
+fn events_in(path: &Path) -> Option<u64> {
+    let file = Reader::open_with(path, trust()).ok()?;
+    let snap = file.snapshot().ok()?;
+    Some(snap.cpus.iter().map(|r| r.events.len() as u64).sum())
+}
+
+/// `n` with commas between thousands: `31,902`.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

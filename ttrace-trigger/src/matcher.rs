@@ -1,0 +1,337 @@
+//! Rules evaluated over a live device: a [`Matcher`] takes each [`Poll`] of a
+//! [`devttrace::Follower`] (the events committed since the last, in time order) and says which
+//! rules fired, on which event. Its cost is proportional to the events released: each event
+//! is looked up in a plan made per tracepoint id (rebuilt only when tracepoints are added).
+//!
+//! **Pairs, exactly as `report` pairs them** ([`devttrace::pairs`]): an exit closes the
+//! innermost entry open on its thread (a thread told from a later one given its id), a stop
+//! the latest start of its stem open on its thread. Report leaves unpaired what precedes the
+//! horizon, from which every ring holds all it was given; a follower knows instead when it
+//! missed events: a poll that found entries overwritten before they were read (or released
+//! events older than some already released) is a *gap*, and every entry and start open then
+//! is given up: an event of its thread may be missing after it, so a later exit might not be
+//! its own. What follows the gap pairs among itself. A duration is thus only ever real.
+
+use crate::rules::{arguments, ArgKind, Limit, Op, Rule, Value};
+use devttrace::incarnation::Thread;
+use devttrace::pairs::{Closes, Pairing, Stems};
+use devttrace::{Event, Kind, Metadata, Poll};
+use std::collections::{HashMap, VecDeque};
+
+/// A rule that fired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fired {
+    /// Which rule (its index in the matcher's rules).
+    pub rule: usize,
+    /// The time of the event that fired it (the device's clock): a pair's end, or the poll
+    /// that counted the losses.
+    pub stamp: u64,
+    /// What matched: a duration (`20.3ms`), an argument's value (`status=3`), a loss rate.
+    pub what: String,
+}
+
+/// Evaluates rules over the polls of a follower (see the module documentation).
+pub struct Matcher {
+    rules: Vec<Rule>,
+    /// Per tracepoint id, what its events do.
+    plan: Vec<Plan>,
+    /// The tracepoints and threads the plan and the pairing were made for.
+    seen: (usize, usize),
+    pairs: bool,
+    pairing: Pairing,
+    stems: Stems,
+    /// Open starts, per thread and stem.
+    starts: HashMap<(Thread, usize), Vec<Event>>,
+    /// Per rule, the longest pair so far (for `latency NAME max`).
+    maxima: Vec<Option<u64>>,
+    /// Entries lost, by the time (ns, the device's clock) of the poll that found them, over
+    /// the last second.
+    lost: VecDeque<(u64, u64)>,
+}
+
+/// What the events of one tracepoint do.
+#[derive(Clone, Debug, Default)]
+struct Plan {
+    /// Event rules that apply, with the argument their condition reads.
+    events: Vec<(usize, Option<(usize, ArgKind)>)>,
+    /// Latency rules whose pairs this tracepoint opens.
+    latencies: Vec<usize>,
+}
+
+impl Matcher {
+    /// A matcher of `rules`, from the first poll given to it.
+    pub fn new(rules: Vec<Rule>) -> Matcher {
+        let pairs = rules.iter().any(|r| matches!(r, Rule::Latency { .. }));
+        Matcher {
+            maxima: vec![None; rules.len()],
+            rules,
+            plan: Vec::new(),
+            seen: (0, 0),
+            pairs,
+            pairing: Pairing::default(),
+            stems: Stems::default(),
+            starts: HashMap::new(),
+            lost: VecDeque::new(),
+        }
+    }
+
+    /// The rules.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// Evaluates the rules over what `poll` released; `now` is the device's clock at the
+    /// poll (the time a loss rule fires at). Returns the rules fired, in time order.
+    pub fn poll(&mut self, poll: &Poll, now: u64) -> Vec<Fired> {
+        let snap = &poll.snapshot;
+        let clock = snap.version.clock;
+        let mut fired = Vec::new();
+        let lost: u64 = poll.lost.iter().sum();
+        if lost > 0 || poll.late > 0 {
+            self.gap();
+        }
+        self.count_lost(lost, clock.ticks_to_ns(now), now, &mut fired);
+        let mut events: Vec<&Event> = snap.cpus.iter().flat_map(|r| &r.events).collect();
+        if events.is_empty() {
+            return fired;
+        }
+        events.sort_by_key(|e| e.stamp);
+        self.replan(&snap.meta);
+        for e in events {
+            let id = usize::from(e.type_word.tracepoint());
+            let Some(plan) = self.plan.get(id) else {
+                continue;
+            };
+            for &(rule, arg) in &plan.events {
+                let what = match arg {
+                    None => Some(snap.meta.tracepoints[id].name.clone()),
+                    Some((index, kind)) => self.condition(rule, e, index, kind, snap),
+                };
+                if let Some(what) = what {
+                    fired.push(Fired {
+                        rule,
+                        stamp: e.stamp,
+                        what,
+                    });
+                }
+            }
+            if !self.pairs {
+                continue;
+            }
+            let kind = snap.meta.tracepoints[id].kind;
+            let opened = match kind {
+                Kind::Entry => {
+                    self.pairing.enter(e);
+                    None
+                }
+                Kind::Exit => match self.pairing.exit(e) {
+                    Closes::Entry(open, _) => Some(open.event),
+                    Closes::Nothing | Closes::Uncertain => None,
+                },
+                Kind::Start | Kind::Stop => {
+                    let Some(s) = self.stems.of.get(id).copied().flatten() else {
+                        continue;
+                    };
+                    if !self.stems.paired[s] {
+                        continue;
+                    }
+                    let thread = self.pairing.thread(e.ctx, e.stamp);
+                    match kind {
+                        Kind::Start => {
+                            self.starts.entry((thread, s)).or_default().push(*e);
+                            None
+                        }
+                        _ => self.starts.get_mut(&(thread, s)).and_then(Vec::pop),
+                    }
+                }
+            };
+            let Some(open) = opened else { continue };
+            let ns = clock.ticks_to_ns(e.stamp.saturating_sub(open.stamp));
+            let open_id = usize::from(open.type_word.tracepoint());
+            for &rule in self.plan.get(open_id).map_or(&[][..], |p| &p.latencies) {
+                let what = match &self.rules[rule] {
+                    Rule::Latency {
+                        limit: Limit::Over(d),
+                        ..
+                    } => (u128::from(ns) > d.as_nanos()).then(|| crate::rules::approx(ns)),
+                    Rule::Latency {
+                        limit: Limit::Max, ..
+                    } => {
+                        let max = &mut self.maxima[rule];
+                        let before = *max;
+                        if before.is_none_or(|m| ns > m) {
+                            *max = Some(ns);
+                        }
+                        before.filter(|&m| ns > m).map(|m| {
+                            format!(
+                                "{} (max before {})",
+                                crate::rules::approx(ns),
+                                crate::rules::approx(m)
+                            )
+                        })
+                    }
+                    _ => None,
+                };
+                if let Some(what) = what {
+                    fired.push(Fired {
+                        rule,
+                        stamp: e.stamp,
+                        what,
+                    });
+                }
+            }
+        }
+        fired
+    }
+
+    /// Events may be missing: what is open is given up (see the module documentation).
+    fn gap(&mut self) {
+        self.pairing.gap();
+        self.starts.clear();
+    }
+
+    /// Counts `lost` entries found at `now_ns` and fires the loss rules it takes over their
+    /// rate.
+    fn count_lost(&mut self, lost: u64, now_ns: u64, stamp: u64, fired: &mut Vec<Fired>) {
+        if lost > 0 {
+            self.lost.push_back((now_ns, lost));
+        }
+        while self
+            .lost
+            .front()
+            .is_some_and(|&(t, _)| now_ns.saturating_sub(t) >= 1_000_000_000)
+        {
+            self.lost.pop_front();
+        }
+        if lost == 0 {
+            return;
+        }
+        let in_second: u64 = self.lost.iter().map(|l| l.1).sum();
+        for (rule, r) in self.rules.iter().enumerate() {
+            if let Rule::Lost { per_second } = r {
+                if in_second > *per_second {
+                    fired.push(Fired {
+                        rule,
+                        stamp,
+                        what: format!("{in_second} entries lost in the last second"),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Whether event `e` satisfies the condition of event rule `rule` on its argument
+    /// `index` of kind `kind`: the value it has, if so.
+    fn condition(
+        &self,
+        rule: usize,
+        e: &Event,
+        index: usize,
+        kind: ArgKind,
+        snap: &devttrace::Snapshot,
+    ) -> Option<String> {
+        let Rule::Event {
+            condition: Some(c), ..
+        } = &self.rules[rule]
+        else {
+            return None;
+        };
+        let &w = e.args().get(index)?;
+        let (ord, shown) = match (&c.value, kind) {
+            (Value::Str(want), ArgKind::Str) => {
+                let got = snap.aux.get(w)?;
+                let ord = got.bytes.cmp(want.as_bytes());
+                (ord, format!("{:?}", String::from_utf8_lossy(got.bytes)))
+            }
+            (Value::Int(want), ArgKind::Signed) => {
+                ((w as i64 as i128).cmp(want), (w as i64).to_string())
+            }
+            (Value::Int(want), ArgKind::Float) => {
+                let f = f64::from_bits(w);
+                (f.partial_cmp(&(*want as f64))?, f.to_string())
+            }
+            (Value::Int(want), ArgKind::Unsigned) => ((w as i128).cmp(want), w.to_string()),
+            _ => return None,
+        };
+        let holds = match c.op {
+            Op::Eq => ord.is_eq(),
+            Op::Ne => ord.is_ne(),
+            Op::Lt => ord.is_lt(),
+            Op::Le => ord.is_le(),
+            Op::Gt => ord.is_gt(),
+            Op::Ge => ord.is_ge(),
+        };
+        holds.then(|| format!("{}={shown}", c.arg))
+    }
+
+    /// Makes the plan again if tracepoints were added since, and names the threads again
+    /// if threads were.
+    fn replan(&mut self, meta: &Metadata) {
+        let seen = (meta.tracepoints.len(), meta.threads.len());
+        if seen.1 != self.seen.1 {
+            self.pairing.rename(meta);
+        }
+        if seen.0 == self.seen.0 {
+            self.seen = seen;
+            return;
+        }
+        self.seen = seen;
+        self.stems = Stems::new(&meta.tracepoints);
+        let patterns: Vec<Option<wildmatch::WildMatch>> = self
+            .rules
+            .iter()
+            .map(|r| match r {
+                Rule::Event { name, .. } => Some(wildmatch::WildMatch::new(name)),
+                _ => None,
+            })
+            .collect();
+        self.plan = (0..meta.tracepoints.len())
+            .map(|id| {
+                let t = &meta.tracepoints[id];
+                let mut plan = Plan::default();
+                let mut args = None;
+                for (rule, r) in self.rules.iter().enumerate() {
+                    match r {
+                        Rule::Event { condition, .. } => {
+                            if !patterns[rule].as_ref().is_some_and(|p| p.matches(&t.name)) {
+                                continue;
+                            }
+                            let Some(c) = condition else {
+                                plan.events.push((rule, None));
+                                continue;
+                            };
+                            let args = args.get_or_insert_with(|| arguments(t));
+                            // A tracepoint the pattern names without the argument, or with
+                            // one of another kind, is not this rule's.
+                            let found = args.iter().enumerate().find(|(_, a)| a.0 == c.arg);
+                            if let Some((index, (_, kind))) = found {
+                                if kind.compares_with(&c.value).is_ok() {
+                                    plan.events.push((rule, Some((index, *kind))));
+                                }
+                            }
+                        }
+                        Rule::Latency { name, .. } => {
+                            if self.stems.opens_pair(&meta.tracepoints, id)
+                                && (t.name == *name || self.stem_is(id, name))
+                            {
+                                plan.latencies.push(rule);
+                            }
+                        }
+                        Rule::Lost { .. } => {}
+                    }
+                }
+                plan
+            })
+            .collect();
+    }
+
+    /// Whether tracepoint `id` is a start of stem `name`.
+    fn stem_is(&self, id: usize, name: &str) -> bool {
+        self.stems
+            .of
+            .get(id)
+            .copied()
+            .flatten()
+            .is_some_and(|s| self.stems.names[s] == name)
+    }
+}
