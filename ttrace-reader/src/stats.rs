@@ -16,6 +16,7 @@ impl<'s> From<&'s Counts> for Context<'s> {
             meta: &c.meta,
             aux: &c.no_records,
             aux_error: c.aux_error.as_deref(),
+            cause: None,
         }
     }
 }
@@ -31,16 +32,11 @@ impl Writers for Counts {
 pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
     let snap = Counts::of(dev)?;
     let clock = snap.version.clock;
-    let secs = |t: u64| {
-        let ns = clock.since_anchor_ns(t);
-        format!(
-            "{}{}.{:09}",
-            if ns < 0 { "-" } else { "" },
-            ns.unsigned_abs() / 1_000_000_000,
-            ns.unsigned_abs() % 1_000_000_000
-        )
-    };
+    let secs = |t: u64| decode::seconds(&clock, t);
     let mut s = decode::header_line(&snap) + "\n";
+    if let Some(t) = crate::cause::Taken::of(dev) {
+        s += &format!("# {}\n", t.line());
+    }
     let n = snap.version.num_cpus;
     // The totals `dump` shows: every event read, as it would print them.
     let message = |id: usize| {
@@ -85,6 +81,11 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
         0 => "cleared: never\n".to_string(),
         n => format!("cleared: {n} times, last at {} s\n", secs(st.cleared_at)),
     };
+    let c = &st.snapshots;
+    s += &format!(
+        "snapshots: {} triggers ({} merged, {} refused), {} saved, {} failed, {} files removed\n",
+        c.triggers, c.merged, c.refused, c.saved, c.failed, c.removed
+    );
     s += &format!(
         "aux: {} of {} bytes in use ({} KiB per ring), {} records kept, {} incomplete; since creation {} bytes written, {} dropped\n",
         snap.aux.iter().map(|a| a.bytes).sum::<u64>(),

@@ -15,4 +15,5 @@ mod messages;
 mod mount;
 mod not_regular;
 mod reader_cli;
+mod snapshots;
 mod report;
