@@ -27,6 +27,39 @@ impl Writers for Counts {
     }
 }
 
+/// The totals `dump` shows of `snap`: every event read, as it would print them, and the
+/// losses.
+pub(crate) fn tally(snap: &Counts) -> Tally {
+    let message = |id: usize| {
+        snap.meta
+            .tracepoints
+            .get(id)
+            .is_some_and(|t| t.is_message())
+    };
+    let mut tally = Tally::default();
+    for r in &snap.rings {
+        let messages: u64 = (r.by_tracepoint.iter().enumerate())
+            .filter(|&(id, _)| message(id))
+            .map(|(_, n)| n)
+            .sum();
+        tally.messages += messages;
+        tally.points += r.counts.events.len() as u64 - messages;
+        tally.lost += r.counts.lost;
+        tally.dropped += r.counts.dropped;
+        tally.damaged += r.counts.damaged;
+        tally.strings_lost += r.strings_lost;
+    }
+    // Messages of older writers, kept in the aux buffers alone.
+    tally.messages += snap.aux.iter().map(|a| a.messages).sum::<u64>();
+    tally
+}
+
+/// The time span of `snap`'s events, first to last (none if it has none).
+pub(crate) fn span(snap: &Counts) -> Option<(u64, u64)> {
+    let spans = snap.rings.iter().filter_map(|r| r.span);
+    spans.reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
+}
+
 /// What `ttrace-reader stats` prints of `dev` (and a mounted device's `stats` file holds):
 /// counts only, read with no copy of the trace ([`Counts`]).
 pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
@@ -38,25 +71,7 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
         s += &format!("# {}\n", t.line());
     }
     let n = snap.version.num_cpus;
-    // The totals `dump` shows: every event read, as it would print them.
-    let message = |id: usize| {
-        snap.meta
-            .tracepoints
-            .get(id)
-            .is_some_and(|t| t.is_message())
-    };
-    let mut tally = Tally::default();
     for (ring, r) in snap.rings.iter().enumerate() {
-        let messages: u64 = (r.by_tracepoint.iter().enumerate())
-            .filter(|&(id, _)| message(id))
-            .map(|(_, n)| n)
-            .sum();
-        tally.messages += messages;
-        tally.points += r.counts.events.len() as u64 - messages;
-        tally.lost += r.counts.lost;
-        tally.dropped += r.counts.dropped;
-        tally.damaged += r.counts.damaged;
-        tally.strings_lost += r.strings_lost;
         if !decode::shown(ring, &r.counts, n, &Filter::default()) {
             continue;
         }
@@ -66,8 +81,7 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
             None => s += "\n",
         }
     }
-    // Messages of older writers, kept in the aux buffers alone.
-    tally.messages += snap.aux.iter().map(|a| a.messages).sum::<u64>();
+    let tally = tally(&snap);
     s += &format!("total: {}\n", tally.line());
     let st = &snap.status;
     s += &format!(

@@ -132,3 +132,100 @@ fn stats_shows_the_snapshot_counters_of_a_live_device() {
         "{stats}"
     );
 }
+
+/// A snapshot directory holding, oldest first: a trigger's snapshot of `dev`, one the
+/// program saved, and a file named like a snapshot that is none; and a file of another name.
+fn directory(dev: &Device, dir: &Path) -> Vec<std::path::PathBuf> {
+    let store = ttrace_trigger::Store::new(dir);
+    // 2026-11-24 10:15:12.345 UTC, then a second later.
+    let t = 1_795_515_312_345_000_000;
+    let slow = store
+        .path_for(t, CauseKind::Trigger, "slow request", 4242)
+        .unwrap();
+    dev.save_because(&slow, &slow_request(dev)).unwrap();
+    let saved = store
+        .path_for(t + 1_000_000_000, CauseKind::Saved, "by hand", 4242)
+        .unwrap();
+    dev.save_because(&saved, &Cause::new(CauseKind::Saved, "by hand"))
+        .unwrap();
+    let bad = store
+        .path_for(t + 2_000_000_000, CauseKind::Trigger, "bad", 1)
+        .unwrap();
+    std::fs::write(&bad, b"not a snapshot").unwrap();
+    std::fs::write(dir.join("notes.txt"), b"not listed").unwrap();
+    vec![slow, saved, bad]
+}
+
+fn file_name(p: &Path) -> &str {
+    p.file_name().unwrap().to_str().unwrap()
+}
+
+#[test]
+fn snapshots_lists_a_directory_oldest_first_with_why_and_what() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = device(&tmp.path().join("dev"));
+    let dir = tmp.path().join("snaps");
+    let files = directory(&dev, &dir);
+    let out = reader!("snapshots", &dir).ok();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    let bytes = |p: &Path| std::fs::metadata(p).unwrap().len();
+    assert!(
+        lines[0].contains(&format!(
+            "  trigger \"slow request\"  {} bytes  5 events  window ",
+            bytes(&files[0])
+        )) && lines[0].ends_with(&format!(" s  2 merged  {}", file_name(&files[0]))),
+        "{out}"
+    );
+    assert!(
+        lines[1].contains(&format!(
+            "  saved \"by hand\"  {} bytes  5 events  ",
+            bytes(&files[1])
+        )) && lines[1].ends_with(&format!("  0 merged  {}", file_name(&files[1]))),
+        "{out}"
+    );
+    assert!(
+        lines[2].starts_with(&format!("{}: cannot be read: ", file_name(&files[2]))),
+        "{out}"
+    );
+
+    let json: serde_json::Value =
+        serde_json::from_str(&reader!("snapshots", &dir, "--json").ok()).unwrap();
+    let all = json.as_array().unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0]["file"], file_name(&files[0]));
+    assert_eq!(all[0]["kind"], "trigger");
+    assert_eq!(all[0]["reason"], "slow request");
+    assert_eq!(all[0]["events"], 5);
+    assert_eq!(all[0]["merged"], 2);
+    assert_eq!(all[0]["bytes"], bytes(&files[0]));
+    assert_eq!(all[0]["snapshot"]["summary"], slow_request_line(&dev));
+    assert_eq!(all[1]["kind"], "saved");
+    assert!(all[2]["error"].as_str().is_some(), "{json}");
+}
+
+#[test]
+fn snapshots_finds_the_directory_of_a_device_or_says_there_is_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev_dir = tmp.path().join("dev");
+    let dev = device(&dev_dir);
+    let beside = tmp.path().join("dev.snapshots");
+    let files = directory(&dev, &beside);
+    let out = reader!("snapshots", "--device", &dev_dir)
+        .env("TTRACE_SNAPSHOT_DIR", "")
+        .ok();
+    assert!(out.contains(file_name(&files[0])), "{out}");
+    let out = reader!("snapshots")
+        .env("TTRACE_SNAPSHOT_DIR", &beside)
+        .ok();
+    assert_eq!(out.lines().count(), 3, "{out}");
+    let missing = tmp.path().join("none");
+    let err = reader!("snapshots", &missing).fails();
+    assert_eq!(
+        err.trim(),
+        format!(
+            "ttrace-reader: {}: no snapshot directory here (no snapshot was saved yet?)",
+            missing.display()
+        )
+    );
+}

@@ -13,6 +13,7 @@ mod clear;
 mod report;
 mod export;
 mod snapshot;
+mod snapshots;
 mod decode;
 mod mount;
 mod demo;
