@@ -8,6 +8,7 @@
 
 mod clear;
 mod decode;
+mod fatal;
 mod first_use;
 mod follow_wait;
 mod info;
