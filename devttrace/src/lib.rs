@@ -86,6 +86,7 @@ pub use mapping::Mapping;
 pub use meta::{Definition, Metadata, TaskIndex, TaskInfo, TracepointInfo};
 pub use reader::Reader;
 pub use ring::{event_at, Keep, SlotRead};
+pub use sigbus::survives_sigbus;
 pub use snapshot::Snapshot;
 pub use status::Status;
 pub use triggers::{Counter, SnapshotCounts};

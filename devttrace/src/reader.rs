@@ -193,6 +193,12 @@ impl Reader {
         self.image.as_ref().map_or(&[], |i| &i.damaged)
     }
 
+    /// When the snapshot file read was taken (`CLOCK_REALTIME`, ns since the Unix epoch);
+    /// `None` for a device.
+    pub fn taken_realtime_ns(&self) -> Option<u64> {
+        self.image.as_ref().map(|i| i.taken_realtime_ns)
+    }
+
     /// The timestamps an event of this device can have now: from its clock anchor (taken
     /// when it was created) to [`damage::latest`](crate::damage::latest) now; in a snapshot
     /// file, to when it was taken (version 4: as the file says; earlier ones: by the wall

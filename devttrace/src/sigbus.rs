@@ -116,14 +116,9 @@ fn install() -> bool {
     })
 }
 
-/// The `SIGBUS` handler. Async-signal-safe: atomic loads and stores, `mmap` (a plain system
-/// call on Linux), `sigaction` and a call of the previous handler.
-extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
-    let addr = unsafe { (*info).si_addr() } as usize;
-    // Relaxed: stored once before the handler was installed (see `install`).
-    let page = PAGE.load(Relaxed);
-    for r in &WATCHED {
+/// The watched range that holds `addr`, if one does. Async-signal-safe (atomic loads only).
+fn watching(addr: usize) -> Option<&'static Range> {
+    WATCHED.iter().find(|r| {
         // SeqCst, off the hot path: `end` read twice around `start`. `watch` stores `start`
         // before `end`, and `Watch::drop` clears `end` before `start`, so equal reads of
         // `end` around a nonzero `start` give a range that was watched as a whole (if the
@@ -131,9 +126,25 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
         // each with that end).
         let end = r.end.load(SeqCst);
         let start = r.start.load(SeqCst);
-        if start == 0 || r.end.load(SeqCst) != end || !(start..end).contains(&addr) {
-            continue;
-        }
+        start != 0 && r.end.load(SeqCst) == end && (start..end).contains(&addr)
+    })
+}
+
+/// Whether a `SIGBUS` at `addr` is one a reader survives: the address lies in a watched
+/// mapping, whose page this module's handler replaces. Async-signal-safe: for another
+/// `SIGBUS` handler of the process (a fatal-signal recorder) to leave such a fault to it.
+pub fn survives_sigbus(addr: usize) -> bool {
+    watching(addr).is_some()
+}
+
+/// The `SIGBUS` handler. Async-signal-safe: atomic loads and stores, `mmap` (a plain system
+/// call on Linux), `sigaction` and a call of the previous handler.
+extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    // Relaxed: stored once before the handler was installed (see `install`).
+    let page = PAGE.load(Relaxed);
+    if let Some(r) = watching(addr) {
         let base = addr & !(page - 1);
         // SAFETY: the page lies in a mapping this process made and is watching (so it is
         // still mapped); replacing it with a private zero page changes only what that
@@ -154,7 +165,6 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             r.faults.fetch_add(1, Relaxed);
             return;
         }
-        break;
     }
     // Not ours (or the page could not be replaced): what would have happened without us.
     let prev = PREVIOUS.load(Acquire);

@@ -32,6 +32,7 @@ pub mod tracepoint;
 pub mod writer;
 pub mod args;
 mod values;
+pub mod fatal;
 pub mod snapshots;
 
 pub use args::{Arg, Args};
@@ -41,6 +42,7 @@ pub use devttrace::config::{
     ENV_DIR, ENV_DISABLED, ENV_MASK, ENV_RING_SLOTS,
 };
 pub use devttrace::{Config, Definition, Error, Problem, Result, Trust, ValueTable, ValuesKind};
+pub use fatal::install_fatal_handlers;
 pub use rseq::ENV_NO_RSEQ;
 pub use snapshots::{
     install_panic_hook, save_snapshot, save_snapshot_to, settle_snapshots, trigger, Asked, SaveInfo,

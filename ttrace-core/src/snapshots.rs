@@ -141,8 +141,11 @@ pub fn settle_snapshots() {
 
 /// Installs a panic hook that records the panic's message and location as a `panic` event
 /// (readable by every reader and export), saves a snapshot at once on the panicking thread
-/// (the process may end right after), then calls the hook installed before it.
+/// (the process may end right after), then calls the hook installed before it; and the
+/// fatal-signal handlers ([`install_fatal_handlers`](crate::install_fatal_handlers): a
+/// `fatal_signal` event, then the default action).
 pub fn install_panic_hook() {
+    crate::fatal::install_fatal_handlers();
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let message = match info.payload().downcast_ref::<&str>() {

@@ -250,6 +250,14 @@ thread_local! {
     static NAMED: Cell<u64> = const { Cell::new(0) };
 }
 
+/// The calling thread's context word if it has been named in the process's device, else 0:
+/// one thread-local load (a `const`-initialised `Cell` with no destructor: no lazy
+/// initialisation, no allocation), so async-signal-safe, unlike [`Writer::context`], whose
+/// first use names the thread.
+pub(crate) fn named_context() -> u64 {
+    NAMED.with(Cell::get)
+}
+
 /// The pid whose process record this process wrote (0: none yet).
 static NOTED_PID: AtomicU32 = AtomicU32::new(0);
 

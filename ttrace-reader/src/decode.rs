@@ -16,6 +16,7 @@ use std::ops::Range;
 
 use std::path::Path;
 use ttrace_layouts::ring::ring_name;
+use ttrace_layouts::snapshot::Cause;
 
 /// Everything besides the events that decoding needs: a snapshot's or a view's header,
 /// metadata and aux buffer.
@@ -33,6 +34,9 @@ pub struct Context<'s> {
     pub aux: &'s AuxSnapshots,
     /// Why the aux buffer could not be copied, if it could not.
     pub aux_error: Option<&'s str>,
+    /// Why the snapshot file read was taken, if it says (known from a [`View`], which
+    /// holds its reader; a copy made apart from its reader leaves it `None`).
+    pub cause: Option<&'s Cause>,
 }
 
 impl<'s> From<&'s Snapshot> for Context<'s> {
@@ -44,6 +48,7 @@ impl<'s> From<&'s Snapshot> for Context<'s> {
             meta: &s.meta,
             aux: &s.aux,
             aux_error: s.aux_error.as_deref(),
+            cause: None,
         }
     }
 }
@@ -57,6 +62,7 @@ impl<'s> From<&'s View<'_>> for Context<'s> {
             meta: &v.meta,
             aux: &v.aux,
             aux_error: v.aux_error.as_deref(),
+            cause: v.reader().cause(),
         }
     }
 }
@@ -592,6 +598,18 @@ pub fn utc(ns: u64) -> String {
         rem / 3600,
         rem / 60 % 60,
         rem % 60
+    )
+}
+
+/// `ticks` of `clock` as seconds since the device was created, to the nanosecond
+/// (`12.000345000`, `-0.000000100`): the time `stats` and footers show.
+pub fn seconds(clock: &Clock, ticks: u64) -> String {
+    let ns = clock.since_anchor_ns(ticks);
+    format!(
+        "{}{}.{:09}",
+        if ns < 0 { "-" } else { "" },
+        ns.unsigned_abs() / 1_000_000_000,
+        ns.unsigned_abs() % 1_000_000_000
     )
 }
 

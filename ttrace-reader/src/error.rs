@@ -250,6 +250,9 @@ pub enum Error {
     /// The output path ends in no file name (`..`, `/`).
     #[error("{}: not a file name", .0.display())]
     NotAFileName(PathBuf),
+    /// `snapshots` was given a directory that does not exist.
+    #[error("{}: no snapshot directory here (no snapshot was saved yet?)", .0.display())]
+    NoSnapshotDir(PathBuf),
     /// A mounted device's directory was removed.
     #[error("{}: the device was removed", .0.display())]
     Removed(PathBuf),

@@ -15,13 +15,15 @@
 //! ```
 
 // Bottom up: each module uses only those listed before it. Text appends and format strings;
-// the merged stream and its lines; raw entries; the exports and the report built on them;
-// the demo workload; then what the commands need (their error, times, outputs, the signals
-// that end them, the stats text, the mounted file system); the commands last.
+// the merged stream and its lines, and why a snapshot was taken; raw entries; the exports
+// and the report built on them; the demo workload; then what the commands need (their
+// error, times, outputs, the signals that end them, the stats text, the mounted file
+// system); the commands last.
 pub mod append;
 pub mod format;
 pub mod merge;
 pub mod decode;
+pub mod cause;
 pub mod raw;
 pub mod export;
 pub mod report;

@@ -179,6 +179,8 @@ pub struct Report {
     pub unmeasured: Unmeasured,
     /// The histogram asked for.
     pub histogram: Option<Histogram>,
+    /// Why the snapshot file reported on was taken, if it says.
+    pub snapshot: Option<crate::cause::Taken>,
     /// The counts of the rings reported on (those the filter selects; a shared ring only
     /// once written to), as the footer shows them.
     pub rings: Vec<RingCounts>,
@@ -455,6 +457,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
         latencies,
         unmeasured: un,
         histogram,
+        snapshot: crate::cause::Taken::of(view.reader()),
     }
 }
 
@@ -499,6 +502,9 @@ fn dur(ns: u64) -> String {
 /// The report as text.
 pub fn text(r: &Report) -> String {
     let mut s = String::new();
+    if let Some(t) = &r.snapshot {
+        let _ = writeln!(s, "# {}", t.line());
+    }
     let _ = writeln!(
         s,
         "# {} events over {:.6} s",
@@ -636,6 +642,9 @@ pub fn json(r: &Report) -> String {
         },
         "measured_across_losses": u.across_losses,
     });
+    if let Some(t) = &r.snapshot {
+        v["snapshot"] = t.json();
+    }
     if let Some(h) = &r.histogram {
         v["histogram"] = serde_json::json!({
             "name": h.name,

@@ -16,6 +16,7 @@ impl<'s> From<&'s Counts> for Context<'s> {
             meta: &c.meta,
             aux: &c.no_records,
             aux_error: c.aux_error.as_deref(),
+            cause: None,
         }
     }
 }
@@ -26,23 +27,9 @@ impl Writers for Counts {
     }
 }
 
-/// What `ttrace-reader stats` prints of `dev` (and a mounted device's `stats` file holds):
-/// counts only, read with no copy of the trace ([`Counts`]).
-pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
-    let snap = Counts::of(dev)?;
-    let clock = snap.version.clock;
-    let secs = |t: u64| {
-        let ns = clock.since_anchor_ns(t);
-        format!(
-            "{}{}.{:09}",
-            if ns < 0 { "-" } else { "" },
-            ns.unsigned_abs() / 1_000_000_000,
-            ns.unsigned_abs() % 1_000_000_000
-        )
-    };
-    let mut s = decode::header_line(&snap) + "\n";
-    let n = snap.version.num_cpus;
-    // The totals `dump` shows: every event read, as it would print them.
+/// The totals `dump` shows of `snap`: every event read, as it would print them, and the
+/// losses.
+pub(crate) fn tally(snap: &Counts) -> Tally {
     let message = |id: usize| {
         snap.meta
             .tracepoints
@@ -50,7 +37,7 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
             .is_some_and(|t| t.is_message())
     };
     let mut tally = Tally::default();
-    for (ring, r) in snap.rings.iter().enumerate() {
+    for r in &snap.rings {
         let messages: u64 = (r.by_tracepoint.iter().enumerate())
             .filter(|&(id, _)| message(id))
             .map(|(_, n)| n)
@@ -61,6 +48,30 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
         tally.dropped += r.counts.dropped;
         tally.damaged += r.counts.damaged;
         tally.strings_lost += r.strings_lost;
+    }
+    // Messages of older writers, kept in the aux buffers alone.
+    tally.messages += snap.aux.iter().map(|a| a.messages).sum::<u64>();
+    tally
+}
+
+/// The time span of `snap`'s events, first to last (none if it has none).
+pub(crate) fn span(snap: &Counts) -> Option<(u64, u64)> {
+    let spans = snap.rings.iter().filter_map(|r| r.span);
+    spans.reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
+}
+
+/// What `ttrace-reader stats` prints of `dev` (and a mounted device's `stats` file holds):
+/// counts only, read with no copy of the trace ([`Counts`]).
+pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
+    let snap = Counts::of(dev)?;
+    let clock = snap.version.clock;
+    let secs = |t: u64| decode::seconds(&clock, t);
+    let mut s = decode::header_line(&snap) + "\n";
+    if let Some(t) = crate::cause::Taken::of(dev) {
+        s += &format!("# {}\n", t.line());
+    }
+    let n = snap.version.num_cpus;
+    for (ring, r) in snap.rings.iter().enumerate() {
         if !decode::shown(ring, &r.counts, n, &Filter::default()) {
             continue;
         }
@@ -70,8 +81,7 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
             None => s += "\n",
         }
     }
-    // Messages of older writers, kept in the aux buffers alone.
-    tally.messages += snap.aux.iter().map(|a| a.messages).sum::<u64>();
+    let tally = tally(&snap);
     s += &format!("total: {}\n", tally.line());
     let st = &snap.status;
     s += &format!(
@@ -85,6 +95,11 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
         0 => "cleared: never\n".to_string(),
         n => format!("cleared: {n} times, last at {} s\n", secs(st.cleared_at)),
     };
+    let c = &st.snapshots;
+    s += &format!(
+        "snapshots: {} triggers ({} merged, {} refused), {} saved, {} failed, {} files removed\n",
+        c.triggers, c.merged, c.refused, c.saved, c.failed, c.removed
+    );
     s += &format!(
         "aux: {} of {} bytes in use ({} KiB per ring), {} records kept, {} incomplete; since creation {} bytes written, {} dropped\n",
         snap.aux.iter().map(|a| a.bytes).sum::<u64>(),

@@ -24,6 +24,8 @@
 //!   created (or recorded) with, leaving the Exit of the same name: `dump` shows them, the
 //!   exports pair them into slices, `uftrace replay` shows the call tree. `#[instrument]`
 //!   works.
+//! - **Snapshots on errors**: [`TtraceLayer::snapshot_on`]`(Level::ERROR)` asks for a
+//!   snapshot ([`ttrace_core::trigger`]) at every ERROR event, its message the reason.
 //! - **`log` records**: install `tracing_log::LogTracer` and they arrive as events (fields
 //!   `message`, `log.target`, `log.module_path`, `log.file`, `log.line`).
 //!
@@ -36,13 +38,14 @@
 
 mod callsite;
 mod fields;
+mod reason;
 
 use callsite::Callsite;
 use fields::{Visitor, Words};
 use std::sync::atomic::Ordering::Relaxed;
 use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::subscriber::Interest;
-use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
+use tracing_core::{Event, Level, LevelFilter, Metadata, Subscriber};
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
@@ -67,6 +70,8 @@ pub const CLASS_TRACE: u64 = 1 << 12;
 pub struct TtraceLayer {
     dev: Option<&'static Writer>,
     max: LevelFilter,
+    /// Events at this level or more severe trigger a snapshot (OFF: none).
+    snapshot_on: LevelFilter,
 }
 
 /// The layer recording into the process's device ([`ttrace_core::device_or_init`]: the one
@@ -80,6 +85,7 @@ pub fn layer() -> TtraceLayer {
             TtraceLayer {
                 dev: None,
                 max: LevelFilter::OFF,
+                snapshot_on: LevelFilter::OFF,
             }
         }
     }
@@ -90,6 +96,7 @@ pub fn layer_into(dev: &'static Writer) -> TtraceLayer {
     TtraceLayer {
         dev: Some(dev),
         max: LevelFilter::TRACE,
+        snapshot_on: LevelFilter::OFF,
     }
 }
 
@@ -104,6 +111,36 @@ impl TtraceLayer {
     /// ```
     pub fn with_max_level(self, max: LevelFilter) -> TtraceLayer {
         TtraceLayer { max, ..self }
+    }
+
+    /// Asks for a snapshot ([`ttrace_core::trigger`], its reason the event's message, else
+    /// its name) at every event of `level` or more severe, once the event is recorded: the
+    /// snapshot then holds what led to the error, and what follows it for the trigger's
+    /// `after` window. It is saved by a background thread into the snapshot directory
+    /// (`$TTRACE_SNAPSHOT_DIR`, else beside the device), at most one per interval (the
+    /// others merged or refused, and counted: `ttrace-reader stats`); `ttrace-reader
+    /// snapshots` lists them. Any other event pays one comparison more.
+    ///
+    /// ```
+    /// # let tmp = tempfile::tempdir().unwrap();
+    /// # std::env::set_var("TTRACE_SNAPSHOT_DIR", tmp.path().join("snapshots"));
+    /// # ttrace_core::init(&ttrace_core::Config::at(tmp.path().join("dev"))).unwrap();
+    /// use tracing::Level;
+    /// use tracing_subscriber::prelude::*;
+    ///
+    /// let layer = ttrace_tracing::layer().snapshot_on(Level::ERROR);
+    /// let _guard = tracing_subscriber::registry().with(layer).set_default();
+    /// tracing::warn!("retrying"); // recorded, no snapshot
+    /// tracing::error!("payment service unreachable"); // recorded, and a snapshot asked for
+    /// ttrace_core::settle_snapshots(); // before exiting: the snapshot is written
+    /// # let files: Vec<_> = std::fs::read_dir(tmp.path().join("snapshots")).unwrap().collect();
+    /// # assert_eq!(files.len(), 1);
+    /// ```
+    pub fn snapshot_on(self, level: Level) -> TtraceLayer {
+        TtraceLayer {
+            snapshot_on: LevelFilter::from_level(level),
+            ..self
+        }
     }
 }
 
@@ -176,18 +213,21 @@ where
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let Some(dev) = self.dev else { return };
         let cs = callsite::of(event.metadata());
-        if !cs.enabled() {
-            return;
+        if cs.enabled() {
+            let ctx = ttrace_core::thread_context(dev);
+            let mut w = Words::new();
+            event.record(&mut Visitor {
+                dev,
+                ctx,
+                cs,
+                out: &mut w,
+            });
+            TtraceLayer::emit(dev, cs, ctx, &mut w);
         }
-        let ctx = ttrace_core::thread_context(dev);
-        let mut w = Words::new();
-        event.record(&mut Visitor {
-            dev,
-            ctx,
-            cs,
-            out: &mut w,
-        });
-        TtraceLayer::emit(dev, cs, ctx, &mut w);
+        // An event `ctl` disabled still asks: the snapshot is of what the device holds.
+        if *event.metadata().level() <= self.snapshot_on {
+            ttrace_core::trigger(&reason::of(event));
+        }
     }
 
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {

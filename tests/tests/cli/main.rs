@@ -8,6 +8,7 @@
 
 mod clear;
 mod decode;
+mod fatal;
 mod first_use;
 mod follow_wait;
 mod info;
@@ -15,5 +16,6 @@ mod messages;
 mod mount;
 mod not_regular;
 mod reader_cli;
+mod snapshots;
 mod report;
 mod watch;

@@ -395,7 +395,7 @@ fn bad_devices_give_one_clear_line_and_a_failure_status() {
                     h[8..12].copy_from_slice(&0x0004_0000u32.to_ne_bytes())
                 })
             })),
-            "header version 4.0 is not supported (this is 3.2)",
+            "header version 4.0 is not supported (this is 3.3)",
         ),
         (
             "truncated ring",

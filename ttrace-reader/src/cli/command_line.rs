@@ -7,7 +7,8 @@ use super::report::ReportSort;
 use super::select::{time_format, Select, Window};
 use super::watch::WatchOptions;
 use super::{
-    clear, ctl, decode, demo, dump, export, follow, mount, open, report, snapshot, stats, watch,
+    clear, ctl, decode, demo, dump, export, follow, mount, open, report, snapshot, snapshots,
+    stats, watch,
 };
 use crate::Error;
 use clap::{Parser, Subcommand};
@@ -198,6 +199,22 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
         #[arg(long)]
         force: bool,
     },
+    /// List the snapshot files a program saved (on a trigger, a rule, a panic), oldest
+    /// first, one line each: when it was taken (UTC), why (kind and reason), its size, its
+    /// events and their time span, the triggers merged into it, its file name. Any reader
+    /// reads such a file in place of a device.
+    Snapshots {
+        /// The snapshot directory. Default: that of --device, else of the default device:
+        /// $TTRACE_SNAPSHOT_DIR, else `<device>.snapshots` beside the device.
+        #[arg(conflicts_with = "device")]
+        dir: Option<PathBuf>,
+        /// List the snapshot directory of this device.
+        #[arg(long, value_name = "DEVICE")]
+        device: Option<PathBuf>,
+        /// A JSON array, one object per file.
+        #[arg(long)]
+        json: bool,
+    },
     /// Where the time went: how often each point fired, and the durations of entry/exit
     /// and start/stop pairs (count, min, p50, p90, p99, p99.9, max, total).
     Report {
@@ -366,6 +383,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             output,
             force,
         } => snapshot::run(device, output, force),
+        Command::Snapshots { dir, device, json } => snapshots::run(dir, device, json),
         Command::Export {
             format,
             device,

@@ -10,10 +10,11 @@ use devttrace::View;
 use std::io::Write;
 use std::path::PathBuf;
 
-/// Writes a dump to standard output.
+/// Writes a dump to standard output (a snapshot's footer says why it was taken).
 pub(super) fn print(view: &View<'_>, filter: &Filter, time: TimeFormat) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     decode::dump(view, filter, time, None, &mut out)?;
+    crate::cause::footer(view.reader(), &mut out)?;
     out.flush()
 }
 

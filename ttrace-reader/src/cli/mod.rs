@@ -14,6 +14,7 @@ mod clear;
 mod report;
 mod export;
 mod snapshot;
+mod snapshots;
 mod decode;
 mod mount;
 mod demo;

@@ -14,7 +14,8 @@
 //!   nanosecond. `otherData`, after the events, holds the device's facts, each ring's
 //!   counts as `dump`'s footer shows them, and the totals `dump`'s last line shows
 //!   (`events`, `trace_points`, `messages`, `entries_lost`, `events_dropped`,
-//!   `strings_lost`, and `summary`, the line itself), losses during the export included.
+//!   `strings_lost`, and `summary`, the line itself), losses during the export included;
+//!   for a snapshot file that says why it was taken, `snapshot` (as `report --json` has it).
 //!
 //! The output is written as the items come; memory holds only the entries still open.
 
@@ -528,6 +529,11 @@ pub fn write(
         let counts = crate::decode::ring_counts(&name, r);
         let counts = counts.split_once(": ").map_or("", |(_, c)| c);
         let _ = write!(w.buf, ",\"{name}\":{}", string(counts));
+    }
+    // Why the snapshot file was taken, if it says.
+    if let Some(cause) = ctx.cause {
+        let taken = crate::cause::Taken::new(cause, &v.clock);
+        let _ = write!(w.buf, ",\"snapshot\":{}", taken.json());
     }
     // The totals, as `dump`'s last line and `stats` count them.
     let t = w.written.tally();
