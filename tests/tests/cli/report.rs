@@ -41,19 +41,23 @@ fn on(word: u64, cpu: usize) -> u64 {
     ttrace_layouts::entry::TypeWord(word).with_cpu(cpu as u32).0
 }
 
+/// The type words of an entry/exit pair `call`/`call_done` and a start/stop pair
+/// `job_start`/`job_done`, defined in `dev`.
+fn calls_and_jobs(dev: &ttrace_core::Writer) -> [u64; 4] {
+    [
+        define_kind(dev, "call", Kind::Entry, ""),
+        define_kind(dev, "call_done", Kind::Exit, ""),
+        define_kind(dev, "job_start", Kind::Start, ""),
+        define_kind(dev, "job_done", Kind::Stop, ""),
+    ]
+}
+
 #[test]
 fn percentiles_counts_and_histograms_are_those_of_the_recorded_durations() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let dev = device(&dir, 1024);
-    let (enter, exit) = (
-        define_kind(&dev, "call", Kind::Entry, ""),
-        define_kind(&dev, "call_done", Kind::Exit, ""),
-    );
-    let (start, stop) = (
-        define_kind(&dev, "job_start", Kind::Start, ""),
-        define_kind(&dev, "job_done", Kind::Stop, ""),
-    );
+    let [enter, exit, start, stop] = calls_and_jobs(&dev);
     dev.note_thread(1, 2, "fast").unwrap();
     dev.note_thread(1, 3, "slow").unwrap();
     let base = dev.now();
@@ -308,14 +312,7 @@ fn a_dead_threads_open_entry_is_not_closed_by_the_next_thread_with_its_tid() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let dev = device(&dir, 1024);
-    let (enter, exit) = (
-        define_kind(&dev, "call", Kind::Entry, ""),
-        define_kind(&dev, "call_done", Kind::Exit, ""),
-    );
-    let (start, stop) = (
-        define_kind(&dev, "job_start", Kind::Start, ""),
-        define_kind(&dev, "job_done", Kind::Stop, ""),
-    );
+    let [enter, exit, start, stop] = calls_and_jobs(&dev);
     let ctx = 1 << 32 | 2;
     // Thread `first` makes a call of 100 ns, then enters `call` and starts a `job`, and dies.
     dev.note_thread(1, 2, "first").unwrap();
