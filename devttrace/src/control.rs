@@ -34,7 +34,14 @@ pub enum Command {
     Enable(String),
     /// `disable <pattern>`: disable tracepoints whose names match.
     Disable(String),
-    /// `reset`: mask all ones, no rules.
+    /// `on <rule>`: install a snapshot rule (`latency request > 5ms`), applied by the
+    /// saver of each program that follows its device's rules (`ttrace_core::
+    /// apply_snapshot_rules`). The rule's syntax is `ttrace-trigger`'s: `ctl` checks it
+    /// before it is stored; this crate keeps it as text.
+    On(String),
+    /// `off <rule>`: remove that snapshot rule; `off all`: every one.
+    Off(String),
+    /// `reset`: mask all ones, no rules (snapshot rules included).
     Reset,
 }
 
@@ -44,6 +51,19 @@ fn number(s: &str) -> Result<u64> {
         None => s.replace('_', "").parse(),
     };
     parsed.map_err(|_| Error::BadCommand(format!("{s:?} is not a number (decimal or 0x hex)")))
+}
+
+/// The longest snapshot rule kept.
+pub const MAX_SNAPSHOT_RULE: usize = 255;
+
+fn snapshot_rule(words: &[&str]) -> Result<String> {
+    let rule = words.join(" ");
+    if rule.is_empty() || rule.len() > MAX_SNAPSHOT_RULE || rule.chars().any(char::is_control) {
+        return Err(Error::BadCommand(format!(
+            "{rule:?} is not a snapshot rule (1 to {MAX_SNAPSHOT_RULE} characters, no control characters)"
+        )));
+    }
+    Ok(rule)
 }
 
 fn pattern(s: &str) -> Result<String> {
@@ -83,6 +103,10 @@ impl std::str::FromStr for Command {
             ["enable", ..] => Err(usage("enable <pattern>")),
             ["disable", p] => Ok(Command::Disable(pattern(p)?)),
             ["disable", ..] => Err(usage("disable <pattern>")),
+            ["on"] => Err(usage("on <snapshot rule>   (e.g. on latency request > 5ms)")),
+            ["on", rule @ ..] => Ok(Command::On(snapshot_rule(rule)?)),
+            ["off"] => Err(usage("off <snapshot rule> | off all")),
+            ["off", rule @ ..] => Ok(Command::Off(snapshot_rule(rule)?)),
             ["reset"] => Ok(Command::Reset),
             ["reset", rest @ ..] => Err(Error::BadCommand(format!(
                 "`reset` takes no arguments (given: {})",
@@ -90,7 +114,7 @@ impl std::str::FromStr for Command {
             ))),
             [] => Err(Error::BadCommand("empty command".into())),
             [other, ..] => Err(Error::BadCommand(format!(
-                "unknown command {other:?} (setmask, setbits, clrbits, enable, disable, reset)"
+                "unknown command {other:?} (setmask, setbits, clrbits, enable, disable, on, off, reset)"
             ))),
         }
     }
@@ -112,6 +136,8 @@ pub fn text(h: &DeviceHeader) -> String {
             s += &format!("enable {p}\n");
         } else if let Some(p) = l.strip_prefix('-') {
             s += &format!("disable {p}\n");
+        } else if let Some(r) = l.strip_prefix(crate::rules::SNAPSHOT) {
+            s += &format!("on {r}\n");
         }
     }
     s
@@ -145,10 +171,14 @@ pub(crate) fn apply(h: &DeviceHeader, registry: &Registry<'_>, command: &Command
     // Relaxed: the mask changes only under the lock we hold.
     let old = h.type_mask.load(Relaxed);
     let rule = |sign: char, pat: &str| -> Result<()> {
-        // Later rules win, so an existing rule for the same pattern is dropped.
+        // Later rules win, so an existing rule for the same pattern is dropped (an enable
+        // or disable by the other, a snapshot rule by the same).
         let mut text: String = crate::rules::text(h)
             .lines()
-            .filter(|l| l.get(1..) != Some(pat))
+            .filter(|l| {
+                let snapshot = l.starts_with(crate::rules::SNAPSHOT);
+                !(snapshot == (sign == crate::rules::SNAPSHOT) && l.get(1..) == Some(pat))
+            })
             .map(|l| format!("{l}\n"))
             .collect();
         text.push(sign);
@@ -166,6 +196,18 @@ pub(crate) fn apply(h: &DeviceHeader, registry: &Registry<'_>, command: &Command
         Command::ClearBits(bits) => h.type_mask.store(old & !bits, Release),
         Command::Enable(p) => rule('+', p)?,
         Command::Disable(p) => rule('-', p)?,
+        Command::On(r) => rule(crate::rules::SNAPSHOT, r)?,
+        Command::Off(r) => {
+            let kept = crate::rules::text(h)
+                .lines()
+                .filter(|l| match l.strip_prefix(crate::rules::SNAPSHOT) {
+                    Some(old) => r != "all" && old != r,
+                    None => true,
+                })
+                .map(|l| format!("{l}\n"))
+                .collect::<String>();
+            crate::rules::store(h, &kept)?
+        }
         Command::Reset => {
             h.type_mask.store(u64::MAX, Release);
             crate::rules::store(h, "")?;

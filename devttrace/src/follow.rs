@@ -57,8 +57,12 @@ pub struct Follower<'d> {
     rings: Vec<Cursor>,
     /// Events read and not yet released: `(ring, event)`.
     held: Vec<(usize, Event)>,
+    /// An empty vector with room, kept to be the next `held` (no allocation per poll).
+    spare: Vec<(usize, Event)>,
     /// Messages read and not yet released: `(timestamp, buffer, offset)`.
     held_messages: Vec<(u64, u32, u64)>,
+    /// Losses placed in time and not yet released ([`Poll::gaps`]).
+    held_gaps: Vec<u64>,
     /// Every event and message released so far is stamped at or before this.
     released: u64,
     /// Per aux buffer: where messages may be new (the first record still being written, or
@@ -152,6 +156,15 @@ pub struct Poll {
     pub late: u64,
     /// The watermark of the previous poll: a released item stamped before it is late.
     pub released_before: u64,
+    /// Where in time entries were lost, released with the events in time order: for each
+    /// loss a time `G` such that every entry lost was stamped before `G` (the first event
+    /// read after it, or the poll's time). A consumer that pairs events gives up what is
+    /// open before it takes an event stamped at or after `G`: the exit of an entry open
+    /// then may be among those lost (`ttrace_trigger::Matcher`). Sorted.
+    pub gaps: Vec<u64>,
+    /// Every event stamped at or before this that the follower will read is released (in
+    /// this poll or before).
+    pub released_through: u64,
     /// Whether anything was read or is still held: a caller may poll less often when not.
     pub active: bool,
 }
@@ -180,7 +193,9 @@ impl<'d> Follower<'d> {
             window: dev.version().clock.ns_to_ticks(window_ns),
             rings,
             held: Vec::new(),
+            spare: Vec::new(),
             held_messages: Vec::new(),
+            held_gaps: Vec::new(),
             released: 0,
             messages_from,
             aux: AuxSnapshots::default(),
@@ -230,8 +245,22 @@ impl<'d> Follower<'d> {
         for (r, cursor) in self.rings.iter_mut().enumerate() {
             let shared = r >= self.dev.version().num_cpus as usize;
             let taken = self.held.len();
-            let settled = cursor.walk(&core.ring(r), shared, |e| self.held.push((r, e)));
+            let mut first = u64::MAX;
+            let settled = cursor.walk(&core.ring(r), shared, |e| {
+                first = first.min(e.stamp);
+                self.held.push((r, e))
+            });
             read_any |= self.held.len() > taken;
+            if settled.lost > 0 {
+                // The entries lost were committed before those read after them (a per-CPU
+                // ring's stamps grow with its positions; a shared ring's may be up to a
+                // window apart), and before now if none was read.
+                self.held_gaps.push(match (first, shared) {
+                    (u64::MAX, _) => now,
+                    (f, true) => f.saturating_add(self.window),
+                    (f, false) => f,
+                });
+            }
             lost[r] = settled.lost;
             gave_up[r] = settled.gave_up;
             waiting |= !cursor.waiting.is_empty();
@@ -296,7 +325,7 @@ impl<'d> Follower<'d> {
         .max(released_before);
         let mut cpus: Vec<RingSnapshot> = (0..rings).map(|_| RingSnapshot::default()).collect();
         let mut late = 0;
-        let mut keep = Vec::new();
+        let mut keep = std::mem::take(&mut self.spare);
         // A clear since (or just before) these were read: what it cleared is not released.
         let cleared_at = crate::clear::cleared_at(core.header());
         self.held.retain(|(_, e)| e.stamp > cleared_at);
@@ -309,7 +338,7 @@ impl<'d> Follower<'d> {
                 keep.push((r, e));
             }
         }
-        self.held = keep;
+        self.spare = std::mem::replace(&mut self.held, keep);
         let mut messages = Vec::new();
         self.held_messages.retain(|&(t, b, off)| {
             if t <= watermark {
@@ -321,6 +350,15 @@ impl<'d> Follower<'d> {
             }
         });
         messages.sort_unstable();
+        let mut gaps = Vec::new();
+        self.held_gaps.retain(|&g| match g <= watermark {
+            true => {
+                gaps.push(g);
+                false
+            }
+            false => true,
+        });
+        gaps.sort_unstable();
         for c in &mut cpus {
             c.events.sort_by_key(|e| e.stamp);
             c.committed = c.events.len() as u64;
@@ -383,7 +421,12 @@ impl<'d> Follower<'d> {
             gave_up,
             late,
             released_before,
-            active: read_any || !self.held.is_empty() || !self.held_messages.is_empty(),
+            released_through: watermark,
+            gaps,
+            active: read_any
+                || !self.held.is_empty()
+                || !self.held_messages.is_empty()
+                || !self.held_gaps.is_empty(),
         })
     }
 }

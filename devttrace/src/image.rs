@@ -80,12 +80,89 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
 /// file beside `path` and renamed over it when complete, so a failed save leaves `path` as
 /// it was, and saving over the file being read is safe. `latest_stamp` says, once the copy
 /// is made, how late an event of it can be ([`SnapshotHeader::latest_stamp`]).
+///
+/// The extents are streamed to the file as each ring is copied (memory: one ring); an
+/// [`Image`] ([`copy`]) holds them all in memory instead, so that no I/O delays the copy.
 pub(crate) fn save(
     map: &Mapping,
     path: &Path,
     cause: &Cause,
     latest_stamp: impl FnOnce() -> u64,
 ) -> Result<Saved> {
+    replace(path, |tmp| {
+        let file = create(tmp)?;
+        // Extent 0 (the device header) and the header page are written last, in place.
+        (&file)
+            .seek(std::io::SeekFrom::Start(EXTENTS_AT))
+            .map_err(io(tmp))?;
+        let out = std::io::BufWriter::with_capacity(1 << 16, &file);
+        let (out, tail) = emit(map, tmp, out, cause, latest_stamp)?;
+        out.into_inner()
+            .map_err(|e| io(tmp)(e.into_error()))?
+            .flush()
+            .map_err(io(tmp))?;
+        tail.write(&file, tmp)
+    })
+}
+
+/// A consistent copy of a device held in memory, as the snapshot file it is written as
+/// ([`Image::write`]): what a saver copies at the moment it is due and writes afterwards,
+/// so that the time the file system takes never lets a ring lap what it should keep.
+pub struct Image {
+    /// The extents after the first, as the file holds them from [`EXTENTS_AT`] on.
+    body: Vec<u8>,
+    tail: Tail,
+}
+
+impl Image {
+    /// What it holds (`bytes`: the file it is written as).
+    pub fn saved(&self) -> &Saved {
+        &self.tail.saved
+    }
+
+    /// Why it was taken.
+    pub fn cause(&self) -> &Cause {
+        &self.tail.head.cause
+    }
+
+    /// When it was copied (`CLOCK_REALTIME`, ns).
+    pub fn taken_realtime_ns(&self) -> u64 {
+        self.tail.head.taken_realtime_ns
+    }
+
+    /// Writes it to the file `path` as [`Reader::save`](crate::Reader::save) would have (a
+    /// new file renamed over `path` when complete).
+    pub fn write(&self, path: impl AsRef<Path>) -> Result<Saved> {
+        replace(path.as_ref(), |tmp| {
+            let file = create(tmp)?;
+            file.write_all_at(&self.body, EXTENTS_AT).map_err(io(tmp))?;
+            self.tail.write(&file, tmp)
+        })
+    }
+}
+
+impl core::fmt::Debug for Image {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Image")
+            .field("saved", &self.tail.saved)
+            .field("cause", &self.tail.head.cause)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Copies the device `map` into memory (see [`save`]).
+pub(crate) fn copy(
+    map: &Mapping,
+    cause: &Cause,
+    latest_stamp: impl FnOnce() -> u64,
+) -> Result<Image> {
+    let (body, tail) = emit(map, map.dir(), Vec::new(), cause, latest_stamp)?;
+    Ok(Image { body, tail })
+}
+
+/// Makes the file `path` with `write`, which writes a new file beside it (named so that
+/// `snapshots` and the retention pass it by) that is renamed over `path` once written.
+fn replace(path: &Path, write: impl FnOnce(&Path) -> Result<Saved>) -> Result<Saved> {
     let name = path
         .file_name()
         .ok_or_else(|| io(path)(std::io::ErrorKind::InvalidInput.into()))?;
@@ -94,7 +171,7 @@ pub(crate) fn save(
         name.to_string_lossy(),
         std::process::id()
     ));
-    let saved = save_to(map, &tmp, cause, latest_stamp).and_then(|saved| {
+    let saved = write(&tmp).and_then(|saved| {
         std::fs::rename(&tmp, path).map_err(io(path))?;
         Ok(saved)
     });
@@ -104,12 +181,58 @@ pub(crate) fn save(
     saved
 }
 
-fn save_to(
+fn create(path: &Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(io(path))
+}
+
+/// What a snapshot file holds besides its extents from [`EXTENTS_AT`] on: its header page
+/// and extent 0 (the device header), written last, in place.
+struct Tail {
+    head: SnapshotHeader,
+    first: ExtentHead,
+    /// The device header's bytes.
+    header: Vec<u8>,
+    saved: Saved,
+}
+
+impl Tail {
+    /// Writes the header page and extent 0 into `file` (at `path`), whose extents are
+    /// written, and makes an asked-for snapshot durable.
+    fn write(&self, file: &std::fs::File, path: &Path) -> Result<Saved> {
+        let put_at = |at: u64, bytes: &[u8]| file.write_all_at(bytes, at).map_err(io(path));
+        put_at(PAGE, self.first.as_bytes())?;
+        put_at(HEADER_DATA_AT, &self.header)?;
+        put_at(0, self.head.as_bytes())?;
+        // A snapshot asked for is made durable before it is renamed into place. A triggered
+        // one is not waited for: its saver must be free to copy the next moment, and a file
+        // cut by a power loss fails its checksums and is named as damaged, never misread.
+        use ttrace_layouts::snapshot::CauseKind;
+        if matches!(
+            CauseKind::from_raw(self.head.cause.kind),
+            CauseKind::Asked | CauseKind::Saved
+        ) {
+            file.sync_all().map_err(io(path))?;
+        }
+        Ok(self.saved)
+    }
+}
+
+/// Copies the device `map` as the extents of a version 4 snapshot into `out` (the file
+/// from [`EXTENTS_AT`] on; `path` names it in errors), and returns what the file holds
+/// besides.
+fn emit<W: Write>(
     map: &Mapping,
     path: &Path,
+    out: W,
     cause: &Cause,
     latest_stamp: impl FnOnce() -> u64,
-) -> Result<Saved> {
+) -> Result<(W, Tail)> {
     let h = map.header();
     let layout = Layout::of(h).ok_or_else(|| {
         bad(
@@ -120,19 +243,8 @@ fn save_to(
             }),
         )
     })?;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(io(path))?;
-    // Extent 0 (the device header) and the header page are written last, in place.
-    (&file)
-        .seek(std::io::SeekFrom::Start(EXTENTS_AT))
-        .map_err(io(path))?;
     let mut out = Extents {
-        out: std::io::BufWriter::with_capacity(1 << 16, &file),
+        out,
         end: EXTENTS_AT,
         count: 1,
     };
@@ -224,27 +336,20 @@ fn save_to(
     put(layout.meta_at + META_HEADER_BYTES, table)?;
     put(layout.meta_at + front as u64, &records)?;
     let Extents { out, end, count } = out;
-    out.into_inner()
-        .map_err(|e| io(path)(e.into_error()))?
-        .flush()
-        .map_err(io(path))?;
     // The device header last, its counters after what they count; locks free. It is
     // extent 0, whole: a reader checks it before it reads any other extent.
-    let mut copy = DeviceHeader::new_zeroed();
+    let mut header = DeviceHeader::new_zeroed();
     // SAFETY: the header is HEADER_BYTES of a live mapping, changed only via atomics.
     load(
         unsafe { words((h as *const DeviceHeader).cast(), HEADER_BYTES) },
-        copy.as_mut_bytes(),
+        header.as_mut_bytes(),
     );
-    *copy.meta_lock.get_mut() = 0;
-    *copy.meta_used.get_mut() = records.len() as u64;
-    *copy.names_generation.get_mut() = 0;
-    *copy.names_used[0].get_mut() = names.len() as u64;
-    *copy.names_used[1].get_mut() = 0;
-    let first = ExtentHead::of(layout.header_at, copy.as_mut_bytes());
-    let put_at = |at: u64, bytes: &[u8]| file.write_all_at(bytes, at).map_err(io(path));
-    put_at(PAGE, first.as_bytes())?;
-    put_at(HEADER_DATA_AT, copy.as_mut_bytes())?;
+    *header.meta_lock.get_mut() = 0;
+    *header.meta_used.get_mut() = records.len() as u64;
+    *header.names_generation.get_mut() = 0;
+    *header.names_used[0].get_mut() = names.len() as u64;
+    *header.names_used[1].get_mut() = 0;
+    let first = ExtentHead::of(layout.header_at, header.as_mut_bytes());
     let source = map.dir().display().to_string();
     // After the copy: no event saved is later.
     let mut head = SnapshotHeader::new(layout, crate::clock::realtime_ns(), &source);
@@ -253,19 +358,16 @@ fn save_to(
     head.stored_len = end;
     head.extents = count;
     head.seal();
-    put_at(0, head.as_bytes())?;
-    // A snapshot asked for is made durable before it is renamed into place. A triggered
-    // one is not waited for: its saver must be free to copy the next moment, and a file
-    // cut by a power loss fails its checksums and is named as damaged, never misread.
-    use ttrace_layouts::snapshot::CauseKind;
-    if matches!(
-        CauseKind::from_raw(cause.kind),
-        CauseKind::Asked | CauseKind::Saved
-    ) {
-        file.sync_all().map_err(io(path))?;
-    }
     saved.bytes = end;
-    Ok(saved)
+    Ok((
+        out,
+        Tail {
+            head,
+            first,
+            header: header.as_mut_bytes().to_vec(),
+            saved,
+        },
+    ))
 }
 
 /// A snapshot file opened: the device it holds, and what the file says besides.
@@ -438,15 +540,15 @@ fn from_image(
 }
 
 /// Writes the extents of a version 4 snapshot, from [`EXTENTS_AT`] on.
-struct Extents<'f> {
-    out: std::io::BufWriter<&'f std::fs::File>,
+struct Extents<W> {
+    out: W,
     /// The file offset after the last extent written.
     end: u64,
     /// Extents written, extent 0 (written last, in place) included.
     count: u64,
 }
 
-impl Extents<'_> {
+impl<W: Write> Extents<W> {
     /// Writes the part `bytes` of the image at `at` (8-aligned; its length a multiple of 8):
     /// each run of its 64-byte blocks that are not all zero, as an extent.
     fn part(&mut self, at: u64, bytes: &[u8]) -> std::io::Result<()> {

@@ -410,6 +410,22 @@ impl Reader {
         crate::rules::text(self.map.header())
     }
 
+    /// The snapshot rules installed with `ctl on RULE` ([`crate::rules::snapshot_rules`]).
+    pub fn snapshot_rules(&self) -> Vec<String> {
+        crate::rules::snapshot_rules(&self.rules())
+    }
+
+    /// A number that changes with every control change (mask, rules, snapshot rules): a
+    /// follower of the rules reads them again when it moves.
+    pub fn ctl_generation(&self) -> u64 {
+        // Acquire: pairs with the Release increment after a change, so the rules read
+        // after this are at least as new.
+        self.map
+            .header()
+            .ctl_generation
+            .load(crate::sync::Ordering::Acquire)
+    }
+
     /// Whether `info()` messages record now.
     pub fn info_enabled(&self) -> bool {
         crate::control::info_enabled(self.map.header())
@@ -439,6 +455,15 @@ impl Reader {
         let saved = crate::image::save(&self.map, path.as_ref(), cause, || *self.stamps().end())?;
         self.check_intact()?;
         Ok(saved)
+    }
+
+    /// The copy [`Reader::save_because`] makes, held in memory to be written later
+    /// ([`Image::write`](crate::image::Image::write)): a saver copies at the moment it is
+    /// due, and no file system delays the copy.
+    pub fn copy_because(&self, cause: &Cause) -> Result<crate::image::Image> {
+        let image = crate::image::copy(&self.map, cause, || *self.stamps().end())?;
+        self.check_intact()?;
+        Ok(image)
     }
 
     /// Why the snapshot file read was taken (`None` for a device, and for a file a person

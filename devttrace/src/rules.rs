@@ -1,6 +1,8 @@
 //! The wildcard rules that enable and disable tracepoints by name, kept in the device
 //! header one per line as `+pattern` (enable) or `-pattern` (disable): the last rule that
-//! matches a name decides, and a name no rule matches is enabled.
+//! matches a name decides, and a name no rule matches is enabled. The same text holds the
+//! snapshot rules installed with `ctl on RULE`, as `!RULE` lines ([`snapshot_rules`]),
+//! which enable nothing.
 
 use crate::error::{Error, Result};
 use crate::sync::Ordering::*;
@@ -20,9 +22,29 @@ pub fn rules_enable(rules: &str, name: &str) -> bool {
         .lines()
         .rev()
         .filter_map(|l| Some((l.as_bytes().first()?, l.get(1..)?)))
+        .filter(|(sign, _)| matches!(sign, b'+' | b'-'))
         .find(|(_, pat)| wildmatch::WildMatch::new(pat).matches(name))
         .map(|(sign, _)| *sign == b'+')
         .unwrap_or(true)
+}
+
+/// The first character of a snapshot rule's line.
+pub const SNAPSHOT: char = '!';
+
+/// The snapshot rules in `rules` (the rules text), in the order they were installed.
+///
+/// ```
+/// use devttrace::rules::{rules_enable, snapshot_rules};
+/// let rules = "-sched*\n!latency request > 5ms\n";
+/// assert_eq!(snapshot_rules(rules), ["latency request > 5ms"]);
+/// assert!(rules_enable(rules, "request"));
+/// ```
+pub fn snapshot_rules(rules: &str) -> Vec<String> {
+    rules
+        .lines()
+        .filter_map(|l| l.strip_prefix(SNAPSHOT))
+        .map(str::to_string)
+        .collect()
 }
 
 /// The rules text of the device `h`, one `+pattern` / `-pattern` per line.

@@ -617,6 +617,17 @@ pub fn ctl(data: &[u8]) {
                         let on = matches!(cmd, Command::Enable(_));
                         assert_eq!(rules_enable(&dev.rules(), p), on, "{line:?}");
                     }
+                    (Command::On(r), Ok(_)) => {
+                        // Installed once, last, and enabling or disabling nothing.
+                        let rules = dev.reader().snapshot_rules();
+                        assert_eq!(rules.last(), Some(r), "{line:?}");
+                        assert_eq!(rules.iter().filter(|x| *x == r).count(), 1);
+                        assert_eq!(dev.mask(), before.0);
+                    }
+                    (Command::Off(r), Ok(_)) => {
+                        let rules = dev.reader().snapshot_rules();
+                        assert!(r == "all" && rules.is_empty() || !rules.contains(r));
+                    }
                     (Command::Reset, Ok(_)) => {
                         assert_eq!((dev.mask(), dev.rules()), (u64::MAX, String::new()))
                     }

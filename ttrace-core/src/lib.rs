@@ -45,7 +45,8 @@ pub use devttrace::{Config, Definition, Error, Problem, Result, Trust, ValueTabl
 pub use fatal::install_fatal_handlers;
 pub use rseq::ENV_NO_RSEQ;
 pub use snapshots::{
-    install_panic_hook, save_snapshot, save_snapshot_to, settle_snapshots, trigger, Asked, SaveInfo,
+    apply_snapshot_rules, install_panic_hook, save_snapshot, save_snapshot_to, settle_snapshots,
+    trigger, Asked, SaveInfo,
 };
 pub use tracepoint::{Tracepoint, WordRef, CLASS_DEFAULT, UNREGISTERED};
 pub use ttrace_layouts::device::CLASS_MESSAGES;

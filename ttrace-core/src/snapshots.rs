@@ -11,6 +11,7 @@ use crate::writer::{device, device_or_init, Writer};
 use std::sync::OnceLock;
 use ttrace_layouts::aux::{AuxTag, AUX_NONE};
 use ttrace_layouts::meta::ArgType;
+use ttrace_trigger::installed::Applier;
 pub use ttrace_trigger::{Asked, Policy, SaveInfo, Store};
 use ttrace_trigger::{Cause, CauseKind, Saver};
 
@@ -76,7 +77,7 @@ pub fn trigger(reason: &str) -> Asked {
 }
 
 /// Records the event of `tp` (a trigger or a panic) with its string arguments; returns
-/// the time it was recorded at.
+/// the time it was recorded at (0 if the process has no device: nothing was recorded).
 fn record<const N: usize>(
     tp: &'static crate::Tracepoint<N>,
     first: &str,
@@ -132,8 +133,51 @@ pub fn save_snapshot_to(
     Ok(w.save_because(path, &cause)?)
 }
 
-/// Waits until every snapshot asked for is saved (none pending, none being written).
+/// Applies the snapshot rules installed in the device with `ttrace-reader ctl on RULE`
+/// (`ctl on 'latency request > 5ms'`): a thread of this process follows the device while
+/// rules are installed and triggers a snapshot when one matches, as [`trigger`] does
+/// (window, rate and retention from the environment). No watcher needs to run. Calling it
+/// again does nothing; an error says why no rule can be applied (no device, wrong settings,
+/// no thread).
+///
+/// ```
+/// # let tmp = tempfile::tempdir().unwrap();
+/// # std::env::set_var("TTRACE_SNAPSHOT_DIR", tmp.path().join("snapshots"));
+/// # ttrace_core::init(&ttrace_core::Config::at(tmp.path().join("dev")))?;
+/// ttrace_core::apply_snapshot_rules().expect("rules applied");
+/// # Ok::<(), ttrace_core::Error>(())
+/// ```
+pub fn apply_snapshot_rules() -> ttrace_trigger::Result<()> {
+    let mut started = APPLIER.lock().unwrap_or_else(|p| p.into_inner());
+    if started.is_some() {
+        return Ok(());
+    }
+    let saver = match saver() {
+        Some(s) => s.clone(),
+        // Why there is none: the device's error, or the settings'.
+        None => {
+            device_or_init()?;
+            Policy::from_env()?;
+            return Err(ttrace_trigger::Error::Thread {
+                what: "snapshot saver",
+                source: std::io::ErrorKind::Other.into(),
+            });
+        }
+    };
+    *started = Some(ttrace_trigger::installed::start(saver)?);
+    Ok(())
+}
+
+/// The thread applying the installed snapshot rules, once started.
+static APPLIER: std::sync::Mutex<Option<Applier>> = std::sync::Mutex::new(None);
+
+/// Waits until every snapshot asked for is saved (none pending, none being written); with
+/// [`apply_snapshot_rules`], first until the rules have seen every event recorded before.
 pub fn settle_snapshots() {
+    let applier = APPLIER.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some(a) = applier {
+        a.settle();
+    }
     if let Some(s) = saver() {
         s.settle();
     }
@@ -144,7 +188,14 @@ pub fn settle_snapshots() {
 /// (the process may end right after), then calls the hook installed before it; and the
 /// fatal-signal handlers ([`install_fatal_handlers`](crate::install_fatal_handlers): a
 /// `fatal_signal` event, then the default action).
+///
+/// Installing it again does nothing: one panic makes one snapshot.
 pub fn install_panic_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(hook_panics);
+}
+
+fn hook_panics() {
     crate::fatal::install_fatal_handlers();
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -162,8 +213,11 @@ pub fn install_panic_hook() {
         // A panic inside the saver (it should never) must not recurse here.
         thread_local!(static IN_HOOK: core::cell::Cell<bool> = const { core::cell::Cell::new(false) });
         if !IN_HOOK.with(|h| h.replace(true)) {
+            // The saver first: it opens the device if nothing was recorded yet, so the
+            // event has a device to go to and the snapshot its time.
+            let saver = saver();
             let stamp = record(&PANIC, &message, Some(&location));
-            if let Some(saver) = saver() {
+            if let Some(saver) = saver {
                 let reason = format!("{message} at {location}");
                 match saver.save_at_once(CauseKind::Panic, &reason, stamp) {
                     Ok(info) => {

@@ -581,23 +581,10 @@ pub fn aux_line<'s>(ctx: impl Into<Context<'s>>) -> String {
 
 /// `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ` for nanoseconds since the Unix epoch.
 pub fn utc(ns: u64) -> String {
-    let (secs, nanos) = (ns / 1_000_000_000, ns % 1_000_000_000);
-    let (days, rem) = (secs / 86400, secs % 86400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + (m <= 2) as i64;
+    let t = devttrace::calendar::Utc::of(ns);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
+        t.year, t.month, t.day, t.hour, t.minute, t.second, t.nanos
     )
 }
 
@@ -657,34 +644,14 @@ pub fn parse_utc(s: &str) -> Option<i128> {
         "" => 0,
         f => num(f, f.len())? * 10i64.pow(9 - f.len() as u32),
     };
-    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
-    let month_days = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ];
-    if !(1..=12).contains(&m) || day < 1 || day > month_days[m as usize - 1] {
+    let (m, day) = (m as u32, day as u32);
+    if !(1..=12).contains(&m) || day < 1 || day > devttrace::calendar::days_in_month(y, m) {
         return None;
     }
     if hh > 23 || mm > 59 || ss > 59 {
         return None;
     }
-    // Days since 1970-01-01 from the civil date (Howard Hinnant's algorithm, as in `utc`).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = devttrace::calendar::days_from_civil(y, m, day);
     let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
     Some(secs as i128 * 1_000_000_000 + nanos as i128)
 }

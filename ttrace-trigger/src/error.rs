@@ -16,6 +16,14 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// A thread could not be started.
+    #[error("no {what} thread: {source}")]
+    Thread {
+        /// Which thread.
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A setting in the environment is not one this crate can use.
     #[error("{name}={value:?}: {why}")]
     Setting {

@@ -14,7 +14,8 @@
 //! - [`Policy`]: the window, the rate and the retention, from the environment or set.
 //! - [`Rule`] and [`Matcher`]: the snapshot rules (`latency request > 5ms`), parsed, and
 //!   evaluated over the events a [`devttrace::Follower`] releases (by `ttrace-reader
-//!   watch`, and by a program's saver for the rules installed through `ctl`).
+//!   watch`, and by a program's saver for the rules installed through `ctl`:
+//!   [`installed`]).
 //!
 //! `ttrace-core` gives programs these as `ttrace_core::trigger`, `save_snapshot` and
 //! `install_panic_hook`; `ttrace-reader watch` takes snapshots by rules from outside.
@@ -38,6 +39,7 @@ pub mod store;
 pub mod saver;
 pub mod rules;
 pub mod matcher;
+pub mod installed;
 
 pub use error::{Error, Result};
 pub use matcher::{Fired, Matcher};

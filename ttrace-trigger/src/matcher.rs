@@ -7,10 +7,12 @@
 //! innermost entry open on its thread (a thread told from a later one given its id), a stop
 //! the latest start of its stem open on its thread. Report leaves unpaired what precedes the
 //! horizon, from which every ring holds all it was given; a follower knows instead when it
-//! missed events: a poll that found entries overwritten before they were read (or released
-//! events older than some already released) is a *gap*, and every entry and start open then
-//! is given up: an event of its thread may be missing after it, so a later exit might not be
-//! its own. What follows the gap pairs among itself. A duration is thus only ever real.
+//! missed events: entries overwritten before they were read are a *gap*, placed in time
+//! ([`Poll::gaps`]: every entry lost is older than it), and every entry and start open at
+//! that time is given up: an event of its thread may be missing after it, so a later exit
+//! might not be its own. What follows the gap pairs among itself. A poll that released
+//! events older than some already released is a gap before all it released. A duration is
+//! thus only ever real.
 
 use crate::rules::{arguments, ArgKind, Limit, Op, Rule, Value};
 use devttrace::incarnation::Thread;
@@ -87,17 +89,21 @@ impl Matcher {
         let clock = snap.version.clock;
         let mut fired = Vec::new();
         let lost: u64 = poll.lost.iter().sum();
-        if lost > 0 || poll.late > 0 {
+        if poll.late > 0 {
             self.gap();
         }
         self.count_lost(lost, clock.ticks_to_ns(now), now, &mut fired);
         let mut events: Vec<&Event> = snap.cpus.iter().flat_map(|r| &r.events).collect();
-        if events.is_empty() {
-            return fired;
-        }
         events.sort_by_key(|e| e.stamp);
-        self.replan(&snap.meta);
+        if !events.is_empty() {
+            self.replan(&snap.meta);
+        }
+        let mut gaps = poll.gaps.iter().peekable();
         for e in events {
+            if gaps.next_if(|&&g| g <= e.stamp).is_some() {
+                while gaps.next_if(|&&g| g <= e.stamp).is_some() {}
+                self.gap();
+            }
             let id = usize::from(e.type_word.tracepoint());
             let Some(plan) = self.plan.get(id) else {
                 continue;
@@ -180,6 +186,10 @@ impl Matcher {
                     });
                 }
             }
+        }
+        // Losses after every event released: before what the next polls release.
+        if gaps.next().is_some() {
+            self.gap();
         }
         fired
     }

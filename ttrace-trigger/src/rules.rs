@@ -112,6 +112,17 @@ pub struct RuleError {
     pub problem: Problem,
 }
 
+impl RuleError {
+    /// Whether the rule is right but names a tracepoint or pair the device does not have
+    /// (yet: a program registers its tracepoints as it starts).
+    pub fn is_missing_tracepoint(&self) -> bool {
+        matches!(
+            self.problem,
+            Problem::NoTracepoint { .. } | Problem::NoPair { .. }
+        )
+    }
+}
+
 /// What is wrong with a rule.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Problem {

@@ -7,16 +7,23 @@
 //! per interval across every process of the device) and makes it pending, or counts it
 //! refused. Every trigger is thus counted once as merged, refused or granted, and every
 //! granted one ends as a snapshot saved or failed (`ttrace-reader stats` shows the counts).
-//! The thread, started at the first grant, waits until the pending snapshot is due, takes
-//! it (a trigger from then on starts a new one, subject to the rate), copies the device and
-//! applies the retention limits. A trigger while a copy is being made is not lost: it
-//! claims its own snapshot, or is counted refused.
+//!
+//! Two threads, started at the first grant, do the work. The *copier* waits until the
+//! pending snapshot is due, takes it (a trigger from then on starts a new one, subject to
+//! the rate) and copies the device into memory at once ([`devttrace::image::Image`]); it
+//! hands the copy to the *writer*, which names the file, writes it and applies the
+//! retention limits. A slow disk thus never delays a copy past its moment: the rings keep
+//! moving while a file is written, and the next due snapshot is copied on time. At most
+//! [`IN_FLIGHT`] copies wait for the writer (memory: that many devices' used bytes); past
+//! that the copier waits. A trigger while a copy is made or written is not lost: it claims
+//! its own snapshot, or is counted refused.
 
 use crate::error::Result;
 use crate::policy::Policy;
 use crate::store::Store;
 use devttrace::{Counter, Device};
 use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 use ttrace_layouts::snapshot::{Cause, CauseKind};
@@ -52,12 +59,27 @@ pub enum Asked {
 /// (with the trigger's time `stamp`, 0 if none); counts it saved or failed, then applies
 /// `policy`'s retention.
 pub fn save_as(dev: &Device, store: &Store, policy: &Policy, mut cause: Cause) -> Result<SaveInfo> {
-    let pid = std::process::id();
-    cause.pid = pid;
-    let kind = CauseKind::from_raw(cause.kind);
-    let saved = store
-        .path_for(devttrace::clock::realtime_ns(), kind, cause.reason(), pid)
+    cause.pid = std::process::id();
+    let saved = name(store, devttrace::clock::realtime_ns(), &cause)
         .and_then(|path| Ok((dev.save_because(&path, &cause)?, path)));
+    kept(dev, store, policy, saved, cause)
+}
+
+/// The path in `store` of a snapshot taken at `realtime_ns` for `cause`.
+fn name(store: &Store, realtime_ns: u64, cause: &Cause) -> Result<PathBuf> {
+    let kind = CauseKind::from_raw(cause.kind);
+    store.path_for(realtime_ns, kind, cause.reason(), cause.pid)
+}
+
+/// Counts the save `saved` (of `cause`) saved or failed, then applies `policy`'s retention
+/// to `store`.
+fn kept(
+    dev: &Device,
+    store: &Store,
+    policy: &Policy,
+    saved: Result<(devttrace::image::Saved, PathBuf)>,
+    cause: Cause,
+) -> Result<SaveInfo> {
     let (saved, path) = match saved {
         Ok(s) => s,
         Err(e) => {
@@ -106,11 +128,24 @@ struct Shared {
     idle: Condvar,
 }
 
+/// Copies made and not yet written that the copier may hand to the writer before it
+/// waits.
+pub const IN_FLIGHT: usize = 2;
+
 #[derive(Default)]
 struct State {
     pending: Option<Pending>,
-    saving: bool,
+    /// A copy is being made.
+    copying: bool,
+    /// Copies handed to the writer and not yet written.
+    writing: usize,
     started: bool,
+}
+
+impl State {
+    fn quiet(&self) -> bool {
+        self.pending.is_none() && !self.copying && self.writing == 0
+    }
 }
 
 struct Pending {
@@ -134,6 +169,11 @@ impl Saver {
         }
     }
 
+    /// The device it saves.
+    pub fn device(&self) -> &'static Device {
+        self.shared.dev
+    }
+
     /// The snapshot directory.
     pub fn store(&self) -> &Store {
         &self.shared.store
@@ -145,8 +185,8 @@ impl Saver {
     }
 
     /// Asks for a snapshot of `kind` for `reason`, of a trigger at `stamp` (the device's
-    /// clock: the time of the event that records it), saved once [`Policy::after`] has
-    /// passed; never waits for the save (see the module's protocol).
+    /// clock: the time of the event that records it), copied once [`Policy::after`] has
+    /// passed since `stamp`; never waits for the save (see the module's protocol).
     pub fn trigger(&self, kind: CauseKind, reason: &str, stamp: u64) -> Asked {
         let s = &*self.shared;
         s.dev.count_snapshots(Counter::Triggers, 1);
@@ -169,17 +209,21 @@ impl Saver {
         cause.trigger_stamp = stamp;
         cause.before_ns = s.policy.before.as_nanos() as u64;
         cause.after_ns = s.policy.after.as_nanos() as u64;
+        // Due `after` past the trigger's own time: a trigger made late (a rule that matched
+        // an event some time after it was written) is copied that much sooner.
+        let clock = s.dev.version().clock;
+        let since = clock.ticks_to_ns(s.dev.mapping().now().saturating_sub(stamp));
+        let after = s
+            .policy
+            .after
+            .saturating_sub(std::time::Duration::from_nanos(since));
         st.pending = Some(Pending {
             cause,
-            due: Instant::now() + s.policy.after,
+            due: Instant::now() + after,
         });
         if !st.started {
             st.started = true;
-            let saver = self.clone();
-            let spawned = std::thread::Builder::new()
-                .name("ttrace-saver".into())
-                .spawn(move || saver.run());
-            if let Err(e) = spawned {
+            if let Err(e) = self.start() {
                 st.started = false;
                 st.pending = None;
                 drop(st);
@@ -213,20 +257,34 @@ impl Saver {
         save_as(s.dev, &s.store, &s.policy, cause)
     }
 
-    /// Waits until no snapshot is pending or being saved (a program about to exit calls it
-    /// so that its last trigger's snapshot is written).
+    /// Waits until no snapshot is pending, being copied or being written (a program about
+    /// to exit calls it so that its last trigger's snapshot is written).
     pub fn settle(&self) {
         let s = &*self.shared;
         let mut st = s.lock();
-        while st.pending.is_some() || st.saving {
-            // Wakes the thread, in case it waits for a due time: it saves, then says so.
+        while !st.quiet() {
+            // Wakes the copier, in case it waits for a due time: it copies, then says so.
             s.wake.notify_one();
             st = s.idle.wait(st).unwrap_or_else(|p| p.into_inner());
         }
     }
 
-    /// The saver thread: saves each pending snapshot when due.
-    fn run(self) {
+    /// Starts the copier and the writer.
+    fn start(&self) -> std::io::Result<()> {
+        let (send, receive) = sync_channel(IN_FLIGHT);
+        let writer = self.clone();
+        std::thread::Builder::new()
+            .name("ttrace-saver-write".into())
+            .spawn(move || writer.write(receive))?;
+        let copier = self.clone();
+        std::thread::Builder::new()
+            .name("ttrace-saver".into())
+            .spawn(move || copier.copy(send))?;
+        Ok(())
+    }
+
+    /// The copier: copies each pending snapshot when due, and hands it to the writer.
+    fn copy(self, writer: SyncSender<devttrace::image::Image>) {
         let s = &*self.shared;
         let mut st = s.lock();
         loop {
@@ -244,14 +302,46 @@ impl Saver {
                 continue;
             }
             let Some(p) = st.pending.take() else { continue };
-            st.saving = true;
+            st.copying = true;
             drop(st);
-            if let Err(e) = save_as(s.dev, &s.store, &s.policy, p.cause) {
+            let mut cause = p.cause;
+            cause.pid = std::process::id();
+            let image = s.dev.copy_because(&cause);
+            st = s.lock();
+            st.copying = false;
+            match image {
+                Ok(image) => {
+                    st.writing += 1;
+                    drop(st);
+                    // The writer lives as long as this thread holds its sender.
+                    let _ = writer.send(image);
+                    st = s.lock();
+                }
+                Err(e) => {
+                    s.dev.count_snapshots(Counter::Failed, 1);
+                    eprintln!("ttrace: snapshot not saved: {e}");
+                }
+            }
+            if st.quiet() {
+                s.idle.notify_all();
+            }
+        }
+    }
+
+    /// The writer: writes each copy into the store, then applies the retention limits.
+    fn write(self, copies: Receiver<devttrace::image::Image>) {
+        let s = &*self.shared;
+        for image in copies {
+            let cause = *image.cause();
+            let saved = name(&s.store, image.taken_realtime_ns(), &cause)
+                .and_then(|path| Ok((image.write(&path)?, path)));
+            drop(image);
+            if let Err(e) = kept(s.dev, &s.store, &s.policy, saved, cause) {
                 eprintln!("ttrace: snapshot not saved: {e}");
             }
-            st = s.lock();
-            st.saving = false;
-            if st.pending.is_none() {
+            let mut st = s.lock();
+            st.writing -= 1;
+            if st.quiet() {
                 s.idle.notify_all();
             }
         }

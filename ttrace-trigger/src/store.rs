@@ -151,31 +151,17 @@ fn slug(reason: &str) -> String {
 
 /// `realtime_ns` as `YYYYMMDDTHHMMSS.mmmZ` (UTC).
 pub fn utc(realtime_ns: u64) -> String {
-    let secs = realtime_ns / 1_000_000_000;
-    let ms = realtime_ns / 1_000_000 % 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil(days as i64);
+    let t = devttrace::calendar::Utc::of(realtime_ns);
     format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}.{ms:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
+        "{:04}{:02}{:02}T{:02}{:02}{:02}.{:03}Z",
+        t.year,
+        t.month,
+        t.day,
+        t.hour,
+        t.minute,
+        t.second,
+        t.nanos / 1_000_000
     )
-}
-
-/// The calendar date of `days` since 1970-01-01 (proleptic Gregorian; H. Hinnant's
-/// days-to-civil algorithm).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! A request loop with one slow request, for the snapshot tests:
-//! `ttrace-test-requests <device-dir> <trigger|panic|none> [requests]`.
+//! `ttrace-test-requests <device-dir> <trigger|panic|rules|none> [requests]`.
 //!
 //! Two threads serve `requests` requests between them (default 1,000,000), each an
 //! entry/exit pair `request(id)` around about a microsecond of work, so that each thread
@@ -12,9 +12,17 @@
 //!   exits;
 //! - `panic`: with the panic hook installed, the thread that served the slow request
 //!   panics right after it;
+//! - `rules`: it applies the snapshot rules installed in the device with `ttrace-reader ctl
+//!   on RULE` (`ttrace_core::apply_snapshot_rules`; the test installs `latency request >
+//!   15ms`); `settle_snapshots` at the end waits until the rules have seen every event;
 //! - `none`: nothing (a watcher outside is to catch it).
 //!
 //! It prints `slow <id>` for each request over 15 ms, and `done` at the end.
+//!
+//! With `TTRACE_TEST_NICE=N` the two request threads run at nice `N`: on a machine with two
+//! CPUs they would otherwise leave none to a follower of the device (a watcher, or the
+//! program's rules thread), which needs about 150 ns of CPU per event to keep up
+//! (`docs/BENCHMARKS.md`, *Catching the slow request*).
 
 use std::time::{Duration, Instant};
 use ttrace_core::{point, tracepoint};
@@ -52,12 +60,14 @@ fn main() {
         [_, dir, mode] => (dir.clone(), mode.clone(), 1_000_000u64),
         [_, dir, mode, n] => (dir.clone(), mode.clone(), n.parse().expect("requests")),
         _ => {
-            eprintln!("usage: ttrace-test-requests <device-dir> <trigger|panic|none> [requests]");
+            eprintln!(
+                "usage: ttrace-test-requests <device-dir> <trigger|panic|rules|none> [requests]"
+            );
             std::process::exit(2);
         }
     };
-    if !["trigger", "panic", "none"].contains(&mode.as_str()) {
-        eprintln!("ttrace-test-requests: mode {mode:?} is not trigger, panic or none");
+    if !["trigger", "panic", "rules", "none"].contains(&mode.as_str()) {
+        eprintln!("ttrace-test-requests: mode {mode:?} is not trigger, panic, rules or none");
         std::process::exit(2);
     }
     // The device at `dir`, sized as the environment says (`TTRACE_RING_SLOTS`...).
@@ -67,7 +77,13 @@ fn main() {
     };
     ttrace_core::init(&config).expect("device");
     if mode == "panic" {
+        // Twice, as a library and the program it is linked into may both do: one panic
+        // still makes one snapshot (the test counts them).
         ttrace_core::install_panic_hook();
+        ttrace_core::install_panic_hook();
+    }
+    if mode == "rules" {
+        ttrace_core::apply_snapshot_rules().expect("snapshot rules applied");
     }
     let slow = requests / 2;
     // Each thread on a CPU of its own, as a service's workers often are: a CPU's ring then
@@ -79,8 +95,18 @@ fn main() {
         cpus.len() >= 2,
         "ttrace-test-requests needs two CPUs, has {cpus:?}"
     );
+    let nice: Option<i32> = std::env::var("TTRACE_TEST_NICE")
+        .ok()
+        .map(|n| n.parse().expect("TTRACE_TEST_NICE: a number"));
     let serve = |first: u64| {
         ttrace_reader::demo::pin(cpus[first as usize % 2]);
+        if let Some(n) = nice {
+            // SAFETY: setpriority on the calling thread (its tid), with no pointers.
+            let tid = unsafe { libc::gettid() };
+            // SAFETY: as above.
+            let set = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, n) };
+            assert_eq!(set, 0, "setpriority: {}", std::io::Error::last_os_error());
+        }
         let mut sink = 0;
         let mut id = first;
         while id < requests {

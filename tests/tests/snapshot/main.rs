@@ -3,6 +3,5 @@
 
 mod bit_flips;
 mod fuzz_regressions;
-mod slow_request;
 mod snapshot;
 mod triggers;

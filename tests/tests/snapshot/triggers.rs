@@ -77,3 +77,47 @@ fn a_thousand_triggers_in_a_second_stay_within_the_limits_and_are_counted_exactl
         assert!(r.snapshot().unwrap().events() > 0);
     }
 }
+
+#[test]
+fn a_save_at_once_takes_over_the_pending_snapshot_and_counts_each_trigger_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w: &'static ttrace_core::Writer = Box::leak(Box::new(
+        ttrace_core::Writer::open(&ttrace_tests::config(&tmp.path().join("dev"), 1024, 2)).unwrap(),
+    ));
+    let store = Store::new(tmp.path().join("snapshots"));
+    // A window that never ends within the test: the trigger's snapshot stays pending.
+    let policy = Policy {
+        after: Duration::from_secs(3600),
+        ..Policy::default()
+    };
+    let saver = Saver::new(w, store.clone(), policy);
+    assert_eq!(
+        saver.trigger(CauseKind::Trigger, "slow", w.now()),
+        Asked::Granted
+    );
+    assert_eq!(
+        saver.trigger(CauseKind::Trigger, "slow", w.now()),
+        Asked::Merged
+    );
+    // A panic's save: it covers the pending snapshot (the process may end before that
+    // one's window does), which is merged into it.
+    let info = saver
+        .save_at_once(CauseKind::Panic, "boom", w.now())
+        .unwrap();
+    assert_eq!(
+        info.cause.merged, 2,
+        "the pending one and the trigger merged into it"
+    );
+    // Nothing left pending: settling does not wait for the hour.
+    saver.settle();
+    let counts = w.status().snapshots;
+    assert_eq!((counts.triggers, counts.merged, counts.refused), (3, 2, 0));
+    // Granted (triggers less merged and refused): one, saved once.
+    assert_eq!((counts.saved, counts.failed), (1, 0));
+    let left = store.list().unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let r = devttrace::Reader::open(&left[0].path).unwrap();
+    let cause = r.cause().unwrap();
+    assert_eq!(CauseKind::from_raw(cause.kind), CauseKind::Panic);
+    assert_eq!((cause.reason(), cause.merged), ("boom", 2));
+}

@@ -151,9 +151,16 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
         /// doubles up to 100 ms).
         #[arg(long, default_value_t = 20)]
         interval_ms: u64,
+        /// Wait for the device to be created and for the tracepoints the rules name to be
+        /// registered (start the watcher before the program).
+        #[arg(long)]
+        wait: bool,
     },
     /// Show or change what is recorded: `setmask <value> <mask>`, `setbits <bits>`,
-    /// `clrbits <bits>`, `enable <wildcard>`, `disable <wildcard>`, `reset`.
+    /// `clrbits <bits>`, `enable <wildcard>`, `disable <wildcard>`, `reset`; install a
+    /// snapshot rule (as `watch --on` takes) that programs calling
+    /// `ttrace_core::apply_snapshot_rules()` apply themselves: `on <rule>`, `off <rule>`,
+    /// `off all`.
     Ctl {
         /// `[DEVICE] [COMMAND ARGS...]`; with no command, prints the control state.
         #[arg(
@@ -339,6 +346,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             exec,
             count,
             interval_ms,
+            wait,
         } => watch::run(
             device,
             WatchOptions {
@@ -352,6 +360,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 exec,
                 count,
                 interval_ms,
+                wait,
             },
         ),
         Command::Stats { device } => stats::run(device),

@@ -4,13 +4,15 @@
 use super::open::{changeable, open, refusal, trust};
 use crate::output::quiet_pipe;
 use crate::Error;
+use devttrace::control::Command;
 use devttrace::Device;
 use std::io::Write;
 use std::path::PathBuf;
+use ttrace_trigger::Rule;
 
 /// The commands `ctl` takes.
-const CTL_COMMANDS: [&str; 6] = [
-    "setmask", "setbits", "clrbits", "enable", "disable", "reset",
+const CTL_COMMANDS: [&str; 8] = [
+    "setmask", "setbits", "clrbits", "enable", "disable", "on", "off", "reset",
 ];
 
 /// Whether `word` reads as a (mistyped) command rather than a path: a bare word of letters.
@@ -75,7 +77,19 @@ pub(super) fn run(mut words: Vec<String>) -> Result<(), Error> {
     }
     let line = words.join(" ");
     // Checked before anything is opened or created: a bad command changes nothing.
-    let command: devttrace::control::Command = line.parse().map_err(Error::BadCommand)?;
+    let command: Command = line.parse().map_err(Error::BadCommand)?;
+    // A snapshot rule is checked as `watch --on` checks it, and kept in its canonical words
+    // (so that `off` finds it however it was spaced).
+    let rule = match &command {
+        Command::On(r) => Some(r.parse::<Rule>()?),
+        Command::Off(r) if r != "all" => r.parse::<Rule>().ok(),
+        _ => None,
+    };
+    let command = match (command, &rule) {
+        (Command::On(_), Some(r)) => Command::On(r.to_string()),
+        (Command::Off(_), Some(r)) => Command::Off(r.to_string()),
+        (command, _) => command,
+    };
     let dir = device.unwrap_or_else(devttrace::default_dir);
     changeable(&dir, Error::SnapshotNotControlled)?;
     let dev = match Device::attach_with(&dir, trust()) {
@@ -100,14 +114,18 @@ pub(super) fn run(mut words: Vec<String>) -> Result<(), Error> {
         opened => opened.map_err(refusal)?,
     };
     dev.apply(&command)?;
-    if let devttrace::control::Command::Enable(p) | devttrace::control::Command::Disable(p) =
-        &command
-    {
-        if !dev.pattern_matches_known(p) {
-            eprintln!(
-                "ttrace-reader: ctl: note: `{p}` matches nothing yet (no tracepoint of this device, nor `info`); the rule is kept for tracepoints registered later"
-            );
+    match &command {
+        Command::Enable(p) | Command::Disable(p) if !dev.pattern_matches_known(p) => eprintln!(
+            "ttrace-reader: ctl: note: `{p}` matches nothing yet (no tracepoint of this device, nor `info`); the rule is kept for tracepoints registered later"
+        ),
+        Command::On(_) => {
+            if let Some(Err(e)) = rule.map(|r| r.check(&dev.reader().metadata())) {
+                eprintln!(
+                    "ttrace-reader: ctl: note: {e}; the rule is kept for tracepoints registered later"
+                );
+            }
         }
+        _ => {}
     }
     quiet_pipe(
         std::io::stdout()

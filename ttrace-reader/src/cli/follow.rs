@@ -4,7 +4,7 @@
 //! position it passed. A snapshot file never changes: what it holds is printed as `dump`
 //! prints it, and `follow` ends.
 
-use super::open::{open, refusal, trust};
+use super::open::{absent, open, refusal, trust};
 use super::select::{filter, Select};
 use crate::decode::{self, Decoder, TimeFormat};
 use crate::merge::{Filter, Merge};
@@ -42,19 +42,6 @@ enum Ended {
     Removed,
     /// Another device was created at its path.
     Replaced,
-}
-
-/// Whether an open failed only because no device is there (yet).
-fn absent(e: &devttrace::Error) -> bool {
-    matches!(
-        e,
-        devttrace::Error::Missing(_)
-            | devttrace::Error::NotADevice(_)
-            | devttrace::Error::Invalid {
-                problem: devttrace::Problem::Missing,
-                ..
-            }
-    )
 }
 
 /// Opens the device at `dir`, waiting (a check per `interval`, at least a millisecond)

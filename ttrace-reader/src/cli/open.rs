@@ -68,3 +68,16 @@ pub(super) fn refusal(e: devttrace::Error) -> Error {
         e => Error::Device(e),
     }
 }
+
+/// Whether an open failed only because no device is there (yet).
+pub(super) fn absent(e: &devttrace::Error) -> bool {
+    matches!(
+        e,
+        devttrace::Error::Missing(_)
+            | devttrace::Error::NotADevice(_)
+            | devttrace::Error::Invalid {
+                problem: devttrace::Problem::Missing,
+                ..
+            }
+    )
+}

@@ -17,7 +17,7 @@
 //! never holds up the follower); finished ones are reaped at each poll, and `watch` waits
 //! for those still running before it ends.
 
-use super::open::{open, trust};
+use super::open::{absent, announce, open, refusal, trust};
 use crate::decode;
 use crate::output::quiet_pipe;
 use crate::Error;
@@ -50,6 +50,8 @@ pub(super) struct WatchOptions {
     pub(super) count: Option<u64>,
     /// `--interval-ms`: between polls while events come.
     pub(super) interval_ms: u64,
+    /// `--wait`: wait for the device and for the tracepoints the rules name.
+    pub(super) wait: bool,
 }
 
 /// Set when an ending signal came: `watch` saves what it has pending, prints its footer and
@@ -140,13 +142,21 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
         .collect::<Result<Vec<Rule>, _>>()?;
     let policy = policy(&mut opts)?;
     crate::signals::take().on_signal(|_| STOPPED.store(true, Relaxed));
-    let dev = open(device)?;
+    let poll_interval = Duration::from_millis(opts.interval_ms);
+    let dev = match opts.wait {
+        false => open(device)?,
+        true => {
+            match wait_for_device(device.unwrap_or_else(devttrace::default_dir), poll_interval)? {
+                Some(dev) => dev,
+                None => return Ok(()),
+            }
+        }
+    };
     if dev.is_snapshot() {
         return Err(Error::WatchSnapshot(dev.dir().to_path_buf()));
     }
-    let meta = dev.metadata();
-    for r in &rules {
-        r.check(&meta)?;
+    if !wait_for_tracepoints(&dev, &rules, opts.wait, poll_interval)? {
+        return Ok(());
     }
     let store = Store::new(
         opts.output
@@ -166,6 +176,71 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
         last_granted: None,
     };
     watcher.watch(&opts)
+}
+
+/// Opens the device at `dir`, waiting while there is none (`--wait`: the program that
+/// creates it may start after the watcher); `None` if an ending signal came first.
+fn wait_for_device(dir: PathBuf, interval: Duration) -> Result<Option<Reader>, Error> {
+    let mut said = false;
+    loop {
+        match Reader::open_with(&dir, trust()) {
+            Ok(dev) => {
+                announce(&dev);
+                return Ok(Some(dev));
+            }
+            Err(e) if absent(&e) && !dir.is_file() => {
+                if !said {
+                    say(format!(
+                        "# waiting for {} to be created (watch --wait)",
+                        dir.display()
+                    ))?;
+                    said = true;
+                }
+            }
+            Err(e) => return Err(refusal(e)),
+        }
+        if STOPPED.load(Relaxed) {
+            return Ok(None);
+        }
+        std::thread::sleep(interval);
+    }
+}
+
+/// Checks `rules` against the tracepoints of `dev`; with `wait`, a rule that names a
+/// tracepoint not registered yet is waited for (a program registers its tracepoints as it
+/// starts) instead of being an error. `false` if an ending signal came first.
+fn wait_for_tracepoints(
+    dev: &Reader,
+    rules: &[Rule],
+    wait: bool,
+    interval: Duration,
+) -> Result<bool, Error> {
+    let mut said = false;
+    loop {
+        let meta = dev.metadata();
+        let mut missing = Vec::new();
+        for r in rules {
+            match r.check(&meta) {
+                Ok(()) => {}
+                Err(e) if wait && e.is_missing_tracepoint() => missing.push(r.to_string()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(true);
+        }
+        if !said {
+            say(format!(
+                "# waiting for the tracepoints of {} to be registered (watch --wait)",
+                missing.join("; ")
+            ))?;
+            said = true;
+        }
+        if STOPPED.load(Relaxed) {
+            return Ok(false);
+        }
+        std::thread::sleep(interval);
+    }
 }
 
 /// A running watch.

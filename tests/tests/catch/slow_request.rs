@@ -1,7 +1,8 @@
 //! The one slow request in a million, caught: two threads serve 1,000,000 requests of about
 //! a microsecond, one of them taking 20 ms; the program's `trigger` and its panic hook each
 //! leave a snapshot in which `dump` shows that request's entry and exit and the events just
-//! before it, and `report` measures it.
+//! before it, and `report` measures it; so do `watch` started before the program, and the
+//! same rule installed with `ctl on` and applied by the program's own saver.
 //!
 //! The rings here hold 262,144 entries, about 140 ms of a thread at this rate, so that
 //! whether the saver copies the rings in time does not depend on how busy the machine
@@ -16,6 +17,10 @@ const SLOW: u64 = 500_000;
 
 /// Slots per ring (see the module's doc).
 const RING_SLOTS: &str = "262144";
+
+/// How long a line may take before the test gives up (a bound on failure, not a way to
+/// order anything).
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Checks that the snapshot `file` holds the slow request whole, with what its thread did
 /// just before, and that `report` measures it at 20 ms or more; else says what it lacks.
@@ -128,4 +133,104 @@ fn the_panic_hook_keeps_the_slow_request() {
         "no panic event with its message and location"
     );
     holds_the_slow_request(&found[0]).unwrap();
+}
+
+/// Checks that one of `files` holds the slow request (see [`holds_the_slow_request`]).
+fn one_holds_the_slow_request(files: &[PathBuf], stderr: &str) {
+    let checked: Vec<_> = files.iter().map(|f| holds_the_slow_request(f)).collect();
+    assert!(
+        checked.iter().any(Result::is_ok),
+        "{checked:#?}\nin {files:?}\nits stderr: {stderr}"
+    );
+}
+
+#[test]
+fn a_watcher_started_before_the_program_keeps_the_slow_request() {
+    let _turn = ttrace_tests::turn("requests-watch");
+    let tmp = tempfile::tempdir().unwrap();
+    let (dev, snaps) = (tmp.path().join("dev"), tmp.path().join("snapshots"));
+    // Before the program: no device yet, the watcher waits for it and for its tracepoints.
+    // Every request over 15 ms (a long preemption may make one) is kept.
+    let mut watcher = reader!(
+        "watch",
+        &dev,
+        "--wait",
+        "--on",
+        "latency request > 15ms",
+        "-o",
+        &snaps,
+        "--interval",
+        "0s",
+        "--keep",
+        "100",
+        "--interval-ms",
+        "2"
+    )
+    .start();
+    watcher.until("the waiting line", PATIENCE, |l| {
+        l.starts_with("# waiting for ")
+    });
+    // The request threads at nice 10: on two CPUs the watcher needs a share of them
+    // (the program's doc).
+    let ran = requests!(&dev, "none", tmp.path().join("unused"))
+        .env("TTRACE_RING_SLOTS", RING_SLOTS)
+        .env("TTRACE_TEST_NICE", "10")
+        .succeeds();
+    assert!(
+        ran.stdout.contains(&format!("slow {SLOW}\n")),
+        "{}",
+        ran.stdout
+    );
+    // Ended as Ctrl-C would: it saves what is pending, then prints its footer.
+    // SAFETY: our own child, not yet reaped (`Running` waits for it only when dropped).
+    unsafe { libc::kill(watcher.child.id() as i32, libc::SIGTERM) };
+    let mut files = Vec::new();
+    while let Some(line) = watcher.next("a line", PATIENCE) {
+        if let Some((_, after)) = line.split_once(" -> ") {
+            assert!(line.contains(" latency request > 15ms ("), "{line}");
+            files.push(PathBuf::from(after.rsplit_once(": ").unwrap().0));
+        }
+        if line.starts_with("# watch:") {
+            break;
+        }
+    }
+    one_holds_the_slow_request(&files, "");
+}
+
+#[test]
+fn rules_installed_with_ctl_are_applied_by_the_program_and_keep_the_slow_request() {
+    let _turn = ttrace_tests::turn("requests-rules");
+    let tmp = tempfile::tempdir().unwrap();
+    let (dev, snaps) = (tmp.path().join("dev"), tmp.path().join("snapshots"));
+    // Installed before the program runs (ctl creates the device, sized as the program's).
+    let ctl = reader!("ctl", &dev, "on", "latency", "request", ">", "15ms")
+        .env("TTRACE_RING_SLOTS", RING_SLOTS)
+        .ok();
+    assert!(
+        ctl.lines().any(|l| l == "on latency request > 15ms"),
+        "{ctl}"
+    );
+    // The request threads at nice 10, for the rules' thread (as for the watcher).
+    let ran = requests!(&dev, "rules", &snaps)
+        .env("TTRACE_RING_SLOTS", RING_SLOTS)
+        .env("TTRACE_TEST_NICE", "10")
+        .env("TTRACE_SNAPSHOT_INTERVAL", "0s")
+        .env("TTRACE_SNAPSHOT_KEEP", "100")
+        .succeeds();
+    assert!(
+        ran.stdout.contains(&format!("slow {SLOW}\n")),
+        "{}",
+        ran.stdout
+    );
+    let found = snapshots(&snaps, "-rule-latency-request-15ms-");
+    one_holds_the_slow_request(&found, &ran.stderr);
+    // Each says the rule in its cause.
+    for f in &found {
+        let r = devttrace::Reader::open(f).unwrap();
+        let reason = r.cause().unwrap().reason().to_string();
+        assert!(reason.starts_with("latency request > 15ms: "), "{reason}");
+    }
+    // Taken off, it is gone from the device.
+    let ctl = reader!("ctl", &dev, "off", "all").ok();
+    assert!(!ctl.contains("on latency"), "{ctl}");
 }

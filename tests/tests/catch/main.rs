@@ -1,0 +1,7 @@
+//! Catching the slow request: a program that writes two million events a second, and the
+//! ways a snapshot keeps its one slow request (the program's trigger, its panic hook, a
+//! watcher, rules installed with `ctl`). A binary of its own: each test loads both CPUs of
+//! a small machine, so nothing else of the suite runs beside them (they take turns among
+//! themselves).
+
+mod slow_request;
