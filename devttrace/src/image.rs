@@ -156,7 +156,13 @@ pub(crate) fn copy(
     cause: &Cause,
     latest_stamp: impl FnOnce() -> u64,
 ) -> Result<Image> {
-    let (body, tail) = emit(map, map.dir(), Vec::new(), cause, latest_stamp)?;
+    // Room for the whole image at once, so that the copy never stops to grow it (memory
+    // reserved is not memory used: only the pages written are); else grown as it goes.
+    let mut body = Vec::new();
+    if let Some(layout) = Layout::of(map.header()) {
+        let _ = body.try_reserve_exact(layout.file_len as usize);
+    }
+    let (body, tail) = emit(map, map.dir(), body, cause, latest_stamp)?;
     Ok(Image { body, tail })
 }
 

@@ -1,7 +1,9 @@
 //! What snapshots cost: `ttrace_core::trigger` on the caller's thread (refused by the
 //! rate, merged into a pending snapshot, or granted: the saver thread woken), next to a
-//! bare `rdtsc` of the same run; and the time to save a full default device and a full
-//! 16 x 1,048,576-slot one.
+//! bare `rdtsc` of the same run; the time to save a full default device and a full
+//! 16 x 1,048,576-slot one; and what following rules costs (`ttrace-reader watch`, and a
+//! program's rules thread): the CPU a follower with a `latency request > 5ms` matcher uses,
+//! polling as `watch` does, idle and with a writer at 1 M and 10 M events/s.
 //!
 //! `cargo run --release -p ttrace-benches --bin snapshots [-- --quick]` (`--quick`: fewer
 //! calls, and no 16 x 1M device, which takes about 1.3 GB of `/dev/shm` and as much disk).
@@ -60,6 +62,109 @@ fn main() {
             3,
         );
     }
+    println!("following rules (a Follower and a Matcher of `latency request > 5ms`, 2 ms polls backing off to 100 ms idle, on CPU 1; the writer on CPU 0, 262,144-slot rings):");
+    for rate in [0.0, 1e6, 10e6] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let run = Duration::from_secs(if quick { 1 } else { 3 });
+        let (cpu, events, lost) = watch_at(&tmp.path().join("dev"), rate, run);
+        println!(
+            "  {}: {:.1} % of a CPU ({:.0} ns per event), {events} events followed, {lost} lost",
+            match rate {
+                0.0 => "idle".to_string(),
+                r => format!("{:.0} M events/s", r / 1e6),
+            },
+            cpu.as_secs_f64() * 100.0 / run.as_secs_f64(),
+            match events {
+                0 => 0.0,
+                n => cpu.as_nanos() as f64 / n as f64,
+            }
+        );
+    }
+}
+
+/// CPU time this thread has used.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; the clock id is a constant.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// A writer on CPU 0 recording request pairs at `rate` events a second (paced in batches
+/// of 256; none if 0) for `run`, and a rules follower on CPU 1: the follower's CPU time,
+/// the events it was given and the entries it lost.
+fn watch_at(dir: &std::path::Path, rate: f64, run: Duration) -> (Duration, u64, u64) {
+    use ttrace_core::{Config, Definition, Device, Kind};
+    let w = Device::open(&Config {
+        ring_slots: 1 << 18,
+        cpus: Some(2),
+        ..Config::at(dir)
+    })
+    .expect("device");
+    let define = |name, kind| {
+        w.register_tracepoint(&Definition::untyped(name, kind, 1, "id={id}"))
+            .expect("tracepoint")
+            .1
+    };
+    let (entry, exit) = (
+        define("request", Kind::Entry),
+        define("request_done", Kind::Exit),
+    );
+    let dev = devttrace::Reader::open(dir).expect("reader");
+    let rule: ttrace_trigger::Rule = "latency request > 5ms".parse().expect("rule");
+    let mut matcher = ttrace_trigger::Matcher::new(vec![rule]);
+    let mut f = devttrace::Follower::new(&dev);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            ttrace_benches::pin(0);
+            let start = Instant::now();
+            let mut n = 0u64;
+            while start.elapsed() < run {
+                if rate > 0.0 && (n as f64) < start.elapsed().as_secs_f64() * rate {
+                    for i in 0..128 {
+                        w.emit(entry, 1 << 32 | 2, &[n + i]);
+                        w.emit(exit, 1 << 32 | 2, &[n + i]);
+                    }
+                    n += 256;
+                } else if rate > 0.0 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            done.store(true, std::sync::atomic::Ordering::Release);
+        });
+        ttrace_benches::pin(1);
+        let (mut events, mut lost) = (0u64, 0u64);
+        let cpu0 = thread_cpu();
+        let mut sleep = Duration::from_millis(2);
+        loop {
+            let finished = done.load(std::sync::atomic::Ordering::Acquire);
+            let p = f.poll().expect("poll");
+            let fired = matcher.poll(&p, dev.mapping().now());
+            assert!(fired.is_empty(), "no pair is that long: {fired:?}");
+            events += p
+                .snapshot
+                .cpus
+                .iter()
+                .map(|c| c.events.len() as u64)
+                .sum::<u64>();
+            lost += p.lost.iter().sum::<u64>();
+            if finished && !p.active {
+                break (thread_cpu() - cpu0, events, lost);
+            }
+            // As `watch` does with its default interval.
+            sleep = match p.active {
+                true => Duration::from_millis(2),
+                false => (sleep * 2).min(Duration::from_millis(100)),
+            };
+            std::thread::sleep(sleep);
+        }
+    })
 }
 
 /// Nanoseconds of one bare `rdtsc`.

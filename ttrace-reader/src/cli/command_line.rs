@@ -148,8 +148,8 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
         #[arg(long, value_name = "N")]
         count: Option<u64>,
         /// Milliseconds between polls while events come, at least 1 (idle, the interval
-        /// doubles up to 100 ms).
-        #[arg(long, default_value_t = 20)]
+        /// doubles up to 100 ms): short, so that the rings are read before they wrap.
+        #[arg(long, default_value_t = 2)]
         interval_ms: u64,
         /// Wait for the device to be created and for the tracepoints the rules name to be
         /// registered (start the watcher before the program).
