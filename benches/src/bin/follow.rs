@@ -15,17 +15,6 @@ use ttrace_core::{Config, Device, Kind};
 use ttrace_reader::decode::{Decoder, TimeFormat};
 use ttrace_reader::merge::{Filter, Merge};
 
-/// CPU time this thread has used.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write; the clock id is a constant.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
 fn idle(quick: bool) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("dev");
@@ -40,7 +29,7 @@ fn idle(quick: bool) {
     // The first poll maps in the pages it probes; from then on, what each poll costs.
     f.poll().expect("poll");
     let wall = Duration::from_secs(if quick { 1 } else { 10 });
-    let (start, cpu0) = (Instant::now(), thread_cpu());
+    let (start, cpu0) = (Instant::now(), ttrace_benches::thread_cpu());
     let (mut polls, mut sleep) = (0u64, Duration::from_millis(20));
     while start.elapsed() < wall {
         let p = f.poll().expect("poll");
@@ -51,7 +40,7 @@ fn idle(quick: bool) {
         };
         std::thread::sleep(sleep);
     }
-    let cpu = thread_cpu() - cpu0;
+    let cpu = ttrace_benches::thread_cpu() - cpu0;
     println!(
         "idle follow, 16 cpus x 1048576 slots: {polls} polls in {:.1} s, {:.3} ms CPU per second = {:.3} % of a CPU",
         start.elapsed().as_secs_f64(),

@@ -82,17 +82,6 @@ fn main() {
     }
 }
 
-/// CPU time this thread has used.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write; the clock id is a constant.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
 /// A writer on CPU 0 recording request pairs at `rate` events a second (paced in batches
 /// of 256; none if 0) for `run`, and a rules follower on CPU 1: the follower's CPU time,
 /// the events it was given and the entries it lost.
@@ -140,7 +129,7 @@ fn watch_at(dir: &std::path::Path, rate: f64, run: Duration) -> (Duration, u64, 
         });
         ttrace_benches::pin(1);
         let (mut events, mut lost) = (0u64, 0u64);
-        let cpu0 = thread_cpu();
+        let cpu0 = ttrace_benches::thread_cpu();
         let mut sleep = Duration::from_millis(2);
         loop {
             let finished = done.load(std::sync::atomic::Ordering::Acquire);
@@ -155,7 +144,7 @@ fn watch_at(dir: &std::path::Path, rate: f64, run: Duration) -> (Duration, u64, 
                 .sum::<u64>();
             lost += p.lost.iter().sum::<u64>();
             if finished && !p.active {
-                break (thread_cpu() - cpu0, events, lost);
+                break (ttrace_benches::thread_cpu() - cpu0, events, lost);
             }
             // As `watch` does with its default interval.
             sleep = match p.active {
