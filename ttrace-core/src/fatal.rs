@@ -2,7 +2,7 @@
 //! in the signal handler, then the action that would have happened without it (the default
 //! one: the process dies, with a core dump); the device stays for post-mortem reading.
 //!
-//! [`install_fatal_handlers`] (which [`install_panic_hook`](crate::install_panic_hook)
+//! [`install_fatal_handlers`] (which `install_panic_hook`, in `snapshots`,
 //! calls) installs one handler for `SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGABRT` and `SIGFPE`.
 //!
 //! **Async-signal-safe.** The handler allocates nothing and takes no lock. It loads the

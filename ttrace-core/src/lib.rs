@@ -31,7 +31,8 @@ pub mod check;
 pub mod tracepoint;
 pub mod writer;
 pub mod args;
-mod values;
+#[doc(hidden)]
+pub mod values;
 pub mod fatal;
 pub mod snapshots;
 

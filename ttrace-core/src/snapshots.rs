@@ -79,7 +79,7 @@ pub fn trigger(reason: &str) -> Asked {
 /// Records the event of `tp` (a trigger or a panic) with its string arguments; returns
 /// the time it was recorded at (0 if the process has no device: nothing was recorded).
 fn record<const N: usize>(
-    tp: &'static crate::Tracepoint<N>,
+    tp: &'static crate::tracepoint::Tracepoint<N>,
     first: &str,
     second: Option<&str>,
 ) -> u64 {
@@ -186,7 +186,7 @@ pub fn settle_snapshots() {
 /// Installs a panic hook that records the panic's message and location as a `panic` event
 /// (readable by every reader and export), saves a snapshot at once on the panicking thread
 /// (the process may end right after), then calls the hook installed before it; and the
-/// fatal-signal handlers ([`install_fatal_handlers`](crate::install_fatal_handlers): a
+/// fatal-signal handlers ([`install_fatal_handlers`](crate::fatal::install_fatal_handlers): a
 /// `fatal_signal` event, then the default action).
 ///
 /// Installing it again does nothing: one panic makes one snapshot.

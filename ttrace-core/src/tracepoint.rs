@@ -14,7 +14,11 @@
 use core::sync::atomic::{AtomicPtr, AtomicU64};
 use devttrace::meta::Definition;
 use devttrace::values::ValueTable;
-use ttrace_layouts::entry::{Kind, MAX_ARGS};
+use ttrace_layouts::entry::MAX_ARGS;
+// What `tracepoint!` names, by this module's path rather than the crate root's: a module that
+// defines a tracepoint then depends on this module only.
+#[doc(hidden)]
+pub use ttrace_layouts::{entry::Kind, format::count_args};
 
 /// The word of a tracepoint not yet registered: not zero, so the first trace point takes
 /// the (cold) registration path; never a valid type word.
@@ -125,18 +129,18 @@ impl<const N: usize> Tracepoint<N> {
 macro_rules! tracepoint {
     ($(#[$m:meta])* $vis:vis static $id:ident : $kind:ident $([$classes:expr])? = $name:expr, $format:expr $(, $table:path)* $(,)?) => {
         $(#[$m])*
-        $vis static $id: $crate::Tracepoint<{ $crate::count_args($format) }> = $crate::Tracepoint::new(
+        $vis static $id: $crate::tracepoint::Tracepoint<{ $crate::tracepoint::count_args($format) }> = $crate::tracepoint::Tracepoint::new(
             $name,
-            $crate::Kind::$kind,
+            $crate::tracepoint::Kind::$kind,
             $crate::tracepoint!(@classes $($classes)?),
             $format,
             &[$(&$table),*],
             {
-                static WORD: $crate::WordRef = $crate::WordRef::new();
+                static WORD: $crate::tracepoint::WordRef = $crate::tracepoint::WordRef::new();
                 &WORD
             },
         );
     };
-    (@classes) => { $crate::CLASS_DEFAULT };
+    (@classes) => { $crate::tracepoint::CLASS_DEFAULT };
     (@classes $classes:expr) => { $classes };
 }

@@ -25,6 +25,10 @@
 //! ttrace_core::values!(static F: flags = { A = 1, NONE = 0, EMPTY = 0 }); // two names for no bits
 //! ```
 
+// What `values!` names, by this module's path rather than the crate root's.
+#[doc(hidden)]
+pub use devttrace::values::{ValueTable, ValuesKind};
+
 /// Defines a value table: `values!(pub static NAME: flags = { A = 1, B = 2 });` or
 /// `values!(static NAME: enum = { Idle = 0, Busy = 1 });`.
 ///
@@ -42,9 +46,9 @@ macro_rules! values {
     };
     (@table $(#[$m:meta])* $vis:vis $id:ident $kind:ident $($name:ident $value:expr)+) => {
         $(#[$m])*
-        $vis static $id: $crate::ValueTable = $crate::ValueTable::new(
+        $vis static $id: $crate::values::ValueTable = $crate::values::ValueTable::new(
             stringify!($id),
-            $crate::ValuesKind::$kind,
+            $crate::values::ValuesKind::$kind,
             &[$((stringify!($name), ($value) as i128 as u64)),+],
         );
     };
