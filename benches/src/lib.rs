@@ -84,6 +84,24 @@ where
     })
 }
 
+/// Calls `batch(n)` for `run`, paced so that by each moment `rate` x the time elapsed
+/// events have been written, each call writing 256 events numbered from `n`; with a rate of
+/// 0, writes nothing and idles. The writer side of the follower benchmarks.
+pub fn paced(run: std::time::Duration, rate: f64, mut batch: impl FnMut(u64)) {
+    let start = std::time::Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < run {
+        if rate == 0.0 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        } else if (n as f64) < start.elapsed().as_secs_f64() * rate {
+            batch(n);
+            n += 256;
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// CPU time the calling thread has used.
 pub fn thread_cpu() -> std::time::Duration {
     let mut ts = libc::timespec {

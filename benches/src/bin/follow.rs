@@ -65,18 +65,11 @@ fn follow_at(dir: &std::path::Path, rate: f64, run: Duration) -> (u64, u64) {
     std::thread::scope(|s| {
         s.spawn(|| {
             ttrace_benches::pin(0);
-            let start = Instant::now();
-            let mut n = 0u64;
-            while start.elapsed() < run {
-                if (n as f64) < start.elapsed().as_secs_f64() * rate {
-                    for i in 0..256 {
-                        w.emit(word, 1 << 32 | 2, &[n + i, 1, 2, 3, 4]);
-                    }
-                    n += 256;
-                } else {
-                    std::hint::spin_loop();
+            ttrace_benches::paced(run, rate, |n| {
+                for i in 0..256 {
+                    w.emit(word, 1 << 32 | 2, &[n + i, 1, 2, 3, 4]);
                 }
-            }
+            });
             done.store(true, std::sync::atomic::Ordering::Release);
         });
         ttrace_benches::pin(1);

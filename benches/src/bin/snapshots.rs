@@ -110,21 +110,12 @@ fn watch_at(dir: &std::path::Path, rate: f64, run: Duration) -> (Duration, u64, 
     std::thread::scope(|s| {
         s.spawn(|| {
             ttrace_benches::pin(0);
-            let start = Instant::now();
-            let mut n = 0u64;
-            while start.elapsed() < run {
-                if rate > 0.0 && (n as f64) < start.elapsed().as_secs_f64() * rate {
-                    for i in 0..128 {
-                        w.emit(entry, 1 << 32 | 2, &[n + i]);
-                        w.emit(exit, 1 << 32 | 2, &[n + i]);
-                    }
-                    n += 256;
-                } else if rate > 0.0 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::sleep(Duration::from_millis(10));
+            ttrace_benches::paced(run, rate, |n| {
+                for i in 0..128 {
+                    w.emit(entry, 1 << 32 | 2, &[n + i]);
+                    w.emit(exit, 1 << 32 | 2, &[n + i]);
                 }
-            }
+            });
             done.store(true, std::sync::atomic::Ordering::Release);
         });
         ttrace_benches::pin(1);
