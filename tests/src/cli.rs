@@ -73,9 +73,10 @@ macro_rules! test_writer {
     };
 }
 
-/// `ttrace-test-requests <dir> <mode>` (two threads serving a million requests, one of
-/// 20 ms in the middle; `mode` says what catches it: `trigger`, `panic` or `none`), its
-/// snapshots going to `snapshots` (`TTRACE_SNAPSHOT_DIR`), as a [`Cli`].
+/// `ttrace-test-requests <dir> <mode>` (two threads serving a million requests, or as many
+/// as an argument added says, one of 20 ms in the middle; `mode` says what catches it:
+/// `trigger`, `panic`, `rules` or `none`), its snapshots going to `snapshots`
+/// (`TTRACE_SNAPSHOT_DIR`), as a [`Cli`].
 #[macro_export]
 macro_rules! requests {
     ($dir:expr, $mode:expr, $snapshots:expr $(,)?) => {

@@ -1,22 +1,33 @@
-//! The one slow request in a million, caught: two threads serve 1,000,000 requests of about
-//! a microsecond, one of them taking 20 ms; the program's `trigger` and its panic hook each
-//! leave a snapshot in which `dump` shows that request's entry and exit and the events just
-//! before it, and `report` measures it; so do `watch` started before the program, and the
-//! same rule installed with `ctl on` and applied by the program's own saver.
+//! The slow request, caught: two threads serve 100,000 requests of about a microsecond,
+//! one of them taking 20 ms; the program's `trigger` and its panic hook each leave a
+//! snapshot in which `dump` shows that request's entry and exit and the events just before
+//! it, and `report` measures it; so do `watch` started before the program, and the same
+//! rule installed with `ctl on` and applied by the program's own saver.
 //!
-//! The rings here hold 262,144 entries, about 140 ms of a thread at this rate, so that
-//! whether the saver copies the rings in time does not depend on how busy the machine
-//! running the tests is; with the default rings (16,384 entries, about 9 ms) the same
-//! program is measured, not tested (`docs/BENCHMARKS.md`, *Catching the slow request*).
+//! The rings here hold 131,072 entries, more than a thread writes in the whole run (each
+//! thread is pinned to a CPU of its own and writes 100,000): no ring wraps, so what the
+//! tests see does not depend on how fast the machine running them is, on whether a
+//! follower kept up or on when a copy was made. A preemption of over 15 ms makes a request
+//! slow too; every such snapshot is kept (`KEEP`, `MAX_BYTES`), so the slow request's is
+//! never the one retention removes. Under load (a million requests, the default rings,
+//! rings that wrap every few milliseconds) the same program is measured, not tested
+//! (`docs/BENCHMARKS.md`, *Catching the slow request*).
 
 use std::path::{Path, PathBuf};
 use ttrace_tests::{reader, requests};
 
-/// The request that takes 20 ms: the one in the middle.
-const SLOW: u64 = 500_000;
+/// Requests served, by two threads.
+const REQUESTS: u64 = 100_000;
 
-/// Slots per ring (see the module's doc).
-const RING_SLOTS: &str = "262144";
+/// The request that takes 20 ms: the one in the middle.
+const SLOW: u64 = REQUESTS / 2;
+
+/// Slots per ring: more than the entries a thread writes (see the module's doc).
+const RING_SLOTS: &str = "131072";
+
+/// Snapshot files and bytes kept: every snapshot a run can make (see the module's doc).
+const KEEP: &str = "1000";
+const MAX_BYTES: &str = "64g";
 
 /// How long a line may take before the test gives up (a bound on failure, not a way to
 /// order anything).
@@ -65,6 +76,18 @@ fn holds_the_slow_request(file: &Path) -> Result<(), String> {
     }
 }
 
+/// The test program on the device `dev` in `mode`, sized and with the snapshot policy of
+/// the module's doc (every slow request may trigger: none is refused for the rate), its
+/// snapshots going to `snaps`.
+fn requests(dev: &Path, mode: &str, snaps: &Path) -> ttrace_tests::cli::Cli {
+    requests!(dev, mode, snaps)
+        .arg(REQUESTS.to_string())
+        .env("TTRACE_RING_SLOTS", RING_SLOTS)
+        .env("TTRACE_SNAPSHOT_INTERVAL", "0s")
+        .env("TTRACE_SNAPSHOT_KEEP", KEEP)
+        .env("TTRACE_SNAPSHOT_BYTES", MAX_BYTES)
+}
+
 /// The snapshot files of `dir` whose names contain `part`.
 fn snapshots(dir: &Path, part: &str) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -82,13 +105,7 @@ fn a_trigger_from_the_program_keeps_the_slow_request() {
     let _turn = ttrace_tests::turn("requests-trigger");
     let tmp = tempfile::tempdir().unwrap();
     let snaps = tmp.path().join("snapshots");
-    // Every slow request triggers (a long preemption may make one): none may be refused
-    // for the rate before the one the test looks for.
-    let ran = requests!(tmp.path().join("dev"), "trigger", &snaps)
-        .env("TTRACE_RING_SLOTS", RING_SLOTS)
-        .env("TTRACE_SNAPSHOT_INTERVAL", "0s")
-        .env("TTRACE_SNAPSHOT_KEEP", "100")
-        .succeeds();
+    let ran = requests(&tmp.path().join("dev"), "trigger", &snaps).succeeds();
     assert!(
         ran.stdout.contains(&format!("slow {SLOW}\n")),
         "{}",
@@ -111,9 +128,7 @@ fn the_panic_hook_keeps_the_slow_request() {
     let _turn = ttrace_tests::turn("requests-panic");
     let tmp = tempfile::tempdir().unwrap();
     let snaps = tmp.path().join("snapshots");
-    let ran = requests!(tmp.path().join("dev"), "panic", &snaps)
-        .env("TTRACE_RING_SLOTS", RING_SLOTS)
-        .run();
+    let ran = requests(&tmp.path().join("dev"), "panic", &snaps).run();
     assert!(!ran.status.success(), "it was to panic: {}", ran.stdout);
     // The hook before it (Rust's) still ran.
     assert!(ran.stderr.contains("panicked at"), "{}", ran.stderr);
@@ -162,7 +177,9 @@ fn a_watcher_started_before_the_program_keeps_the_slow_request() {
         "--interval",
         "0s",
         "--keep",
-        "100",
+        KEEP,
+        "--max-bytes",
+        MAX_BYTES,
         "--interval-ms",
         "2"
     )
@@ -170,12 +187,7 @@ fn a_watcher_started_before_the_program_keeps_the_slow_request() {
     watcher.until("the waiting line", PATIENCE, |l| {
         l.starts_with("# waiting for ")
     });
-    // The request threads at nice 10: on two CPUs the watcher needs a share of them
-    // (the program's doc).
-    let ran = requests!(&dev, "none", tmp.path().join("unused"))
-        .env("TTRACE_RING_SLOTS", RING_SLOTS)
-        .env("TTRACE_TEST_NICE", "10")
-        .succeeds();
+    let ran = requests(&dev, "none", &tmp.path().join("unused")).succeeds();
     assert!(
         ran.stdout.contains(&format!("slow {SLOW}\n")),
         "{}",
@@ -210,13 +222,7 @@ fn rules_installed_with_ctl_are_applied_by_the_program_and_keep_the_slow_request
         ctl.lines().any(|l| l == "on latency request > 15ms"),
         "{ctl}"
     );
-    // The request threads at nice 10, for the rules' thread (as for the watcher).
-    let ran = requests!(&dev, "rules", &snaps)
-        .env("TTRACE_RING_SLOTS", RING_SLOTS)
-        .env("TTRACE_TEST_NICE", "10")
-        .env("TTRACE_SNAPSHOT_INTERVAL", "0s")
-        .env("TTRACE_SNAPSHOT_KEEP", "100")
-        .succeeds();
+    let ran = requests(&dev, "rules", &snaps).succeeds();
     assert!(
         ran.stdout.contains(&format!("slow {SLOW}\n")),
         "{}",
