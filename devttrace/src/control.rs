@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::registry::Registry;
 use crate::sync::Ordering::*;
 use ttrace_layouts::device::{DeviceHeader, INFO_NAME};
+use ttrace_layouts::level::Level;
 
 /// A parsed control command.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,7 +46,11 @@ pub enum Command {
     Reset,
 }
 
+/// A number, or a `tracing` level's name in capitals (`DEBUG`: its class bit).
 fn number(s: &str) -> Result<u64> {
+    if let Some(level) = level_in_capitals(s) {
+        return Ok(level.class());
+    }
     let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16),
         None => s.replace('_', "").parse(),
@@ -66,6 +71,21 @@ fn snapshot_rule(words: &[&str]) -> Result<String> {
     Ok(rule)
 }
 
+/// The level `s` names, written in capitals as `tracing` writes it (`INFO`; `info` is the
+/// name of the messages' tracepoint, not a level).
+fn level_in_capitals(s: &str) -> Option<Level> {
+    Level::named(s).filter(|l| l.name() == s)
+}
+
+/// The level of `ctl level <name>`, in any case.
+fn level(s: &str) -> Result<Level> {
+    Level::named(s).ok_or_else(|| {
+        Error::BadCommand(format!(
+            "{s:?} is not a level (error, warn, info, debug, trace, or off)"
+        ))
+    })
+}
+
 fn pattern(s: &str) -> Result<String> {
     if s.is_empty() || s.len() > 255 || s.chars().any(|c| c.is_control() || c.is_whitespace()) {
         return Err(Error::BadCommand(format!(
@@ -84,6 +104,14 @@ impl std::str::FromStr for Command {
     /// use devttrace::control::Command;
     /// assert_eq!("setbits 0x30".parse::<Command>().unwrap(), Command::SetBits(0x30));
     /// assert!("setbits".parse::<Command>().is_err());
+    /// // `tracing` levels: their class bits.
+    /// let info = Command::SetMask { value: 0x700, mask: 0x1f00 };
+    /// assert_eq!("level info".parse::<Command>().unwrap(), info);
+    /// assert_eq!("disable DEBUG".parse::<Command>().unwrap(), Command::ClearBits(0x800));
+    /// assert_eq!("clrbits TRACE".parse::<Command>().unwrap(), Command::ClearBits(0x1000));
+    /// // `info`, in lower case, is the messages' tracepoint: a name.
+    /// assert_eq!("disable info".parse::<Command>().unwrap(), Command::Disable("info".into()));
+    /// assert!("level verbose".parse::<Command>().is_err());
     /// assert!("frobnicate 1".parse::<Command>().is_err());
     /// ```
     fn from_str(line: &str) -> Result<Command> {
@@ -99,9 +127,24 @@ impl std::str::FromStr for Command {
             ["setbits", ..] => Err(usage("setbits <bits>")),
             ["clrbits", b] => Ok(Command::ClearBits(number(b)?)),
             ["clrbits", ..] => Err(usage("clrbits <bits>")),
-            ["enable", p] => Ok(Command::Enable(pattern(p)?)),
+            ["level", l] if l.eq_ignore_ascii_case("off") => Ok(Command::SetMask {
+                value: 0,
+                mask: Level::MASK,
+            }),
+            ["level", l] => Ok(Command::SetMask {
+                value: level(l)?.and_above(),
+                mask: Level::MASK,
+            }),
+            ["level", ..] => Err(usage("level <error|warn|info|debug|trace|off>")),
+            ["enable", p] => Ok(match level_in_capitals(p) {
+                Some(l) => Command::SetBits(l.class()),
+                None => Command::Enable(pattern(p)?),
+            }),
             ["enable", ..] => Err(usage("enable <pattern>")),
-            ["disable", p] => Ok(Command::Disable(pattern(p)?)),
+            ["disable", p] => Ok(match level_in_capitals(p) {
+                Some(l) => Command::ClearBits(l.class()),
+                None => Command::Disable(pattern(p)?),
+            }),
             ["disable", ..] => Err(usage("disable <pattern>")),
             ["on"] => Err(usage("on <snapshot rule>   (e.g. on latency request > 5ms)")),
             ["on", rule @ ..] => Ok(Command::On(snapshot_rule(rule)?)),
@@ -114,7 +157,7 @@ impl std::str::FromStr for Command {
             ))),
             [] => Err(Error::BadCommand("empty command".into())),
             [other, ..] => Err(Error::BadCommand(format!(
-                "unknown command {other:?} (setmask, setbits, clrbits, enable, disable, on, off, reset)"
+                "unknown command {other:?} (level, setmask, setbits, clrbits, enable, disable, on, off, reset)"
             ))),
         }
     }
@@ -141,6 +184,15 @@ pub fn text(h: &DeviceHeader) -> String {
         }
     }
     s
+}
+
+/// Whether the device `h` records a tracepoint named `name` of `classes` now: its mask has
+/// one of the classes and its rules enable the name (what a registration would compute,
+/// without registering). Read without the lock: a caller that must not act on a rules
+/// text being changed reads [`Reader::ctl_generation`](crate::Reader::ctl_generation)
+/// before and after.
+pub fn enables(h: &DeviceHeader, name: &str, classes: u64) -> bool {
+    mask(h) & classes != 0 && crate::rules::rules_enable(&crate::rules::text(h), name)
 }
 
 /// Whether `info()` messages record now in the device `h` (the mask has

@@ -70,6 +70,7 @@ pub mod watch;
 pub mod arguments;
 pub mod incarnation;
 pub mod pairs;
+pub mod spans;
 
 pub use aux::{AuxExtent, AuxRecord, AuxSnapshot, AuxSnapshots};
 pub use clock::Clock;
@@ -92,7 +93,9 @@ pub use snapshot::Snapshot;
 pub use status::Status;
 pub use triggers::{Counter, SnapshotCounts};
 pub use ttrace_layouts::entry::Kind;
+pub use ttrace_layouts::level::Level;
 pub use ttrace_layouts::meta::ArgType;
+pub use ttrace_layouts::role::Role;
 pub use values::{ValueTable, ValuesKind};
 pub use version::Version;
 pub use view::View;

@@ -10,6 +10,7 @@ use ttrace_layouts::entry::Kind;
 use ttrace_layouts::meta::{
     self as layout, record_bytes, ArgType, Record, RecordHeader, RecordKind, TaskRecord,
 };
+use ttrace_layouts::role::Role;
 use zerocopy::IntoBytes;
 
 /// What a tracepoint is: the part of its definition that travels in the trace.
@@ -30,6 +31,9 @@ pub struct Definition {
     pub types: &'static [ArgType],
     /// The value tables the format's specs name ([`crate::values`]).
     pub tables: &'static [&'static ValueTable],
+    /// What its events mean beyond their kind ([`Role::Point`] for a native trace point;
+    /// `kind` is then the role's own, [`Role::kind`]).
+    pub role: Role,
 }
 
 impl Definition {
@@ -55,7 +59,31 @@ impl Definition {
             nargs: ttrace_layouts::format::count_args(format) as u8,
             types: &[],
             tables: &[],
+            role: Role::Point,
         }
+    }
+
+    /// The same definition with `role`, and the kind the role is recorded with.
+    ///
+    /// ```
+    /// use devttrace::{meta::Definition, Kind, Role};
+    /// let d = Definition::untyped("handle", Kind::Start, 1 << 10, "id={id}").with_role(Role::SpanEnter);
+    /// assert_eq!((d.kind, d.role), (Kind::Entry, Role::SpanEnter));
+    /// ```
+    pub const fn with_role(self, role: Role) -> Definition {
+        Definition {
+            kind: match role.kind() {
+                Some(k) => k,
+                None => self.kind,
+            },
+            role,
+            ..self
+        }
+    }
+
+    /// The record's `kind` byte: the kind, and the role in the high half.
+    pub const fn kind_byte(&self) -> u8 {
+        self.kind as u8 | (self.role as u8) << Role::SHIFT
     }
 }
 
@@ -78,6 +106,8 @@ pub struct TracepointInfo {
     pub types: Vec<ArgType>,
     /// Each argument's value table, an index in [`Metadata::values`], `nargs` of them.
     pub tables: Vec<Option<usize>>,
+    /// What its events mean beyond their kind (layouts 3.3; [`Role::Point`] before).
+    pub role: Role,
 }
 
 impl TracepointInfo {
@@ -248,6 +278,7 @@ impl Metadata {
                         id: def.id as u16,
                         name: text(name),
                         kind: Kind::from_bits(def.kind as u64),
+                        role: Role::of_kind_byte(def.kind),
                         classes: def.classes,
                         format: text(format),
                         nargs: def.nargs,

@@ -9,6 +9,7 @@ use crate::meta::{Metadata, TracepointInfo};
 use foldhash::HashMap as FoldHashMap;
 use std::collections::HashMap;
 use ttrace_layouts::entry::Kind;
+use ttrace_layouts::role::Role;
 
 /// The stem of a start or stop name: `request_start` and `request_done` are both `request`;
 /// a name with no such suffix is its own stem.
@@ -51,8 +52,10 @@ impl Stems {
         let mut names = Vec::new();
         let of: Vec<Option<usize>> = tracepoints
             .iter()
+            // A `tracing` event is an instant; a span's new and close pair by id
+            // (`crate::spans`), not by name.
             .map(|s| match s.kind {
-                Kind::Start | Kind::Stop => {
+                Kind::Start | Kind::Stop if s.role == Role::Point => {
                     let stem = stem(&s.name, s.kind);
                     let next = numbers.len();
                     Some(*numbers.entry(stem).or_insert_with(|| {
@@ -72,10 +75,11 @@ impl Stems {
         Stems { of, paired, names }
     }
 
-    /// Whether `tracepoints[id]` opens a pair: an entry, or a start whose stem a stop has.
+    /// Whether `tracepoints[id]` opens a pair: a native entry, or a start whose stem a stop
+    /// has (a span's enter opens a poll of its instance: [`crate::spans`]).
     pub fn opens_pair(&self, tracepoints: &[TracepointInfo], id: usize) -> bool {
         match tracepoints[id].kind {
-            Kind::Entry => true,
+            Kind::Entry => tracepoints[id].role == Role::Point,
             Kind::Start => self.of[id].is_some_and(|s| self.paired[s]),
             _ => false,
         }

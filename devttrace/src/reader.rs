@@ -426,6 +426,12 @@ impl Reader {
             .load(crate::sync::Ordering::Acquire)
     }
 
+    /// Whether a tracepoint named `name` of `classes` records now (see
+    /// [`crate::control::enables`]).
+    pub fn enables(&self, name: &str, classes: u64) -> bool {
+        crate::control::enables(self.map.header(), name, classes)
+    }
+
     /// Whether `info()` messages record now.
     pub fn info_enabled(&self) -> bool {
         crate::control::info_enabled(self.map.header())

@@ -113,6 +113,7 @@ impl<'a> Registry<'a> {
             t.name == name
                 && t.format == format
                 && t.kind == def.kind
+                && t.role == def.role
                 && t.classes == def.classes
                 && t.nargs == def.nargs
                 && ArgType::pack(&t.types) == types
@@ -135,7 +136,7 @@ impl<'a> Registry<'a> {
                     name_len: name.len() as u16,
                     format_len: format.len() as u16,
                     classes: def.classes,
-                    kind: def.kind as u8,
+                    kind: def.kind_byte(),
                     nargs: def.nargs,
                     types,
                 };

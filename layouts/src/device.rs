@@ -26,7 +26,9 @@ pub const HEADER_VERSION: u32 = 0x0003_0003;
 /// to forever ([`crate::meta`]). 3.1: tracepoint records carry their arguments' types and
 /// value tables, and value-table records (readers of 3.0 skip both). 3.2: the integer
 /// argument types of a width, `u8` to `i32` (readers of 3.1 show them as of no recorded type).
-pub const SHARED_DATA_VERSION: u32 = 0x0003_0002;
+/// 3.3: a tracepoint record's `kind` byte carries a [`Role`](crate::role::Role) in its high
+/// half: `tracing` events and the steps of span instances (readers of 3.2 see the kind).
+pub const SHARED_DATA_VERSION: u32 = 0x0003_0003;
 /// Version of the per-CPU data layouts (ring files and entries). 2.0: restartable rings,
 /// whose entries a reader accepts only below the head ([`crate::ring`]), and each ring's aux
 /// control words in its header. 2.1: each ring's counters at the last clear

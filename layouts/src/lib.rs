@@ -47,6 +47,8 @@ extern crate alloc;
 
 // Listed from the bottom up: each module uses only modules listed before it.
 pub mod entry;
+pub mod role;
+pub mod level;
 pub mod aux;
 pub mod meta;
 pub mod format;

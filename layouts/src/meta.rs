@@ -147,7 +147,8 @@ pub struct TracepointRecord {
     pub format_len: u16,
     /// Class bits, tested against the device's type mask.
     pub classes: u64,
-    /// [`Kind`](crate::entry::Kind) as a raw value.
+    /// [`Kind`](crate::entry::Kind) as a raw value in bits 0..2, and a
+    /// [`Role`](crate::role::Role) in bits 4..8 (layouts 3.3; zero before: a native point).
     pub kind: u8,
     /// Number of argument words.
     pub nargs: u8,

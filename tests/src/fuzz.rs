@@ -74,6 +74,7 @@ fn make_device(dir: &Path) -> ttrace_core::Writer {
             nargs: 5,
             types: &[Unsigned, Signed, Signed, Bool, Char],
             tables: TABLES,
+            role: ttrace_core::Role::Point,
         })
         .expect("typed tracepoint");
     dev.note_thread(7, 9, "worker").expect("thread name");

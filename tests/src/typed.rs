@@ -46,6 +46,7 @@ pub fn make(dir: &Path) -> Writer {
             nargs,
             types,
             tables,
+            role: ttrace_core::Role::Point,
         })
         .unwrap()
         .1

@@ -42,7 +42,9 @@ pub use devttrace::config::{
     default_dir, DEFAULT_AUX_BYTES, DEFAULT_MAX_TRACEPOINTS, DEFAULT_RING_SLOTS, ENV_AUX_SIZE,
     ENV_DIR, ENV_DISABLED, ENV_MASK, ENV_RING_SLOTS,
 };
-pub use devttrace::{Config, Definition, Error, Problem, Result, Trust, ValueTable, ValuesKind};
+pub use devttrace::{
+    Config, Definition, Error, Level, Problem, Result, Role, Trust, ValueTable, ValuesKind,
+};
 pub use fatal::install_fatal_handlers;
 pub use rseq::ENV_NO_RSEQ;
 pub use snapshots::{

@@ -91,6 +91,7 @@ impl<const N: usize> Tracepoint<N> {
                 nargs: N as u8,
                 types: &[],
                 tables,
+                role: devttrace::Role::Point,
             },
         }
     }

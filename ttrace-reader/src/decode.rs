@@ -87,7 +87,7 @@ struct Compiled {
 
 impl Compiled {
     fn new(t: &TracepointInfo, meta: &Metadata) -> Compiled {
-        let mut open = format!("{}(", t.name).into_bytes();
+        let mut open = format!("{}(", crate::format::marked_name(t)).into_bytes();
         let mut args: Vec<(Spec, Vec<u8>)> = Vec::new();
         for p in format::pieces(t, meta) {
             match p {

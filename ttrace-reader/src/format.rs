@@ -67,6 +67,37 @@ pub enum Piece {
     Arg(String, Spec),
 }
 
+/// A tracepoint's name as readers show it: a `tracing` callsite's with its level before it
+/// (`INFO server::handle`), a span step's with the step after it (`server::handle enter`);
+/// a native point's as it is.
+///
+/// ```
+/// use devttrace::{Kind, Level, Role, TracepointInfo};
+/// let t = TracepointInfo { name: "app::handle".into(), kind: Kind::Entry, classes: Level::Debug.class(), format: String::new(), nargs: 0, types: vec![], tables: vec![], id: 0, role: Role::SpanEnter };
+/// assert_eq!(ttrace_reader::format::marked_name(&t), "DEBUG app::handle enter");
+/// ```
+pub fn marked_name(t: &TracepointInfo) -> String {
+    let level = match t.role {
+        devttrace::Role::Point => None,
+        _ => devttrace::Level::of_classes(t.classes),
+    };
+    let label = match t.role {
+        devttrace::Role::Point | devttrace::Role::Event => None,
+        role => role.label(),
+    };
+    let mut s = String::with_capacity(t.name.len() + 16);
+    if let Some(l) = level {
+        s.push_str(l.name());
+        s.push(' ');
+    }
+    s.push_str(&t.name);
+    if let Some(l) = label {
+        s.push(' ');
+        s.push_str(l);
+    }
+    s
+}
+
 /// Parses a format string alone, as for a tracepoint recorded without types or tables.
 /// `{{` and `}}` are literal braces; unknown specs show as unsigned; an unclosed `{` is
 /// literal text.

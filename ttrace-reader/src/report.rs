@@ -6,6 +6,7 @@
 use crate::export::{Closes, Pairing, Schema, Stems};
 use crate::merge::{Filter, Item, Merge};
 use devttrace::incarnation::{Thread, Threads};
+use devttrace::spans::{Added, Instance, Spans};
 use devttrace::Kind;
 use devttrace::{Event, TaskIndex, View};
 use std::collections::{BTreeMap, HashMap};
@@ -124,6 +125,84 @@ pub struct Unmeasured {
     pub across_losses: u64,
 }
 
+/// The distribution of one measure, nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dist {
+    /// Values.
+    pub count: u64,
+    /// Smallest.
+    pub min: u64,
+    /// Median (nearest rank).
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest.
+    pub max: u64,
+    /// Sum.
+    pub total: u64,
+}
+
+impl Dist {
+    /// The distribution of `v` (sorted here).
+    pub fn of(mut v: Vec<u64>) -> Dist {
+        if v.is_empty() {
+            return Dist::default();
+        }
+        v.sort_unstable();
+        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        Dist {
+            count: v.len() as u64,
+            min: v[0],
+            p50: rank(0.5),
+            p90: rank(0.9),
+            p99: rank(0.99),
+            p999: rank(0.999),
+            max: v[v.len() - 1],
+            total: v.iter().sum(),
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "count": self.count, "min_ns": self.min, "p50_ns": self.p50, "p90_ns": self.p90,
+            "p99_ns": self.p99, "p99_9_ns": self.p999, "max_ns": self.max, "total_ns": self.total,
+        })
+    }
+}
+
+/// The span instances of one name (`tracing` spans: [`devttrace::spans`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpanRow {
+    /// The span's name.
+    pub name: String,
+    /// Instances measured (closed, and whole in the trace).
+    pub instances: u64,
+    /// New to close.
+    pub lifetime: Dist,
+    /// The sum of its polls.
+    pub busy: Dist,
+    /// Lifetime less busy time.
+    pub idle: Dist,
+    /// Each poll, of the instances measured.
+    pub polls: Dist,
+    /// Drop re-entries left out of the polls.
+    pub drop_reentries: u64,
+}
+
+/// Span instances not measured, and why.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpansUnmeasured {
+    /// Not closed at the end of the trace.
+    pub open_at_end: u64,
+    /// Begun before every ring is complete, or with no `new` in the trace: polls may be
+    /// missing.
+    pub not_whole: u64,
+}
+
 /// A log2 histogram of durations.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Histogram {
@@ -177,6 +256,10 @@ pub struct Report {
     pub latencies: Vec<LatencyRow>,
     /// Pairs not measured.
     pub unmeasured: Unmeasured,
+    /// Span instances, by name, the longest-lived in all first.
+    pub spans: Vec<SpanRow>,
+    /// Span instances not measured.
+    pub spans_unmeasured: SpansUnmeasured,
     /// The histogram asked for.
     pub histogram: Option<Histogram>,
     /// Why the snapshot file reported on was taken, if it says.
@@ -198,6 +281,17 @@ pub fn pair_arguments(meta: &devttrace::Metadata) -> Vec<String> {
     names.sort();
     names.dedup();
     names
+}
+
+/// The times of the instances of one span name, nanoseconds, as they end.
+#[derive(Default)]
+struct SpanTimes {
+    lifetime: Vec<u64>,
+    busy: Vec<u64>,
+    idle: Vec<u64>,
+    polls: Vec<u64>,
+    /// Drop re-entries left out.
+    drops: u64,
 }
 
 /// Reports the events `view` holds that `filter` keeps.
@@ -260,6 +354,33 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     };
     let mut pairing = Pairing::new(&view.cpus, &view.meta).across_losses();
     let horizon = pairing.horizon();
+    let mut instances = Spans::new(&view.meta, horizon);
+    let mut spans: BTreeMap<String, SpanTimes> = BTreeMap::new();
+    let mut spans_un = SpansUnmeasured::default();
+    let mut ended = |i: Instance| {
+        let Some(lifetime) = i.lifetime() else {
+            match i.close {
+                None => spans_un.open_at_end += 1,
+                Some(_) => spans_un.not_whole += 1,
+            }
+            return;
+        };
+        let name = schemas.get(i.tracepoint as usize).map_or_else(
+            || format!("tracepoint#{}", i.tracepoint),
+            |s| s.name.clone(),
+        );
+        let e = spans.entry(name).or_default();
+        let (lifetime, busy) = (clock.ticks_to_ns(lifetime), clock.ticks_to_ns(i.busy()));
+        e.lifetime.push(lifetime);
+        e.busy.push(busy);
+        e.idle.push(lifetime.saturating_sub(busy));
+        e.polls.extend(
+            i.polls
+                .iter()
+                .map(|p| clock.ticks_to_ns(p.exit.saturating_sub(p.enter))),
+        );
+        e.drops += i.dropped.is_some() as u64;
+    };
     // Events by tracepoint id (the last: ids the metadata does not know), and messages.
     let mut counts = vec![0u64; n + 1];
     let mut unknown: BTreeMap<usize, u64> = BTreeMap::new();
@@ -300,6 +421,14 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             return Ok(());
         };
         counts[id] += 1;
+        match instances.add(event) {
+            Added::NotAStep => {}
+            Added::Step => return Ok(()),
+            Added::Ended(i) => {
+                ended(*i);
+                return Ok(());
+            }
+        }
         match schema.kind {
             Kind::Entry if pairing.enter(event).is_none() => un.before_horizon += 1,
             Kind::Exit => match pairing.exit(event) {
@@ -310,15 +439,16 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
                 Closes::Nothing => un.unmatched_exits += 1,
                 Closes::Uncertain => un.before_horizon += 1,
             },
+            // A start or stop without a stem (a `tracing` event) is an instant.
             Kind::Start if event.stamp >= horizon => {
-                let s = stem_of[id].expect("a start has a stem");
+                let Some(s) = stem_of[id] else { return Ok(()) };
                 if paired[s] {
                     let thread = pairing.thread(event.ctx, event.stamp);
                     starts.entry((thread, s)).or_default().push(*event);
                 }
             }
             Kind::Stop if event.stamp >= horizon => {
-                let s = stem_of[id].expect("a stop has a stem");
+                let Some(s) = stem_of[id] else { return Ok(()) };
                 stopped[s] = true;
                 let thread = pairing.thread(event.ctx, event.stamp);
                 match starts.get_mut(&(thread, s)).and_then(Vec::pop) {
@@ -331,6 +461,27 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             _ => {}
         }
         Ok(())
+    });
+    for i in instances.into_open() {
+        ended(i);
+    }
+    let mut spans: Vec<SpanRow> = spans
+        .into_iter()
+        .map(|(name, t)| SpanRow {
+            name,
+            instances: t.lifetime.len() as u64,
+            lifetime: Dist::of(t.lifetime),
+            busy: Dist::of(t.busy),
+            idle: Dist::of(t.idle),
+            polls: Dist::of(t.polls),
+            drop_reentries: t.drops,
+        })
+        .collect();
+    spans.sort_by(|a, b| {
+        b.lifetime
+            .total
+            .cmp(&a.lifetime.total)
+            .then(a.name.cmp(&b.name))
     });
     un.open_at_end += pairing.into_open().len() as u64;
     un.open_at_end += starts
@@ -349,8 +500,9 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     let mut points: Vec<PointRow> = schemas
         .iter()
         .zip(&counts)
-        .filter(|(_, &c)| c > 0)
-        .map(|(s, &c)| row(s.name.clone(), c))
+        .zip(&view.meta.tracepoints)
+        .filter(|((_, &c), _)| c > 0)
+        .map(|((_, &c), t)| row(crate::format::marked_name(t), c))
         .chain(
             unknown
                 .iter()
@@ -456,6 +608,8 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
         points,
         latencies,
         unmeasured: un,
+        spans,
+        spans_unmeasured: spans_un,
         histogram,
         snapshot: crate::cause::Taken::of(view.reader()),
     }
@@ -571,6 +725,46 @@ pub fn text(r: &Report) -> String {
             u.across_losses
         );
     }
+    if !r.spans.is_empty() || r.spans_unmeasured != SpansUnmeasured::default() {
+        let _ = writeln!(
+            s,
+            "# spans: lifetime (new to close) = busy (its polls) + idle; each poll"
+        );
+        let _ = writeln!(
+            s,
+            "{:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}  span",
+            "count", "min", "p50", "p90", "p99", "p99.9", "max", "total"
+        );
+        for sp in &r.spans {
+            for (what, d) in [
+                ("lifetime", &sp.lifetime),
+                ("busy", &sp.busy),
+                ("idle", &sp.idle),
+                ("poll", &sp.polls),
+            ] {
+                let _ = writeln!(
+                    s,
+                    "{:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}  {} {what}",
+                    d.count,
+                    dur(d.min),
+                    dur(d.p50),
+                    dur(d.p90),
+                    dur(d.p99),
+                    dur(d.p999),
+                    dur(d.max),
+                    dur(d.total),
+                    sp.name
+                );
+            }
+        }
+        let u = r.spans_unmeasured;
+        let drops: u64 = r.spans.iter().map(|sp| sp.drop_reentries).sum();
+        let _ = writeln!(
+            s,
+            "# spans not measured: {} open at the end, {} begun before every ring is complete; {drops} drop re-entries not counted as polls",
+            u.open_at_end, u.not_whole
+        );
+    }
     if let Some(h) = &r.histogram {
         let total: u64 = h.buckets.iter().map(|b| b.2).sum();
         let _ = writeln!(s, "# {}: {total} pairs", h.name);
@@ -641,6 +835,15 @@ pub fn json(r: &Report) -> String {
             "before_horizon": u.before_horizon,
         },
         "measured_across_losses": u.across_losses,
+        "spans": r.spans.iter().map(|sp| serde_json::json!({
+            "name": sp.name, "instances": sp.instances, "lifetime": sp.lifetime.json(),
+            "busy": sp.busy.json(), "idle": sp.idle.json(), "polls": sp.polls.json(),
+            "drop_reentries": sp.drop_reentries,
+        })).collect::<Vec<_>>(),
+        "spans_not_measured": {
+            "open_at_end": r.spans_unmeasured.open_at_end,
+            "not_whole": r.spans_unmeasured.not_whole,
+        },
     });
     if let Some(t) = &r.snapshot {
         v["snapshot"] = t.json();

@@ -1,7 +1,6 @@
 //! A `tracing` value set as argument words: integers, floats and bools as they are, strings
 //! into the aux buffer, `Debug` values formatted into a bounded buffer first.
 
-use crate::callsite::{signature, Callsite, Ty, MAX_ARGS};
 use std::fmt::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use tracing_core::field::{Field, Visit};
@@ -16,7 +15,88 @@ pub(crate) static DEBUG_TRUNCATED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static FIELDS_DROPPED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static STRINGS_DROPPED: AtomicU64 = AtomicU64::new(0);
 
-/// The argument words of one event (or span), as its fields are visited.
+/// Argument words an event can carry.
+pub(crate) const MAX_ARGS: usize = 12;
+
+/// Where a callsite's fields go in the argument words of one of its tracepoints.
+pub(crate) struct Shape {
+    /// Words before the fields (a span's id, and parent).
+    pub(crate) base: usize,
+    /// Fields with a word of their own.
+    pub(crate) slots: usize,
+    /// Whether the last word counts the fields beyond the others.
+    pub(crate) overflow: bool,
+    /// The argument names: the words before the fields, the fields kept, and
+    /// `dropped_fields` if some are not.
+    pub(crate) args: Vec<&'static str>,
+}
+
+impl Shape {
+    pub(crate) fn new(before: &[&'static str], fields: &[&'static str]) -> Shape {
+        let room = MAX_ARGS - before.len();
+        let overflow = fields.len() > room;
+        let slots = if overflow { room - 1 } else { fields.len() };
+        let mut args = before.to_vec();
+        args.extend_from_slice(&fields[..slots]);
+        if overflow {
+            args.push("dropped_fields");
+        }
+        Shape {
+            base: before.len(),
+            slots,
+            overflow,
+            args,
+        }
+    }
+
+    /// The number of argument words.
+    pub(crate) fn nargs(&self) -> usize {
+        self.args.len()
+    }
+}
+
+/// How a field's value is stored in its argument word, and shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Ty {
+    /// Not recorded (an `Empty` field): shown as a lost string.
+    Absent = 0,
+    /// `u64`: decimal.
+    U = 1,
+    /// `i64`: signed decimal.
+    I = 2,
+    /// `f64`: its bits.
+    F = 3,
+    /// `bool`: 0 or 1.
+    B = 4,
+    /// A string in the aux buffer (`&str`, or a `Debug` value formatted).
+    S = 5,
+    /// A span's id: hexadecimal.
+    Id = 6,
+}
+
+impl Ty {
+    /// Its placeholder's spec in a format.
+    pub(crate) fn spec(self) -> &'static str {
+        match self {
+            Ty::U => "",
+            Ty::I => ":d",
+            Ty::F => ":f",
+            Ty::B => ":b",
+            Ty::S | Ty::Absent => ":s",
+            Ty::Id => ":x",
+        }
+    }
+}
+
+/// The signature of a list of types: 3 bits each.
+fn signature(tys: &[Ty]) -> u64 {
+    tys.iter()
+        .enumerate()
+        .fold(0, |s, (i, &t)| s | (t as u64) << (3 * i))
+}
+
+/// The argument words of one event (or span step), as its fields are visited.
 #[derive(Clone, Copy)]
 pub(crate) struct Words {
     pub(crate) words: [u64; MAX_ARGS],
@@ -34,33 +114,44 @@ impl Words {
         }
     }
 
-    /// The words ready to record for `cs` (the dropped count in the last one if it has
+    /// Words before the fields (a span's id and parent).
+    #[inline]
+    pub(crate) fn with_ids(ids: &[u64]) -> Words {
+        let mut w = Words::new();
+        w.words[..ids.len()].copy_from_slice(ids);
+        w.tys[..ids.len()].fill(Ty::Id);
+        w
+    }
+
+    /// The words ready to record in `shape` (the dropped count in the last one if it has
     /// more fields than words), and their signature.
     #[inline]
-    pub(crate) fn finish(&mut self, cs: &Callsite) -> u64 {
-        if cs.overflow {
-            self.words[MAX_ARGS - 1] = self.dropped;
-            self.tys[MAX_ARGS - 1] = Ty::U;
+    pub(crate) fn finish(&mut self, shape: &Shape) -> u64 {
+        let n = shape.nargs();
+        if shape.overflow {
+            self.words[n - 1] = self.dropped;
+            self.tys[n - 1] = Ty::U;
         }
-        signature(&self.tys[..cs.nargs()])
+        signature(&self.tys[..n])
     }
 }
 
-/// Visits the fields of one event into [`Words`].
+/// Visits the fields of one event (or span step) into [`Words`], in the places `shape`
+/// gives them.
 pub(crate) struct Visitor<'a> {
     pub(crate) dev: &'static Writer,
     pub(crate) ctx: u64,
-    pub(crate) cs: &'a Callsite,
+    pub(crate) shape: &'a Shape,
     pub(crate) out: &'a mut Words,
 }
 
 impl Visitor<'_> {
-    /// The slot of `field`, or `None` (and counted) past the callsite's slots.
+    /// The word of `field`, or `None` (and counted) past the shape's slots.
     #[inline]
     fn slot(&mut self, field: &Field) -> Option<usize> {
         let i = field.index();
-        if i < self.cs.slots {
-            Some(i)
+        if i < self.shape.slots {
+            Some(self.shape.base + i)
         } else {
             self.out.dropped += 1;
             FIELDS_DROPPED.fetch_add(1, Relaxed);

@@ -8,71 +8,61 @@
 //! tracing::info!(bytes = 512u64, path = "/srv/a", "request done");
 //! ```
 //!
-//! - **Each callsite** becomes a ttrace tracepoint named `target::name` (an event without
-//!   a name of its own: `target::file:line`), its fields the argument names, typed from the
-//!   values seen (a field seen with another type gets a second tracepoint of the same name),
-//!   and its level a class bit ([`CLASS_ERROR`] .. [`CLASS_TRACE`]). So
-//!   `ttrace-reader ctl clrbits 0x1800` stops DEBUG and TRACE, and
-//!   `ttrace-reader ctl disable 'hyper::*'` a crate, in every process at once: the layer
-//!   tests the same shared word as a native trace point before it records.
+//! - **Each callsite** becomes ttrace tracepoints named `target::name` (an event without
+//!   a name of its own: `target::file:line`, the file relative to its crate, so the name is
+//!   the same on every machine), its fields the argument names, typed from the values seen
+//!   (a field seen with another type gets a second tracepoint of the same name), and its
+//!   level a class bit ([`CLASS_ERROR`] .. [`CLASS_TRACE`]). So `ttrace-reader ctl level
+//!   info` (or `ctl disable DEBUG`) stops DEBUG and TRACE, and `ctl disable 'hyper::*'` a
+//!   crate, in every process at once. Readers show the level of each event.
 //! - **Each event** costs `tracing`'s dispatch, one load, and ttrace's write: integers,
 //!   floats and bools are argument words, `&str` goes to the aux buffer, a `Debug` value
 //!   (the message too) is formatted into a [`DEBUG_BYTES`] buffer (longer: cut, ending `…`,
-//!   counted). No allocation, no lock. Past 12 fields, the 12th argument
-//!   (`dropped_fields`) counts those left out.
-//! - **Spans**: entering is an Entry event of the span's tracepoint with the fields it was
-//!   created (or recorded) with, leaving the Exit of the same name: `dump` shows them, the
-//!   exports pair them into slices, `uftrace replay` shows the call tree. `#[instrument]`
-//!   works.
+//!   counted). No allocation, no lock. Past 12 words, the last (`dropped_fields`) counts
+//!   the fields left out.
+//! - **Each span instance** is recorded as its steps ([`ttrace_layouts::role`]): `new` (its
+//!   id, its parent's, its fields), `enter` and `exit` (each poll of an instrumented future,
+//!   on the thread that polls it), `record`, `follows`, and `close`; ids and words, nothing
+//!   formatted. Readers rebuild each instance: `report` gives per span name the lifetime
+//!   (new to close), busy time (its polls) and idle time, and the polls apart; the Chrome
+//!   export draws an async slice per instance with its polls inside, on their threads;
+//!   `dump` marks each step. The re-entry `tracing` makes when an instrumented future is
+//!   dropped is recognised by readers and not counted as a poll. `#[instrument]` works.
+//! - **Control**: a callsite the device's mask or rules disable is of no interest to
+//!   `tracing`, which then skips it as a disabled level; a `ctl` change is followed within
+//!   [`interest::POLL`] by a thread of the process ([`interest`]), or at once after
+//!   [`sync_interest`].
 //! - **Snapshots on errors**: [`TtraceLayer::snapshot_on`]`(Level::ERROR)` asks for a
 //!   snapshot ([`ttrace_core::trigger`]) at every ERROR event, its message the reason.
 //! - **`log` records**: install `tracing_log::LogTracer` and they arrive as events (fields
 //!   `message`, `log.target`, `log.module_path`, `log.file`, `log.line`).
-//!
-//! Interest: the layer says [`Interest::always`] for every callsite up to its maximum level
-//! ([`TtraceLayer::with_max_level`], TRACE by default), so `tracing` never caches a callsite
-//! as disabled on its behalf, and a `ctl` change of the mask or the rules takes effect at
-//! the next event, with nothing to rebuild. A callsite disabled through `ctl` still pays
-//! `tracing`'s dispatch and the one load; one above the maximum level costs what a disabled
-//! `tracing` event costs, but `ctl` cannot turn it on (see `docs/BENCHMARKS.md`).
 
-mod callsite;
-mod fields;
+// Listed from the bottom up: each module uses only modules listed before it.
+mod name;
 mod reason;
+mod fields;
+mod callsite;
+mod layer;
+pub mod interest;
 
-use callsite::Callsite;
-use fields::{Visitor, Words};
 use std::sync::atomic::Ordering::Relaxed;
-use tracing_core::span::{Attributes, Id, Record};
-use tracing_core::subscriber::Interest;
-use tracing_core::{Event, Level, LevelFilter, Metadata, Subscriber};
-use tracing_subscriber::layer::Context;
-use tracing_subscriber::registry::LookupSpan;
-use tracing_subscriber::Layer;
+use tracing_core::{Level, LevelFilter};
 use ttrace_core::Writer;
 
 pub use callsite::level_class;
 pub use fields::DEBUG_BYTES;
+pub use layer::TtraceLayer;
 
 /// Class bit of `ERROR` callsites.
-pub const CLASS_ERROR: u64 = 1 << 8;
+pub const CLASS_ERROR: u64 = ttrace_core::Level::Error.class();
 /// Class bit of `WARN` callsites.
-pub const CLASS_WARN: u64 = 1 << 9;
+pub const CLASS_WARN: u64 = ttrace_core::Level::Warn.class();
 /// Class bit of `INFO` callsites.
-pub const CLASS_INFO: u64 = 1 << 10;
+pub const CLASS_INFO: u64 = ttrace_core::Level::Info.class();
 /// Class bit of `DEBUG` callsites.
-pub const CLASS_DEBUG: u64 = 1 << 11;
+pub const CLASS_DEBUG: u64 = ttrace_core::Level::Debug.class();
 /// Class bit of `TRACE` callsites.
-pub const CLASS_TRACE: u64 = 1 << 12;
-
-/// The layer: records into a ttrace device.
-#[derive(Clone, Copy)]
-pub struct TtraceLayer {
-    dev: Option<&'static Writer>,
-    max: LevelFilter,
-    /// Events at this level or more severe trigger a snapshot (OFF: none).
-    snapshot_on: LevelFilter,
-}
+pub const CLASS_TRACE: u64 = ttrace_core::Level::Trace.class();
 
 /// The layer recording into the process's device ([`ttrace_core::device_or_init`]: the one
 /// `ttrace_core::init` installed, else the default one). If no device can be opened, the
@@ -93,6 +83,7 @@ pub fn layer() -> TtraceLayer {
 
 /// The layer recording into `dev`.
 pub fn layer_into(dev: &'static Writer) -> TtraceLayer {
+    interest::follow(dev);
     TtraceLayer {
         dev: Some(dev),
         max: LevelFilter::TRACE,
@@ -164,127 +155,9 @@ pub fn stats() -> Stats {
     }
 }
 
-/// A span's argument words, kept from its creation (and `record`) to each enter.
-struct SpanWords(Words);
-
-impl TtraceLayer {
-    /// Records the words of `cs` (an event, or a span's entry).
-    #[inline]
-    fn emit(dev: &'static Writer, cs: &Callsite, ctx: u64, w: &mut Words) {
-        let sig = w.finish(cs);
-        let word = cs.word(dev, sig, &w.tys[..cs.nargs()]);
-        if word == 0 {
-            return;
-        }
-        if cs.nargs() <= 5 {
-            let mut a = [0u64; 5];
-            a.copy_from_slice(&w.words[..5]);
-            dev.emit(word, ctx, &a);
-        } else {
-            dev.emit(word, ctx, &w.words);
-        }
-    }
-}
-
-impl<S> Layer<S> for TtraceLayer
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
-        if self.dev.is_none() || *meta.level() > self.max {
-            return Interest::never();
-        }
-        callsite::of(meta);
-        Interest::always()
-    }
-
-    fn enabled(&self, meta: &Metadata<'_>, _ctx: Context<'_, S>) -> bool {
-        self.dev.is_some() && *meta.level() <= self.max
-    }
-
-    fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(if self.dev.is_some() {
-            self.max
-        } else {
-            LevelFilter::OFF
-        })
-    }
-
-    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let Some(dev) = self.dev else { return };
-        let cs = callsite::of(event.metadata());
-        if cs.enabled() {
-            let ctx = ttrace_core::thread_context(dev);
-            let mut w = Words::new();
-            event.record(&mut Visitor {
-                dev,
-                ctx,
-                cs,
-                out: &mut w,
-            });
-            TtraceLayer::emit(dev, cs, ctx, &mut w);
-        }
-        // An event `ctl` disabled still asks: the snapshot is of what the device holds.
-        if *event.metadata().level() <= self.snapshot_on {
-            ttrace_core::trigger(&reason::of(event));
-        }
-    }
-
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let Some(dev) = self.dev else { return };
-        let cs = callsite::of(attrs.metadata());
-        let mut w = Words::new();
-        if cs.enabled() {
-            let tctx = ttrace_core::thread_context(dev);
-            attrs.record(&mut Visitor {
-                dev,
-                ctx: tctx,
-                cs,
-                out: &mut w,
-            });
-        }
-        if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(SpanWords(w));
-        }
-    }
-
-    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        let Some(dev) = self.dev else { return };
-        let Some(span) = ctx.span(id) else { return };
-        let cs = callsite::of(span.metadata());
-        let mut ext = span.extensions_mut();
-        if let Some(SpanWords(w)) = ext.get_mut::<SpanWords>() {
-            let tctx = ttrace_core::thread_context(dev);
-            values.record(&mut Visitor {
-                dev,
-                ctx: tctx,
-                cs,
-                out: w,
-            });
-        }
-    }
-
-    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        let Some(dev) = self.dev else { return };
-        let Some(span) = ctx.span(id) else { return };
-        let cs = callsite::of(span.metadata());
-        if !cs.enabled() {
-            return;
-        }
-        let mut w = match span.extensions().get::<SpanWords>() {
-            Some(SpanWords(w)) => *w,
-            None => Words::new(),
-        };
-        TtraceLayer::emit(dev, cs, ttrace_core::thread_context(dev), &mut w);
-    }
-
-    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        let Some(dev) = self.dev else { return };
-        let Some(span) = ctx.span(id) else { return };
-        let cs = callsite::of(span.metadata());
-        let word = cs.exit_word(dev);
-        if word != 0 {
-            dev.emit(word, ttrace_core::thread_context(dev), &[]);
-        }
-    }
+/// Has `tracing` ask every callsite again whether the layer records it, as the device's
+/// control now says (the `ttrace-interest` thread does it within [`interest::POLL`] of a
+/// `ctl` change; a program or a test that changed the control itself can do it at once).
+pub fn sync_interest() {
+    tracing_core::callsite::rebuild_interest_cache();
 }

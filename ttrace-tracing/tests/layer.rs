@@ -119,14 +119,47 @@ fn values_of_every_type_from_several_threads_show_in_dump() {
     ] {
         assert!(line.contains(part), "{part} in {line}");
     }
-    // Spans: an Entry with the fields (those of the function, and declared ones), then the
-    // event inside, then the Exit.
-    let at = |what: &str| lines.iter().position(|l| l.contains(what));
-    let entry = at("typed::work(job=105 label=\"lbl\" depth=1)").expect("the span's entry");
-    let inside = at("message=\"working\" job=105").expect("the event inside");
-    assert!(entry < inside);
+    // Spans: the instance's new with the fields (those of the function, and declared
+    // ones), its enter, the event inside, its exit and its close, each marked, the level
+    // first.
+    let at = |what: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(what) && l.contains("job=105"))
+    };
+    let new = lines
+        .iter()
+        .position(|l| {
+            l.contains(" INFO typed::work new(span=0x")
+                && l.ends_with(" job=105 label=\"lbl\" depth=1)")
+        })
+        .expect("the span's new");
+    let span = lines[new]
+        .split("span=")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    let step = |what: &str| {
+        lines
+            .iter()
+            .position(|l| l.ends_with(&format!(" INFO typed::work {what}(span={span})")))
+            .unwrap_or_else(|| panic!("its {what} in {lines:#?}"))
+    };
+    let inside = at("message=\"working\"").expect("the event inside");
+    assert!(
+        lines[inside].contains("message=\"working\""),
+        "{}",
+        lines[inside]
+    );
+    assert!(new < step("enter") && step("enter") < inside);
+    assert!(inside < step("exit") && step("exit") < step("close"));
     assert_eq!(
-        lines.iter().filter(|l| l.contains("typed::work()")).count(),
+        lines
+            .iter()
+            .filter(|l| l.contains("typed::work enter("))
+            .count(),
         30
     );
     // The big Debug value: cut, marked, counted.
@@ -169,11 +202,25 @@ fn span_entries_and_exits_export_as_slices() {
         .iter()
         .filter(|e| e["ph"] == "X")
         .collect();
+    // Each instance is an async slice with its fields, its one scope a slice inside.
     let named = |n: &str| slices.iter().filter(|e| e["name"] == n).count();
     assert_eq!((named("slices::outer"), named("slices::inner")), (5, 5));
-    assert!(slices
+    let begins: Vec<&serde_json::Value> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "b" && e["cat"] == "span")
+        .collect();
+    assert_eq!(begins.len(), 10);
+    assert!(begins
         .iter()
         .any(|e| e["name"] == "slices::outer" && e["args"]["i"] == 4));
+    // The events inside are instants of their level.
+    assert!(v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["ph"] == "i" && e["cat"] == "info" && e["args"]["message"] == "inside"));
 }
 
 #[test]
@@ -181,32 +228,66 @@ fn ctl_switches_levels_and_names_in_a_running_process() {
     dir();
     // Another mapping of the device, as `ttrace-reader ctl` would open it.
     let control = devttrace::Device::attach(&device()).unwrap();
+    let ctl = |command: &str| {
+        control.apply_text(command).unwrap();
+        // What the layer's thread does within its poll of the control generation.
+        ttrace_tracing::sync_interest();
+    };
     let round = |r: u64| {
         info!(target: "ctl_a", r, "info a");
         debug!(target: "ctl_a", r, "debug a");
         info!(target: "ctl_b", r, "info b");
     };
     round(0);
-    control
-        .apply_text(&format!("clrbits {:#x}", ttrace_tracing::CLASS_DEBUG))
-        .unwrap();
+    ctl("level info");
     round(1);
-    control.apply_text("disable ctl_b::*").unwrap();
+    ctl("disable ctl_b::*");
     round(2);
-    control
-        .apply_text(&format!("setbits {:#x}", ttrace_tracing::CLASS_DEBUG))
-        .unwrap();
-    control.apply_text("enable ctl_b::*").unwrap();
+    ctl("enable DEBUG");
+    ctl("enable ctl_b::*");
     round(3);
+    ctl("disable DEBUG");
+    round(4);
+    ctl("level trace");
+    round(5);
     let seen = |what: &str| -> Vec<u64> {
         dumped(&format!("message=\"{what}\""))
             .iter()
             .map(|l| l.split(" r=").nth(1).unwrap()[..1].parse().unwrap())
             .collect()
     };
-    assert_eq!(seen("info a"), [0, 1, 2, 3]);
-    assert_eq!(seen("debug a"), [0, 3]);
-    assert_eq!(seen("info b"), [0, 1, 3]);
+    assert_eq!(seen("info a"), [0, 1, 2, 3, 4, 5]);
+    assert_eq!(seen("debug a"), [0, 3, 5]);
+    assert_eq!(seen("info b"), [0, 1, 3, 4, 5]);
+}
+
+/// Counts its calls: a field's value that `tracing` computes only for a callsite of
+/// interest.
+fn counted(calls: &std::sync::atomic::AtomicU64) -> u64 {
+    calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+}
+
+#[test]
+fn a_callsite_ctl_disables_is_skipped_by_tracing_until_ctl_enables_it() {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    dir();
+    let control = devttrace::Device::attach(&device()).unwrap();
+    let event = || info!(target: "interest", n = counted(&CALLS), "costly");
+    event();
+    assert_eq!(CALLS.load(Relaxed), 1);
+    control.apply_text("disable interest::*").unwrap();
+    ttrace_tracing::sync_interest();
+    // Of no interest: `tracing` does not even compute its fields.
+    event();
+    assert_eq!(CALLS.load(Relaxed), 1);
+    control.apply_text("enable interest::*").unwrap();
+    ttrace_tracing::sync_interest();
+    event();
+    assert_eq!(CALLS.load(Relaxed), 2);
+    let recorded: Vec<String> = dumped("message=\"costly\"");
+    assert_eq!(recorded.len(), 2, "{recorded:?}");
+    assert!(recorded[1].ends_with(" n=2)"), "{}", recorded[1]);
 }
 
 #[test]
@@ -270,16 +351,17 @@ fn two_processes_share_a_device_each_event_its_writer() {
         .collect();
     let reader = devttrace::Reader::open(&dev).unwrap();
     let meta = reader.metadata();
-    let handle: Vec<&str> = meta
+    let mut handle: Vec<devttrace::Role> = meta
         .tracepoints
         .iter()
-        .map(|t| t.name.as_str())
-        .filter(|n| *n == "server::handle")
+        .filter(|t| t.name == "server::handle")
+        .map(|t| t.role)
         .collect();
+    handle.dedup();
     assert_eq!(
         handle.len(),
-        2,
-        "one Entry and one Exit, shared by both processes"
+        5,
+        "new, enter, exit, close, follows, each once, shared by both processes: {handle:?}"
     );
     let view = devttrace::View::of(&reader, 0).unwrap();
     let mut out = Vec::new();
@@ -353,16 +435,26 @@ fn spans_export_to_uftrace_as_a_call_tree() {
         .collect();
     let names: Vec<(&str, u32, &str)> =
         calls.iter().map(|(n, d, k)| (n.as_str(), *d, *k)).collect();
-    assert_eq!(names[0], ("tree::outer", 0, "entry"));
-    assert_eq!(names[1], ("tree::inner", 1, "entry"));
-    // The event: a call of its point function inside `inner`.
-    let (point, depth, _) = names[2];
-    assert!(point.starts_with("ttrace:"), "{names:?}");
-    assert_eq!(
-        &names[2..4],
-        [(point, depth, "entry"), (point, depth, "exit")]
+    // Each span's enter and exit a call; its new and close, and the event, calls of their
+    // point functions where they happened.
+    let call = |name, depth| [(name, depth, "entry"), (name, depth, "exit")];
+    // The event's point, named by its file (relative: the same on every machine) and line.
+    let leaf = names.get(6).map_or("", |n| n.0);
+    assert!(
+        leaf.starts_with("ttrace:tree::ttrace_tracing_tests_layer_rs:"),
+        "{names:#?}"
     );
-    assert_eq!(depth, 2);
-    assert_eq!(names[4], ("tree::inner", 1, "exit"));
-    assert_eq!(names[5], ("tree::outer", 0, "exit"));
+    let expected: Vec<(&str, u32, &str)> = [
+        call("ttrace:tree::outer_new", 0).as_slice(),
+        &[("tree::outer", 0, "entry")],
+        &call("ttrace:tree::inner_new", 1),
+        &[("tree::inner", 1, "entry")],
+        &call(leaf, 2),
+        &[("tree::inner", 1, "exit")],
+        &call("ttrace:tree::inner_close", 1),
+        &[("tree::outer", 0, "exit")],
+        &call("ttrace:tree::outer_close", 0),
+    ]
+    .concat();
+    assert_eq!(names, expected);
 }

@@ -139,7 +139,7 @@ fn a_mistyped_ctl_command_is_called_one_and_the_commands_are_listed() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = device(tmp.path());
     let in_tmp = |args: &[&str]| reader!().args(args).current_dir(tmp.path()).run();
-    let commands = "setmask, setbits, clrbits, enable, disable, on, off, reset";
+    let commands = "level, setmask, setbits, clrbits, enable, disable, on, off, reset";
     for args in [
         &["ctl", "disabel", "file_*"][..],
         &["ctl", "dev", "disabel", "file_*"],

@@ -29,6 +29,7 @@ fn def(name: &'static str, classes: u64, nargs: u8) -> Definition {
         nargs,
         types: &[],
         tables: &[],
+        role: devttrace::Role::Point,
     }
 }
 

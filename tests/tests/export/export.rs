@@ -980,6 +980,7 @@ fn uftrace_limits(dir: &Path) -> std::path::PathBuf {
             nargs,
             types: &[],
             tables: &[],
+            role: devttrace::Role::Point,
         };
         w.register_tracepoint(&d).unwrap().1
     };

@@ -156,8 +156,11 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
         #[arg(long)]
         wait: bool,
     },
-    /// Show or change what is recorded: `setmask <value> <mask>`, `setbits <bits>`,
-    /// `clrbits <bits>`, `enable <wildcard>`, `disable <wildcard>`, `reset`; install a
+    /// Show or change what is recorded: `level <error|warn|info|debug|trace|off>` (`tracing`
+    /// callsites of that level and more severe), `setmask <value> <mask>`, `setbits <bits>`,
+    /// `clrbits <bits>` (bits: a number, or a level in capitals: `clrbits DEBUG`), `enable
+    /// <wildcard>`, `disable <wildcard>` (or a level in capitals: `disable DEBUG`), `reset`;
+    /// install a
     /// snapshot rule (as `watch --on` takes) that programs calling
     /// `ttrace_core::apply_snapshot_rules()` apply themselves: `on <rule>`, `off <rule>`,
     /// `off all`.

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use ttrace_trigger::Rule;
 
 /// The commands `ctl` takes.
-const CTL_COMMANDS: [&str; 8] = [
-    "setmask", "setbits", "clrbits", "enable", "disable", "on", "off", "reset",
+const CTL_COMMANDS: [&str; 9] = [
+    "level", "setmask", "setbits", "clrbits", "enable", "disable", "on", "off", "reset",
 ];
 
 /// Whether `word` reads as a (mistyped) command rather than a path: a bare word of letters.

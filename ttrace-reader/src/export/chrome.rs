@@ -9,7 +9,13 @@
 //!   exit, or from the entry to the end of the trace.
 //! - An entry or exit that cannot be paired, before the horizon, is an
 //!   instant event whose `unpaired` argument says why.
-//! - Other trace points, and messages, are instant events (`"ph":"i"`) on their thread.
+//! - A `tracing` span instance ([`devttrace::spans`]) is an async slice (`"ph":"b"`/`"e"`,
+//!   category `span`, `id` its pid and id) from its new to its close, with its fields, and
+//!   each of its polls a complete slice on the thread that polled it (argument `span`, the
+//!   id); the drop re-entry is left out. Written once the instance closes (or at the end,
+//!   with `"open":true`).
+//! - Other trace points, and messages, are instant events (`"ph":"i"`) on their thread;
+//!   a `tracing` event's category is its level (`info`).
 //! - `ts` is in microseconds since the device was created, with three decimals: to the
 //!   nanosecond. `otherData`, after the events, holds the device's facts, each ring's
 //!   counts as `dump`'s footer shows them, and the totals `dump`'s last line shows
@@ -25,6 +31,7 @@ use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
 use devttrace::incarnation::Thread;
+use devttrace::spans::{Added, Instance, Spans};
 use devttrace::{AuxSnapshots, Clock, Event, RingIndex};
 use foldhash::HashMap as FoldHashMap;
 use std::collections::HashMap;
@@ -141,13 +148,15 @@ struct Compiled {
 impl Compiled {
     fn new(s: &Schema) -> Compiled {
         let name = string(&s.name);
+        let cat = match (s.role, s.level) {
+            (devttrace::Role::Point, _) => s.kind.name().to_string(),
+            (_, Some(level)) => level.name().to_ascii_lowercase(),
+            (role, None) => role.label().unwrap_or("event").to_string(),
+        };
         Compiled {
             instant: Text::new(
-                format!(
-                    "{{\"name\":{name},\"cat\":\"{}\",\"ph\":\"i\",\"s\":\"t\",\"ts\":",
-                    s.kind.name()
-                )
-                .as_bytes(),
+                format!("{{\"name\":{name},\"cat\":\"{cat}\",\"ph\":\"i\",\"s\":\"t\",\"ts\":")
+                    .as_bytes(),
             ),
             slice: Text::new(
                 format!("{{\"name\":{name},\"cat\":\"entry\",\"ph\":\"X\",\"ts\":").as_bytes(),
@@ -359,6 +368,130 @@ impl Writer<'_> {
         self.written.pairs += 1;
     }
 
+    /// A trace point that is no span's step: a slice, a half of one, or an instant.
+    fn point(
+        &mut self,
+        event: &Event,
+        schemas: &[Schema],
+        stems: &super::Stems,
+        horizon: u64,
+        first: Option<u64>,
+        starts: &mut HashMap<(Thread, usize), Vec<Event>>,
+    ) {
+        let w = self;
+        let kind = w
+            .tracepoints
+            .get(event.type_word.tracepoint() as usize)
+            .map(|_| schemas[event.type_word.tracepoint() as usize].kind);
+        match kind {
+            Some(Kind::Entry) => {
+                if w.pairing.enter(event).is_none() {
+                    w.uncertain(event, BEFORE_HORIZON);
+                }
+            }
+            Some(Kind::Exit) => match w.pairing.exit(event) {
+                Closes::Entry(open, _) => w.slice(&open.event, event),
+                Closes::Nothing => {
+                    let begin = first.unwrap_or(event.stamp);
+                    w.unpaired(event, begin, event.stamp, "entry")
+                }
+                Closes::Uncertain => w.uncertain(event, BEFORE_HORIZON),
+            },
+            Some(kind @ (Kind::Start | Kind::Stop)) if event.stamp >= horizon => {
+                w.instant(event);
+                let stem = stems.of[event.type_word.tracepoint() as usize];
+                let thread = w.pairing.thread(event.ctx, event.stamp);
+                match (kind, stem) {
+                    (Kind::Start, Some(s)) if stems.paired[s] => {
+                        starts.entry((thread, s)).or_default().push(*event)
+                    }
+                    (Kind::Stop, Some(s)) => {
+                        let open = starts.get_mut(&(thread, s)).and_then(Vec::pop);
+                        if let Some(open) = open {
+                            w.span(&stems.names[s], &open, event);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => w.instant(event),
+        }
+    }
+
+    /// A span instance: an async slice from its beginning to its close (or `end`), its
+    /// polls inside as complete slices on their threads.
+    fn instance(&mut self, i: &Instance, end: u64) {
+        let tp = i.tracepoint as usize;
+        if tp >= self.tracepoints.len() {
+            return;
+        }
+        let ctx = i
+            .new
+            .as_ref()
+            .map(|e| e.ctx)
+            .or(i.polls.first().map(|p| p.ctx))
+            .unwrap_or(u64::from(i.pid) << 32);
+        let id = format!("\"{}:{:#x}\"", i.pid, i.id);
+        let begin = i.begin();
+        self.element();
+        self.buf.extend_from_slice(b"{\"name\":");
+        append::put_text(&mut self.buf, &self.tracepoints[tp].name);
+        let _ = write!(
+            self.buf,
+            ",\"cat\":\"span\",\"ph\":\"b\",\"id\":{id},\"ts\":"
+        );
+        self.ts(begin);
+        self.who(ctx, begin);
+        self.buf.extend_from_slice(b",\"args\":{");
+        let mut any = match &i.new {
+            Some(new) => self.fields(new),
+            None => {
+                self.buf.extend_from_slice(b"\"new\":\"not in the trace\"");
+                true
+            }
+        };
+        if i.close.is_none() {
+            self.buf.extend_from_slice(if any {
+                b",\"open\":true"
+            } else {
+                b"\"open\":true"
+            });
+            any = true;
+        }
+        if !i.follows.is_empty() {
+            let follows: Vec<String> = i.follows.iter().map(|f| format!("\"{f:#x}\"")).collect();
+            let comma = if any { "," } else { "" };
+            let _ = write!(self.buf, "{comma}\"follows\":[{}]", follows.join(","));
+        }
+        self.buf.extend_from_slice(b"}}");
+        for p in &i.polls {
+            self.element();
+            self.buf.extend_from_slice(b"{\"name\":");
+            append::put_text(&mut self.buf, &self.tracepoints[tp].name);
+            self.buf
+                .extend_from_slice(b",\"cat\":\"poll\",\"ph\":\"X\",\"ts\":");
+            self.ts(p.enter);
+            self.buf.extend_from_slice(b",\"dur\":");
+            let dur = self.clock.ticks_to_ns(p.exit.saturating_sub(p.enter));
+            append::put_u64(&mut self.buf, dur / 1000);
+            let _ = write!(self.buf, ".{:03}", dur % 1000);
+            self.who(p.ctx, p.enter);
+            let _ = write!(self.buf, ",\"args\":{{\"span\":\"{:#x}\"}}}}", i.id);
+            self.written.pairs += 1;
+        }
+        let close = i.close.unwrap_or(end);
+        self.element();
+        self.buf.extend_from_slice(b"{\"name\":");
+        append::put_text(&mut self.buf, &self.tracepoints[tp].name);
+        let _ = write!(
+            self.buf,
+            ",\"cat\":\"span\",\"ph\":\"e\",\"id\":{id},\"ts\":"
+        );
+        self.ts(close);
+        self.who(ctx, begin);
+        self.buf.push(b'}');
+    }
+
     /// An async slice for a half whose other half is missing.
     fn unpaired(&mut self, event: &Event, begin: u64, end: u64, missing: &str) {
         self.next_id += 1;
@@ -419,6 +552,7 @@ pub fn write(
     // Open starts per thread and stem, paired as `report` pairs them.
     let stems = super::Stems::new(&ctx.meta.tracepoints);
     let horizon = w.pairing.horizon();
+    let mut spans = Spans::new(ctx.meta, horizon);
     let mut starts: HashMap<(Thread, usize), Vec<Event>> = HashMap::new();
     w.written.losses(rings, &items);
     items.try_for_each_ref(|item| {
@@ -426,45 +560,11 @@ pub fn write(
         last = last.max(item.timestamp());
         w.written.item(item);
         match item {
-            Item::Point { event, .. } => {
-                let kind = w
-                    .tracepoints
-                    .get(event.type_word.tracepoint() as usize)
-                    .map(|_| schemas[event.type_word.tracepoint() as usize].kind);
-                match kind {
-                    Some(Kind::Entry) => {
-                        if w.pairing.enter(event).is_none() {
-                            w.uncertain(event, BEFORE_HORIZON);
-                        }
-                    }
-                    Some(Kind::Exit) => match w.pairing.exit(event) {
-                        Closes::Entry(open, _) => w.slice(&open.event, event),
-                        Closes::Nothing => {
-                            let begin = first.unwrap_or(event.stamp);
-                            w.unpaired(event, begin, event.stamp, "entry")
-                        }
-                        Closes::Uncertain => w.uncertain(event, BEFORE_HORIZON),
-                    },
-                    Some(kind @ (Kind::Start | Kind::Stop)) if event.stamp >= horizon => {
-                        w.instant(event);
-                        let stem = stems.of[event.type_word.tracepoint() as usize];
-                        let thread = w.pairing.thread(event.ctx, event.stamp);
-                        match (kind, stem) {
-                            (Kind::Start, Some(s)) if stems.paired[s] => {
-                                starts.entry((thread, s)).or_default().push(*event)
-                            }
-                            (Kind::Stop, Some(s)) => {
-                                let open = starts.get_mut(&(thread, s)).and_then(Vec::pop);
-                                if let Some(open) = open {
-                                    w.span(&stems.names[s], &open, event);
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                    _ => w.instant(event),
-                }
-            }
+            Item::Point { event, .. } => match spans.add(event) {
+                Added::NotAStep => w.point(event, &schemas, &stems, horizon, first, &mut starts),
+                Added::Step => {}
+                Added::Ended(i) => w.instance(&i, last),
+            },
             Item::Message(r) => {
                 w.element();
                 w.buf.extend_from_slice(
@@ -485,6 +585,9 @@ pub fn write(
         Ok::<(), std::io::Error>(())
     })?;
     w.written.strings_lost = items.strings_lost();
+    for i in spans.into_open() {
+        w.instance(&i, last);
+    }
     for open in std::mem::take(&mut w.pairing).into_open() {
         w.unpaired(&open.event, open.event.stamp, last, "exit");
     }

@@ -28,6 +28,10 @@ pub struct Schema {
     pub kind: Kind,
     /// Argument names (`argN` for an unnamed one, names made unique) and how each is shown.
     pub args: Vec<(String, Spec)>,
+    /// What its events mean beyond their kind.
+    pub role: devttrace::Role,
+    /// Its `tracing` level, for a `tracing` callsite's.
+    pub level: Option<devttrace::Level>,
 }
 
 impl Schema {
@@ -48,6 +52,11 @@ impl Schema {
                     name: t.name.clone(),
                     kind: t.kind,
                     args,
+                    role: t.role,
+                    level: match t.role {
+                        devttrace::Role::Point => None,
+                        _ => devttrace::Level::of_classes(t.classes),
+                    },
                 }
             })
             .collect()
@@ -187,6 +196,7 @@ mod tests {
                 nargs: 5,
                 types: vec![],
                 tables: vec![],
+                role: devttrace::Role::Point,
             }],
             ..Metadata::default()
         };

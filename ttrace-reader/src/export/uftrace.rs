@@ -250,11 +250,16 @@ fn point_addr(n: usize, k: usize) -> u64 {
 /// (`ttrace:info`) and that of tracepoints the metadata does not know (`ttrace:unknown`).
 /// A name keeps only what uftrace's specs take literally (letters, digits, `_`, `:`), and
 /// is made unique among these and the tracepoints' names (uftrace merges the specs of one
-/// name).
+/// name). A span's steps other than its enter and exit are named with the step
+/// (`ttrace:app::handle_new`, `_close`).
 fn point_names(schemas: &[Schema]) -> Vec<String> {
     let mut taken: HashSet<String> = schemas.iter().map(|s| s.name.clone()).collect();
     let mut names = Vec::with_capacity(schemas.len() + 2);
-    let wanted = (schemas.iter().map(|s| s.name.as_str())).chain(["info", "unknown"]);
+    let wanted = (schemas.iter().map(|s| match s.role.label() {
+        Some(step) if s.role.is_span() => format!("{}_{step}", s.name),
+        _ => s.name.clone(),
+    }))
+    .chain(["info".to_string(), "unknown".to_string()]);
     for name in wanted {
         let base: String = "ttrace:"
             .chars()

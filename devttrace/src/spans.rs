@@ -1,0 +1,249 @@
+//! Span instances rebuilt from their steps (`new`, `enter`, `exit`, `close`, `follows`:
+//! [`ttrace_layouts::role`]), for readers that show a `tracing` span as one thing with a
+//! life, not as its polls.
+//!
+//! An instance is keyed by its writer's pid and its id (the first argument of every step):
+//! `tracing` gives an id to one live span at a time in a process, and may give it again
+//! once the span closed. A `new` opens an instance, a `close` ends it; each `enter` and the
+//! `exit` of the same thread that follows it are one poll. Its lifetime is new to close,
+//! its busy time the sum of its polls, its idle time the rest.
+//!
+//! **The drop re-entry.** When an instrumented future is dropped, `tracing` enters its span
+//! once more around the inner future's drop, then closes it: a last enter/exit with nothing
+//! inside, followed at once on the same thread by the close. Such a pair, after at least
+//! one poll, is kept apart ([`Instance::dropped`]) and never counted as a poll. (A scope
+//! entered again with nothing recorded inside just before its close reads the same; a drop
+//! that records something inside is counted as a poll.)
+//!
+//! **Exactness.** Every ring holds all it was given from the horizon on
+//! ([`crate::pairs::Pairing::horizon`]): an instance whose `new` is at or after it has every
+//! step in the trace ([`Instance::whole`]), so its figures are exact; one that began before
+//! it, or whose `new` is not in the trace, may have lost polls, and is not measured.
+
+use crate::event::Event;
+use crate::meta::Metadata;
+use foldhash::HashMap as FoldHashMap;
+use ttrace_layouts::role::Role;
+
+/// One poll of an instance (or one scope of a synchronous span).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Poll {
+    /// The enter's stamp.
+    pub enter: u64,
+    /// The exit's stamp.
+    pub exit: u64,
+    /// The writer (`pid << 32 | tid`).
+    pub ctx: u64,
+    /// The CPU of the enter.
+    pub cpu: u32,
+    /// The thread's event numbers of the enter and the exit (what tells an empty pair).
+    seqs: (u64, u64),
+}
+
+/// A span instance.
+#[derive(Clone, Debug)]
+pub struct Instance {
+    /// Its writer's process.
+    pub pid: u32,
+    /// Its id in that process.
+    pub id: u64,
+    /// The tracepoint of its first step in the trace (its `new`'s, when there): what names
+    /// it.
+    pub tracepoint: u16,
+    /// Its `new`, if in the trace: the parent's id (0: a root) and the fields.
+    pub new: Option<Event>,
+    /// Its close's stamp, once closed.
+    pub close: Option<u64>,
+    /// Its polls, in the order they ended.
+    pub polls: Vec<Poll>,
+    /// The drop re-entry, left out of the polls.
+    pub dropped: Option<Poll>,
+    /// The instances it follows from (their ids).
+    pub follows: Vec<u64>,
+    /// Whether every step is in the trace (its `new` is at or after the horizon).
+    pub whole: bool,
+    /// Exits with no enter of their thread open.
+    pub unmatched_exits: u32,
+    /// Enters not yet exited: stamp, writer, CPU, event number.
+    open: Vec<(u64, u64, u32, u64)>,
+}
+
+impl Instance {
+    fn new(pid: u32, id: u64, tracepoint: u16) -> Instance {
+        Instance {
+            pid,
+            id,
+            tracepoint,
+            new: None,
+            close: None,
+            polls: Vec::new(),
+            dropped: None,
+            follows: Vec::new(),
+            whole: false,
+            unmatched_exits: 0,
+            open: Vec::new(),
+        }
+    }
+
+    /// The parent's id, from its `new` (0: a root).
+    pub fn parent(&self) -> Option<u64> {
+        self.new.as_ref().and_then(|e| e.args().get(1).copied())
+    }
+
+    /// New to close, in ticks: for a whole, closed instance.
+    pub fn lifetime(&self) -> Option<u64> {
+        let new = self.new.as_ref().filter(|_| self.whole)?;
+        Some(self.close?.saturating_sub(new.stamp))
+    }
+
+    /// The sum of its polls, in ticks.
+    pub fn busy(&self) -> u64 {
+        self.polls
+            .iter()
+            .map(|p| p.exit.saturating_sub(p.enter))
+            .sum()
+    }
+
+    /// When it began in the trace: its new, else its first poll, else its close.
+    pub fn begin(&self) -> u64 {
+        let first_poll = self.polls.first().map(|p| p.enter);
+        self.new
+            .as_ref()
+            .map(|e| e.stamp)
+            .or(first_poll)
+            .or(self.close)
+            .unwrap_or(0)
+    }
+}
+
+/// What an event did.
+#[derive(Debug)]
+pub enum Added {
+    /// It is not a span's step.
+    NotAStep,
+    /// It opened an instance (a `new`), or stepped one.
+    Step,
+    /// It closed this instance (or a `new` superseded it: an instance whose close is not in
+    /// the trace, returned with `close: None`).
+    Ended(Box<Instance>),
+}
+
+/// Rebuilds instances from events fed in time order (see the module's documentation).
+pub struct Spans {
+    /// Per tracepoint id, its role.
+    roles: Vec<Role>,
+    horizon: u64,
+    open: FoldHashMap<(u32, u64), Instance>,
+    /// Per writer, the number of its events fed so far.
+    seqs: FoldHashMap<u64, u64>,
+}
+
+impl Spans {
+    /// Instances of the tracepoints `meta` defines, whole from `horizon` on.
+    pub fn new(meta: &Metadata, horizon: u64) -> Spans {
+        Spans {
+            roles: meta.tracepoints.iter().map(|t| t.role).collect(),
+            horizon,
+            open: FoldHashMap::default(),
+            seqs: FoldHashMap::default(),
+        }
+    }
+
+    /// Whether the trace has span steps at all.
+    pub fn any(meta: &Metadata) -> bool {
+        meta.tracepoints.iter().any(|t| t.role.is_span())
+    }
+
+    /// The role of tracepoint `id`.
+    pub fn role(&self, id: u16) -> Role {
+        self.roles.get(id as usize).copied().unwrap_or_default()
+    }
+
+    /// Feeds `e`, the next event in time order (every event: an empty pair is told by what
+    /// its thread recorded between).
+    pub fn add(&mut self, e: &Event) -> Added {
+        let seq = {
+            let s = self.seqs.entry(e.ctx).or_default();
+            *s += 1;
+            *s
+        };
+        let tp = e.type_word.tracepoint();
+        let role = self.role(tp);
+        let (Some(&id), true) = (e.args().first(), role.is_span()) else {
+            return Added::NotAStep;
+        };
+        let key = ((e.ctx >> 32) as u32, id);
+        fn instance(
+            open: &mut FoldHashMap<(u32, u64), Instance>,
+            key: (u32, u64),
+            tp: u16,
+        ) -> &mut Instance {
+            open.entry(key)
+                .or_insert_with(|| Instance::new(key.0, key.1, tp))
+        }
+        match role {
+            Role::SpanNew => {
+                let superseded = self.open.remove(&key);
+                let mut i = Instance::new(key.0, id, tp);
+                i.whole = e.stamp >= self.horizon;
+                i.new = Some(*e);
+                self.open.insert(key, i);
+                if let Some(old) = superseded {
+                    return Added::Ended(Box::new(old));
+                }
+            }
+            Role::SpanEnter => {
+                instance(&mut self.open, key, tp).open.push((
+                    e.stamp,
+                    e.ctx,
+                    e.type_word.cpu(),
+                    seq,
+                ));
+            }
+            Role::SpanExit => {
+                let i = instance(&mut self.open, key, tp);
+                match i.open.iter().rposition(|o| o.1 == e.ctx) {
+                    Some(at) => {
+                        let (enter, ctx, cpu, enter_seq) = i.open.remove(at);
+                        i.polls.push(Poll {
+                            enter,
+                            exit: e.stamp,
+                            ctx,
+                            cpu,
+                            seqs: (enter_seq, seq),
+                        });
+                    }
+                    None => i.unmatched_exits += 1,
+                }
+            }
+            Role::SpanFollows => {
+                let follows = e.args().get(1).copied().unwrap_or(0);
+                instance(&mut self.open, key, tp).follows.push(follows);
+            }
+            Role::SpanClose => {
+                let mut i = self
+                    .open
+                    .remove(&key)
+                    .unwrap_or_else(|| Instance::new(key.0, id, tp));
+                i.close = Some(e.stamp);
+                let drop_reentry = i.polls.len() >= 2
+                    && i.polls.last().is_some_and(|p| {
+                        p.ctx == e.ctx && p.seqs.1 + 1 == seq && p.seqs.0 + 1 == p.seqs.1
+                    });
+                if drop_reentry {
+                    i.dropped = i.polls.pop();
+                }
+                return Added::Ended(Box::new(i));
+            }
+            _ => {}
+        }
+        Added::Step
+    }
+
+    /// The instances still open at the end, in order of their beginning.
+    pub fn into_open(self) -> Vec<Instance> {
+        let mut open: Vec<Instance> = self.open.into_values().collect();
+        open.sort_by_key(|i| (i.begin(), i.pid, i.id));
+        open
+    }
+}

@@ -1,0 +1,54 @@
+//! `tracing`'s interest cache, kept in step with the device's control.
+//!
+//! The layer tells `tracing` that a callsite the device's mask or rules disable is of no
+//! interest ([`Interest::never`](tracing_core::subscriber::Interest::never)): `tracing`
+//! then skips it as it skips an event of a disabled level, at the cost of one load. A
+//! `ttrace-reader ctl` change, from any process, moves the device's control generation; a
+//! thread of the process (`ttrace-interest`, started with the first layer that records)
+//! reads it every [`POLL`] and, when it moved, has `tracing` ask every callsite again
+//! ([`rebuild_interest_cache`](tracing_core::callsite::rebuild_interest_cache)).
+//!
+//! Correct at every moment: a callsite `ctl` disables stops recording at once (the layer
+//! tests the tracepoint's word before it records), and costs a little more until the
+//! rebuild; one `ctl` enables records from the rebuild on, within [`POLL`] (or at once after
+//! [`sync_interest`](crate::sync_interest)). The generation is read before the rules are
+//! (Acquire, paired with the Release increment that ends a change), so a rebuild sees at
+//! least the change that moved it; a change during the rebuild moves it again.
+
+use std::sync::Once;
+use std::time::Duration;
+use ttrace_core::Writer;
+
+/// How often the thread reads the control generation.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// Starts the thread that follows `dev`'s control (once per process), from its control
+/// generation now: called before the layer answers for any callsite, so that a change
+/// after those answers moves the generation past the one read here.
+pub(crate) fn follow(dev: &'static Writer) {
+    static STARTED: Once = Once::new();
+    STARTED.call_once(|| {
+        let seen = dev.device().reader().ctl_generation();
+        let spawned = std::thread::Builder::new()
+            .name("ttrace-interest".into())
+            .spawn(move || run(dev, seen));
+        if let Err(e) = spawned {
+            eprintln!(
+                "ttrace-tracing: no thread to follow ctl changes ({e}): callsites ctl enables \
+                 record from the next sync_interest()"
+            );
+        }
+    });
+}
+
+fn run(dev: &'static Writer, mut seen: u64) {
+    let reader = dev.device().reader();
+    loop {
+        std::thread::sleep(POLL);
+        let now = reader.ctl_generation();
+        if now != seen {
+            seen = now;
+            tracing_core::callsite::rebuild_interest_cache();
+        }
+    }
+}
