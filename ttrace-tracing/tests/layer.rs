@@ -458,3 +458,69 @@ fn spans_export_to_uftrace_as_a_call_tree() {
     .concat();
     assert_eq!(names, expected);
 }
+
+/// A callsite as a crate from the registry has it: its event has no name of its own, and
+/// `tracing` names it by its file as the compiler saw it, an absolute path of the machine
+/// that built it.
+struct RegistryCrate;
+
+/// Where cargo unpacks a registry crate.
+const REGISTRY_FILE: &str = "/home/builder/.cargo/registry/src/index.crates.io-6f17d22bba15001f/hyper-1.4.1/src/proto/h1/conn.rs";
+
+static REGISTRY_META: tracing_core::Metadata<'static> = tracing_core::Metadata::new(
+    "event /home/builder/.cargo/registry/src/index.crates.io-6f17d22bba15001f/hyper-1.4.1/src/proto/h1/conn.rs:369",
+    "hyper::proto::h1::conn",
+    tracing_core::Level::INFO,
+    Some(REGISTRY_FILE),
+    Some(369),
+    Some("hyper::proto::h1::conn"),
+    tracing_core::field::FieldSet::new(
+        &["message"],
+        tracing_core::identify_callsite!(&REGISTRY_CRATE),
+    ),
+    tracing_core::metadata::Kind::EVENT,
+);
+
+static REGISTRY_CRATE: RegistryCrate = RegistryCrate;
+
+impl tracing_core::Callsite for RegistryCrate {
+    fn set_interest(&self, _: tracing_core::Interest) {}
+    fn metadata(&self) -> &tracing_core::Metadata<'_> {
+        &REGISTRY_META
+    }
+}
+
+#[test]
+fn no_name_holds_a_path_of_the_machine_that_built_the_program() {
+    dir();
+    tracing_core::callsite::register(&REGISTRY_CRATE);
+    let message = REGISTRY_META.fields().field("message").unwrap();
+    let text = format_args!("flushed");
+    tracing_core::Event::dispatch(
+        &REGISTRY_META,
+        &REGISTRY_META
+            .fields()
+            .value_set(&[(&message, Some(&text as &dyn tracing::Value))]),
+    );
+    // Named by the file from its crate's root on, the same on every machine.
+    let lines = dumped("message=\"flushed\"");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains(" INFO hyper::proto::h1::conn::src/proto/h1/conn.rs:369(message="),
+        "{}",
+        lines[0]
+    );
+    // And no other name of the device holds a path of this machine either (this test
+    // file's events are named by their path in the workspace).
+    info!(target: "paths", "an event without a name");
+    let dev = devttrace::Reader::open(device()).unwrap();
+    let here = env!("CARGO_MANIFEST_DIR");
+    for t in dev.metadata().tracepoints {
+        assert!(
+            !t.name.contains(here) && !t.name.contains("/home/") && !t.name.contains("::/"),
+            "{}",
+            t.name
+        );
+    }
+    assert!(dumped("paths::ttrace-tracing/tests/layer.rs:").len() == 1);
+}
