@@ -14,8 +14,9 @@
 //!
 //! `MODE` is the subscriber: `none`, `registry` (a bare `tracing_subscriber::registry()`),
 //! `fmt` (the registry with `fmt`'s layer writing to `io::sink`, at DEBUG), `ttrace` (the
-//! registry with `ttrace_tracing::layer()`, at DEBUG), `ttrace-off` (the same, every level
-//! turned off with `ctl level off` before the load). With `ttrace`, the device is `DEVICE`
+//! registry with `ttrace_tracing::layer()`, at DEBUG), `ttrace-subscriber`
+//! (`ttrace_tracing::subscriber()`, ttrace's own, at DEBUG), `ttrace-off` (the layer, every
+//! level turned off with `ctl level off` before the load). With `ttrace`, the device is `DEVICE`
 //! (default: a temporary one), so that `ttrace-reader report DEVICE` shows each command
 //! end to end: `request` spans inside `connection` spans, their lifetimes, busy and idle
 //! times. `--compare` runs every mode `R` times (default 5), alternately, each in a process
@@ -183,7 +184,14 @@ fn run(requests: u64, clients: u64) -> (Duration, Duration) {
     (cpu1 - cpu0, wall)
 }
 
-const MODES: [&str; 5] = ["none", "registry", "fmt", "ttrace", "ttrace-off"];
+const MODES: [&str; 6] = [
+    "none",
+    "registry",
+    "fmt",
+    "ttrace",
+    "ttrace-subscriber",
+    "ttrace-off",
+];
 
 /// Installs the subscriber of `mode` (see the module's documentation).
 fn install(mode: &str, dir: Option<&str>) -> Option<tempfile::TempDir> {
@@ -211,6 +219,13 @@ fn install(mode: &str, dir: Option<&str>) -> Option<tempfile::TempDir> {
             )
             .init(),
         "ttrace" => tracing_subscriber::registry().with(ttrace()).init(),
+        "ttrace-subscriber" => {
+            let _ = ttrace();
+            tracing::subscriber::set_global_default(
+                ttrace_tracing::subscriber().with_max_level(LevelFilter::DEBUG),
+            )
+            .expect("global subscriber");
+        }
         "ttrace-off" => {
             let layer = ttrace();
             let w = ttrace_core::device().expect("device");

@@ -126,6 +126,8 @@ pub(crate) struct Steps {
 
 /// What the layer knows of one callsite.
 pub(crate) struct Callsite {
+    /// Its metadata.
+    pub(crate) meta: &'static Metadata<'static>,
     /// The tracepoint name (see [`crate::name`]).
     name: &'static str,
     classes: u64,
@@ -144,6 +146,7 @@ impl Callsite {
     fn new(dev: &'static Writer, meta: &'static Metadata<'static>) -> Callsite {
         let fields: Vec<&'static str> = meta.fields().iter().map(|f| f.name()).collect();
         let mut cs = Callsite {
+            meta,
             name: Box::leak(crate::name::of(meta).into_boxed_str()),
             classes: level_class(meta.level()),
             fields: Signatures::new(Role::Event, Shape::new(&[], &fields)),

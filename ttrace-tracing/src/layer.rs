@@ -12,10 +12,13 @@
 //!
 //! The look-up finds the span's callsite in the registry (its metadata), and through it the
 //! tracepoint: nothing is kept in the span's extensions, nothing is formatted but `Debug`
-//! values.
+//! values. An exit finds its callsite without one: each thread keeps the spans it entered
+//! and has not exited (a span entered on a thread stays alive until it exits there, so the
+//! id on top names the same span).
 
 use crate::callsite::{self, Callsite};
-use crate::fields::{Visitor, Words};
+use crate::record;
+use std::cell::RefCell;
 use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::subscriber::Interest;
 use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
@@ -33,48 +36,40 @@ pub struct TtraceLayer {
     pub(crate) snapshot_on: LevelFilter,
 }
 
-/// Records `w`, of the tracepoint word `word` (0: nothing), with its first `n` words.
-#[inline]
-fn emit(dev: &'static Writer, word: u64, ctx: u64, w: &Words, n: usize) {
-    if word == 0 {
-        return;
-    }
-    if n <= 5 {
-        let mut a = [0u64; 5];
-        a.copy_from_slice(&w.words[..5]);
-        dev.emit(word, ctx, &a);
-    } else {
-        dev.emit(word, ctx, &w.words);
-    }
-}
-
-/// Records `w`, visited for `cs`'s tracepoints of `sigs` (an event, a span's `new` or
-/// `record`).
-#[inline]
-fn emit_fields(
-    dev: &'static Writer,
-    cs: &Callsite,
-    sigs: &callsite::Signatures,
-    ctx: u64,
-    w: &mut Words,
-) {
-    let sig = w.finish(&sigs.shape);
-    let n = sigs.shape.nargs();
-    let word = sigs.word(cs, dev, sig, &w.tys[..n]);
-    emit(dev, word, ctx, w, n);
+thread_local! {
+    /// The spans this thread entered through the layer and has not exited, innermost last.
+    static ENTERED: RefCell<Vec<(u64, &'static Callsite)>> = const { RefCell::new(Vec::new()) };
 }
 
 impl TtraceLayer {
-    /// The callsite of span `id` and the word of its step `role`, if it records.
+    /// The device and the callsite of span `id`.
     #[inline]
-    fn step<S>(&self, id: &Id, role: Role, ctx: &Context<'_, S>) -> Option<(&'static Writer, u64)>
+    fn span<S>(&self, id: &Id, ctx: &Context<'_, S>) -> Option<(&'static Writer, &'static Callsite)>
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         let dev = self.dev?;
-        let cs = callsite::of(dev, ctx.metadata(id)?);
-        let word = cs.step(role);
-        (word != 0).then_some((dev, word))
+        Some((dev, callsite::of(dev, ctx.metadata(id)?)))
+    }
+}
+
+/// What `tracing` is told of a callsite, by the layer and the subscriber alike: no
+/// interest above the maximum level, nor while the device's control disables it (asked
+/// again when the control changes: [`crate::interest`]).
+pub(crate) fn interest(
+    dev: Option<&'static Writer>,
+    max: LevelFilter,
+    meta: &'static Metadata<'static>,
+) -> Interest {
+    let Some(dev) = dev else {
+        return Interest::never();
+    };
+    if *meta.level() > max {
+        return Interest::never();
+    }
+    match callsite::of(dev, meta).device_enables(dev) {
+        true => Interest::always(),
+        false => Interest::never(),
     }
 }
 
@@ -83,17 +78,7 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
-        let Some(dev) = self.dev else {
-            return Interest::never();
-        };
-        if *meta.level() > self.max {
-            return Interest::never();
-        }
-        match callsite::of(dev, meta).device_enables(dev) {
-            true => Interest::always(),
-            // Asked again when `ctl` changes (crate::interest).
-            false => Interest::never(),
-        }
+        interest(self.dev, self.max, meta)
     }
 
     fn enabled(&self, meta: &Metadata<'_>, _ctx: Context<'_, S>) -> bool {
@@ -109,88 +94,61 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let Some(dev) = self.dev else { return };
-        let cs = callsite::of(dev, event.metadata());
-        if cs.enabled(dev) {
-            let ctx = ttrace_core::thread_context(dev);
-            let mut w = Words::new();
-            event.record(&mut Visitor {
-                dev,
-                ctx,
-                shape: &cs.fields.shape,
-                out: &mut w,
-            });
-            emit_fields(dev, cs, &cs.fields, ctx, &mut w);
-        }
-        // An event `ctl` disabled still asks: the snapshot is of what the device holds.
-        if *event.metadata().level() <= self.snapshot_on {
-            ttrace_core::trigger(&crate::reason::of(event));
+        if let Some(dev) = self.dev {
+            record::event(dev, event, self.snapshot_on);
         }
     }
 
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(dev) = self.dev else { return };
         let cs = callsite::of(dev, attrs.metadata());
-        if !cs.enabled(dev) {
-            return;
-        }
         let parent = match attrs.parent() {
             Some(p) => Some(p.into_u64()),
             None if attrs.is_contextual() => ctx.current_span().id().map(Id::into_u64),
             None => None,
         };
-        let tctx = ttrace_core::thread_context(dev);
-        let mut w = Words::with_ids(&[id.into_u64(), parent.unwrap_or(0)]);
-        attrs.record(&mut Visitor {
-            dev,
-            ctx: tctx,
-            shape: &cs.fields.shape,
-            out: &mut w,
-        });
-        emit_fields(dev, cs, &cs.fields, tctx, &mut w);
+        record::new_span(dev, cs, id.into_u64(), parent.unwrap_or(0), attrs);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        let Some(dev) = self.dev else { return };
-        let Some(meta) = ctx.metadata(id) else { return };
-        let cs = callsite::of(dev, meta);
-        let Some(record) = &cs.record else { return };
-        if !cs.enabled(dev) {
-            return;
+        if let Some((dev, cs)) = self.span(id, &ctx) {
+            record::record(dev, cs, id.into_u64(), values);
         }
-        let tctx = ttrace_core::thread_context(dev);
-        let mut w = Words::with_ids(&[id.into_u64()]);
-        values.record(&mut Visitor {
-            dev,
-            ctx: tctx,
-            shape: &record.shape,
-            out: &mut w,
-        });
-        emit_fields(dev, cs, record, tctx, &mut w);
     }
 
     fn on_follows_from(&self, id: &Id, follows: &Id, ctx: Context<'_, S>) {
-        if let Some((dev, word)) = self.step(id, Role::SpanFollows, &ctx) {
-            let ctx = ttrace_core::thread_context(dev);
-            dev.emit(word, ctx, &[id.into_u64(), follows.into_u64()]);
+        if let Some((dev, cs)) = self.span(id, &ctx) {
+            record::follows(dev, cs, id.into_u64(), follows.into_u64());
         }
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        if let Some((dev, word)) = self.step(id, Role::SpanEnter, &ctx) {
-            dev.emit(word, ttrace_core::thread_context(dev), &[id.into_u64()]);
+        if let Some((dev, cs)) = self.span(id, &ctx) {
+            ENTERED.with(|e| e.borrow_mut().push((id.into_u64(), cs)));
+            record::step(dev, cs, Role::SpanEnter, id.into_u64());
         }
     }
 
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        if let Some((dev, word)) = self.step(id, Role::SpanExit, &ctx) {
-            dev.emit(word, ttrace_core::thread_context(dev), &[id.into_u64()]);
+        let n = id.into_u64();
+        // The innermost entered, usually; `tracing` allows exits out of order.
+        let entered = ENTERED.with(|e| {
+            let mut e = e.borrow_mut();
+            let at = e.iter().rposition(|&(x, _)| x == n)?;
+            Some(e.remove(at).1)
+        });
+        let found = match entered {
+            Some(cs) => self.dev.map(|dev| (dev, cs)),
+            None => self.span(id, &ctx),
+        };
+        if let Some((dev, cs)) = found {
+            record::step(dev, cs, Role::SpanExit, n);
         }
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        if let Some((dev, word)) = self.step(&id, Role::SpanClose, &ctx) {
-            dev.emit(word, ttrace_core::thread_context(dev), &[id.into_u64()]);
+        if let Some((dev, cs)) = self.span(&id, &ctx) {
+            record::step(dev, cs, Role::SpanClose, id.into_u64());
         }
     }
 }

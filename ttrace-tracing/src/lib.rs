@@ -42,7 +42,10 @@ mod name;
 mod reason;
 mod fields;
 mod callsite;
+mod record;
 mod layer;
+mod spans;
+mod subscriber;
 pub mod interest;
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -52,6 +55,7 @@ use ttrace_core::Writer;
 pub use callsite::level_class;
 pub use fields::DEBUG_BYTES;
 pub use layer::TtraceLayer;
+pub use subscriber::{subscriber, TtraceSubscriber};
 
 /// Class bit of `ERROR` callsites.
 pub const CLASS_ERROR: u64 = ttrace_core::Level::Error.class();

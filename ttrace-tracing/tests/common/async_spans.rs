@@ -2,7 +2,8 @@
 //! instance, whatever the threads that poll it, whose lifetime `report` measures within the
 //! time measured around the call, whose busy time is its polls, and which the Chrome export
 //! draws as one async slice with its polls inside; the re-entry `tracing` makes when the
-//! future is dropped is no poll.
+//! future is dropped is no poll. Run with the layer (`async_layer`) and with the subscriber
+//! (`async_subscriber`): each test binary gives `install`.
 
 use devttrace::spans::{Added, Instance, Spans};
 use std::future::Future;
@@ -11,10 +12,9 @@ use std::sync::OnceLock;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::time::Duration;
 use tracing::instrument;
-use tracing_subscriber::prelude::*;
 
-/// The device (in a directory of its own), with the layer as the global subscriber.
-fn device() -> &'static (tempfile::TempDir, &'static ttrace_core::Writer) {
+/// The device (in a directory of its own), with the binary's subscriber as the global one.
+pub fn device() -> &'static (tempfile::TempDir, &'static ttrace_core::Writer) {
     static DEV: OnceLock<(tempfile::TempDir, &'static ttrace_core::Writer)> = OnceLock::new();
     DEV.get_or_init(|| {
         let tmp = tempfile::tempdir().unwrap();
@@ -24,9 +24,7 @@ fn device() -> &'static (tempfile::TempDir, &'static ttrace_core::Writer) {
             ..ttrace_core::Config::at(tmp.path().join("dev"))
         })
         .unwrap();
-        tracing_subscriber::registry()
-            .with(ttrace_tracing::layer())
-            .init();
+        super::install();
         (tmp, w)
     })
 }
@@ -38,9 +36,16 @@ fn view_of<T>(f: impl FnOnce(&devttrace::View<'_>) -> T) -> T {
     f(&view)
 }
 
-/// The instances of span `name`, rebuilt as readers rebuild them, by the value of their
-/// first field.
-fn instances(name: &str) -> Vec<(u64, Instance)> {
+/// The instances of span `name` that ended, rebuilt as readers rebuild them, by the value of
+/// their first field; none may be left open.
+pub fn instances(name: &str) -> Vec<(u64, Instance)> {
+    let (ended, open) = instances_and_open(name);
+    assert_eq!(open, 0, "{name}: instances left open");
+    ended
+}
+
+/// The instances of span `name` that ended (see [`instances`]), and how many are open.
+pub fn instances_and_open(name: &str) -> (Vec<(u64, Instance)>, usize) {
     view_of(|view| {
         let horizon = devttrace::pairs::Pairing::new(&view.cpus, &view.meta).horizon();
         let mut spans = Spans::new(&view.meta, horizon);
@@ -54,14 +59,14 @@ fn instances(name: &str) -> Vec<(u64, Instance)> {
             }
             Ok::<(), ()>(())
         });
-        assert!(spans
-            .into_open()
-            .iter()
-            .all(|i| view.meta.tracepoints[i.tracepoint as usize].name != name));
-        done.into_iter()
-            .filter(|i| view.meta.tracepoints[i.tracepoint as usize].name == name)
+        let named = |i: &Instance| view.meta.tracepoints[i.tracepoint as usize].name == name;
+        let open = spans.into_open().iter().filter(|i| named(i)).count();
+        let ended = done
+            .into_iter()
+            .filter(named)
             .map(|i| (i.new.as_ref().expect("its new").args()[2], i))
-            .collect()
+            .collect();
+        (ended, open)
     })
 }
 
@@ -78,7 +83,7 @@ async fn call(n: u64) -> u64 {
 const CALLS: u64 = 16;
 
 #[test]
-fn each_call_on_a_multi_thread_runtime_is_one_instance_measured_whole() {
+pub fn each_call_on_a_multi_thread_runtime_is_one_instance_measured_whole() {
     let (_, w) = device();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
@@ -235,7 +240,7 @@ fn noop_waker() -> Waker {
 }
 
 #[test]
-fn a_span_polled_on_two_threads_is_one_instance() {
+pub fn a_span_polled_on_two_threads_is_one_instance() {
     device();
     let mut fut = Box::pin(hop(7));
     let waker = noop_waker();

@@ -1,0 +1,114 @@
+//! What each `tracing` callback records, for the [`Layer`](crate::TtraceLayer) and the
+//! [`Subscriber`](crate::TtraceSubscriber) alike: they differ in how they find a span's
+//! callsite from its id, not in what they write.
+
+use crate::callsite::{Callsite, Signatures};
+use crate::fields::{Visitor, Words};
+use tracing_core::span::{Attributes, Record};
+use tracing_core::{Event, LevelFilter};
+use ttrace_core::{Role, Writer};
+
+/// Records `w`'s first `n` words with the tracepoint word `word` (0: nothing).
+#[inline]
+fn emit(dev: &'static Writer, word: u64, ctx: u64, w: &Words, n: usize) {
+    if word == 0 {
+        return;
+    }
+    if n <= 5 {
+        let mut a = [0u64; 5];
+        a.copy_from_slice(&w.words[..5]);
+        dev.emit(word, ctx, &a);
+    } else {
+        dev.emit(word, ctx, &w.words);
+    }
+}
+
+/// Records `w`, visited for `cs`'s tracepoints of `sigs` (an event, a span's `new` or
+/// `record`).
+#[inline]
+fn emit_fields(dev: &'static Writer, cs: &Callsite, sigs: &Signatures, ctx: u64, w: &mut Words) {
+    let sig = w.finish(&sigs.shape);
+    let n = sigs.shape.nargs();
+    let word = sigs.word(cs, dev, sig, &w.tys[..n]);
+    emit(dev, word, ctx, w, n);
+}
+
+/// An event; a snapshot asked for if its level is `snapshot_on` or more severe.
+#[inline]
+pub(crate) fn event(dev: &'static Writer, event: &Event<'_>, snapshot_on: LevelFilter) {
+    let cs = crate::callsite::of(dev, event.metadata());
+    if cs.enabled(dev) {
+        let ctx = ttrace_core::thread_context(dev);
+        let mut w = Words::new();
+        event.record(&mut Visitor {
+            dev,
+            ctx,
+            shape: &cs.fields.shape,
+            out: &mut w,
+        });
+        emit_fields(dev, cs, &cs.fields, ctx, &mut w);
+    }
+    // An event `ctl` disabled still asks: the snapshot is of what the device holds.
+    if *event.metadata().level() <= snapshot_on {
+        ttrace_core::trigger(&crate::reason::of(event));
+    }
+}
+
+/// A span instance's `new`: its id, its parent's (0: a root), its fields.
+#[inline]
+pub(crate) fn new_span(
+    dev: &'static Writer,
+    cs: &Callsite,
+    id: u64,
+    parent: u64,
+    attrs: &Attributes<'_>,
+) {
+    if !cs.enabled(dev) {
+        return;
+    }
+    let ctx = ttrace_core::thread_context(dev);
+    let mut w = Words::with_ids(&[id, parent]);
+    attrs.record(&mut Visitor {
+        dev,
+        ctx,
+        shape: &cs.fields.shape,
+        out: &mut w,
+    });
+    emit_fields(dev, cs, &cs.fields, ctx, &mut w);
+}
+
+/// Fields recorded into span `id` after its creation.
+#[inline]
+pub(crate) fn record(dev: &'static Writer, cs: &Callsite, id: u64, values: &Record<'_>) {
+    let Some(sigs) = &cs.record else { return };
+    if !cs.enabled(dev) {
+        return;
+    }
+    let ctx = ttrace_core::thread_context(dev);
+    let mut w = Words::with_ids(&[id]);
+    values.record(&mut Visitor {
+        dev,
+        ctx,
+        shape: &sigs.shape,
+        out: &mut w,
+    });
+    emit_fields(dev, cs, sigs, ctx, &mut w);
+}
+
+/// A step of span `id` whose only argument is its id (`enter`, `exit`, `close`).
+#[inline]
+pub(crate) fn step(dev: &'static Writer, cs: &Callsite, role: Role, id: u64) {
+    let word = cs.step(role);
+    if word != 0 {
+        dev.emit(word, ttrace_core::thread_context(dev), &[id]);
+    }
+}
+
+/// Span `id` follows from span `follows`.
+#[inline]
+pub(crate) fn follows(dev: &'static Writer, cs: &Callsite, id: u64, follows: u64) {
+    let word = cs.step(Role::SpanFollows);
+    if word != 0 {
+        dev.emit(word, ttrace_core::thread_context(dev), &[id, follows]);
+    }
+}
