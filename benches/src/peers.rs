@@ -152,3 +152,25 @@ pub fn fastrace_rep(iters: u64, mut f: impl FnMut(u64) + 'static) -> impl FnMut(
         ns
     }
 }
+
+/// Times `iters` calls of `f` under `tracing-chrome`'s layer (in a registry, its file in a
+/// temporary directory, written by its own thread); the flush at the end is not timed.
+pub fn chrome_rep(iters: u64, mut f: impl FnMut(u64) + 'static) -> impl FnMut() -> f64 {
+    move || {
+        use tracing_subscriber::prelude::*;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (layer, flush) = tracing_chrome::ChromeLayerBuilder::new()
+            .file(tmp.path().join("trace.json"))
+            .build();
+        let ns =
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+                let t = std::time::Instant::now();
+                for i in 0..iters {
+                    f(i);
+                }
+                t.elapsed().as_nanos() as f64 / iters as f64
+            });
+        drop(flush);
+        ns
+    }
+}

@@ -55,7 +55,7 @@ use ttrace_core::Writer;
 pub use callsite::level_class;
 pub use fields::DEBUG_BYTES;
 pub use layer::TtraceLayer;
-pub use subscriber::{subscriber, TtraceSubscriber};
+pub use subscriber::{subscriber, subscriber_into, TtraceSubscriber};
 
 /// Class bit of `ERROR` callsites.
 pub const CLASS_ERROR: u64 = ttrace_core::Level::Error.class();

@@ -47,6 +47,16 @@ pub fn subscriber() -> TtraceSubscriber {
     }
 }
 
+/// The subscriber recording into `dev`.
+pub fn subscriber_into(dev: &'static Writer) -> TtraceSubscriber {
+    let layer = crate::layer_into(dev);
+    TtraceSubscriber {
+        dev: layer.dev,
+        max: layer.max,
+        snapshot_on: layer.snapshot_on,
+    }
+}
+
 impl TtraceSubscriber {
     /// Leaves out, for good, callsites more verbose than `max` (as
     /// [`TtraceLayer::with_max_level`](crate::TtraceLayer::with_max_level)).

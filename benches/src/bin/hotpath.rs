@@ -1,7 +1,11 @@
 //! Costs of the writer's hot path, of its building blocks, and of the tracers users would
 //! pick instead, each in its own tight loop, next to a bare `rdtsc` measured in the same run.
 //!
-//! `cargo run --release -p ttrace-benches --bin hotpath [-- --quick] [--json]`
+//! `cargo run --release -p ttrace-benches --bin hotpath [-- --quick] [--json] [--chrome]`
+//!
+//! `--chrome` measures `tracing-chrome` instead of the rest (beside a bare `rdtsc` and the
+//! ring subscriber): once its layer has been used, every later `tracing` callsite check of
+//! the process costs more (a disabled event 3.3 ns instead of 0.25), so it runs alone.
 
 use std::hint::black_box;
 use ttrace_benches::{peers, threads_once, Bench};
@@ -18,9 +22,9 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(bad) = args
         .iter()
-        .find(|a| !matches!(a.as_str(), "--quick" | "--json"))
+        .find(|a| !matches!(a.as_str(), "--quick" | "--json" | "--chrome"))
     {
-        eprintln!("hotpath: unknown argument {bad:?} (use --quick, --json)");
+        eprintln!("hotpath: unknown argument {bad:?} (use --quick, --json, --chrome)");
         std::process::exit(2);
     }
     let (quick, json) = (
@@ -45,6 +49,22 @@ fn main() {
     b.add("bare rdtsc", iters, |_| {
         black_box(ttrace_core::clock::rdtsc());
     });
+    if args.iter().any(|a| a == "--chrome") {
+        b.add_rep(
+            "tracing: ring subscriber, 5 fields",
+            with_subscriber(
+                || peers::RingSubscriber,
+                iters,
+                |i| tracing::info!(a = i, b = i, c = i, d = i, e = i),
+            ),
+        );
+        chrome_rows(&mut b, iters);
+        let t = b.run(reps);
+        return match json {
+            true => println!("{}", t.json()),
+            false => print!("{}", t.text()),
+        };
+    }
     b.add("rdtscp", iters, |_| {
         let mut aux = 0;
         // SAFETY: rdtscp exists on every x86-64 CPU this runs on (the kernel's cpuinfo).
@@ -161,6 +181,43 @@ where
     }
 }
 
+/// Times `iters` lives of a span (made, entered, exited, closed) under the subscriber
+/// `make()`.
+fn span_life_rep<S>(make: impl Fn() -> S + 'static, iters: u64) -> impl FnMut() -> f64
+where
+    S: tracing::Subscriber + Send + Sync + 'static,
+{
+    move || {
+        tracing::subscriber::with_default(make(), || {
+            let t = std::time::Instant::now();
+            for i in 0..iters {
+                tracing::info_span!("bench_life", a = i).in_scope(|| ());
+            }
+            t.elapsed().as_nanos() as f64 / iters as f64
+        })
+    }
+}
+
+/// `tracing-chrome`, measured alone (see the module's documentation).
+fn chrome_rows(b: &mut Bench, iters: u64) {
+    b.add_rep(
+        "tracing-chrome, 5 fields",
+        peers::chrome_rep(iters / 10, |i| {
+            tracing::info!(a = i, b = i, c = i, d = i, e = i)
+        }),
+    );
+    b.add_rep(
+        "tracing-chrome, span enter+exit",
+        peers::chrome_rep(iters / 10, {
+            let mut span = None;
+            move |_| {
+                let span = span.get_or_insert_with(|| tracing::info_span!("bench_span", a = 1u64));
+                let _in = span.enter();
+            }
+        }),
+    );
+}
+
 /// The peers, measured by the same harness.
 fn peer_rows(b: &mut Bench, iters: u64) {
     b.add_rep(
@@ -218,6 +275,32 @@ fn peer_rows(b: &mut Bench, iters: u64) {
         span_rep(layered, iters),
     );
     b.add_rep(
+        "tracing: ttrace layer, span life (new, enter, exit, close)",
+        span_life_rep(layered, iters / 4),
+    );
+    // ttrace's own subscriber: no registry.
+    let own = move || ttrace_tracing::subscriber_into(dev);
+    b.add_rep(
+        "tracing: ttrace subscriber, 5 fields",
+        with_subscriber(own, iters, |i| {
+            tracing::info!(a = i, b = i, c = i, d = i, e = i)
+        }),
+    );
+    b.add_rep(
+        "tracing: ttrace subscriber, span enter+exit",
+        span_rep(own, iters),
+    );
+    b.add_rep(
+        "tracing: ttrace subscriber, span life (new, enter, exit, close)",
+        span_life_rep(own, iters / 4),
+    );
+    b.add_rep(
+        "tracing: ttrace subscriber, disabled by ctl",
+        with_subscriber(own, iters * 4, |i| {
+            tracing::trace!(a = black_box(i), b = i, c = i, d = i, e = i)
+        }),
+    );
+    b.add_rep(
         "tracing: ttrace layer, 32-byte &str",
         with_subscriber(layered, iters, |_| {
             tracing::info!(s = black_box("0123456789abcdef0123456789abcdef"))
@@ -253,6 +336,33 @@ fn peer_rows(b: &mut Bench, iters: u64) {
         with_subscriber(peers::fmt_subscriber, iters / 50, |i| {
             tracing::info!(a = i, b = i, c = i, d = i, e = i)
         }),
+    );
+    b.add_rep(
+        "tracing: registry + empty layer, span life",
+        span_life_rep(
+            || {
+                use tracing_subscriber::prelude::*;
+                tracing_subscriber::registry().with(peers::EmptyLayer)
+            },
+            iters / 4,
+        ),
+    );
+    let recorder = tracing_flight_recorder::FlightRecorder::new(16_384);
+    let flight = move || {
+        use tracing_subscriber::prelude::*;
+        tracing_subscriber::registry().with(tracing_flight_recorder::FlightRecorderLayer::new(
+            recorder.clone(),
+        ))
+    };
+    b.add_rep(
+        "tracing-flight-recorder, 5 fields",
+        with_subscriber(flight.clone(), iters / 10, |i| {
+            tracing::info!(a = i, b = i, c = i, d = i, e = i)
+        }),
+    );
+    b.add_rep(
+        "tracing-flight-recorder, span enter+exit",
+        span_rep(flight, iters / 10),
     );
     peers::fastrace_init();
     b.add_rep(
