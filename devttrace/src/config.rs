@@ -20,8 +20,15 @@ pub const ENV_DISABLED: &str = "TTRACE_DISABLED";
 
 /// The default of [`Config::ring_slots`].
 pub const DEFAULT_RING_SLOTS: u64 = 16384;
-/// The default of [`Config::aux_bytes`].
+/// The aux buffer of the default rings ([`aux_bytes_for`] of [`DEFAULT_RING_SLOTS`]).
 pub const DEFAULT_AUX_BYTES: u64 = 256 << 10;
+/// The variable that sizes the rings and their aux buffers together: the bytes of trace the
+/// device keeps ([`Config::from_env`]).
+pub const ENV_BUFFER: &str = "TTRACE_BUFFER";
+/// Thread names each half of the names area has room for, at most: what the events in the
+/// rings can refer to is bounded by the threads that wrote them, not by the slots
+/// ([`meta_bytes_for`]).
+pub const NAMES_BUDGET: u64 = 1 << 16;
 /// The default of [`Config::max_tracepoints`].
 pub const DEFAULT_MAX_TRACEPOINTS: u32 = 4096;
 
@@ -34,8 +41,10 @@ pub struct Config {
     pub dir: Option<PathBuf>,
     /// Slots per ring: a power of two, at least 2 (default 16384 = 1 MiB).
     pub ring_slots: u64,
-    /// Bytes of each ring's aux buffer: a power of two (default 256 KiB; the `aux` file holds
-    /// one per ring, two rings per CPU, and pages never written cost nothing).
+    /// Bytes of each ring's aux buffer: a power of two; `0` (the default) grows it with the
+    /// rings, a quarter of a ring's bytes ([`aux_bytes_for`]: 256 KiB for the default
+    /// rings). The `aux` file holds one per ring, two rings per CPU, and pages never written
+    /// cost nothing.
     pub aux_bytes: u64,
     /// Bytes of the metadata file; `0` (the default) sizes it for the rings
     /// ([`meta_bytes_for`]). Untouched pages cost nothing.
@@ -60,7 +69,7 @@ impl Default for Config {
         Config {
             dir: None,
             ring_slots: DEFAULT_RING_SLOTS,
-            aux_bytes: DEFAULT_AUX_BYTES,
+            aux_bytes: 0,
             meta_bytes: 0,
             max_tracepoints: DEFAULT_MAX_TRACEPOINTS,
             cpus: None,
@@ -86,8 +95,11 @@ impl Config {
     }
 
     /// The default configuration as the environment changes it: `TTRACE_DIR` (the
-    /// directory, as [`default_dir`]), `TTRACE_RING_SLOTS` and `TTRACE_AUX_SIZE` (sizes, in
-    /// decimal or `0x` hex, with an optional `k`/`m` suffix for the aux size),
+    /// directory, as [`default_dir`]), `TTRACE_BUFFER` (the bytes of trace to keep, rings
+    /// and aux buffers together, over every CPU: `64m`; [`Config::sized`]), or
+    /// `TTRACE_RING_SLOTS` (slots per ring, the aux buffers growing with them) and
+    /// `TTRACE_AUX_SIZE` (bytes per aux buffer) — sizes in decimal or `0x` hex, with an
+    /// optional `k`/`m`/`g` suffix for bytes —
     /// `TTRACE_MASK` (the class mask to set) and `TTRACE_DISABLED=1` (set the mask to 0:
     /// everything off). This is what the first trace point of a process that never called
     /// `ttrace_core::init` uses. A value that is not a number, or out of range, is an
@@ -111,6 +123,17 @@ impl Config {
         let mut c = Config::default();
         let bad =
             |name: &str, value: &str, why: &str| Error::Config(format!("{name}={value:?}: {why}"));
+        if let Some(v) = var(ENV_BUFFER) {
+            if var(ENV_RING_SLOTS).is_some() {
+                return Err(bad(
+                    ENV_BUFFER,
+                    &v,
+                    &format!("set it or {ENV_RING_SLOTS}, not both"),
+                ));
+            }
+            let n = parse_size(&v, true).ok_or_else(|| bad(ENV_BUFFER, &v, "not a size"))?;
+            c = c.sized(n).map_err(|why| bad(ENV_BUFFER, &v, &why))?;
+        }
         if let Some(v) = var(ENV_RING_SLOTS) {
             let n = parse_size(&v, false).ok_or_else(|| bad(ENV_RING_SLOTS, &v, "not a number"))?;
             if !n.is_power_of_two() || !(2..=layout::MAX_RING_SLOTS).contains(&n) {
@@ -150,6 +173,46 @@ impl Config {
             Some(v) => return Err(bad(ENV_DISABLED, v, "must be 1 (or 0)")),
         }
         Ok(c)
+    }
+
+    /// This configuration with rings and aux buffers that keep `bytes` of trace over all
+    /// the CPUs (`cpus`, else the configured ones): per CPU, the largest ring whose bytes
+    /// and its aux buffer's (a quarter as many) fit its share. An error says why if even
+    /// the smallest does not fit, or the largest is too small.
+    ///
+    /// ```
+    /// let c = devttrace::Config { cpus: Some(4), ..Default::default() }.sized(64 << 20).unwrap();
+    /// // 16 MiB per CPU: rings of 8 MiB, aux buffers of 2 MiB.
+    /// assert_eq!((c.ring_slots, c.resolved_aux_bytes()), (1 << 17, 2 << 20));
+    /// ```
+    pub fn sized(self, bytes: u64) -> std::result::Result<Config, String> {
+        let cpus = self.cpus.unwrap_or_else(configured_cpus).max(1) as u64;
+        let per_cpu = bytes / cpus;
+        // A ring of 64-byte slots and its aux buffer, a quarter of its bytes: 80 per slot.
+        let fits = per_cpu / 80;
+        let slots = match fits.checked_ilog2() {
+            Some(log) => 1u64 << log,
+            None => 0,
+        };
+        if slots < 2 {
+            return Err(format!(
+                "too small: {cpus} CPUs need at least {} bytes",
+                cpus * 160
+            ));
+        }
+        Ok(Config {
+            ring_slots: slots.min(layout::MAX_RING_SLOTS),
+            aux_bytes: 0,
+            ..self
+        })
+    }
+
+    /// The aux bytes per ring this configuration makes ([`Config::aux_bytes`]).
+    pub fn resolved_aux_bytes(&self) -> u64 {
+        match self.aux_bytes {
+            0 => aux_bytes_for(self.ring_slots),
+            n => n,
+        }
     }
 
     /// Fails with [`Error::SizeMismatch`] if the existing device at `dir`, whose header is
@@ -229,19 +292,36 @@ pub fn default_dir() -> PathBuf {
     base.join(format!("ttrace-{uid}"))
 }
 
+/// The aux bytes per ring that grow with rings of `ring_slots` slots: a quarter of a ring's
+/// bytes, within the bounds of an aux buffer.
+///
+/// ```
+/// assert_eq!(devttrace::config::aux_bytes_for(16384), devttrace::config::DEFAULT_AUX_BYTES);
+/// ```
+pub fn aux_bytes_for(ring_slots: u64) -> u64 {
+    (ring_slots.saturating_mul(ttrace_layouts::entry::SLOT_BYTES as u64) / 4)
+        .clamp(layout::MIN_AUX_BYTES, layout::MAX_AUX_BYTES)
+}
+
 /// The size of a `meta` file for rings of `ring_slots` slots on `cpus` CPUs: each half of
-/// the names area holds a name (of up to 15 bytes, as the kernel keeps them) for every slot
-/// of every ring, so that however many threads wrote the events in the rings, every one
-/// keeps its name; at least 4 MiB, at most `MAX_META_BYTES`.
+/// the names area holds a name (of up to 15 bytes, as the kernel keeps them) for as many
+/// threads as the rings have slots, up to [`NAMES_BUDGET`] (a name is kept while an event
+/// of its thread is in a ring, and compaction reclaims the others; one that does not fit
+/// is counted dropped); at least 4 MiB, at most `MAX_META_BYTES`. So metadata is sized by
+/// what it holds: a device of large rings does not get a metadata file to match.
 ///
 /// ```
 /// let bytes = devttrace::config::meta_bytes_for(2, 16384, 4096);
 /// let (_, _, half) = ttrace_layouts::meta::split(4096, bytes);
 /// assert!(half >= 2 * 2 * 16384 * 48);
+/// // 16 CPUs of a million slots: names for 65,536 threads, not for 33 million slots.
+/// assert!(devttrace::config::meta_bytes_for(16, 1 << 20, 4096) < 16 << 20);
 /// ```
 pub fn meta_bytes_for(cpus: u32, ring_slots: u64, max_tracepoints: u32) -> u64 {
     let slots = ttrace_layouts::ring::num_rings(cpus) as u64 * ring_slots;
-    let half = slots.saturating_mul(ttrace_layouts::meta::record_bytes(15));
+    let half = slots
+        .min(NAMES_BUDGET)
+        .saturating_mul(ttrace_layouts::meta::record_bytes(15));
     let bytes = ttrace_layouts::meta::records_offset(max_tracepoints)
         .saturating_add(half.saturating_mul(4))
         .next_multiple_of(4096);
@@ -253,4 +333,56 @@ pub fn configured_cpus() -> u32 {
     // SAFETY: sysconf has no memory effects.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
     (n.max(1) as u64).min(layout::MAX_CPUS as u64) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from(vars: &[(&str, &str)]) -> Result<Config> {
+        Config::from_vars(|name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn one_knob_sizes_the_rings_and_their_aux_buffers_together() {
+        let c = Config {
+            cpus: Some(2),
+            ..from(&[(ENV_BUFFER, "64m")]).unwrap()
+        };
+        // 32 MiB per CPU: rings of 2^18 slots (16 MiB) and aux of 4 MiB fit, twice as large
+        // would not.
+        let c = c.sized(64 << 20).unwrap();
+        assert_eq!(c.ring_slots, 1 << 18);
+        assert_eq!(c.resolved_aux_bytes(), 4 << 20);
+        assert!(c.ring_slots * 80 <= 32 << 20 && c.ring_slots * 2 * 80 > 32 << 20);
+        // The rings alone: the aux buffers grow with them.
+        let c = from(&[(ENV_RING_SLOTS, "1048576")]).unwrap();
+        assert_eq!(c.resolved_aux_bytes(), 16 << 20);
+        // A given aux size stays.
+        let c = from(&[(ENV_RING_SLOTS, "1048576"), (ENV_AUX_SIZE, "64k")]).unwrap();
+        assert_eq!(c.resolved_aux_bytes(), 64 << 10);
+        assert_eq!(Config::default().resolved_aux_bytes(), DEFAULT_AUX_BYTES);
+    }
+
+    #[test]
+    fn a_wrong_buffer_setting_names_the_variable_and_the_fault() {
+        for (vars, says) in [
+            (
+                &[(ENV_BUFFER, "lots")][..],
+                "TTRACE_BUFFER=\"lots\": not a size",
+            ),
+            (
+                &[(ENV_BUFFER, "64m"), (ENV_RING_SLOTS, "1024")],
+                "TTRACE_BUFFER=\"64m\": set it or TTRACE_RING_SLOTS, not both",
+            ),
+            (&[(ENV_BUFFER, "100")], "TTRACE_BUFFER=\"100\": too small"),
+        ] {
+            let e = from(vars).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
+    }
 }

@@ -197,8 +197,8 @@ pub(crate) fn create(dir: &Path, config: &Config) -> Result<bool> {
     h.percpu_data_version = layout::PERCPU_DATA_VERSION;
     h.num_cpus = cpus;
     h.ring_slots = config.ring_slots;
-    h.aux_size = config.aux_bytes;
-    h.aux_mask = config.aux_bytes.wrapping_sub(1);
+    h.aux_size = config.resolved_aux_bytes();
+    h.aux_mask = h.aux_size.wrapping_sub(1);
     h.meta_size = match config.meta_bytes {
         0 => meta_bytes_for(cpus, config.ring_slots, config.max_tracepoints),
         n => n,

@@ -60,6 +60,50 @@ pub(crate) fn span(snap: &Counts) -> Option<(u64, u64)> {
     spans.reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
 }
 
+/// How much history the rings hold: a ring that has wrapped holds its time span; one that
+/// has not would hold, at the rate of the events it has, its span times how many more
+/// entries it has room for. The shortest is what the device keeps of every CPU.
+fn history(snap: &Counts) -> String {
+    let clock = snap.version.clock;
+    let slots = snap.version.ring_slots;
+    let n = snap.version.num_cpus;
+    let mut held: Vec<(String, u64, bool)> = Vec::new();
+    for (ring, r) in snap.rings.iter().enumerate() {
+        let (Some((first, last)), entries) = (r.span, r.counts.committed) else {
+            continue;
+        };
+        if entries < 2 || ring >= n as usize && r.counts.lost == 0 && entries < 64 {
+            continue; // Too few to tell a rate (a shared ring written to now and then).
+        }
+        let span = clock.ticks_to_ns(last.saturating_sub(first));
+        let full = r.counts.lost > 0 || entries >= slots;
+        let ns = match full {
+            true => span,
+            false => (span as u128 * slots as u128 / entries as u128) as u64,
+        };
+        held.push((ttrace_layouts::ring::ring_name(ring, n), ns, full));
+    }
+    let Some((ring, ns, full)) = held.iter().min_by_key(|h| h.1) else {
+        return "history: no events yet\n".into();
+    };
+    let longest = held.iter().map(|h| h.1).max().unwrap_or(*ns);
+    format!(
+        "history: the rings in use keep {} ({ring}, {}) to {}; TTRACE_BUFFER=<bytes> (e.g. 256m) sizes them\n",
+        dur(*ns),
+        if *full { "wrapped" } else { "at its rate until it wraps" },
+        dur(longest),
+    )
+}
+
+/// A duration as `stats` shows it.
+fn dur(ns: u64) -> String {
+    match ns {
+        0..=999_999 => format!("{:.1} us", ns as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.1} ms", ns as f64 / 1e6),
+        _ => format!("{:.1} s", ns as f64 / 1e9),
+    }
+}
+
 /// What `ttrace-reader stats` prints of `dev` (and a mounted device's `stats` file holds):
 /// counts only, read with no copy of the trace ([`Counts`]).
 pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
@@ -83,6 +127,7 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
     }
     let tally = tally(&snap);
     s += &format!("total: {}\n", tally.line());
+    s += &history(&snap);
     let st = &snap.status;
     s += &format!(
         "sizes: {} slots per ring ({} rings), aux {} bytes per ring, meta {} bytes\n",
@@ -137,11 +182,16 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
         let events: u64 = (snap.rings.iter())
             .filter_map(|r| r.by_tracepoint.get(t.id as usize))
             .sum();
+        let level = match t.role {
+            devttrace::Role::Point => None,
+            _ => devttrace::Level::of_classes(t.classes),
+        };
         s += &format!(
-            "  {on} {:>4} {} [{}] classes {:#x}: {} ({events} events)\n",
+            "  {on} {:>4} {} [{}{}] classes {:#x}: {} ({events} events)\n",
             t.id,
             t.name,
-            t.kind.name(),
+            t.role.label().unwrap_or(t.kind.name()),
+            level.map_or(String::new(), |l| format!(" {}", l.name())),
             t.classes,
             t.format
         );

@@ -205,7 +205,13 @@ fn install(mode: &str, dir: Option<&str>) -> Option<tempfile::TempDir> {
                 .path()
                 .join("dev"),
         };
-        ttrace_core::init(&ttrace_core::Config::at(dir)).expect("device");
+        // Sized as the environment says (`TTRACE_BUFFER=256m` keeps more history).
+        let config = ttrace_core::Config::from_env().expect("TTRACE_ settings");
+        ttrace_core::init(&ttrace_core::Config {
+            dir: Some(dir),
+            ..config
+        })
+        .expect("device");
         ttrace_tracing::layer().with_max_level(LevelFilter::DEBUG)
     };
     match mode {

@@ -21,7 +21,9 @@ fn dir() -> &'static Path {
         tracing_subscriber::registry()
             .with(ttrace_tracing::layer())
             .init();
-        tracing_log::LogTracer::init().unwrap();
+        // `init` installs it already when tracing-subscriber's `tracing-log` feature is on
+        // (another crate of the build may turn it on): either way, one is installed.
+        let _ = tracing_log::LogTracer::init();
         tmp
     })
     .path()
