@@ -87,11 +87,14 @@ impl Stems {
 }
 
 /// The names of the pairs of `meta`'s tracepoints, sorted: their entries' and starts'
-/// (what durations are named by).
+/// (what durations are named by), and the spans' (whose instances' lifetimes are durations:
+/// [`crate::spans`]).
 pub fn pair_names(meta: &Metadata) -> Vec<String> {
     let stems = Stems::new(&meta.tracepoints);
     let mut names: Vec<String> = (0..meta.tracepoints.len())
-        .filter(|&id| stems.opens_pair(&meta.tracepoints, id))
+        .filter(|&id| {
+            stems.opens_pair(&meta.tracepoints, id) || meta.tracepoints[id].role == Role::SpanNew
+        })
         .map(|id| meta.tracepoints[id].name.clone())
         .collect();
     names.sort();

@@ -149,6 +149,20 @@ impl Spans {
         }
     }
 
+    /// The tracepoints are now those of `meta` (a live reader's copy grew); the instances
+    /// open stay open.
+    pub fn renew(&mut self, meta: &Metadata) {
+        self.roles = meta.tracepoints.iter().map(|t| t.role).collect();
+    }
+
+    /// Events were missed (a live reader found entries overwritten before it read them):
+    /// every instance open now may have lost steps, and is no longer whole.
+    pub fn gap(&mut self) {
+        for i in self.open.values_mut() {
+            i.whole = false;
+        }
+    }
+
     /// Whether the trace has span steps at all.
     pub fn any(meta: &Metadata) -> bool {
         meta.tracepoints.iter().any(|t| t.role.is_span())

@@ -12,12 +12,14 @@
 //! that time is given up: an event of its thread may be missing after it, so a later exit
 //! might not be its own. What follows the gap pairs among itself. A poll that released
 //! events older than some already released is a gap before all it released. A duration is
-//! thus only ever real.
+//! thus only ever real. A `tracing` span's duration is its instance's lifetime, new to
+//! close ([`devttrace::spans`]); an instance open at a gap is given up the same way.
 
 use crate::rules::{arguments, ArgKind, Limit, Op, Rule, Value};
 use devttrace::incarnation::Thread;
 use devttrace::pairs::{Closes, Pairing, Stems};
-use devttrace::{Event, Kind, Metadata, Poll};
+use devttrace::spans::{Added, Spans};
+use devttrace::{Event, Kind, Metadata, Poll, Role};
 use std::collections::{HashMap, VecDeque};
 
 /// A rule that fired.
@@ -44,6 +46,8 @@ pub struct Matcher {
     stems: Stems,
     /// Open starts, per thread and stem.
     starts: HashMap<(Thread, usize), Vec<Event>>,
+    /// Span instances.
+    spans: Spans,
     /// Per rule, the longest pair so far (for `latency NAME max`).
     maxima: Vec<Option<u64>>,
     /// Entries lost, by the time (ns, the device's clock) of the poll that found them, over
@@ -73,6 +77,7 @@ impl Matcher {
             pairing: Pairing::default(),
             stems: Stems::default(),
             starts: HashMap::new(),
+            spans: Spans::new(&Metadata::default(), 0),
             lost: VecDeque::new(),
         }
     }
@@ -124,7 +129,23 @@ impl Matcher {
             if !self.pairs {
                 continue;
             }
-            let kind = snap.meta.tracepoints[id].kind;
+            let t = &snap.meta.tracepoints[id];
+            if t.role.is_span() {
+                if let Added::Ended(i) = self.spans.add(e) {
+                    let (Some(new), Some(close)) = (&i.new, i.close.filter(|_| i.whole)) else {
+                        continue;
+                    };
+                    let ns = clock.ticks_to_ns(close.saturating_sub(new.stamp));
+                    self.latency(
+                        usize::from(new.type_word.tracepoint()),
+                        ns,
+                        close,
+                        &mut fired,
+                    );
+                }
+                continue;
+            }
+            let kind = t.kind;
             let opened = match kind {
                 Kind::Entry => {
                     self.pairing.enter(e);
@@ -153,7 +174,24 @@ impl Matcher {
             };
             let Some(open) = opened else { continue };
             let ns = clock.ticks_to_ns(e.stamp.saturating_sub(open.stamp));
-            let open_id = usize::from(open.type_word.tracepoint());
+            self.latency(
+                usize::from(open.type_word.tracepoint()),
+                ns,
+                e.stamp,
+                &mut fired,
+            );
+        }
+        // Losses after every event released: before what the next polls release.
+        if gaps.next().is_some() {
+            self.gap();
+        }
+        fired
+    }
+
+    /// A duration of `ns` opened by tracepoint `open_id`, ended at `stamp`: the latency
+    /// rules it fires.
+    fn latency(&mut self, open_id: usize, ns: u64, stamp: u64, fired: &mut Vec<Fired>) {
+        {
             for &rule in self.plan.get(open_id).map_or(&[][..], |p| &p.latencies) {
                 let what = match &self.rules[rule] {
                     Rule::Latency {
@@ -179,25 +217,17 @@ impl Matcher {
                     _ => None,
                 };
                 if let Some(what) = what {
-                    fired.push(Fired {
-                        rule,
-                        stamp: e.stamp,
-                        what,
-                    });
+                    fired.push(Fired { rule, stamp, what });
                 }
             }
         }
-        // Losses after every event released: before what the next polls release.
-        if gaps.next().is_some() {
-            self.gap();
-        }
-        fired
     }
 
     /// Events may be missing: what is open is given up (see the module documentation).
     fn gap(&mut self) {
         self.pairing.gap();
         self.starts.clear();
+        self.spans.gap();
     }
 
     /// Counts `lost` entries found at `now_ns` and fires the loss rules it takes over their
@@ -287,6 +317,7 @@ impl Matcher {
         }
         self.seen = seen;
         self.stems = Stems::new(&meta.tracepoints);
+        self.spans.renew(meta);
         let patterns: Vec<Option<wildmatch::WildMatch>> = self
             .rules
             .iter()
@@ -321,8 +352,10 @@ impl Matcher {
                             }
                         }
                         Rule::Latency { name, .. } => {
-                            if self.stems.opens_pair(&meta.tracepoints, id)
-                                && (t.name == *name || self.stem_is(id, name))
+                            let span = t.role == Role::SpanNew && t.name == *name;
+                            if span
+                                || self.stems.opens_pair(&meta.tracepoints, id)
+                                    && (t.name == *name || self.stem_is(id, name))
                             {
                                 plan.latencies.push(rule);
                             }

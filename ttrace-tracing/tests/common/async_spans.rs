@@ -90,6 +90,9 @@ pub fn each_call_on_a_multi_thread_runtime_is_one_instance_measured_whole() {
         .enable_all()
         .build()
         .unwrap();
+    // A follower from now, as `watch` and the rules `ctl on` installs follow the device.
+    let reader = devttrace::Reader::open(device().0.path().join("dev")).unwrap();
+    let mut follower = devttrace::Follower::new(&reader);
     // The time around each call, by the device's clock.
     let windows: Vec<(u64, u64, u64)> = rt.block_on(async {
         let tasks: Vec<_> = (0..CALLS)
@@ -132,6 +135,13 @@ pub fn each_call_on_a_multi_thread_runtime_is_one_instance_measured_whole() {
         busy += clock.ticks_to_ns(i.busy());
         polls += i.polls.len() as u64;
     }
+
+    // A snapshot rule on the span's latency is on its instances' lifetimes: each call sleeps
+    // three times 1 ms, so each lasts over 3 ms.
+    let rule = "latency calls::call > 3ms".parse().unwrap();
+    let mut matcher = ttrace_trigger::Matcher::new(vec![rule]);
+    let fired = matcher.poll(&follower.poll().unwrap(), reader.mapping().now());
+    assert_eq!(fired.len() as u64, CALLS, "{fired:?}");
 
     // `report`: the same instances, lifetimes, busy times and polls.
     let report = view_of(|view| {
