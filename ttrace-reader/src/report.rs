@@ -90,22 +90,8 @@ pub struct LatencyRow {
     pub name: String,
     /// The thread, process or CPU, when split.
     pub group: Option<String>,
-    /// Pairs measured.
-    pub count: u64,
-    /// Shortest, nanoseconds.
-    pub min: u64,
-    /// Median (nearest rank).
-    pub p50: u64,
-    /// 90th percentile.
-    pub p90: u64,
-    /// 99th percentile.
-    pub p99: u64,
-    /// 99.9th percentile.
-    pub p999: u64,
-    /// Longest.
-    pub max: u64,
-    /// Sum.
-    pub total: u64,
+    /// The pairs' durations.
+    pub durations: Dist,
 }
 
 /// Pairs that give no duration, and why.
@@ -549,28 +535,17 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     });
     let mut latencies: Vec<LatencyRow> = durations
         .into_iter()
-        .map(|((id, key), (mut v, example))| {
-            v.sort_unstable();
-            let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-            LatencyRow {
-                name: schemas[id].name.clone(),
-                group: group_name(&example, key),
-                count: v.len() as u64,
-                min: v[0],
-                p50: rank(0.5),
-                p90: rank(0.9),
-                p99: rank(0.99),
-                p999: rank(0.999),
-                max: v[v.len() - 1],
-                total: v.iter().sum(),
-            }
+        .map(|((id, key), (v, example))| LatencyRow {
+            name: schemas[id].name.clone(),
+            group: group_name(&example, key),
+            durations: Dist::of(v),
         })
         .collect();
     let key = |r: &LatencyRow| match opts.sort {
-        SortBy::Count => r.count,
-        SortBy::Total => r.total,
-        SortBy::P99 => r.p99,
-        SortBy::Max => r.max,
+        SortBy::Count => r.durations.count,
+        SortBy::Total => r.durations.total,
+        SortBy::P99 => r.durations.p99,
+        SortBy::Max => r.durations.max,
     };
     latencies.sort_by(|a, b| {
         key(b)
@@ -653,6 +628,22 @@ fn dur(ns: u64) -> String {
     }
 }
 
+/// One row of a durations table: the figures of `d`, then `label`.
+fn dist_line(s: &mut String, d: &Dist, label: &str) {
+    let _ = writeln!(
+        s,
+        "{:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}  {label}",
+        d.count,
+        dur(d.min),
+        dur(d.p50),
+        dur(d.p90),
+        dur(d.p99),
+        dur(d.p999),
+        dur(d.max),
+        dur(d.total),
+    );
+}
+
 /// The report as text.
 pub fn text(r: &Report) -> String {
     let mut s = String::new();
@@ -698,19 +689,7 @@ pub fn text(r: &Report) -> String {
             .group
             .as_ref()
             .map_or(String::new(), |g| format!("  [{g}]"));
-        let _ = writeln!(
-            s,
-            "{:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}  {}{group}",
-            l.count,
-            dur(l.min),
-            dur(l.p50),
-            dur(l.p90),
-            dur(l.p99),
-            dur(l.p999),
-            dur(l.max),
-            dur(l.total),
-            l.name
-        );
+        dist_line(&mut s, &l.durations, &format!("{}{group}", l.name));
     }
     let u = r.unmeasured;
     let _ = writeln!(
@@ -742,19 +721,7 @@ pub fn text(r: &Report) -> String {
                 ("idle", &sp.idle),
                 ("poll", &sp.polls),
             ] {
-                let _ = writeln!(
-                    s,
-                    "{:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}  {} {what}",
-                    d.count,
-                    dur(d.min),
-                    dur(d.p50),
-                    dur(d.p90),
-                    dur(d.p99),
-                    dur(d.p999),
-                    dur(d.max),
-                    dur(d.total),
-                    sp.name
-                );
+                dist_line(&mut s, d, &format!("{} {what}", sp.name));
             }
         }
         let u = r.spans_unmeasured;
@@ -792,11 +759,10 @@ pub fn json(r: &Report) -> String {
         .latencies
         .iter()
         .map(|l| {
-            serde_json::json!({
-                "name": l.name, "group": l.group, "count": l.count, "min_ns": l.min,
-                "p50_ns": l.p50, "p90_ns": l.p90, "p99_ns": l.p99, "p99_9_ns": l.p999,
-                "max_ns": l.max, "total_ns": l.total,
-            })
+            let mut row = l.durations.json();
+            row["name"] = serde_json::json!(l.name);
+            row["group"] = serde_json::json!(l.group);
+            row
         })
         .collect();
     let rings: Vec<serde_json::Value> = r

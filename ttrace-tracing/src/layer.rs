@@ -21,7 +21,7 @@ use crate::record;
 use std::cell::RefCell;
 use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::subscriber::Interest;
-use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
+use tracing_core::{Event, Level, LevelFilter, Metadata, Subscriber};
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
@@ -34,6 +34,77 @@ pub struct TtraceLayer {
     pub(crate) max: LevelFilter,
     /// Events at this level or more severe trigger a snapshot (OFF: none).
     pub(crate) snapshot_on: LevelFilter,
+}
+
+/// The layer recording into the process's device ([`ttrace_core::device_or_init`]: the one
+/// `ttrace_core::init` installed, else the default one). If no device can be opened, the
+/// layer records nothing and says why once on stderr.
+pub fn layer() -> TtraceLayer {
+    match ttrace_core::device_or_init() {
+        Ok(dev) => layer_into(dev),
+        Err(e) => {
+            eprintln!("ttrace-tracing: recording nothing: {e}");
+            TtraceLayer {
+                dev: None,
+                max: LevelFilter::OFF,
+                snapshot_on: LevelFilter::OFF,
+            }
+        }
+    }
+}
+
+/// The layer recording into `dev`.
+pub fn layer_into(dev: &'static Writer) -> TtraceLayer {
+    crate::interest::follow(dev);
+    TtraceLayer {
+        dev: Some(dev),
+        max: LevelFilter::TRACE,
+        snapshot_on: LevelFilter::OFF,
+    }
+}
+
+impl TtraceLayer {
+    /// Leaves out, for good, callsites more verbose than `max`: `tracing` then skips them
+    /// at the cost of a disabled event, and `ctl` cannot turn them on. Within `max`, `ctl`
+    /// decides (by default everything up to TRACE records).
+    ///
+    /// ```
+    /// let layer = ttrace_tracing::layer().with_max_level(tracing::level_filters::LevelFilter::DEBUG);
+    /// # drop(layer);
+    /// ```
+    pub fn with_max_level(self, max: LevelFilter) -> TtraceLayer {
+        TtraceLayer { max, ..self }
+    }
+
+    /// Asks for a snapshot ([`ttrace_core::trigger`], its reason the event's message, else
+    /// its name) at every event of `level` or more severe, once the event is recorded: the
+    /// snapshot then holds what led to the error, and what follows it for the trigger's
+    /// `after` window. It is saved by a background thread into the snapshot directory
+    /// (`$TTRACE_SNAPSHOT_DIR`, else beside the device), at most one per interval (the
+    /// others merged or refused, and counted: `ttrace-reader stats`); `ttrace-reader
+    /// snapshots` lists them. Any other event pays one comparison more.
+    ///
+    /// ```
+    /// # let tmp = tempfile::tempdir().unwrap();
+    /// # std::env::set_var("TTRACE_SNAPSHOT_DIR", tmp.path().join("snapshots"));
+    /// # ttrace_core::init(&ttrace_core::Config::at(tmp.path().join("dev"))).unwrap();
+    /// use tracing::Level;
+    /// use tracing_subscriber::prelude::*;
+    ///
+    /// let layer = ttrace_tracing::layer().snapshot_on(Level::ERROR);
+    /// let _guard = tracing_subscriber::registry().with(layer).set_default();
+    /// tracing::warn!("retrying"); // recorded, no snapshot
+    /// tracing::error!("payment service unreachable"); // recorded, and a snapshot asked for
+    /// ttrace_core::settle_snapshots(); // before exiting: the snapshot is written
+    /// # let files: Vec<_> = std::fs::read_dir(tmp.path().join("snapshots")).unwrap().collect();
+    /// # assert_eq!(files.len(), 1);
+    /// ```
+    pub fn snapshot_on(self, level: Level) -> TtraceLayer {
+        TtraceLayer {
+            snapshot_on: LevelFilter::from_level(level),
+            ..self
+        }
+    }
 }
 
 thread_local! {
@@ -50,6 +121,14 @@ impl TtraceLayer {
     {
         let dev = self.dev?;
         Some((dev, callsite::of(dev, ctx.metadata(id)?)))
+    }
+}
+
+/// The most verbose level recorded: `max`, or none without a device.
+pub(crate) fn max_level(dev: Option<&'static Writer>, max: LevelFilter) -> LevelFilter {
+    match dev {
+        Some(_) => max,
+        None => LevelFilter::OFF,
     }
 }
 
@@ -86,11 +165,7 @@ where
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(if self.dev.is_some() {
-            self.max
-        } else {
-            LevelFilter::OFF
-        })
+        Some(max_level(self.dev, self.max))
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {

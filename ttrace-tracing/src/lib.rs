@@ -1,6 +1,7 @@
-//! A [`tracing_subscriber::Layer`] that records into ttrace: every program instrumented with
-//! `tracing` gets the flight recorder, readable by `ttrace-reader` from another process and
-//! after a crash.
+//! `tracing` into ttrace: a [`tracing_subscriber::Layer`] ([`layer`]) and a subscriber of
+//! its own ([`subscriber`], for programs that compose no other layer): every program
+//! instrumented with `tracing` gets the flight recorder, readable by `ttrace-reader` from
+//! another process and after a crash.
 //!
 //! ```no_run
 //! use tracing_subscriber::prelude::*;
@@ -40,21 +41,19 @@
 // Listed from the bottom up: each module uses only modules listed before it.
 mod name;
 mod reason;
+pub mod interest;
 mod fields;
 mod callsite;
 mod record;
 mod layer;
 mod spans;
 mod subscriber;
-pub mod interest;
 
 use std::sync::atomic::Ordering::Relaxed;
-use tracing_core::{Level, LevelFilter};
-use ttrace_core::Writer;
 
 pub use callsite::level_class;
 pub use fields::DEBUG_BYTES;
-pub use layer::TtraceLayer;
+pub use layer::{layer, layer_into, TtraceLayer};
 pub use subscriber::{subscriber, subscriber_into, TtraceSubscriber};
 
 /// Class bit of `ERROR` callsites.
@@ -67,77 +66,6 @@ pub const CLASS_INFO: u64 = ttrace_core::Level::Info.class();
 pub const CLASS_DEBUG: u64 = ttrace_core::Level::Debug.class();
 /// Class bit of `TRACE` callsites.
 pub const CLASS_TRACE: u64 = ttrace_core::Level::Trace.class();
-
-/// The layer recording into the process's device ([`ttrace_core::device_or_init`]: the one
-/// `ttrace_core::init` installed, else the default one). If no device can be opened, the
-/// layer records nothing and says why once on stderr.
-pub fn layer() -> TtraceLayer {
-    match ttrace_core::device_or_init() {
-        Ok(dev) => layer_into(dev),
-        Err(e) => {
-            eprintln!("ttrace-tracing: recording nothing: {e}");
-            TtraceLayer {
-                dev: None,
-                max: LevelFilter::OFF,
-                snapshot_on: LevelFilter::OFF,
-            }
-        }
-    }
-}
-
-/// The layer recording into `dev`.
-pub fn layer_into(dev: &'static Writer) -> TtraceLayer {
-    interest::follow(dev);
-    TtraceLayer {
-        dev: Some(dev),
-        max: LevelFilter::TRACE,
-        snapshot_on: LevelFilter::OFF,
-    }
-}
-
-impl TtraceLayer {
-    /// Leaves out, for good, callsites more verbose than `max`: `tracing` then skips them
-    /// at the cost of a disabled event, and `ctl` cannot turn them on. Within `max`, `ctl`
-    /// decides (by default everything up to TRACE records).
-    ///
-    /// ```
-    /// let layer = ttrace_tracing::layer().with_max_level(tracing::level_filters::LevelFilter::DEBUG);
-    /// # drop(layer);
-    /// ```
-    pub fn with_max_level(self, max: LevelFilter) -> TtraceLayer {
-        TtraceLayer { max, ..self }
-    }
-
-    /// Asks for a snapshot ([`ttrace_core::trigger`], its reason the event's message, else
-    /// its name) at every event of `level` or more severe, once the event is recorded: the
-    /// snapshot then holds what led to the error, and what follows it for the trigger's
-    /// `after` window. It is saved by a background thread into the snapshot directory
-    /// (`$TTRACE_SNAPSHOT_DIR`, else beside the device), at most one per interval (the
-    /// others merged or refused, and counted: `ttrace-reader stats`); `ttrace-reader
-    /// snapshots` lists them. Any other event pays one comparison more.
-    ///
-    /// ```
-    /// # let tmp = tempfile::tempdir().unwrap();
-    /// # std::env::set_var("TTRACE_SNAPSHOT_DIR", tmp.path().join("snapshots"));
-    /// # ttrace_core::init(&ttrace_core::Config::at(tmp.path().join("dev"))).unwrap();
-    /// use tracing::Level;
-    /// use tracing_subscriber::prelude::*;
-    ///
-    /// let layer = ttrace_tracing::layer().snapshot_on(Level::ERROR);
-    /// let _guard = tracing_subscriber::registry().with(layer).set_default();
-    /// tracing::warn!("retrying"); // recorded, no snapshot
-    /// tracing::error!("payment service unreachable"); // recorded, and a snapshot asked for
-    /// ttrace_core::settle_snapshots(); // before exiting: the snapshot is written
-    /// # let files: Vec<_> = std::fs::read_dir(tmp.path().join("snapshots")).unwrap().collect();
-    /// # assert_eq!(files.len(), 1);
-    /// ```
-    pub fn snapshot_on(self, level: Level) -> TtraceLayer {
-        TtraceLayer {
-            snapshot_on: LevelFilter::from_level(level),
-            ..self
-        }
-    }
-}
 
 /// What the layer could not record as it was, since the process started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

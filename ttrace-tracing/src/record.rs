@@ -23,14 +23,28 @@ fn emit(dev: &'static Writer, word: u64, ctx: u64, w: &Words, n: usize) {
     }
 }
 
-/// Records `w`, visited for `cs`'s tracepoints of `sigs` (an event, a span's `new` or
-/// `record`).
+/// Records the words `ids`, then the fields `visit` gives, with `cs`'s tracepoint of
+/// `sigs` for their types (an event: no ids; a span's `new` or `record`).
 #[inline]
-fn emit_fields(dev: &'static Writer, cs: &Callsite, sigs: &Signatures, ctx: u64, w: &mut Words) {
+fn with_fields(
+    dev: &'static Writer,
+    cs: &Callsite,
+    sigs: &Signatures,
+    ids: &[u64],
+    visit: impl FnOnce(&mut Visitor<'_>),
+) {
+    let ctx = ttrace_core::thread_context(dev);
+    let mut w = Words::with_ids(ids);
+    visit(&mut Visitor {
+        dev,
+        ctx,
+        shape: &sigs.shape,
+        out: &mut w,
+    });
     let sig = w.finish(&sigs.shape);
     let n = sigs.shape.nargs();
     let word = sigs.word(cs, dev, sig, &w.tys[..n]);
-    emit(dev, word, ctx, w, n);
+    emit(dev, word, ctx, &w, n);
 }
 
 /// An event; a snapshot asked for if its level is `snapshot_on` or more severe.
@@ -38,15 +52,7 @@ fn emit_fields(dev: &'static Writer, cs: &Callsite, sigs: &Signatures, ctx: u64,
 pub(crate) fn event(dev: &'static Writer, event: &Event<'_>, snapshot_on: LevelFilter) {
     let cs = crate::callsite::of(dev, event.metadata());
     if cs.enabled(dev) {
-        let ctx = ttrace_core::thread_context(dev);
-        let mut w = Words::new();
-        event.record(&mut Visitor {
-            dev,
-            ctx,
-            shape: &cs.fields.shape,
-            out: &mut w,
-        });
-        emit_fields(dev, cs, &cs.fields, ctx, &mut w);
+        with_fields(dev, cs, &cs.fields, &[], |v| event.record(v));
     }
     // An event `ctl` disabled still asks: the snapshot is of what the device holds.
     if *event.metadata().level() <= snapshot_on {
@@ -63,36 +69,17 @@ pub(crate) fn new_span(
     parent: u64,
     attrs: &Attributes<'_>,
 ) {
-    if !cs.enabled(dev) {
-        return;
+    if cs.enabled(dev) {
+        with_fields(dev, cs, &cs.fields, &[id, parent], |v| attrs.record(v));
     }
-    let ctx = ttrace_core::thread_context(dev);
-    let mut w = Words::with_ids(&[id, parent]);
-    attrs.record(&mut Visitor {
-        dev,
-        ctx,
-        shape: &cs.fields.shape,
-        out: &mut w,
-    });
-    emit_fields(dev, cs, &cs.fields, ctx, &mut w);
 }
 
 /// Fields recorded into span `id` after its creation.
 #[inline]
 pub(crate) fn record(dev: &'static Writer, cs: &Callsite, id: u64, values: &Record<'_>) {
-    let Some(sigs) = &cs.record else { return };
-    if !cs.enabled(dev) {
-        return;
+    if let (Some(sigs), true) = (&cs.record, cs.enabled(dev)) {
+        with_fields(dev, cs, sigs, &[id], |v| values.record(v));
     }
-    let ctx = ttrace_core::thread_context(dev);
-    let mut w = Words::with_ids(&[id]);
-    values.record(&mut Visitor {
-        dev,
-        ctx,
-        shape: &sigs.shape,
-        out: &mut w,
-    });
-    emit_fields(dev, cs, sigs, ctx, &mut w);
 }
 
 /// A step of span `id` whose only argument is its id (`enter`, `exit`, `close`).

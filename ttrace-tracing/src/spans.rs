@@ -89,7 +89,11 @@ impl Slab {
     /// The slot of `id`, if such a slot was ever made.
     #[inline]
     pub(crate) fn get(&self, id: u64) -> Option<&Slot> {
-        let index = (id as usize).checked_sub(1)?;
+        // Beyond every chunk (an id no slot was made for, as `u64::MAX`): none.
+        let index = usize::try_from(id).ok()?.checked_sub(1)?;
+        if index > usize::MAX - FIRST {
+            return None;
+        }
         let (k, at) = chunk_of(index);
         // Acquire: pairs with the Release store of the chunk, after its slots were made.
         let chunk = self.chunks.get(k)?.load(Acquire);
@@ -204,6 +208,14 @@ impl Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_id_no_slot_was_made_for_has_none() {
+        let slab = Slab::new();
+        for id in [0, 1, 64, u64::MAX, u64::MAX - 1, 1 << 40] {
+            assert!(slab.get(id).is_none(), "{id}");
+        }
+    }
 
     #[test]
     fn chunks_double_and_cover_every_index_once() {

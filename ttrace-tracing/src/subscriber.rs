@@ -39,7 +39,7 @@ pub struct TtraceSubscriber {
 /// The subscriber recording into the process's device ([`ttrace_core::device_or_init`]).
 /// If no device can be opened, it records nothing and says why once on stderr.
 pub fn subscriber() -> TtraceSubscriber {
-    let layer = crate::layer();
+    let layer = crate::layer::layer();
     TtraceSubscriber {
         dev: layer.dev,
         max: layer.max,
@@ -49,7 +49,7 @@ pub fn subscriber() -> TtraceSubscriber {
 
 /// The subscriber recording into `dev`.
 pub fn subscriber_into(dev: &'static Writer) -> TtraceSubscriber {
-    let layer = crate::layer_into(dev);
+    let layer = crate::layer::layer_into(dev);
     TtraceSubscriber {
         dev: layer.dev,
         max: layer.max,
@@ -90,11 +90,7 @@ impl Subscriber for TtraceSubscriber {
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(if self.dev.is_some() {
-            self.max
-        } else {
-            LevelFilter::OFF
-        })
+        Some(crate::layer::max_level(self.dev, self.max))
     }
 
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {

@@ -94,7 +94,10 @@ fn percentiles_counts_and_histograms_are_those_of_the_recorded_durations() {
         let mut v = ds.clone();
         v.sort_unstable();
         assert_eq!(
-            (row.count, row.min, row.p50, row.p90, row.p99, row.p999, row.max, row.total),
+            {
+                let d = &row.durations;
+                (d.count, d.min, d.p50, d.p90, d.p99, d.p999, d.max, d.total)
+            },
             (
                 v.len() as u64,
                 v[0],
@@ -109,7 +112,7 @@ fn percentiles_counts_and_histograms_are_those_of_the_recorded_durations() {
         );
     }
     let job = r.latencies.iter().find(|l| l.name == "job_start").unwrap();
-    assert_eq!((job.count, job.min), (1, 12_346));
+    assert_eq!((job.durations.count, job.durations.min), (1, 12_346));
     assert_eq!(r.unmeasured, Default::default());
     let call_count = r.points.iter().find(|p| p.name == "call").unwrap().count;
     assert_eq!(call_count, 44);
@@ -182,8 +185,8 @@ fn pairs_across_lost_entries_are_counted_not_measured() {
     let r = ttrace_reader::report::build(&view, &Default::default(), &Default::default());
     let call = r.latencies.iter().find(|l| l.name == "call").unwrap();
     // The 16 slots hold the last 8 pairs: each is measured with its own duration.
-    assert_eq!(call.count, 8);
-    assert_eq!((call.min, call.max), (1046, 1060));
+    assert_eq!(call.durations.count, 8);
+    assert_eq!((call.durations.min, call.durations.max), (1046, 1060));
     // Write one more exit: the ring now starts with an exit whose entry is gone.
     dev.mapping()
         .ring(0)
@@ -193,10 +196,13 @@ fn pairs_across_lost_entries_are_counted_not_measured() {
     let r = ttrace_reader::report::build(&view, &Default::default(), &Default::default());
     let call = r.latencies.iter().find(|l| l.name == "call").unwrap();
     assert_eq!(
-        call.count, 7,
+        call.durations.count, 7,
         "the pair whose entry was overwritten is not measured"
     );
-    assert!(call.max <= 1060, "no duration spans the lost entries");
+    assert!(
+        call.durations.max <= 1060,
+        "no duration spans the lost entries"
+    );
     let u = r.unmeasured;
     assert_eq!(u.unmatched_exits + u.before_horizon, 2, "{u:?}");
     let text = reader!("report", &dir).ok();
@@ -337,7 +343,14 @@ fn a_dead_threads_open_entry_is_not_closed_by_the_next_thread_with_its_tid() {
     let rows: Vec<(&str, u64, u64, u64)> = r
         .latencies
         .iter()
-        .map(|l| (l.name.as_str(), l.count, l.min, l.max))
+        .map(|l| {
+            (
+                l.name.as_str(),
+                l.durations.count,
+                l.durations.min,
+                l.durations.max,
+            )
+        })
         .collect();
     assert_eq!(rows, [("call", 2, 100, 300)]);
     // The first thread's entry and start are unfinished; the second's exit and stop have
@@ -356,7 +369,7 @@ fn a_dead_threads_open_entry_is_not_closed_by_the_next_thread_with_its_tid() {
     let mut rows: Vec<(Option<&str>, u64, u64)> = r
         .latencies
         .iter()
-        .map(|l| (l.group.as_deref(), l.count, l.min))
+        .map(|l| (l.group.as_deref(), l.durations.count, l.durations.min))
         .collect();
     rows.sort_unstable();
     assert_eq!(
