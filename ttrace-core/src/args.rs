@@ -1,14 +1,16 @@
 //! What a trace point's arguments are: values of types that fit in a word ([`Arg`]), each
 //! with a type recorded for readers, and tuples of them ([`Args`]), whose types
-//! [`point!`](crate::point!) learns without evaluating the arguments.
+//! `point!` learns without evaluating the arguments (its strings' impls, which write to the
+//! aux buffer, are the writer's).
 
-use ttrace_layouts::meta::ArgType;
+/// How each argument's type is recorded (re-exported for `point!`'s expansion).
+pub use ttrace_layouts::meta::ArgType;
 
 /// A value a trace point can carry in an argument word.
 pub trait Arg {
     /// How readers show it where the format gives no spec; recorded with the tracepoint.
     const TYPE: ArgType;
-    /// The same type with every lifetime `'static`: what [`point!`](crate::point!) learns
+    /// The same type with every lifetime `'static`: what `point!` learns
     /// the type through without keeping borrows alive.
     type Static: Arg + 'static;
     /// The argument word.
@@ -97,33 +99,6 @@ impl<T> Arg for *mut T {
     }
 }
 
-impl Arg for &str {
-    const TYPE: ArgType = ArgType::Str;
-    type Static = &'static str;
-    /// Copies the string to the aux buffer; the word refers to it.
-    fn into_word(self) -> u64 {
-        crate::writer::string_word(self.as_bytes())
-    }
-}
-
-impl Arg for &[u8] {
-    const TYPE: ArgType = ArgType::Str;
-    type Static = &'static [u8];
-    /// Copies the bytes to the aux buffer; the word refers to them.
-    fn into_word(self) -> u64 {
-        crate::writer::string_word(self)
-    }
-}
-
-impl Arg for &String {
-    const TYPE: ArgType = ArgType::Str;
-    type Static = &'static String;
-    /// Copies the string to the aux buffer; the word refers to it.
-    fn into_word(self) -> u64 {
-        crate::writer::string_word(self.as_bytes())
-    }
-}
-
 /// The arguments of one trace point, as a tuple: their types, known when the program is
 /// compiled.
 pub trait Args {
@@ -155,7 +130,7 @@ args_tuple!(A B C D E F G H I J);
 args_tuple!(A B C D E F G H I J K);
 args_tuple!(A B C D E F G H I J K L);
 
-/// The type of a trace point's arguments, without their lifetimes: [`point!`](crate::point!)
+/// The type of a trace point's arguments, without their lifetimes: `point!`
 /// names the arguments in a closure it never calls, which returns this.
 #[doc(hidden)]
 #[inline(always)]

@@ -14,9 +14,9 @@
 //! | `s`  | a string                           | `&str`, `&[u8]`                  |
 //! | `b`  | `true` / `false`                   | integers, `bool`                 |
 //! | `c`  | a character                        | `char`, unsigned integers        |
-//! | a [value table](crate::values)'s name | its names (`O_WRONLY\|O_CREAT`) | integers |
+//! | a value table (`values!`)'s name | its names (`O_WRONLY\|O_CREAT`) | integers |
 //!
-//! [`tracepoint!`](crate::tracepoint!) rejects an unknown spec and [`point!`](crate::point!)
+//! `tracepoint!` rejects an unknown spec and `point!`
 //! an argument whose type its spec cannot show, both with an error that names the
 //! placeholder:
 //!
@@ -209,7 +209,7 @@ const fn uses(format: &str, table: &str) -> bool {
 }
 
 /// Checks the types of a trace point's arguments against its tracepoint's format; panics
-/// (a compile error, from [`point!`](crate::point!)) naming the first placeholder whose
+/// (a compile error, from `point!`) naming the first placeholder whose
 /// spec cannot show its argument.
 pub const fn check_args(def: &Definition, types: &[ArgType]) {
     if types.len() != def.nargs as usize {

@@ -63,7 +63,7 @@ pub fn detect() -> CpuSource {
 }
 
 /// The CPU this thread is running on (possibly stale by the time it is used). Writers use
-/// [`Writer::cpu`](crate::Writer::cpu), which keeps the [`mode`] and avoids these statics.
+/// `Writer::cpu`, which keeps the [`mode`] and avoids these statics.
 #[inline]
 pub fn current() -> u32 {
     current_with(mode())

@@ -10,7 +10,7 @@
 //! loads; the tracepoint was registered when the handlers were installed, never in the
 //! handler), the thread's context word if the thread was named (one thread-local load; a
 //! thread that never recorded is not named here, which allocates and locks: its context is
-//! made of `getpid` and `gettid`), then writes one entry with [`Writer::emit`] (a restartable
+//! made of `getpid` and `gettid`), then writes one entry with [`Writer::emit`](crate::writer::Writer::emit) (a restartable
 //! section, which the kernel aborted if the signal interrupted one of this thread's, or the
 //! shared ring's lock-free protocol), and calls `sigaction` and `raise`.
 //!

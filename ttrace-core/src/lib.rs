@@ -26,13 +26,13 @@
 
 pub mod rseq;
 pub mod cpu;
+#[doc(hidden)]
+pub mod values;
 pub mod check;
+pub mod args;
 #[doc(hidden)]
 pub mod tracepoint;
 pub mod writer;
-pub mod args;
-#[doc(hidden)]
-pub mod values;
 pub mod fatal;
 pub mod snapshots;
 

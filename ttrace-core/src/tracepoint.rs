@@ -1,5 +1,5 @@
 //! Defining a tracepoint: its definition, checked when the program is compiled, and where
-//! its trace points find its word. Recording one is the hot path of [`crate::writer`].
+//! its trace points find its word. Recording one is the hot path of the `writer` module.
 //!
 //! ```
 //! # let tmp = tempfile::tempdir().unwrap();
@@ -34,7 +34,7 @@ pub const CLASS_DEFAULT: u64 = 1;
 /// the device's word table.
 ///
 /// It lives in a `static` of its own, outside the [`Tracepoint`], so that the tracepoint
-/// holds no interior mutability and [`point!`](crate::point!) can read its definition in a
+/// holds no interior mutability and `point!` can read its definition in a
 /// constant (to check the arguments' types when the program is compiled). The compiler
 /// sees the reference as a constant: the hot path still makes two dependent loads.
 pub struct WordRef(pub(crate) AtomicPtr<AtomicU64>);

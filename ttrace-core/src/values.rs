@@ -1,5 +1,5 @@
 //! Value tables: names for an argument's values, defined once with [`values!`](crate::values!)
-//! and carried in the trace's metadata ([`ValueTable`](crate::ValueTable)); readers apply them.
+//! and carried in the trace's metadata ([`ValueTable`]); readers apply them.
 //!
 //! ```
 //! # let tmp = tempfile::tempdir().unwrap();
@@ -35,7 +35,7 @@ pub use devttrace::values::{ValueTable, ValuesKind};
 /// A tracepoint uses it by naming it as an argument's spec and listing it after its format:
 /// `tracepoint!(static OPEN: Entry = "open", "flags={flags:OPEN_FLAGS}", OPEN_FLAGS);`. Values
 /// are constant expressions converted with `as u64`, so a negative enum value matches a
-/// signed argument. See [`ttrace_core::ValueTable`](crate::ValueTable) for what readers print.
+/// signed argument. See [`ValueTable`] for what readers print.
 #[macro_export]
 macro_rules! values {
     ($(#[$m:meta])* $vis:vis static $id:ident : flags = { $($name:ident = $value:expr),+ $(,)? } $(;)?) => {

@@ -325,7 +325,7 @@ crate::tracepoint!(
 );
 
 /// Records a free-form message in the process's device: an event of the built-in tracepoint
-/// `info` (class [`CLASS_MESSAGES`](crate::CLASS_MESSAGES)), its text in the aux buffer.
+/// `info` (class [`CLASS_MESSAGES`](ttrace_layouts::device::CLASS_MESSAGES)), its text in the aux buffer.
 /// Readers show it as a message, `info("text")`, in time order with the events, on the
 /// ring it was written to (a lost message is counted as any lost entry; a text overwritten
 /// in the aux buffer before it was read shows as `<lost>`, and is counted). It is controlled
@@ -357,6 +357,35 @@ pub(crate) fn string_word(bytes: &[u8]) -> u64 {
     };
     w.aux_write(AuxTag::String, w.context(), bytes)
         .unwrap_or(AUX_NONE)
+}
+
+// Strings as arguments: their bytes go to the aux buffer of the process's device, so they
+// are the writer's to turn into words.
+impl crate::args::Arg for &str {
+    const TYPE: crate::args::ArgType = ArgType::Str;
+    type Static = &'static str;
+    /// Copies the string to the aux buffer; the word refers to it.
+    fn into_word(self) -> u64 {
+        string_word(self.as_bytes())
+    }
+}
+
+impl crate::args::Arg for &[u8] {
+    const TYPE: crate::args::ArgType = ArgType::Str;
+    type Static = &'static [u8];
+    /// Copies the bytes to the aux buffer; the word refers to them.
+    fn into_word(self) -> u64 {
+        string_word(self)
+    }
+}
+
+impl crate::args::Arg for &String {
+    const TYPE: crate::args::ArgType = ArgType::Str;
+    type Static = &'static String;
+    /// Copies the string to the aux buffer; the word refers to it.
+    fn into_word(self) -> u64 {
+        string_word(self.as_bytes())
+    }
 }
 
 impl<const N: usize> Tracepoint<N> {
@@ -454,15 +483,15 @@ macro_rules! point {
         if word != 0 {
             // The arguments' types, checked against the format; the closure is not called.
             #[inline(always)]
-            fn types<A: $crate::Args>(
+            fn types<A: $crate::args::Args>(
                 _: &impl FnOnce() -> ::core::marker::PhantomData<A>,
-            ) -> &'static [$crate::ArgType] {
+            ) -> &'static [$crate::args::ArgType] {
                 const { $crate::check::check_args($tp.definition(), A::TYPES) };
                 A::TYPES
             }
             let word = tp.enabled_word(word, types(&|| $crate::args::erase(($($arg,)*))));
             if word != 0 {
-                tp.record(word, [$($crate::Arg::into_word($arg)),*]);
+                tp.record(word, [$($crate::args::Arg::into_word($arg)),*]);
             }
         }
     }};

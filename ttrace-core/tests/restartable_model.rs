@@ -1,0 +1,128 @@
+//! The restartable sections' assembly against the Rust model of the same protocol
+//! (`devttrace::ring` and `devttrace::aux`), through the writer's public API.
+#![cfg(all(target_arch = "x86_64", target_os = "linux"))]
+
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use devttrace::aux::HeapAux;
+use devttrace::ring::HeapRing;
+use ttrace_core::{Config, Kind, Writer};
+use ttrace_layouts::aux::{aux_ref_parts, AuxPath, AuxTag};
+use ttrace_layouts::entry::TypeWord;
+
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set),
+            0
+        );
+    }
+}
+
+fn words(ring: &devttrace::ring::Ring<'_, impl devttrace::ring::SlotWords>) -> Vec<u64> {
+    use devttrace::sync::AtomicWord;
+    ring.slots
+        .iter()
+        .flat_map(|s| s.words().iter().map(|w| w.load(Relaxed)))
+        .collect()
+}
+
+/// The assembly stores what the Rust model of the same sequence stores: every word of
+/// every slot, the head and the last stamp after entries and continued entries that wrap
+/// a small ring, and every word of the aux buffer after records that wrap it. (Where
+/// this process has no rseq registration, the writes must go to the shared rings.)
+#[test]
+fn the_assembly_stores_what_the_model_stores() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = Writer::open(&Config {
+        ring_slots: 16,
+        aux_bytes: 1 << 14,
+        cpus: Some(devttrace::config::configured_cpus()),
+        calibration: std::time::Duration::from_millis(2),
+        ..Config::at(tmp.path().join("dev"))
+    })
+    .unwrap();
+    pin(0);
+    let ring = if dev.restartable() {
+        0
+    } else {
+        dev.mapping().shared_ring_index(0)
+    };
+    let model = HeapRing::<AtomicU64>::new(16);
+    let last = AtomicU64::new(0);
+    let ctx = 5 << 32 | 6;
+    for i in 0..40u64 {
+        let nargs = if i % 3 == 0 { 12 } else { 5 };
+        let word = TypeWord::new(Kind::Start, nargs, 3).0;
+        let args: [u64; 12] = core::array::from_fn(|k| i * 100 + k as u64);
+        if nargs == 12 {
+            assert!(dev.emit(word, ctx, &args));
+        } else {
+            assert!(dev.emit(word, ctx, &<[u64; 5]>::try_from(&args[..5]).unwrap()));
+        }
+        if !dev.restartable() {
+            continue;
+        }
+        let stamp = dev.mapping().ring(ring).slots[(model.head.load(Relaxed) & 15) as usize].words
+            [0]
+        .load(Relaxed);
+        let mut parent = [0u64; 7];
+        parent[0] = TypeWord(word).with_cpu(0).0;
+        parent[1] = ctx;
+        parent[2..].copy_from_slice(&args[..5]);
+        let cont: [u64; 7] = args[5..].try_into().unwrap();
+        let cont = (nargs == 12).then_some(&cont);
+        let m = model.ring();
+        assert_eq!(
+            m.write_restartable(&last, stamp, &parent, cont, usize::MAX),
+            Some(stamp)
+        );
+        assert_eq!(
+            words(&dev.mapping().ring(ring)),
+            words(&model.ring()),
+            "entry {i}"
+        );
+        assert_eq!(
+            dev.mapping().ring(ring).head.load(Relaxed),
+            model.head.load(Relaxed)
+        );
+        assert_eq!(
+            dev.mapping().ring_header(ring).last_stamp.load(Relaxed),
+            last.load(Relaxed)
+        );
+    }
+    let events: usize = (0..dev.mapping().num_rings())
+        .map(|r| dev.mapping().ring(r).snapshot().events.len())
+        .sum();
+    assert_eq!(
+        events,
+        16 - 4,
+        "the last 16 slots hold 12 events (4 continued)"
+    );
+    // Aux records of every length class, wrapping the 16 KiB buffer several times.
+    let aux = HeapAux::<AtomicU64>::new(1 << 11);
+    for i in 0..300u64 {
+        let bytes: Vec<u8> = (0..(i * 37 % 300)).map(|k| (k + i) as u8).collect();
+        let w = dev.aux_write(AuxTag::String, ctx, &bytes).unwrap();
+        let (buffer, offset) = aux_ref_parts(w).unwrap();
+        assert_eq!(buffer, ring);
+        if !dev.restartable() {
+            continue;
+        }
+        let path = AuxPath::new(AuxTag::String, 0, bytes.len() as u64, false);
+        let start = aux
+            .aux()
+            .write_restartable(path, 0, ctx, &bytes, usize::MAX);
+        assert_eq!(start, Some(offset));
+        let a = dev.mapping().aux(ring);
+        let got: Vec<u64> = a.words.iter().map(|w| w.load(Relaxed)).collect();
+        let want: Vec<u64> = aux.words.iter().map(|w| w.load(Relaxed)).collect();
+        assert_eq!(got, want, "record {i}");
+        assert_eq!(
+            (a.first.load(Relaxed), a.last.load(Relaxed)),
+            (aux.first.load(Relaxed), aux.last.load(Relaxed))
+        );
+    }
+}
