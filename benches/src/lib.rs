@@ -102,6 +102,45 @@ pub fn paced(run: std::time::Duration, rate: f64, mut batch: impl FnMut(u64)) {
     }
 }
 
+/// A writer and a follower, as the follower benchmarks run them: `batch` paced at `rate`
+/// for `run` on CPU 0 ([`paced`]), while on CPU 1 (the calling thread) `poll` runs as a
+/// live reader polls: every `interval` while it finds events (it says whether it did),
+/// backing off to 100 ms while it finds none, until the writer is done and a poll finds
+/// nothing more.
+pub fn paced_and_polled(
+    run: std::time::Duration,
+    rate: f64,
+    batch: impl FnMut(u64) + Send,
+    interval: std::time::Duration,
+    mut poll: impl FnMut() -> bool,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering::*};
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            pin(0);
+            paced(run, rate, batch);
+            // Release: the writer's events are written before the follower's last poll.
+            done.store(true, Release);
+        });
+        pin(1);
+        let mut sleep = interval;
+        loop {
+            // Acquire: pairs with the Release store above.
+            let finished = done.load(Acquire);
+            let active = poll();
+            if finished && !active {
+                return;
+            }
+            sleep = match active {
+                true => interval,
+                false => (sleep * 2).min(std::time::Duration::from_millis(100)),
+            };
+            std::thread::sleep(sleep);
+        }
+    })
+}
+
 /// CPU time the calling thread has used.
 pub fn thread_cpu() -> std::time::Duration {
     let mut ts = libc::timespec {

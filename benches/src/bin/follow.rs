@@ -61,44 +61,28 @@ fn follow_at(dir: &std::path::Path, rate: f64, run: Duration) -> (u64, u64) {
     let word = define(&w);
     let dev = devttrace::Reader::open(dir).expect("reader");
     let mut f = devttrace::Follower::new(&dev);
-    let done = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            ttrace_benches::pin(0);
-            ttrace_benches::paced(run, rate, |n| {
-                for i in 0..256 {
-                    w.emit(word, 1 << 32 | 2, &[n + i, 1, 2, 3, 4]);
-                }
-            });
-            done.store(true, std::sync::atomic::Ordering::Release);
-        });
-        ttrace_benches::pin(1);
-        let (mut shown, mut lost) = (0u64, 0u64);
-        let mut sink = Vec::with_capacity(1 << 20);
-        let mut sleep = Duration::from_millis(20);
-        loop {
-            let finished = done.load(std::sync::atomic::Ordering::Acquire);
-            let p = f.poll().expect("poll");
-            let mut d = Decoder::new(&p.snapshot, TimeFormat::Relative);
-            for item in Merge::snapshot(&p.snapshot, &Filter::default()) {
-                d.line(&item, &mut sink);
-                shown += 1;
-                if sink.len() > 1 << 19 {
-                    sink.clear();
-                }
-            }
-            lost += p.lost.iter().sum::<u64>();
-            if finished && !p.active {
-                break (shown, lost);
-            }
-            // As `ttrace-reader follow` does with its default interval.
-            sleep = match p.active {
-                true => Duration::from_millis(20),
-                false => (sleep * 2).min(Duration::from_millis(100)),
-            };
-            std::thread::sleep(sleep);
+    let (mut shown, mut lost) = (0u64, 0u64);
+    let mut sink = Vec::with_capacity(1 << 20);
+    let batch = |n| {
+        for i in 0..256 {
+            w.emit(word, 1 << 32 | 2, &[n + i, 1, 2, 3, 4]);
         }
-    })
+    };
+    // Polls as `ttrace-reader follow` does with its default interval.
+    ttrace_benches::paced_and_polled(run, rate, batch, Duration::from_millis(20), || {
+        let p = f.poll().expect("poll");
+        let mut d = Decoder::new(&p.snapshot, TimeFormat::Relative);
+        for item in Merge::snapshot(&p.snapshot, &Filter::default()) {
+            d.line(&item, &mut sink);
+            shown += 1;
+            if sink.len() > 1 << 19 {
+                sink.clear();
+            }
+        }
+        lost += p.lost.iter().sum::<u64>();
+        p.active
+    });
+    (shown, lost)
 }
 
 fn sustained(quick: bool) {

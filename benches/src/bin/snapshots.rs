@@ -107,44 +107,28 @@ fn watch_at(dir: &std::path::Path, rate: f64, run: Duration) -> (Duration, u64, 
     let rule: ttrace_trigger::Rule = "latency request > 5ms".parse().expect("rule");
     let mut matcher = ttrace_trigger::Matcher::new(vec![rule]);
     let mut f = devttrace::Follower::new(&dev);
-    let done = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            ttrace_benches::pin(0);
-            ttrace_benches::paced(run, rate, |n| {
-                for i in 0..128 {
-                    w.emit(entry, 1 << 32 | 2, &[n + i]);
-                    w.emit(exit, 1 << 32 | 2, &[n + i]);
-                }
-            });
-            done.store(true, std::sync::atomic::Ordering::Release);
-        });
-        ttrace_benches::pin(1);
-        let (mut events, mut lost, mut matches) = (0u64, 0u64, 0usize);
-        let cpu0 = ttrace_benches::thread_cpu();
-        let mut sleep = Duration::from_millis(2);
-        loop {
-            let finished = done.load(std::sync::atomic::Ordering::Acquire);
-            let p = f.poll().expect("poll");
-            matches += matcher.poll(&p, dev.mapping().now()).len();
-            events += p
-                .snapshot
-                .cpus
-                .iter()
-                .map(|c| c.events.len() as u64)
-                .sum::<u64>();
-            lost += p.lost.iter().sum::<u64>();
-            if finished && !p.active {
-                break (ttrace_benches::thread_cpu() - cpu0, events, lost, matches);
-            }
-            // As `watch` does with its default interval.
-            sleep = match p.active {
-                true => Duration::from_millis(2),
-                false => (sleep * 2).min(Duration::from_millis(100)),
-            };
-            std::thread::sleep(sleep);
+    let (mut events, mut lost, mut matches) = (0u64, 0u64, 0usize);
+    let batch = |n| {
+        for i in 0..128 {
+            w.emit(entry, 1 << 32 | 2, &[n + i]);
+            w.emit(exit, 1 << 32 | 2, &[n + i]);
         }
-    })
+    };
+    let cpu0 = ttrace_benches::thread_cpu();
+    // Polls as `watch` does with its default interval.
+    ttrace_benches::paced_and_polled(run, rate, batch, Duration::from_millis(2), || {
+        let p = f.poll().expect("poll");
+        matches += matcher.poll(&p, dev.mapping().now()).len();
+        events += p
+            .snapshot
+            .cpus
+            .iter()
+            .map(|c| c.events.len() as u64)
+            .sum::<u64>();
+        lost += p.lost.iter().sum::<u64>();
+        p.active
+    });
+    (ttrace_benches::thread_cpu() - cpu0, events, lost, matches)
 }
 
 /// Nanoseconds of one bare `rdtsc`.
