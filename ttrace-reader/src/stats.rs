@@ -64,6 +64,7 @@ pub(crate) fn span(snap: &Counts) -> Option<(u64, u64)> {
 /// has not would hold, at the rate of the events it has, its span times how many more
 /// entries it has room for. The shortest is what the device keeps of every CPU.
 fn history(snap: &Counts) -> String {
+    use ttrace_trigger::rules::approx;
     let clock = snap.version.clock;
     let slots = snap.version.ring_slots;
     let n = snap.version.num_cpus;
@@ -89,19 +90,10 @@ fn history(snap: &Counts) -> String {
     let longest = held.iter().map(|h| h.1).max().unwrap_or(*ns);
     format!(
         "history: the rings in use keep {} ({ring}, {}) to {}; TTRACE_BUFFER=<bytes> (e.g. 256m) sizes them\n",
-        dur(*ns),
+        approx(*ns),
         if *full { "wrapped" } else { "at its rate until it wraps" },
-        dur(longest),
+        approx(longest),
     )
-}
-
-/// A duration as `stats` shows it.
-fn dur(ns: u64) -> String {
-    match ns {
-        0..=999_999 => format!("{:.1} us", ns as f64 / 1e3),
-        1_000_000..=999_999_999 => format!("{:.1} ms", ns as f64 / 1e6),
-        _ => format!("{:.1} s", ns as f64 / 1e9),
-    }
 }
 
 /// What `ttrace-reader stats` prints of `dev` (and a mounted device's `stats` file holds):

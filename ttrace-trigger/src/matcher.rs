@@ -191,34 +191,32 @@ impl Matcher {
     /// A duration of `ns` opened by tracepoint `open_id`, ended at `stamp`: the latency
     /// rules it fires.
     fn latency(&mut self, open_id: usize, ns: u64, stamp: u64, fired: &mut Vec<Fired>) {
-        {
-            for &rule in self.plan.get(open_id).map_or(&[][..], |p| &p.latencies) {
-                let what = match &self.rules[rule] {
-                    Rule::Latency {
-                        limit: Limit::Over(d),
-                        ..
-                    } => (u128::from(ns) > d.as_nanos()).then(|| crate::rules::approx(ns)),
-                    Rule::Latency {
-                        limit: Limit::Max, ..
-                    } => {
-                        let max = &mut self.maxima[rule];
-                        let before = *max;
-                        if before.is_none_or(|m| ns > m) {
-                            *max = Some(ns);
-                        }
-                        before.filter(|&m| ns > m).map(|m| {
-                            format!(
-                                "{} (max before {})",
-                                crate::rules::approx(ns),
-                                crate::rules::approx(m)
-                            )
-                        })
+        for &rule in self.plan.get(open_id).map_or(&[][..], |p| &p.latencies) {
+            let what = match &self.rules[rule] {
+                Rule::Latency {
+                    limit: Limit::Over(d),
+                    ..
+                } => (u128::from(ns) > d.as_nanos()).then(|| crate::rules::approx(ns)),
+                Rule::Latency {
+                    limit: Limit::Max, ..
+                } => {
+                    let max = &mut self.maxima[rule];
+                    let before = *max;
+                    if before.is_none_or(|m| ns > m) {
+                        *max = Some(ns);
                     }
-                    _ => None,
-                };
-                if let Some(what) = what {
-                    fired.push(Fired { rule, stamp, what });
+                    before.filter(|&m| ns > m).map(|m| {
+                        format!(
+                            "{} (max before {})",
+                            crate::rules::approx(ns),
+                            crate::rules::approx(m)
+                        )
+                    })
                 }
+                _ => None,
+            };
+            if let Some(what) = what {
+                fired.push(Fired { rule, stamp, what });
             }
         }
     }

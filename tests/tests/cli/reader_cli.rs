@@ -505,6 +505,13 @@ fn stats_reports_counts_and_tracepoints() {
         "{s}"
     );
     assert!(s.contains("aux: "), "{s}");
+    // How much history the rings keep: none has wrapped, so each is projected at its rate.
+    let history = s.lines().find(|l| l.starts_with("history: ")).expect(&s);
+    assert!(
+        history.starts_with("history: the rings in use keep ")
+            && history.contains(", at its rate until it wraps) to "),
+        "{history}"
+    );
     assert!(s.contains("tracepoints: 4 defined"), "{s}");
     // Ids depend on which thread registered first: look the lines up by name.
     let tp = |name: &str| {

@@ -224,6 +224,28 @@ impl Writer<'_> {
         ]);
     }
 
+    /// `,"dur":` and the microseconds from `from` to `to`, to the nanosecond.
+    fn dur(&mut self, from: u64, to: u64) {
+        self.buf.extend_from_slice(b",\"dur\":");
+        let dur = self.clock.ticks_to_ns(to.saturating_sub(from));
+        append::put_u64(&mut self.buf, dur / 1000);
+        let _ = write!(self.buf, ".{:03}", dur % 1000);
+    }
+
+    /// The start of an edge `ph` (`b` or `e`) of a span instance's async slice: its name,
+    /// category, id, time `at` and writer (`ctx` at `since`); the caller closes it.
+    fn span_edge(&mut self, tp: usize, ph: char, id: &str, at: u64, ctx: u64, since: u64) {
+        self.element();
+        self.buf.extend_from_slice(b"{\"name\":");
+        append::put_text(&mut self.buf, &self.tracepoints[tp].name);
+        let _ = write!(
+            self.buf,
+            ",\"cat\":\"span\",\"ph\":\"{ph}\",\"id\":{id},\"ts\":"
+        );
+        self.ts(at);
+        self.who(ctx, since);
+    }
+
     fn who(&mut self, ctx: u64, timestamp: u64) {
         let i = match &self.recent {
             Some((c, during, i)) if *c == ctx && during.contains(&timestamp) => *i,
@@ -329,13 +351,7 @@ impl Writer<'_> {
         self.element();
         append::put_text(&mut self.buf, &self.tracepoints[id].slice);
         self.ts(entry.stamp);
-        self.buf.extend_from_slice(b",\"dur\":");
-        let dur = self
-            .clock
-            .ticks_to_ns(exit.stamp.saturating_sub(entry.stamp));
-        let (us, frac) = (dur / 1000, dur % 1000);
-        append::put_u64(&mut self.buf, us);
-        let _ = write!(self.buf, ".{frac:03}");
+        self.dur(entry.stamp, exit.stamp);
         self.who(entry.ctx, entry.stamp);
         self.buf.extend_from_slice(b",\"args\":{");
         if self.fields(entry) {
@@ -433,15 +449,7 @@ impl Writer<'_> {
             .unwrap_or(u64::from(i.pid) << 32);
         let id = format!("\"{}:{:#x}\"", i.pid, i.id);
         let begin = i.begin();
-        self.element();
-        self.buf.extend_from_slice(b"{\"name\":");
-        append::put_text(&mut self.buf, &self.tracepoints[tp].name);
-        let _ = write!(
-            self.buf,
-            ",\"cat\":\"span\",\"ph\":\"b\",\"id\":{id},\"ts\":"
-        );
-        self.ts(begin);
-        self.who(ctx, begin);
+        self.span_edge(tp, 'b', &id, begin, ctx, begin);
         self.buf.extend_from_slice(b",\"args\":{");
         let mut any = match &i.new {
             Some(new) => self.fields(new),
@@ -471,24 +479,12 @@ impl Writer<'_> {
             self.buf
                 .extend_from_slice(b",\"cat\":\"poll\",\"ph\":\"X\",\"ts\":");
             self.ts(p.enter);
-            self.buf.extend_from_slice(b",\"dur\":");
-            let dur = self.clock.ticks_to_ns(p.exit.saturating_sub(p.enter));
-            append::put_u64(&mut self.buf, dur / 1000);
-            let _ = write!(self.buf, ".{:03}", dur % 1000);
+            self.dur(p.enter, p.exit);
             self.who(p.ctx, p.enter);
             let _ = write!(self.buf, ",\"args\":{{\"span\":\"{:#x}\"}}}}", i.id);
             self.written.pairs += 1;
         }
-        let close = i.close.unwrap_or(end);
-        self.element();
-        self.buf.extend_from_slice(b"{\"name\":");
-        append::put_text(&mut self.buf, &self.tracepoints[tp].name);
-        let _ = write!(
-            self.buf,
-            ",\"cat\":\"span\",\"ph\":\"e\",\"id\":{id},\"ts\":"
-        );
-        self.ts(close);
-        self.who(ctx, begin);
+        self.span_edge(tp, 'e', &id, i.close.unwrap_or(end), ctx, begin);
         self.buf.push(b'}');
     }
 
