@@ -83,7 +83,7 @@ impl Definition {
 
     /// The record's `kind` byte: the kind, and the role in the high half.
     pub const fn kind_byte(&self) -> u8 {
-        self.kind as u8 | (self.role as u8) << Role::SHIFT
+        self.role.kind_byte(self.kind)
     }
 }
 
@@ -111,6 +111,15 @@ pub struct TracepointInfo {
 }
 
 impl TracepointInfo {
+    /// Its `tracing` level, for a `tracing` callsite's tracepoint (a native point's class
+    /// bits mean what its program says, not a level).
+    pub fn level(&self) -> Option<ttrace_layouts::level::Level> {
+        match self.role {
+            Role::Point => None,
+            _ => ttrace_layouts::level::Level::of_classes(self.classes),
+        }
+    }
+
     /// Whether it is the tracepoint of `info()` messages (named
     /// [`INFO_NAME`](ttrace_layouts::device::INFO_NAME), of class
     /// [`CLASS_MESSAGES`](ttrace_layouts::device::CLASS_MESSAGES), with

@@ -132,6 +132,9 @@ pub enum Added {
 pub struct Spans {
     /// Per tracepoint id, its role.
     roles: Vec<Role>,
+    /// Whether any tracepoint is a span's step: a trace without one costs a branch an
+    /// event.
+    any: bool,
     horizon: u64,
     open: FoldHashMap<(u32, u64), Instance>,
     /// Per writer, the number of its events fed so far.
@@ -143,6 +146,7 @@ impl Spans {
     pub fn new(meta: &Metadata, horizon: u64) -> Spans {
         Spans {
             roles: meta.tracepoints.iter().map(|t| t.role).collect(),
+            any: Spans::any(meta),
             horizon,
             open: FoldHashMap::default(),
             seqs: FoldHashMap::default(),
@@ -153,6 +157,7 @@ impl Spans {
     /// open stay open.
     pub fn renew(&mut self, meta: &Metadata) {
         self.roles = meta.tracepoints.iter().map(|t| t.role).collect();
+        self.any = Spans::any(meta);
     }
 
     /// Events were missed (a live reader found entries overwritten before it read them):
@@ -176,6 +181,9 @@ impl Spans {
     /// Feeds `e`, the next event in time order (every event: an empty pair is told by what
     /// its thread recorded between).
     pub fn add(&mut self, e: &Event) -> Added {
+        if !self.any {
+            return Added::NotAStep;
+        }
         let seq = {
             let s = self.seqs.entry(e.ctx).or_default();
             *s += 1;

@@ -51,7 +51,7 @@ impl Role {
     ///
     /// ```
     /// use ttrace_layouts::{entry::Kind, role::Role};
-    /// let byte = Role::SpanExit.kind_byte();
+    /// let byte = Role::SpanExit.kind_byte(Kind::Exit);
     /// assert_eq!((Role::of_kind_byte(byte), Kind::from_bits(byte as u64)), (Role::SpanExit, Kind::Exit));
     /// assert_eq!(Role::of_kind_byte(Kind::Stop as u8), Role::Point);
     /// ```
@@ -79,13 +79,10 @@ impl Role {
         }
     }
 
-    /// The record's `kind` byte for this role (a role other than [`Role::Point`]).
-    pub const fn kind_byte(self) -> u8 {
-        let kind = match self.kind() {
-            Some(k) => k as u8,
-            None => 0,
-        };
-        kind | (self as u8) << Self::SHIFT
+    /// The record's `kind` byte of a tracepoint of this role and `kind`: the kind in the
+    /// low half, the role in the high half.
+    pub const fn kind_byte(self, kind: Kind) -> u8 {
+        kind as u8 | (self as u8) << Self::SHIFT
     }
 
     /// Whether its events are steps of a span instance (their first argument its id).

@@ -77,10 +77,7 @@ pub enum Piece {
 /// assert_eq!(ttrace_reader::format::marked_name(&t), "DEBUG app::handle enter");
 /// ```
 pub fn marked_name(t: &TracepointInfo) -> String {
-    let level = match t.role {
-        devttrace::Role::Point => None,
-        _ => devttrace::Level::of_classes(t.classes),
-    };
+    let level = t.level();
     let label = match t.role {
         devttrace::Role::Point | devttrace::Role::Event => None,
         role => role.label(),

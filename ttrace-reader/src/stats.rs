@@ -174,10 +174,7 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
         let events: u64 = (snap.rings.iter())
             .filter_map(|r| r.by_tracepoint.get(t.id as usize))
             .sum();
-        let level = match t.role {
-            devttrace::Role::Point => None,
-            _ => devttrace::Level::of_classes(t.classes),
-        };
+        let level = t.level();
         s += &format!(
             "  {on} {:>4} {} [{}{}] classes {:#x}: {} ({events} events)\n",
             t.id,

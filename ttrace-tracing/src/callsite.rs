@@ -176,17 +176,15 @@ impl Callsite {
     }
 
     /// Whether its tracepoints record now (`ctl` may change it at any time): a span's as
-    /// its steps say; an event's as its first signature's tracepoint says, or, before one
-    /// registered, as the device's mask and rules would decide.
+    /// its steps say; an event's as its first signature's tracepoint says, and `true`
+    /// before one registered (the first event registers it, and then reads its word: one
+    /// load from then on, whatever the control says).
     #[inline]
-    pub(crate) fn enabled(&self, dev: &'static Writer) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         match &self.steps {
             // Relaxed: the word is self-contained.
             Some(s) => s.enter.load(Relaxed) != 0,
-            None => match self.fields.enabled() {
-                Some(on) => on,
-                None => self.device_enables(dev),
-            },
+            None => self.fields.enabled().unwrap_or(true),
         }
     }
 

@@ -51,7 +51,7 @@ fn with_fields(
 #[inline]
 pub(crate) fn event(dev: &'static Writer, event: &Event<'_>, snapshot_on: LevelFilter) {
     let cs = crate::callsite::of(dev, event.metadata());
-    if cs.enabled(dev) {
+    if cs.enabled() {
         with_fields(dev, cs, &cs.fields, &[], |v| event.record(v));
     }
     // An event `ctl` disabled still asks: the snapshot is of what the device holds.
@@ -69,7 +69,7 @@ pub(crate) fn new_span(
     parent: u64,
     attrs: &Attributes<'_>,
 ) {
-    if cs.enabled(dev) {
+    if cs.enabled() {
         with_fields(dev, cs, &cs.fields, &[id, parent], |v| attrs.record(v));
     }
 }
@@ -77,7 +77,7 @@ pub(crate) fn new_span(
 /// Fields recorded into span `id` after its creation.
 #[inline]
 pub(crate) fn record(dev: &'static Writer, cs: &Callsite, id: u64, values: &Record<'_>) {
-    if let (Some(sigs), true) = (&cs.record, cs.enabled(dev)) {
+    if let (Some(sigs), true) = (&cs.record, cs.enabled()) {
         with_fields(dev, cs, sigs, &[id], |v| values.record(v));
     }
 }

@@ -53,10 +53,7 @@ impl Schema {
                     kind: t.kind,
                     args,
                     role: t.role,
-                    level: match t.role {
-                        devttrace::Role::Point => None,
-                        _ => devttrace::Level::of_classes(t.classes),
-                    },
+                    level: t.level(),
                 }
             })
             .collect()
