@@ -218,6 +218,28 @@ fn chrome_rows(b: &mut Bench, iters: u64) {
     );
 }
 
+/// The rows of each `tracing` subscriber measured: an event of 5 fields, a span's enter
+/// and exit, a span's whole life (new, enter, exit, close), under `make()`.
+fn subscriber_rows<S>(b: &mut Bench, who: &str, make: impl Fn() -> S + Copy + 'static, iters: u64)
+where
+    S: tracing::Subscriber + Send + Sync + 'static,
+{
+    b.add_rep(
+        format!("tracing: {who}, 5 fields"),
+        with_subscriber(make, iters, |i| {
+            tracing::info!(a = i, b = i, c = i, d = i, e = i)
+        }),
+    );
+    b.add_rep(
+        format!("tracing: {who}, span enter+exit"),
+        span_rep(make, iters),
+    );
+    b.add_rep(
+        format!("tracing: {who}, span life (new, enter, exit, close)"),
+        span_life_rep(make, iters / 4),
+    );
+}
+
 /// The peers, measured by the same harness.
 fn peer_rows(b: &mut Bench, iters: u64) {
     b.add_rep(
@@ -243,57 +265,15 @@ fn peer_rows(b: &mut Bench, iters: u64) {
         tracing_subscriber::registry().with(ttrace_tracing::layer_into(dev))
     };
     // What a registry with a layer that does nothing costs: the floor of any layer.
-    b.add_rep(
-        "tracing: registry + empty layer, 5 fields",
-        with_subscriber(
-            || {
-                use tracing_subscriber::prelude::*;
-                tracing_subscriber::registry().with(peers::EmptyLayer)
-            },
-            iters,
-            |i| tracing::info!(a = i, b = i, c = i, d = i, e = i),
-        ),
-    );
-    b.add_rep(
-        "tracing: registry + empty layer, span enter+exit",
-        span_rep(
-            || {
-                use tracing_subscriber::prelude::*;
-                tracing_subscriber::registry().with(peers::EmptyLayer)
-            },
-            iters,
-        ),
-    );
-    b.add_rep(
-        "tracing: ttrace layer, 5 fields",
-        with_subscriber(layered, iters, |i| {
-            tracing::info!(a = i, b = i, c = i, d = i, e = i)
-        }),
-    );
-    b.add_rep(
-        "tracing: ttrace layer, span enter+exit",
-        span_rep(layered, iters),
-    );
-    b.add_rep(
-        "tracing: ttrace layer, span life (new, enter, exit, close)",
-        span_life_rep(layered, iters / 4),
-    );
+    let empty = || {
+        use tracing_subscriber::prelude::*;
+        tracing_subscriber::registry().with(peers::EmptyLayer)
+    };
+    subscriber_rows(b, "registry + empty layer", empty, iters);
+    subscriber_rows(b, "ttrace layer", layered, iters);
     // ttrace's own subscriber: no registry.
     let own = move || ttrace_tracing::subscriber_into(dev);
-    b.add_rep(
-        "tracing: ttrace subscriber, 5 fields",
-        with_subscriber(own, iters, |i| {
-            tracing::info!(a = i, b = i, c = i, d = i, e = i)
-        }),
-    );
-    b.add_rep(
-        "tracing: ttrace subscriber, span enter+exit",
-        span_rep(own, iters),
-    );
-    b.add_rep(
-        "tracing: ttrace subscriber, span life (new, enter, exit, close)",
-        span_life_rep(own, iters / 4),
-    );
+    subscriber_rows(b, "ttrace subscriber", own, iters);
     b.add_rep(
         "tracing: ttrace subscriber, disabled by ctl",
         with_subscriber(own, iters * 4, |i| {
@@ -336,16 +316,6 @@ fn peer_rows(b: &mut Bench, iters: u64) {
         with_subscriber(peers::fmt_subscriber, iters / 50, |i| {
             tracing::info!(a = i, b = i, c = i, d = i, e = i)
         }),
-    );
-    b.add_rep(
-        "tracing: registry + empty layer, span life",
-        span_life_rep(
-            || {
-                use tracing_subscriber::prelude::*;
-                tracing_subscriber::registry().with(peers::EmptyLayer)
-            },
-            iters / 4,
-        ),
     );
     let recorder = tracing_flight_recorder::FlightRecorder::new(16_384);
     let flight = move || {
