@@ -1,4 +1,5 @@
-//! `ttrace-reader export`: the trace in another tool's format (uftrace, CTF, Chrome JSON),
+//! `ttrace-reader export`: the trace in another tool's format (uftrace, CTF, Chrome JSON,
+//! Perfetto),
 //! written as the output policy says, with a progress bar on a terminal.
 
 use super::open::open;
@@ -16,6 +17,9 @@ pub(super) enum ExportFormat {
     Uftrace,
     /// Chrome Trace Event JSON.
     Chrome,
+    /// Perfetto's native protobuf trace (TrackEvent), for ui.perfetto.dev and
+    /// trace_processor.
+    Perfetto,
     /// Common Trace Format 1.8.
     Ctf,
 }
@@ -45,7 +49,7 @@ pub(super) fn run(
 ) -> Result<(), Error> {
     let dev = open(device)?;
     let shape = match format {
-        ExportFormat::Chrome => Shape::File,
+        ExportFormat::Chrome | ExportFormat::Perfetto => Shape::File,
         ExportFormat::Ctf => Shape::Dir("metadata"),
         ExportFormat::Uftrace => Shape::Dir("info"),
     };
@@ -65,42 +69,43 @@ pub(super) fn run(
             source,
         })
     };
+    // A format written as one stream, to a file or a pipe.
+    let stream = |out: &mut dyn Write, items| -> std::io::Result<crate::export::Written> {
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
+        let written = match format {
+            ExportFormat::Perfetto => {
+                crate::export::perfetto::write(ctx, &view.cpus, items, &mut out, progress)?
+            }
+            _ => crate::export::chrome::write(ctx, &view.cpus, items, &mut out, progress)?,
+        };
+        out.flush().map(|()| written)
+    };
     let done = match (format, target) {
-        (ExportFormat::Chrome, Target::Stream) => {
-            let stream = |out: &mut dyn Write| -> std::io::Result<crate::export::Written> {
-                let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
-                let written =
-                    crate::export::chrome::write(ctx, &view.cpus, items, &mut out, progress)?;
-                out.flush().map(|()| written)
-            };
+        (ExportFormat::Chrome | ExportFormat::Perfetto, Target::Stream) => {
             // `-o /dev/stdout | head` ends as quietly as `-o - | head`.
             let written = match output == Path::new("-") {
-                true => stream(&mut std::io::stdout().lock()),
+                true => stream(&mut std::io::stdout().lock(), items),
                 false => std::fs::OpenOptions::new()
                     .append(true)
                     .open(output)
-                    .and_then(|mut file| stream(&mut file)),
+                    .and_then(|mut file| stream(&mut file, items)),
             };
             match written {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(None),
                 written => named(written),
             }
         }
-        (ExportFormat::Chrome, target) => write_output(output, target, shape, |tmp| {
-            named(
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(tmp)
-                    .and_then(|file| {
-                        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-                        let written = crate::export::chrome::write(
-                            ctx, &view.cpus, items, &mut out, progress,
-                        )?;
-                        out.flush().map(|()| written)
-                    }),
-            )
-        }),
+        (ExportFormat::Chrome | ExportFormat::Perfetto, target) => {
+            write_output(output, target, shape, |tmp| {
+                named(
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(tmp)
+                        .and_then(|mut file| stream(&mut file, items)),
+                )
+            })
+        }
         (ExportFormat::Ctf, target) => write_output(output, target, shape, |tmp| {
             named(crate::export::ctf::write(
                 ctx, &view.cpus, items, tmp, progress,

@@ -7,6 +7,8 @@
 
 pub mod chrome;
 pub mod ctf;
+pub mod perfetto;
+pub mod proto;
 pub mod uftrace;
 
 use crate::decode::Tally;
