@@ -216,6 +216,66 @@ fn ctf_as_dump(e: &ctf::Event) -> Event {
     }
 }
 
+/// A Perfetto track event as the event `dump --utc` shows (its CPU is not in the trace: 0).
+fn perfetto_as_dump(e: &ttrace_tests::perfetto::Event) -> Event {
+    use ttrace_tests::perfetto::Value;
+    let value = |v: &Value| match v {
+        Value::Str(s) => {
+            let mut out = Vec::new();
+            ttrace_reader::format::quoted(&mut out, s.as_bytes());
+            String::from_utf8(out).unwrap()
+        }
+        Value::Pointer(h) => format!("{h:#x}"),
+        Value::Double(f) => f.to_string(),
+        Value::Uint(u) => u.to_string(),
+        Value::Int(i) => i.to_string(),
+        Value::Bool(b) => b.to_string(),
+    };
+    let text = match (e.name.as_str(), &e.args[..]) {
+        ("info", [(_, message)]) => format!("info({})", value(message)),
+        _ => {
+            let args: Vec<String> = e
+                .args
+                .iter()
+                .map(|(k, v)| format!("{k}={}", value(v)))
+                .collect();
+            format!("{}({})", e.name, args.join(" "))
+        }
+    };
+    Event {
+        time: ttrace_reader::decode::utc(e.ns),
+        cpu: 0,
+        pid: e.pid as u32,
+        tid: e.tid as u32,
+        text,
+    }
+}
+
+#[test]
+fn the_perfetto_export_holds_every_event_as_dump_shows_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = &known_device(tmp.path());
+    let file = tmp.path().join("trace.pftrace");
+    export("perfetto", dev, &file);
+    let trace = ttrace_tests::perfetto::read(&std::fs::read(&file).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    // Every event on its thread's track, named as the thread was.
+    assert!(trace.events.iter().all(|e| e.on_thread));
+    let names: Vec<&str> = trace
+        .threads
+        .values()
+        .filter_map(|t| t.2.as_deref())
+        .collect();
+    assert!(names.len() >= 3, "{names:?}");
+    let mut got: Vec<Event> = trace.events.iter().map(perfetto_as_dump).collect();
+    got.sort_by(|a, b| a.time.cmp(&b.time));
+    let want = dump(dev, true)
+        .into_iter()
+        .map(|e| Event { cpu: 0, ..e })
+        .collect();
+    assert_same_events(got, want);
+}
+
 #[test]
 fn the_ctf_export_holds_every_event_as_dump_shows_it() {
     let tmp = tempfile::tempdir().unwrap();

@@ -278,10 +278,10 @@ impl<'s> Writer<'s> {
         message(p, packet::TRACK_EVENT, |t| {
             uint(t, event::TYPE, kind);
             uint(t, event::TRACK_UUID, track.unwrap_or(thread_track));
-            if kind != event::SLICE_END {
-                uint(t, event::NAME_IID, name_iid);
-                uint(t, event::CATEGORY_IIDS, category_iid);
-            }
+            // An end names its own event too (an exit's name is its own tracepoint's):
+            // readers of the slice use its begin's, and merge the arguments of both.
+            uint(t, event::NAME_IID, name_iid);
+            uint(t, event::CATEGORY_IIDS, category_iid);
             match (args, schema) {
                 (Args::Of(e), Some(s)) => {
                     for ((&w, (_, spec)), &iid) in e.args().iter().zip(&s.args).zip(&arg_iids) {

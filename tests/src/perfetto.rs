@@ -1,0 +1,226 @@
+//! A reader of the Perfetto traces `ttrace-reader export --format perfetto` writes, so that
+//! every machine checks an export's content without Perfetto's tools: the protobuf wire
+//! format decoded field by field, the packets' sequences followed (interned strings defined
+//! before use, incremental state cleared first), tracks resolved to their process and
+//! thread. It reads the fields ttrace writes and fails loudly on a malformed message.
+
+use std::collections::HashMap;
+
+/// A decoded field: its number and value.
+#[derive(Clone, Debug)]
+enum Wire<'a> {
+    Varint(u64),
+    Fixed64(u64),
+    Bytes(&'a [u8]),
+}
+
+/// The fields of one message, in order.
+fn fields(mut b: &[u8]) -> Result<Vec<(u32, Wire<'_>)>, String> {
+    let mut out = Vec::new();
+    let varint = |b: &mut &[u8]| -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&byte, rest) = b.split_first().ok_or("a varint cut short")?;
+            *b = rest;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("a varint of more than ten bytes".into())
+    };
+    while !b.is_empty() {
+        let key = varint(&mut b)?;
+        let field = (key >> 3) as u32;
+        let wire = match key & 7 {
+            0 => Wire::Varint(varint(&mut b)?),
+            1 => {
+                let (w, rest) = b.split_at_checked(8).ok_or("a fixed64 cut short")?;
+                b = rest;
+                Wire::Fixed64(u64::from_le_bytes(w.try_into().unwrap()))
+            }
+            2 => {
+                let len = varint(&mut b)? as usize;
+                let (w, rest) = b.split_at_checked(len).ok_or("a length past the end")?;
+                b = rest;
+                Wire::Bytes(w)
+            }
+            other => return Err(format!("wire type {other} of field {field}")),
+        };
+        out.push((field, wire));
+    }
+    Ok(out)
+}
+
+fn bytes<'a>(f: &[(u32, Wire<'a>)], n: u32) -> Option<&'a [u8]> {
+    f.iter().find_map(|(k, w)| match (k, w) {
+        (k, Wire::Bytes(b)) if *k == n => Some(*b),
+        _ => None,
+    })
+}
+
+fn varint(f: &[(u32, Wire<'_>)], n: u32) -> Option<u64> {
+    f.iter().find_map(|(k, w)| match (k, w) {
+        (k, Wire::Varint(v)) if *k == n => Some(*v),
+        _ => None,
+    })
+}
+
+fn text(b: &[u8]) -> Result<String, String> {
+    String::from_utf8(b.to_vec()).map_err(|e| e.to_string())
+}
+
+/// A debug annotation's value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Bool(bool),
+    Uint(u64),
+    Int(i64),
+    Double(f64),
+    Str(String),
+    Pointer(u64),
+}
+
+/// One track event, resolved.
+#[derive(Clone, Debug)]
+pub struct Event {
+    /// Nanoseconds (the packet's timestamp).
+    pub ns: u64,
+    /// `1` slice begin, `2` slice end, `3` instant.
+    pub kind: u64,
+    /// Its name and category.
+    pub name: String,
+    pub category: String,
+    /// The process and thread of its track (an async track's process, thread 0).
+    pub pid: u64,
+    pub tid: u64,
+    /// Whether its track is a thread's (else an async track).
+    pub on_thread: bool,
+    /// Its track.
+    pub track: u64,
+    /// Its debug annotations, in order.
+    pub args: Vec<(String, Value)>,
+}
+
+/// A Perfetto trace as this reader reads it.
+#[derive(Debug, Default)]
+pub struct Trace {
+    pub events: Vec<Event>,
+    /// Thread tracks: uuid -> (pid, tid, name).
+    pub threads: HashMap<u64, (u64, u64, Option<String>)>,
+    /// Process tracks: uuid -> (pid, name).
+    pub processes: HashMap<u64, (u64, Option<String>)>,
+    /// Other tracks: uuid -> (parent, name).
+    pub tracks: HashMap<u64, (u64, Option<String>)>,
+}
+
+/// Reads the trace `data`, checking that each sequence clears its state first and that
+/// every interned string is defined before it is used, and every track described.
+pub fn read(data: &[u8]) -> Result<Trace, String> {
+    let mut trace = Trace::default();
+    // Per sequence: interned strings by (kind, iid).
+    let mut interned: HashMap<u64, HashMap<(u32, u64), String>> = HashMap::new();
+    let mut pending = Vec::new();
+    for (n, w) in fields(data)? {
+        let (1, Wire::Bytes(packet)) = (n, w) else {
+            return Err(format!("field {n} in Trace"));
+        };
+        let p = fields(packet)?;
+        if let Some(d) = bytes(&p, 60) {
+            let d = fields(d)?;
+            let uuid = varint(&d, 1).ok_or("a track without a uuid")?;
+            if let Some(pr) = bytes(&d, 3) {
+                let pr = fields(pr)?;
+                let name = bytes(&pr, 6).map(text).transpose()?;
+                trace
+                    .processes
+                    .insert(uuid, (varint(&pr, 1).unwrap_or(0), name));
+            } else if let Some(t) = bytes(&d, 4) {
+                let t = fields(t)?;
+                let name = bytes(&t, 5).map(text).transpose()?;
+                let (pid, tid) = (varint(&t, 1).unwrap_or(0), varint(&t, 2).unwrap_or(0));
+                trace.threads.insert(uuid, (pid, tid, name));
+            } else {
+                let parent = varint(&d, 5).ok_or("an async track without a parent")?;
+                let name = bytes(&d, 2).map(text).transpose()?;
+                trace.tracks.insert(uuid, (parent, name));
+            }
+            continue;
+        }
+        let Some(e) = bytes(&p, 11) else {
+            return Err("a packet with neither a track nor an event".into());
+        };
+        let seq = varint(&p, 10).ok_or("an event without a sequence")?;
+        let flags = varint(&p, 13).unwrap_or(0);
+        let strings = match (interned.contains_key(&seq), flags) {
+            (false, 1) => interned.entry(seq).or_default(),
+            (false, _) => return Err(format!("sequence {seq} does not clear its state first")),
+            (true, 2) => interned.get_mut(&seq).unwrap(),
+            (true, f) => return Err(format!("sequence {seq}: flags {f} after its first packet")),
+        };
+        if let Some(d) = bytes(&p, 12) {
+            for (kind, entry) in fields(d)? {
+                let Wire::Bytes(entry) = entry else {
+                    return Err("interned data of another wire type".into());
+                };
+                let entry = fields(entry)?;
+                let iid = varint(&entry, 1).ok_or("an interned string without an iid")?;
+                let name = text(bytes(&entry, 2).ok_or("an interned string without its text")?)?;
+                if strings.insert((kind, iid), name).is_some() {
+                    return Err(format!("iid {iid} of kind {kind} defined twice on {seq}"));
+                }
+            }
+        }
+        let e = fields(e)?;
+        let lookup = |kind: u32, iid: Option<u64>| -> Result<String, String> {
+            let iid = iid.ok_or("an event without a name or a category")?;
+            strings.get(&(kind, iid)).cloned().ok_or(format!(
+                "iid {iid} of kind {kind} used before it is defined on {seq}"
+            ))
+        };
+        let mut args = Vec::new();
+        for (n, w) in &e {
+            let (4, Wire::Bytes(a)) = (n, w) else {
+                continue;
+            };
+            let a = fields(a)?;
+            let name = lookup(3, varint(&a, 1))?;
+            let value = a.iter().find_map(|(k, w)| match (k, w) {
+                (2, Wire::Varint(v)) => Some(Value::Bool(*v != 0)),
+                (3, Wire::Varint(v)) => Some(Value::Uint(*v)),
+                (4, Wire::Varint(v)) => Some(Value::Int(*v as i64)),
+                (5, Wire::Fixed64(v)) => Some(Value::Double(f64::from_bits(*v))),
+                (6, Wire::Bytes(b)) => Some(Value::Str(String::from_utf8_lossy(b).into_owned())),
+                (7, Wire::Varint(v)) => Some(Value::Pointer(*v)),
+                _ => None,
+            });
+            args.push((name, value.ok_or("an annotation without a value")?));
+        }
+        pending.push(Event {
+            ns: varint(&p, 8).ok_or("an event without a timestamp")?,
+            kind: varint(&e, 9).ok_or("an event without a type")?,
+            name: lookup(2, varint(&e, 10))?,
+            category: lookup(1, varint(&e, 3))?,
+            pid: 0,
+            tid: 0,
+            on_thread: false,
+            track: varint(&e, 11).ok_or("an event without a track")?,
+            args,
+        });
+    }
+    for mut e in pending {
+        if let Some(&(pid, tid, _)) = trace.threads.get(&e.track) {
+            (e.pid, e.tid, e.on_thread) = (pid, tid, true);
+        } else if let Some((parent, _)) = trace.tracks.get(&e.track) {
+            let &(pid, _) = trace
+                .processes
+                .get(parent)
+                .ok_or(format!("track {} under no process", e.track))?;
+            e.pid = pid;
+        } else {
+            return Err(format!("an event on track {}, never described", e.track));
+        }
+        trace.events.push(e);
+    }
+    Ok(trace)
+}
