@@ -171,9 +171,16 @@ fn main() {
         );
     }
     for (reader, what) in [(&reader, "events"), (&calls, "entry/exit events")] {
-        for (format, secs) in exports(reader, tmp.path(), events, quick) {
+        for (format, secs, bytes) in exports(reader, tmp.path(), events, quick) {
+            let size = bytes.map_or(String::new(), |b| {
+                format!(
+                    ", {:.1} MB, {:.1} bytes an event",
+                    b as f64 / 1e6,
+                    b as f64 / events as f64
+                )
+            });
             println!(
-                "export {events} {what} to {format}: {:.2} M events/s ({:.1} ms)",
+                "export {events} {what} to {format}: {:.2} M events/s ({:.1} ms){size}",
                 rate(secs),
                 secs * 1e3
             );
@@ -193,28 +200,38 @@ fn main() {
     );
 }
 
-/// The best time of each export of `reader`'s `events`, end to end (view included); CTF and
-/// uftrace write into `tmp`.
+/// The best time of each export of `reader`'s `events`, end to end (view included), and
+/// the bytes of the formats written as one stream (into a counting sink); CTF and uftrace
+/// write into `tmp`.
 fn exports(
     reader: &devttrace::Reader,
     tmp: &std::path::Path,
     events: u64,
     quick: bool,
-) -> Vec<(&'static str, f64)> {
+) -> Vec<(&'static str, f64, Option<usize>)> {
     let mut exports = Vec::new();
-    for format in ["chrome", "ctf", "uftrace"] {
+    for format in ["chrome", "perfetto", "ctf", "uftrace"] {
         let mut best = f64::MAX;
+        let mut bytes = None;
         for round in 0..if quick { 1 } else { 5 } {
             let out = tmp.join(format!("{format}-{round}"));
             let t0 = Instant::now();
             let view = devttrace::View::of(reader, 0).expect("view");
             let items = Merge::view(&view, &Filter::default());
+            let mut sink = Counting(0);
             let written = match format {
                 "chrome" => ttrace_reader::export::chrome::write(
                     (&view).into(),
                     &view.cpus,
                     items,
-                    &mut Counting(0),
+                    &mut sink,
+                    |_| {},
+                ),
+                "perfetto" => ttrace_reader::export::perfetto::write(
+                    (&view).into(),
+                    &view.cpus,
+                    items,
+                    &mut sink,
                     |_| {},
                 ),
                 "uftrace" => ttrace_reader::export::uftrace::write(
@@ -236,8 +253,9 @@ fn exports(
             best = best.min(t0.elapsed().as_secs_f64());
             assert_eq!(written.events, events);
             let _ = std::fs::remove_dir_all(&out);
+            bytes = (sink.0 > 0).then_some(sink.0);
         }
-        exports.push((format, best));
+        exports.push((format, best, bytes));
     }
     exports
 }
