@@ -84,7 +84,7 @@ pub enum Value {
 /// One track event, resolved.
 #[derive(Clone, Debug)]
 pub struct Event {
-    /// Nanoseconds (the packet's timestamp).
+    /// Nanoseconds since the device was created (the packet's timestamp).
     pub ns: u64,
     /// `1` slice begin, `2` slice end, `3` instant.
     pub kind: u64,
@@ -120,6 +120,8 @@ pub fn read(data: &[u8]) -> Result<Trace, String> {
     let mut trace = Trace::default();
     // Per sequence: interned strings by (kind, iid).
     let mut interned: HashMap<u64, HashMap<(u32, u64), String>> = HashMap::new();
+    // Per sequence: its default track.
+    let mut default_track: HashMap<u64, u64> = HashMap::new();
     let mut pending = Vec::new();
     for (n, w) in fields(data)? {
         let (1, Wire::Bytes(packet)) = (n, w) else {
@@ -158,6 +160,18 @@ pub fn read(data: &[u8]) -> Result<Trace, String> {
             (true, 2) => interned.get_mut(&seq).unwrap(),
             (true, f) => return Err(format!("sequence {seq}: flags {f} after its first packet")),
         };
+        if let Some(d) = bytes(&p, 59) {
+            if flags != 1 {
+                return Err(format!("defaults on {seq} without its state cleared"));
+            }
+            let track = bytes(&fields(d)?, 11)
+                .map(fields)
+                .transpose()?
+                .and_then(|t| varint(&t, 11));
+            if let Some(track) = track {
+                default_track.insert(seq, track);
+            }
+        }
         if let Some(d) = bytes(&p, 12) {
             for (kind, entry) in fields(d)? {
                 let Wire::Bytes(entry) = entry else {
@@ -204,7 +218,9 @@ pub fn read(data: &[u8]) -> Result<Trace, String> {
             pid: 0,
             tid: 0,
             on_thread: false,
-            track: varint(&e, 11).ok_or("an event without a track")?,
+            track: varint(&e, 11)
+                .or(default_track.get(&seq).copied())
+                .ok_or("an event without a track")?,
             args,
         });
     }

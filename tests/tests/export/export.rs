@@ -216,8 +216,9 @@ fn ctf_as_dump(e: &ctf::Event) -> Event {
     }
 }
 
-/// A Perfetto track event as the event `dump --utc` shows (its CPU is not in the trace: 0).
-fn perfetto_as_dump(e: &ttrace_tests::perfetto::Event) -> Event {
+/// A Perfetto track event as the event `dump --utc` shows (its CPU is not in the trace: 0),
+/// its time on the device's wall clock anchored at `anchor_ns`.
+fn perfetto_as_dump(e: &ttrace_tests::perfetto::Event, anchor_ns: u64) -> Event {
     use ttrace_tests::perfetto::Value;
     let value = |v: &Value| match v {
         Value::Str(s) => {
@@ -243,7 +244,7 @@ fn perfetto_as_dump(e: &ttrace_tests::perfetto::Event) -> Event {
         }
     };
     Event {
-        time: ttrace_reader::decode::utc(e.ns),
+        time: ttrace_reader::decode::utc(anchor_ns + e.ns),
         cpu: 0,
         pid: e.pid as u32,
         tid: e.tid as u32,
@@ -267,7 +268,16 @@ fn the_perfetto_export_holds_every_event_as_dump_shows_it() {
         .filter_map(|t| t.2.as_deref())
         .collect();
     assert!(names.len() >= 3, "{names:?}");
-    let mut got: Vec<Event> = trace.events.iter().map(perfetto_as_dump).collect();
+    let anchor = devttrace::Reader::open(dev)
+        .unwrap()
+        .version()
+        .clock
+        .anchor_realtime_ns;
+    let mut got: Vec<Event> = trace
+        .events
+        .iter()
+        .map(|e| perfetto_as_dump(e, anchor))
+        .collect();
     got.sort_by(|a, b| a.time.cmp(&b.time));
     let want = dump(dev, true)
         .into_iter()

@@ -16,8 +16,9 @@
 //!   left out); everything else, and an entry or exit that cannot be paired, is an instant
 //!   on the thread track, with its arguments as debug annotations (their types kept,
 //!   value tables' names as strings).
-//! - **Time** is nanoseconds since the epoch (the device's wall-clock anchor plus the time
-//!   since it), on the trace's default clock (no clock snapshots).
+//! - **Time** is nanoseconds since the device was created (small numbers, short varints),
+//!   on the trace's default clock (no clock snapshots); the thread track of each sequence is
+//!   its default track (`TrackEventDefaults`), so thread events name no track.
 //!
 //! Memory holds the tracks and interned strings seen and the entries and instances open.
 
@@ -40,6 +41,9 @@ mod packet {
     pub const INTERNED_DATA: u32 = 12;
     pub const SEQUENCE_FLAGS: u32 = 13;
     pub const TRACK_DESCRIPTOR: u32 = 60;
+    /// `trace_packet_defaults`, and its `TracePacketDefaults.track_event_defaults`.
+    pub const DEFAULTS: u32 = 59;
+    pub const TRACK_EVENT_DEFAULTS: u32 = 11;
     /// `SequenceFlags`.
     pub const INCREMENTAL_STATE_CLEARED: u64 = 1;
     pub const NEEDS_INCREMENTAL_STATE: u64 = 2;
@@ -121,24 +125,17 @@ enum Args<'e> {
 struct Writer<'s> {
     aux: &'s AuxSnapshots,
     clock: Clock,
-    /// Wall-clock nanoseconds of the device's anchor.
-    anchor_ns: u64,
     schemas: Vec<Schema>,
     identities: Identities<'s>,
     sequences: HashMap<(u64, u64), Sequence>,
-    /// Process tracks described: pid -> the name given.
-    processes: HashMap<u64, Option<String>>,
+    /// Process tracks: pid -> its uuid and the name given.
+    processes: HashMap<u64, (u64, Option<String>)>,
     next_uuid: u64,
     pairing: Pairing,
     written: Written,
     buf: Vec<u8>,
     /// One packet, built before it is framed into `buf`.
     packet: Vec<u8>,
-}
-
-/// The uuid of process `pid`'s track.
-fn process_uuid(pid: u64) -> u64 {
-    1 << 62 | pid
 }
 
 impl<'s> Writer<'s> {
@@ -148,9 +145,13 @@ impl<'s> Writer<'s> {
         let id = self.identities.of(ctx, stamp);
         let next = self.sequences.len() as u64 + 1;
         let key = (id.pid, id.tid);
+        let uuids = &mut self.next_uuid;
         let seq = self.sequences.entry(key).or_insert_with(|| Sequence {
             id: next,
-            track: 1 << 61 | id.pid << 24 | id.tid,
+            track: {
+                *uuids += 1;
+                *uuids
+            },
             named: None,
             interned: Default::default(),
             started: false,
@@ -158,27 +159,38 @@ impl<'s> Writer<'s> {
         let (seq_id, track) = (seq.id, seq.track);
         let thread_name = id.thread.map(str::to_string);
         let process_name = id.process.map(str::to_string);
-        if self.processes.get(&id.pid) != Some(&process_name) {
-            self.processes.insert(id.pid, process_name.clone());
-            self.packet.clear();
-            message(&mut self.packet, packet::TRACK_DESCRIPTOR, |d| {
-                uint(d, track::UUID, process_uuid(id.pid));
-                message(d, track::PROCESS, |p| {
-                    uint(p, track::PID, id.pid);
-                    if let Some(n) = &process_name {
-                        bytes(p, track::PROCESS_NAME, n.as_bytes());
-                    }
+        let process = match self.processes.get(&id.pid) {
+            Some((uuid, name)) if *name == process_name => *uuid,
+            known => {
+                let uuid = known.map_or_else(
+                    || {
+                        self.next_uuid += 1;
+                        self.next_uuid
+                    },
+                    |p| p.0,
+                );
+                self.processes.insert(id.pid, (uuid, process_name.clone()));
+                self.packet.clear();
+                message(&mut self.packet, packet::TRACK_DESCRIPTOR, |d| {
+                    uint(d, track::UUID, uuid);
+                    message(d, track::PROCESS, |p| {
+                        uint(p, track::PID, id.pid);
+                        if let Some(n) = &process_name {
+                            bytes(p, track::PROCESS_NAME, n.as_bytes());
+                        }
+                    });
                 });
-            });
-            self.frame();
-        }
+                self.frame();
+                uuid
+            }
+        };
         let seq = self.sequences.get_mut(&key).expect("made above");
         if seq.named.as_ref() != Some(&thread_name) {
             seq.named = Some(thread_name.clone());
             self.packet.clear();
             message(&mut self.packet, packet::TRACK_DESCRIPTOR, |d| {
                 uint(d, track::UUID, track);
-                uint(d, track::PARENT_UUID, process_uuid(id.pid));
+                uint(d, track::PARENT_UUID, process);
                 message(d, track::THREAD, |t| {
                     uint(t, track::PID, id.pid);
                     uint(t, track::TID, id.tid);
@@ -192,15 +204,21 @@ impl<'s> Writer<'s> {
         (seq_id, track)
     }
 
+    /// The uuid of the track of the process of writer `ctx` at `stamp` (described).
+    fn process_track(&mut self, ctx: u64, stamp: u64) -> u64 {
+        self.sequence(ctx, stamp);
+        let pid = self.identities.of(ctx, stamp).pid;
+        self.processes[&pid].0
+    }
+
     /// Frames the packet built into the output.
     fn frame(&mut self) {
         bytes(&mut self.buf, TRACE_PACKET, &self.packet);
     }
 
-    /// Nanoseconds of `ticks`.
+    /// Nanoseconds of `ticks` since the device's anchor (its creation).
     fn ns(&self, ticks: u64) -> u64 {
-        self.anchor_ns
-            .saturating_add_signed(self.clock.since_anchor_ns(ticks))
+        self.clock.since_anchor_ns(ticks).max(0) as u64
     }
 
     /// The iid of `text` of kind `kind` on sequence `key`, added to `new` if it is new there.
@@ -259,6 +277,13 @@ impl<'s> Writer<'s> {
         uint(p, packet::TIMESTAMP, ts);
         uint(p, packet::SEQUENCE_ID, seq_id);
         uint(p, packet::SEQUENCE_FLAGS, flags);
+        if flags == packet::INCREMENTAL_STATE_CLEARED {
+            message(p, packet::DEFAULTS, |d| {
+                message(d, packet::TRACK_EVENT_DEFAULTS, |t| {
+                    uint(t, event::TRACK_UUID, thread_track);
+                })
+            });
+        }
         if !new.is_empty() {
             message(p, packet::INTERNED_DATA, |d| {
                 for (kind, iid, text) in &new {
@@ -277,7 +302,9 @@ impl<'s> Writer<'s> {
         let aux = self.aux;
         message(p, packet::TRACK_EVENT, |t| {
             uint(t, event::TYPE, kind);
-            uint(t, event::TRACK_UUID, track.unwrap_or(thread_track));
+            if let Some(track) = track {
+                uint(t, event::TRACK_UUID, track);
+            }
             // An end names its own event too (an exit's name is its own tracepoint's):
             // readers of the slice use its begin's, and merge the arguments of both.
             uint(t, event::NAME_IID, name_iid);
@@ -414,14 +441,13 @@ impl<'s> Writer<'s> {
             .or(i.polls.first().map(|p| p.ctx))
             .unwrap_or(u64::from(i.pid) << 32);
         let begin = i.begin();
-        let pid = self.identities.of(ctx, begin).pid;
-        self.sequence(ctx, begin);
+        let process = self.process_track(ctx, begin);
         self.next_uuid += 1;
-        let uuid = 1 << 60 | self.next_uuid;
+        let uuid = self.next_uuid;
         self.packet.clear();
         message(&mut self.packet, packet::TRACK_DESCRIPTOR, |d| {
             uint(d, track::UUID, uuid);
-            uint(d, track::PARENT_UUID, process_uuid(pid));
+            uint(d, track::PARENT_UUID, process);
             bytes(d, track::NAME, name.as_bytes());
         });
         self.frame();
@@ -514,7 +540,6 @@ pub fn write(
     let mut w = Writer {
         aux: ctx.aux,
         clock: ctx.version.clock,
-        anchor_ns: ctx.version.clock.anchor_realtime_ns,
         schemas: Schema::all(ctx.meta),
         identities: Identities::new(ctx.meta),
         sequences: HashMap::new(),
