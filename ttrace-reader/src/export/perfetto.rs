@@ -106,10 +106,24 @@ struct Sequence {
     interned: [HashMap<String, u64>; 3],
     /// Whether a packet was written on it.
     started: bool,
+    /// Per tracepoint id, its iids here once interned.
+    points: Vec<Option<PointIids>>,
 }
 
 /// Strings a packet's event needs interned: (kind, iid, text), defined in that packet.
 type NewStrings = Vec<(usize, u64, String)>;
+
+/// The name and category of a track event.
+#[derive(Clone, Copy)]
+enum Name<'a> {
+    /// Tracepoint `id`'s own (interned once per sequence, with its arguments' names).
+    Point(u16),
+    /// These.
+    Given(&'a str, &'a str),
+}
+
+/// A tracepoint's iids on one sequence: its name, its category, its arguments' names.
+type PointIids = (u64, u64, Vec<u64>);
 
 /// The arguments of a track event.
 #[derive(Clone, Copy)]
@@ -130,6 +144,11 @@ struct Writer<'s> {
     sequences: HashMap<(u64, u64), Sequence>,
     /// Process tracks: pid -> its uuid and the name given.
     processes: HashMap<u64, (u64, Option<String>)>,
+    /// Per tracepoint id, the name and category its events show.
+    labels: Vec<(String, String)>,
+    /// The last writer seen (events come in runs of one thread): its `ctx`, the times its
+    /// identity holds for, its sequence's key, id and thread track.
+    recent: Option<(u64, core::ops::Range<u64>, (u64, u64), u64, u64)>,
     next_uuid: u64,
     pairing: Pairing,
     written: Written,
@@ -141,7 +160,12 @@ struct Writer<'s> {
 impl<'s> Writer<'s> {
     /// The sequence of the writer `ctx` at `stamp`, its tracks described first if new (or
     /// renamed).
-    fn sequence(&mut self, ctx: u64, stamp: u64) -> (u64, u64) {
+    fn sequence(&mut self, ctx: u64, stamp: u64) -> ((u64, u64), u64, u64) {
+        if let Some((c, during, key, seq, track)) = &self.recent {
+            if *c == ctx && during.contains(&stamp) {
+                return (*key, *seq, *track);
+            }
+        }
         let id = self.identities.of(ctx, stamp);
         let next = self.sequences.len() as u64 + 1;
         let key = (id.pid, id.tid);
@@ -155,6 +179,7 @@ impl<'s> Writer<'s> {
             named: None,
             interned: Default::default(),
             started: false,
+            points: Vec::new(),
         });
         let (seq_id, track) = (seq.id, seq.track);
         let thread_name = id.thread.map(str::to_string);
@@ -201,13 +226,13 @@ impl<'s> Writer<'s> {
             });
             self.frame();
         }
-        (seq_id, track)
+        self.recent = Some((ctx, id.during.clone(), key, seq_id, track));
+        (key, seq_id, track)
     }
 
     /// The uuid of the track of the process of writer `ctx` at `stamp` (described).
     fn process_track(&mut self, ctx: u64, stamp: u64) -> u64 {
-        self.sequence(ctx, stamp);
-        let pid = self.identities.of(ctx, stamp).pid;
+        let ((pid, _), _, _) = self.sequence(ctx, stamp);
         self.processes[&pid].0
     }
 
@@ -232,46 +257,77 @@ impl<'s> Writer<'s> {
         iid
     }
 
-    /// Writes one track event of `kind` on track `track` of the writer `ctx` at `stamp`,
-    /// named `name`, in category `category`, with the arguments of `args` if given.
-    #[allow(clippy::too_many_arguments)]
+    /// Writes one track event of `kind` on track `track` (`None`: its writer's thread) of
+    /// the writer `ctx` at `stamp`, named `name`, with the arguments `args`.
     fn track_event(
         &mut self,
         ctx: u64,
         stamp: u64,
         track: Option<u64>,
         kind: u64,
-        name: &str,
-        category: &str,
+        name: Name<'_>,
         args: Args<'_>,
     ) {
-        let (seq_id, thread_track) = self.sequence(ctx, stamp);
-        let key = {
-            let id = self.identities.of(ctx, stamp);
-            (id.pid, id.tid)
-        };
+        let (key, seq_id, thread_track) = self.sequence(ctx, stamp);
         let ts = self.ns(stamp);
         let mut new = Vec::new();
         let seq = self.sequences.get_mut(&key).expect("made by sequence()");
-        let name_iid = Self::iid(seq, 1, name, &mut new);
-        let category_iid = Self::iid(seq, 0, category, &mut new);
-        let schema = match args {
-            Args::Of(e) => self.schemas.get(e.type_word.tracepoint() as usize),
-            _ => None,
-        };
-        let mut arg_iids = Vec::new();
-        if let Some(s) = schema {
-            for (n, _) in &s.args {
-                arg_iids.push(Self::iid(seq, 2, n, &mut new));
+        let (name_iid, category_iid) = match name {
+            Name::Point(id) => {
+                let id = id as usize;
+                if seq.points.len() <= id {
+                    seq.points.resize(id + 1, None);
+                }
+                if seq.points[id].is_none() {
+                    let (n, c) = &self.labels[id];
+                    let iids = (
+                        Self::iid(seq, 1, n, &mut new),
+                        Self::iid(seq, 0, c, &mut new),
+                        self.schemas[id]
+                            .args
+                            .iter()
+                            .map(|(a, _)| Self::iid(seq, 2, a, &mut new))
+                            .collect(),
+                    );
+                    seq.points[id] = Some(iids);
+                }
+                let p = seq.points[id].as_ref().expect("set above");
+                (p.0, p.1)
             }
-        }
-        if let Args::Message(_) = args {
-            arg_iids.push(Self::iid(seq, 2, "message", &mut new));
+            Name::Given(n, c) => (
+                Self::iid(seq, 1, n, &mut new),
+                Self::iid(seq, 0, c, &mut new),
+            ),
+        };
+        let message_iid = match args {
+            Args::Message(_) => Self::iid(seq, 2, "message", &mut new),
+            _ => 0,
+        };
+        // The arguments' names of an event's tracepoint, interned with it.
+        if let (Args::Of(e), Name::Given(..)) = (args, name) {
+            let id = e.type_word.tracepoint() as usize;
+            if seq.points.len() <= id {
+                seq.points.resize(id + 1, None);
+            }
+            if seq.points[id].is_none() && id < self.labels.len() {
+                let (n, c) = &self.labels[id];
+                let iids = (
+                    Self::iid(seq, 1, n, &mut new),
+                    Self::iid(seq, 0, c, &mut new),
+                    self.schemas[id]
+                        .args
+                        .iter()
+                        .map(|(a, _)| Self::iid(seq, 2, a, &mut new))
+                        .collect(),
+                );
+                seq.points[id] = Some(iids);
+            }
         }
         let flags = match std::mem::replace(&mut seq.started, true) {
             false => packet::INCREMENTAL_STATE_CLEARED,
             true => packet::NEEDS_INCREMENTAL_STATE,
         };
+        let seq = &self.sequences[&key];
         let p = &mut self.packet;
         p.clear();
         uint(p, packet::TIMESTAMP, ts);
@@ -299,7 +355,7 @@ impl<'s> Writer<'s> {
                 }
             });
         }
-        let aux = self.aux;
+        let (aux, schemas) = (self.aux, &self.schemas);
         message(p, packet::TRACK_EVENT, |t| {
             uint(t, event::TYPE, kind);
             if let Some(track) = track {
@@ -309,129 +365,72 @@ impl<'s> Writer<'s> {
             // readers of the slice use its begin's, and merge the arguments of both.
             uint(t, event::NAME_IID, name_iid);
             uint(t, event::CATEGORY_IIDS, category_iid);
-            match (args, schema) {
-                (Args::Of(e), Some(s)) => {
-                    for ((&w, (_, spec)), &iid) in e.args().iter().zip(&s.args).zip(&arg_iids) {
+            match args {
+                Args::Of(e) => {
+                    let id = e.type_word.tracepoint() as usize;
+                    let (Some(s), Some(Some(iids))) = (schemas.get(id), seq.points.get(id)) else {
+                        return;
+                    };
+                    for ((&w, (_, spec)), &iid) in e.args().iter().zip(&s.args).zip(&iids.2) {
                         message(t, event::DEBUG_ANNOTATIONS, |a| {
                             uint(a, annotation::NAME_IID, iid);
                             value(a, spec, w, aux);
                         });
                     }
                 }
-                (Args::Message(text), _) => message(t, event::DEBUG_ANNOTATIONS, |a| {
-                    uint(a, annotation::NAME_IID, arg_iids[0]);
+                Args::Message(text) => message(t, event::DEBUG_ANNOTATIONS, |a| {
+                    uint(a, annotation::NAME_IID, message_iid);
                     bytes(a, annotation::STRING, text.as_bytes());
                 }),
-                _ => {}
+                Args::None => {}
             }
         });
         self.frame();
     }
 
-    /// The name and category of `event`'s tracepoint.
-    fn names(&self, event: &Event) -> (String, String) {
-        match self.schemas.get(event.type_word.tracepoint() as usize) {
-            Some(s) => {
-                let category = match (s.role, s.level) {
-                    (devttrace::Role::Point, _) => s.kind.name().to_string(),
-                    (_, Some(level)) => level.name().to_ascii_lowercase(),
-                    (role, None) => role.label().unwrap_or("event").to_string(),
-                };
-                (s.name.clone(), category)
-            }
-            None => (
-                format!("tracepoint#{}", event.type_word.tracepoint()),
-                "unknown".into(),
-            ),
-        }
-    }
-
     /// A trace point that is no span's step.
     fn point(&mut self, event: &Event) {
-        let (name, category) = self.names(event);
-        let kind = self
-            .schemas
-            .get(event.type_word.tracepoint() as usize)
-            .map(|s| s.kind);
+        let id = event.type_word.tracepoint();
         let (ctx, stamp) = (event.ctx, event.stamp);
-        match kind {
-            Some(Kind::Entry) if self.pairing.enter(event).is_some() => {
-                self.track_event(
-                    ctx,
-                    stamp,
-                    None,
-                    event::SLICE_BEGIN,
-                    &name,
-                    &category,
-                    Args::Of(event),
-                );
-            }
-            Some(Kind::Exit) => match self.pairing.exit(event) {
+        let Some(kind) = self.schemas.get(id as usize).map(|s| s.kind) else {
+            let name = format!("tracepoint#{id}");
+            let unknown = Name::Given(&name, "unknown");
+            return self.track_event(ctx, stamp, None, event::INSTANT, unknown, Args::Of(event));
+        };
+        let (kind, paired) = match kind {
+            Kind::Entry if self.pairing.enter(event).is_some() => (event::SLICE_BEGIN, true),
+            Kind::Exit => match self.pairing.exit(event) {
                 Closes::Entry(..) => {
                     self.written.pairs += 1;
-                    self.track_event(
-                        ctx,
-                        stamp,
-                        None,
-                        event::SLICE_END,
-                        &name,
-                        &category,
-                        Args::Of(event),
-                    );
+                    (event::SLICE_END, true)
                 }
                 Closes::Nothing => {
                     self.written.unpaired += 1;
-                    self.track_event(
-                        ctx,
-                        stamp,
-                        None,
-                        event::INSTANT,
-                        &name,
-                        "unpaired",
-                        Args::Of(event),
-                    );
+                    (event::INSTANT, false)
                 }
                 Closes::Uncertain => {
                     self.written.uncertain += 1;
-                    self.track_event(
-                        ctx,
-                        stamp,
-                        None,
-                        event::INSTANT,
-                        &name,
-                        "unpaired",
-                        Args::Of(event),
-                    );
+                    (event::INSTANT, false)
                 }
             },
-            Some(Kind::Entry) => {
+            Kind::Entry => {
                 self.written.uncertain += 1;
-                self.track_event(
-                    ctx,
-                    stamp,
-                    None,
-                    event::INSTANT,
-                    &name,
-                    "unpaired",
-                    Args::Of(event),
-                );
+                (event::INSTANT, false)
             }
-            _ => self.track_event(
-                ctx,
-                stamp,
-                None,
-                event::INSTANT,
-                &name,
-                &category,
-                Args::Of(event),
-            ),
+            _ => (event::INSTANT, true),
+        };
+        if paired {
+            return self.track_event(ctx, stamp, None, kind, Name::Point(id), Args::Of(event));
         }
+        // An unpaired half keeps its own name, in the category `unpaired`.
+        let label = self.labels[id as usize].0.clone();
+        let name = Name::Given(&label, "unpaired");
+        self.track_event(ctx, stamp, None, kind, name, Args::Of(event));
     }
 
     /// A span instance: a slice on an async track of its own, its polls on their threads.
     fn instance(&mut self, i: &Instance, end: u64) {
-        let tp = i.tracepoint as usize;
-        let Some(name) = self.schemas.get(tp).map(|s| s.name.clone()) else {
+        let Some(name) = self.labels.get(i.tracepoint as usize).map(|l| l.0.clone()) else {
             return;
         };
         let ctx = i
@@ -456,8 +455,7 @@ impl<'s> Writer<'s> {
             begin,
             Some(uuid),
             event::SLICE_BEGIN,
-            &name,
-            "span",
+            Name::Given(&name, "span"),
             i.new.as_ref().map_or(Args::None, Args::Of),
         );
         for p in &i.polls {
@@ -466,8 +464,7 @@ impl<'s> Writer<'s> {
                 p.enter,
                 None,
                 event::SLICE_BEGIN,
-                &name,
-                "poll",
+                Name::Given(&name, "poll"),
                 Args::None,
             );
             self.track_event(
@@ -475,8 +472,7 @@ impl<'s> Writer<'s> {
                 p.exit,
                 None,
                 event::SLICE_END,
-                &name,
-                "poll",
+                Name::Given(&name, "poll"),
                 Args::None,
             );
             self.written.pairs += 1;
@@ -487,11 +483,21 @@ impl<'s> Writer<'s> {
             close,
             Some(uuid),
             event::SLICE_END,
-            &name,
-            "span",
+            Name::Given(&name, "span"),
             Args::None,
         );
     }
+}
+
+/// The name and category the events of a tracepoint show: a `tracing` callsite's level, a
+/// span step's role, a native point's kind.
+fn label(s: &Schema) -> (String, String) {
+    let category = match (s.role, s.level) {
+        (devttrace::Role::Point, _) => s.kind.name().to_string(),
+        (_, Some(level)) => level.name().to_ascii_lowercase(),
+        (role, None) => role.label().unwrap_or("event").to_string(),
+    };
+    (s.name.clone(), category)
 }
 
 /// One argument word as a debug annotation's value.
@@ -540,6 +546,8 @@ pub fn write(
     let mut w = Writer {
         aux: ctx.aux,
         clock: ctx.version.clock,
+        labels: Schema::all(ctx.meta).iter().map(label).collect(),
+        recent: None,
         schemas: Schema::all(ctx.meta),
         identities: Identities::new(ctx.meta),
         sequences: HashMap::new(),
@@ -570,8 +578,7 @@ pub fn write(
                     r.timestamp,
                     None,
                     event::INSTANT,
-                    "info",
-                    "message",
+                    Name::Given("info", "message"),
                     message,
                 );
             }
