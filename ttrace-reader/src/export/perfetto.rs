@@ -122,6 +122,10 @@ enum Name<'a> {
     Given(&'a str, &'a str),
 }
 
+/// The last writer seen: its `ctx`, the times its identity holds for, its sequence's key,
+/// id and thread track.
+type Recent = (u64, core::ops::Range<u64>, (u64, u64), u64, u64);
+
 /// A tracepoint's iids on one sequence: its name, its category, its arguments' names.
 type PointIids = (u64, u64, Vec<u64>);
 
@@ -148,7 +152,7 @@ struct Writer<'s> {
     labels: Vec<(String, String)>,
     /// The last writer seen (events come in runs of one thread): its `ctx`, the times its
     /// identity holds for, its sequence's key, id and thread track.
-    recent: Option<(u64, core::ops::Range<u64>, (u64, u64), u64, u64)>,
+    recent: Option<Recent>,
     next_uuid: u64,
     pairing: Pairing,
     written: Written,
