@@ -86,20 +86,49 @@ pub enum Value {
 pub struct Event {
     /// Nanoseconds since the device was created (the packet's timestamp).
     pub ns: u64,
-    /// `1` slice begin, `2` slice end, `3` instant.
+    /// `1` slice begin, `2` slice end, `3` instant, `4` counter.
     pub kind: u64,
-    /// Its name and category.
+    /// Its name and category (a counter's: its track's name, and none).
     pub name: String,
     pub category: String,
-    /// The process and thread of its track (an async track's process, thread 0).
+    /// The process and thread whose sequence it is on: the writer's.
     pub pid: u64,
     pub tid: u64,
-    /// Whether its track is a thread's (else an async track).
+    /// Whether its track is that thread's (else an async or counter track).
     pub on_thread: bool,
     /// Its track.
     pub track: u64,
     /// Its debug annotations, in order.
     pub args: Vec<(String, Value)>,
+    /// Its flows.
+    pub flows: Vec<u64>,
+    /// A counter's value.
+    pub value: Option<Value>,
+}
+
+impl Trace {
+    /// Checks that the slices of each track nest: every end closes a slice begun on its
+    /// track (in time order, packets of the same time in file order).
+    pub fn check_nesting(&self) -> Result<(), String> {
+        let mut events: Vec<&Event> = self.events.iter().collect();
+        events.sort_by_key(|e| e.ns);
+        let mut depth: HashMap<u64, usize> = HashMap::new();
+        for e in events {
+            let d = depth.entry(e.track).or_default();
+            match e.kind {
+                1 => *d += 1,
+                2 if *d == 0 => {
+                    return Err(format!(
+                        "{} at {} ends no slice on {}",
+                        e.name, e.ns, e.track
+                    ))
+                }
+                2 => *d -= 1,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A Perfetto trace as this reader reads it.
@@ -143,7 +172,7 @@ pub fn read(data: &[u8]) -> Result<Trace, String> {
                 let (pid, tid) = (varint(&t, 1).unwrap_or(0), varint(&t, 2).unwrap_or(0));
                 trace.threads.insert(uuid, (pid, tid, name));
             } else {
-                let parent = varint(&d, 5).ok_or("an async track without a parent")?;
+                let parent = varint(&d, 5).ok_or("a track without a parent")?;
                 let name = bytes(&d, 2).map(text).transpose()?;
                 trace.tracks.insert(uuid, (parent, name));
             }
@@ -193,6 +222,13 @@ pub fn read(data: &[u8]) -> Result<Trace, String> {
             ))
         };
         let mut args = Vec::new();
+        let flows = e
+            .iter()
+            .filter_map(|(n, w)| match (n, w) {
+                (47, Wire::Fixed64(f)) => Some(*f),
+                _ => None,
+            })
+            .collect();
         for (n, w) in &e {
             let (4, Wire::Bytes(a)) = (n, w) else {
                 continue;
@@ -210,31 +246,69 @@ pub fn read(data: &[u8]) -> Result<Trace, String> {
             });
             args.push((name, value.ok_or("an annotation without a value")?));
         }
-        pending.push(Event {
-            ns: varint(&p, 8).ok_or("an event without a timestamp")?,
-            kind: varint(&e, 9).ok_or("an event without a type")?,
-            name: lookup(2, varint(&e, 10))?,
-            category: lookup(1, varint(&e, 3))?,
-            pid: 0,
-            tid: 0,
-            on_thread: false,
-            track: varint(&e, 11)
-                .or(default_track.get(&seq).copied())
-                .ok_or("an event without a track")?,
-            args,
-        });
+        let kind = varint(&e, 9).ok_or("an event without a type")?;
+        let (name, category, value) = match kind {
+            4 => {
+                let value = e.iter().find_map(|(k, w)| match (k, w) {
+                    (30, Wire::Varint(v)) => Some(Value::Int(*v as i64)),
+                    (44, Wire::Fixed64(v)) => Some(Value::Double(f64::from_bits(*v))),
+                    _ => None,
+                });
+                (
+                    String::new(),
+                    String::new(),
+                    Some(value.ok_or("a counter without a value")?),
+                )
+            }
+            _ => (lookup(2, varint(&e, 10))?, lookup(1, varint(&e, 3))?, None),
+        };
+        let thread = *default_track
+            .get(&seq)
+            .ok_or("a sequence without a default track")?;
+        pending.push((
+            thread,
+            Event {
+                ns: varint(&p, 8).ok_or("an event without a timestamp")?,
+                kind,
+                name,
+                category,
+                pid: 0,
+                tid: 0,
+                on_thread: false,
+                track: varint(&e, 11).unwrap_or(thread),
+                args,
+                flows,
+                value,
+            },
+        ));
     }
-    for mut e in pending {
-        if let Some(&(pid, tid, _)) = trace.threads.get(&e.track) {
-            (e.pid, e.tid, e.on_thread) = (pid, tid, true);
-        } else if let Some((parent, _)) = trace.tracks.get(&e.track) {
-            let &(pid, _) = trace
-                .processes
-                .get(parent)
-                .ok_or(format!("track {} under no process", e.track))?;
-            e.pid = pid;
-        } else {
-            return Err(format!("an event on track {}, never described", e.track));
+    for (thread, mut e) in pending {
+        let &(pid, tid, _) = trace
+            .threads
+            .get(&thread)
+            .ok_or(format!("a sequence's track {thread} is no thread's"))?;
+        (e.pid, e.tid, e.on_thread) = (pid, tid, e.track == thread);
+        // Every track is described, and leads up to a process.
+        let mut up = e.track;
+        for _ in 0..8 {
+            if trace.processes.contains_key(&up) {
+                break;
+            }
+            up = match (trace.threads.get(&up), trace.tracks.get(&up)) {
+                (Some(_), _) => trace
+                    .processes
+                    .iter()
+                    .find(|(_, p)| p.0 == pid)
+                    .map(|(u, _)| *u)
+                    .ok_or(format!("thread track {up} of no process"))?,
+                (None, Some((parent, name))) => {
+                    if e.kind == 4 && e.name.is_empty() {
+                        e.name = name.clone().unwrap_or_default();
+                    }
+                    *parent
+                }
+                (None, None) => return Err(format!("an event on track {up}, never described")),
+            };
         }
         trace.events.push(e);
     }

@@ -27,3 +27,29 @@ pub fn run<S: AsRef<OsStr>>(program: &str, args: &[S]) -> (String, String) {
     );
     (stdout, stderr)
 }
+
+/// Runs the Python script `script` (under `tests/python/`) with `args`, with the Python that
+/// `TTRACE_PYTHON` names (default `python3`), which must have the packages `packages`
+/// (`pip install <packages>`); its standard output. Fails the test, naming what to install,
+/// when that Python or a package is missing, and with the script's one-line error when it
+/// fails.
+pub fn python<S: AsRef<OsStr>>(script: &str, packages: &str, args: &[S]) -> String {
+    let python = std::env::var("TTRACE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = format!("{}/python/{script}", env!("CARGO_MANIFEST_DIR"));
+    let install = format!(
+        "this test needs python3 with {packages} installed (pip install {packages}; \
+         TTRACE_PYTHON names the python to use)"
+    );
+    let out = Command::new(&python)
+        .arg(&script)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{python}: {e}: {install}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("ModuleNotFoundError") {
+        panic!("{python} {script}: {stderr}\n{install}");
+    }
+    assert!(out.status.success(), "{python} {script}: {stderr}");
+    String::from_utf8(out.stdout).expect("the script prints UTF-8")
+}

@@ -26,6 +26,12 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
+    /// `--counter` names no numeric argument of the trace.
+    #[error(transparent)]
+    Counter(#[from] crate::export::perfetto::CounterError),
+    /// `--counter` was given to an export that has no counters.
+    #[error("--counter makes Perfetto counter tracks: give it with --format perfetto")]
+    CounterNeedsPerfetto,
     /// `--cpu` names a CPU the device does not have.
     #[error("no cpu{cpu}: the device has {cpus} cpus")]
     NoCpu {

@@ -231,6 +231,7 @@ fn exports(
                     (&view).into(),
                     &view.cpus,
                     items,
+                    &[],
                     &mut sink,
                     |_| {},
                 ),

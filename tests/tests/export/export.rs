@@ -217,10 +217,22 @@ fn ctf_as_dump(e: &ctf::Event) -> Event {
 }
 
 /// A Perfetto track event as the event `dump --utc` shows (its CPU is not in the trace: 0),
-/// its time on the device's wall clock anchored at `anchor_ns`.
-fn perfetto_as_dump(e: &ttrace_tests::perfetto::Event, anchor_ns: u64) -> Event {
+/// its time on the device's wall clock anchored at `anchor_ns`: its arguments put in the
+/// format of its tracepoint (the one of its name and argument names in `meta`), as dump
+/// shows them (value tables' names, and lost strings, unquoted).
+fn perfetto_as_dump(
+    e: &ttrace_tests::perfetto::Event,
+    anchor_ns: u64,
+    meta: &devttrace::Metadata,
+) -> Event {
+    use ttrace_reader::format::{Piece, Spec};
     use ttrace_tests::perfetto::Value;
-    let value = |v: &Value| match v {
+    let value = |v: &Value, spec: Option<&Spec>| match v {
+        Value::Str(s)
+            if s == "<lost>" || matches!(spec, Some(Spec::Values { .. } | Spec::Char)) =>
+        {
+            s.clone()
+        }
         Value::Str(s) => {
             let mut out = Vec::new();
             ttrace_reader::format::quoted(&mut out, s.as_bytes());
@@ -232,16 +244,31 @@ fn perfetto_as_dump(e: &ttrace_tests::perfetto::Event, anchor_ns: u64) -> Event 
         Value::Int(i) => i.to_string(),
         Value::Bool(b) => b.to_string(),
     };
-    let text = match (e.name.as_str(), &e.args[..]) {
-        ("info", [(_, message)]) => format!("info({})", value(message)),
-        _ => {
-            let args: Vec<String> = e
-                .args
+    let schemas = ttrace_reader::export::Schema::all(meta);
+    let names: Vec<&str> = e.args.iter().map(|a| a.0.as_str()).collect();
+    let point = meta.tracepoints.iter().zip(&schemas).find(|(t, s)| {
+        t.name == e.name
+            && s.args
                 .iter()
-                .map(|(k, v)| format!("{k}={}", value(v)))
-                .collect();
-            format!("{}({})", e.name, args.join(" "))
+                .map(|a| a.0.as_str())
+                .eq(names.iter().copied())
+    });
+    let text = match (e.name.as_str(), &e.args[..], point) {
+        ("info", [(_, message)], _) => format!("info({})", value(message, None)),
+        (_, _, Some((t, _))) => {
+            let mut text = format!("{}(", e.name);
+            let mut args = e.args.iter();
+            for piece in ttrace_reader::format::pieces(t, meta) {
+                match piece {
+                    Piece::Text(t) => text.push_str(&t),
+                    Piece::Arg(_, spec) => {
+                        text.push_str(&value(&args.next().unwrap().1, Some(&spec)))
+                    }
+                }
+            }
+            text + ")"
         }
+        _ => panic!("{e:?}: no tracepoint of this name and these arguments"),
     };
     Event {
         time: ttrace_reader::decode::utc(anchor_ns + e.ns),
@@ -252,15 +279,68 @@ fn perfetto_as_dump(e: &ttrace_tests::perfetto::Event, anchor_ns: u64) -> Event 
     }
 }
 
+/// The Perfetto trace `file`, as our reader reads it, its slices nesting per track.
+fn read_perfetto(file: &Path) -> ttrace_tests::perfetto::Trace {
+    let trace = ttrace_tests::perfetto::read(&std::fs::read(file).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    trace.check_nesting().unwrap();
+    trace
+}
+
+/// The events of a Perfetto export that are events of the trace (not a counter's value,
+/// not a ring's losses), as `dump --utc` shows them (see [`perfetto_as_dump`]).
+fn perfetto_events(trace: &ttrace_tests::perfetto::Trace, dev: &str) -> Vec<Event> {
+    let reader = devttrace::Reader::open(dev).unwrap();
+    let (anchor, meta) = (reader.version().clock.anchor_realtime_ns, reader.metadata());
+    let mut got: Vec<Event> = trace
+        .events
+        .iter()
+        .filter(|e| e.kind != 4 && e.category != "loss")
+        .map(|e| perfetto_as_dump(e, anchor, &meta))
+        .collect();
+    got.sort_by(|a, b| a.time.cmp(&b.time));
+    got
+}
+
+/// The events of `dump --utc`, as a Perfetto export names them: by tracepoint, without
+/// the level and the step a `tracing` callsite's name shows with, and no CPU.
+fn dump_as_perfetto(dev: &str) -> Vec<Event> {
+    const LEVELS: [&str; 5] = ["TRACE ", "DEBUG ", "INFO ", "WARN ", "ERROR "];
+    const STEPS: [&str; 7] = [
+        " new(",
+        " enter(",
+        " exit(",
+        " close(",
+        " record(",
+        " follows(",
+        " event(",
+    ];
+    dump(dev, true)
+        .into_iter()
+        .map(|mut e| {
+            if let Some(rest) = LEVELS.iter().find_map(|l| e.text.strip_prefix(l)) {
+                let open = rest.find('(').unwrap_or(rest.len());
+                let step = STEPS
+                    .iter()
+                    .find(|s| rest[..=open.min(rest.len() - 1)].ends_with(*s));
+                e.text = match step {
+                    Some(s) => format!("{}({}", &rest[..open + 1 - s.len()], &rest[open + 1..]),
+                    None => rest.to_string(),
+                };
+            }
+            Event { cpu: 0, ..e }
+        })
+        .collect()
+}
+
 #[test]
 fn the_perfetto_export_holds_every_event_as_dump_shows_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dev = &known_device(tmp.path());
     let file = tmp.path().join("trace.pftrace");
     export("perfetto", dev, &file);
-    let trace = ttrace_tests::perfetto::read(&std::fs::read(&file).unwrap())
-        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    // Every event on its thread's track, named as the thread was.
+    let trace = read_perfetto(&file);
+    // Every event on its thread's track (no start here has a stop), named as the thread was.
     assert!(trace.events.iter().all(|e| e.on_thread));
     let names: Vec<&str> = trace
         .threads
@@ -268,22 +348,266 @@ fn the_perfetto_export_holds_every_event_as_dump_shows_it() {
         .filter_map(|t| t.2.as_deref())
         .collect();
     assert!(names.len() >= 3, "{names:?}");
-    let anchor = devttrace::Reader::open(dev)
-        .unwrap()
-        .version()
-        .clock
-        .anchor_realtime_ns;
-    let mut got: Vec<Event> = trace
+    assert!(trace.events.iter().any(|e| e.kind == 1));
+    assert_same_events(perfetto_events(&trace, dev), dump_as_perfetto(dev));
+}
+
+/// A device that lost entries: the demo's workload (requests as start/stop pairs, file
+/// reads as entry/exit pairs, a message) in rings of 4,096 slots.
+fn demo_device(dir: &Path) -> String {
+    let dev = dir.join("demo");
+    reader!("demo", "--device", &dev, "--requests", "3000")
+        .env("TTRACE_BUFFER", "64k")
+        .ok();
+    dev.to_str().unwrap().to_string()
+}
+
+#[test]
+fn the_perfetto_export_shows_start_stop_pairs_counters_and_each_rings_losses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = &demo_device(tmp.path());
+    let file = tmp.path().join("trace.pftrace");
+    reader!(
+        "export",
+        "--format",
+        "perfetto",
+        dev,
+        "-o",
+        &file,
+        "--counter",
+        "request_start.size"
+    )
+    .ok();
+    let trace = read_perfetto(&file);
+    assert_same_events(perfetto_events(&trace, dev), dump_as_perfetto(dev));
+    // Each ring's losses, once, as stats counts them.
+    let stats = reader!("stats", dev).ok();
+    let lost: Vec<(u64, u64)> = stats
+        .lines()
+        .filter_map(|l| {
+            let (cpu, rest) = l.strip_prefix("cpu")?.split_once(": ")?;
+            let n = rest.split(", ").nth(1)?.strip_suffix(" entries lost")?;
+            Some((cpu.parse().ok()?, n.parse().ok()?))
+        })
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    assert!(!lost.is_empty(), "{stats}");
+    let arg =
+        |e: &ttrace_tests::perfetto::Event, name: &str| match e.args.iter().find(|a| a.0 == name) {
+            Some((_, ttrace_tests::perfetto::Value::Uint(v))) => *v,
+            other => panic!("{name}: {other:?}"),
+        };
+    let mut shown: Vec<(u64, u64)> = trace
         .events
         .iter()
-        .map(|e| perfetto_as_dump(e, anchor))
+        .filter(|e| e.category == "loss")
+        .map(|e| (arg(e, "cpu"), arg(e, "lost")))
         .collect();
-    got.sort_by(|a, b| a.time.cmp(&b.time));
-    let want = dump(dev, true)
-        .into_iter()
-        .map(|e| Event { cpu: 0, ..e })
+    shown.sort();
+    assert_eq!(shown, lost);
+    // Requests are slices on a track of their stem under their thread's; every size a
+    // counter's value, in order.
+    let requests: Vec<_> = trace
+        .events
+        .iter()
+        .filter(|e| e.name == "request_start" && e.kind == 1)
         .collect();
-    assert_same_events(got, want);
+    assert!(requests.len() > 100);
+    assert!(requests
+        .iter()
+        .all(|e| trace.tracks[&e.track].1.as_deref() == Some("request")));
+    let sizes: Vec<(u64, i64)> = trace
+        .events
+        .iter()
+        .filter(|e| e.name == "request_start" && e.kind != 4)
+        .map(|e| (e.ns, arg(e, "size") as i64))
+        .collect();
+    let counted: Vec<(u64, i64)> = trace
+        .events
+        .iter()
+        .filter(|e| e.kind == 4)
+        .map(|e| match e.value {
+            Some(ttrace_tests::perfetto::Value::Int(v)) => (e.ns, v),
+            ref v => panic!("{v:?}"),
+        })
+        .collect();
+    assert!(trace
+        .events
+        .iter()
+        .filter(|e| e.kind == 4)
+        .all(|e| e.name == "request_start.size"));
+    assert_eq!(counted, sizes);
+}
+
+#[test]
+fn a_counter_that_names_no_numeric_argument_is_one_line_naming_what_there_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = &known_device(tmp.path());
+    let out = tmp.path().join("t.pftrace");
+    let err = reader!(
+        "export",
+        "--format",
+        "perfetto",
+        dev,
+        "-o",
+        &out,
+        "--counter",
+        "file_open.pth"
+    )
+    .fails();
+    assert_eq!(
+        err.trim(),
+        "ttrace-reader: --counter file_open.pth: file_open has no argument pth (it has: path, flags, delta)"
+    );
+    let err = reader!(
+        "export",
+        "--format",
+        "perfetto",
+        dev,
+        "-o",
+        &out,
+        "--counter",
+        "file_opn"
+    )
+    .fails();
+    assert_eq!(
+        err.trim(),
+        "ttrace-reader: --counter file_opn: the trace has no tracepoint named file_opn"
+    );
+    let err = reader!(
+        "export",
+        "--format",
+        "chrome",
+        dev,
+        "-o",
+        &out,
+        "--counter",
+        "file_open"
+    )
+    .fails();
+    assert!(err.contains("--format perfetto"), "{err}");
+    assert!(!out.exists());
+}
+
+/// A device written through `ttrace_tracing`'s subscriber by a tokio program: span
+/// instances polled on two worker threads, fields recorded late, events, `follows_from`.
+fn spans_device(dir: &Path) -> String {
+    let dev = dir.join("spans");
+    ttrace_tests::cli::Cli::new(env!("CARGO_BIN_EXE_ttrace-test-spans"))
+        .env("TTRACE_DIR", &dev)
+        .arg("40")
+        .ok();
+    dev.to_str().unwrap().to_string()
+}
+
+#[test]
+fn the_perfetto_export_of_a_tokio_service_shows_each_span_on_its_track_and_each_poll_on_its_thread()
+{
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = &spans_device(tmp.path());
+    let file = tmp.path().join("trace.pftrace");
+    export("perfetto", dev, &file);
+    let trace = read_perfetto(&file);
+    assert_same_events(perfetto_events(&trace, dev), dump_as_perfetto(dev));
+    // Each call is a slice of its own track, under the process.
+    let calls: Vec<_> = trace
+        .events
+        .iter()
+        .filter(|e| e.name == "ttrace_test_spans::call" && !e.on_thread)
+        .collect();
+    let begun = calls.iter().filter(|e| e.kind == 1);
+    let tracks: std::collections::HashSet<u64> = begun.map(|e| e.track).collect();
+    assert_eq!(tracks.len(), 40);
+    assert!(tracks
+        .iter()
+        .all(|t| trace.processes.contains_key(&trace.tracks[t].0)));
+    // Polls on the worker threads.
+    let polled: std::collections::HashSet<u64> = trace
+        .events
+        .iter()
+        .filter(|e| e.name == "ttrace_test_spans::request" && e.on_thread && e.kind == 1)
+        .map(|e| e.tid)
+        .collect();
+    assert!(!polled.is_empty());
+    // Each follows_from a flow from the batch's track to the close of the call it names.
+    let flows: Vec<&ttrace_tests::perfetto::Event> = trace
+        .events
+        .iter()
+        .filter(|e| !e.flows.is_empty())
+        .collect();
+    assert_eq!(flows.len(), 20);
+    for f in flows
+        .iter()
+        .filter(|e| e.name == "ttrace_test_spans::batch")
+    {
+        let end = flows
+            .iter()
+            .find(|e| e.flows == f.flows && e.name == "ttrace_test_spans::call")
+            .unwrap();
+        assert_eq!(end.kind, 2);
+        assert!(end.ns >= f.ns);
+    }
+}
+
+/// Checks the Perfetto trace `file` of device `dev` with the official schema (the
+/// `perfetto` Python package's `perfetto_trace_pb2`): every packet (tracks described before
+/// use, sequence flags, interning, slices nesting per track), and every event of `dump`
+/// there once, as our reader reads it.
+fn official_perfetto_check(dev: &str, file: &Path) {
+    let printed = viewer::python("check_perfetto.py", "perfetto protobuf", &[file]);
+    let official: Vec<serde_json::Value> = serde_json::from_str(&printed).unwrap();
+    let ours = read_perfetto(file);
+    assert_eq!(official.len(), ours.events.len());
+    for (o, e) in official.iter().zip(&ours.events) {
+        let value = |v: &serde_json::Value| -> String { v.to_string() };
+        assert_eq!(o["ns"], e.ns, "{o}");
+        assert_eq!(o["kind"], e.kind, "{o}");
+        assert_eq!(o["name"], e.name.as_str(), "{o}");
+        assert_eq!(
+            (o["pid"].as_u64(), o["tid"].as_u64()),
+            (Some(e.pid), Some(e.tid)),
+            "{o}"
+        );
+        let args: Vec<String> = o["args"].as_array().unwrap().iter().map(value).collect();
+        let mine: Vec<String> = e
+            .args
+            .iter()
+            .map(|(k, v)| value(&serde_json::json!([k, typed(v)])))
+            .collect();
+        assert_eq!(args, mine);
+    }
+    assert_same_events(perfetto_events(&ours, dev), dump_as_perfetto(dev));
+}
+
+/// A value as the checker prints it: `{"Kind": value}`.
+fn typed(v: &ttrace_tests::perfetto::Value) -> serde_json::Value {
+    use ttrace_tests::perfetto::Value;
+    match v {
+        Value::Bool(b) => serde_json::json!({ "Bool": b }),
+        Value::Uint(u) => serde_json::json!({ "Uint": u }),
+        Value::Int(i) => serde_json::json!({ "Int": i }),
+        Value::Double(d) => serde_json::json!({ "Double": d }),
+        Value::Str(s) => serde_json::json!({ "Str": s }),
+        Value::Pointer(p) => serde_json::json!({ "Pointer": p }),
+    }
+}
+
+#[test]
+#[ignore = "needs python3 with perfetto and protobuf: pip install perfetto protobuf"]
+fn perfettos_own_schema_reads_every_packet_of_each_export_as_our_reader_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let devices = [
+        (known_device(tmp.path()), vec![]),
+        (demo_device(tmp.path()), vec!["--counter", "request_start"]),
+        (spans_device(tmp.path()), vec![]),
+    ];
+    for (i, (dev, counters)) in devices.iter().enumerate() {
+        let file = tmp.path().join(format!("{i}.pftrace"));
+        reader!("export", "--format", "perfetto", dev, "-o", &file)
+            .args(counters)
+            .ok();
+        official_perfetto_check(dev, &file);
+    }
 }
 
 #[test]

@@ -173,24 +173,29 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
         )]
         words: Vec<String>,
     },
-    /// Write the trace in another tool's format: `uftrace` (a uftrace data directory, for
+    /// Write the trace in another tool's format: `perfetto` (Perfetto's own protobuf, for
+    /// ui.perfetto.dev and trace_processor; a file), `uftrace` (a uftrace data directory, for
     /// uftrace replay/report/dump), `ctf` (Common Trace Format 1.8, for babeltrace2 and Trace
-    /// Compass; a directory) or `chrome` (Chrome Trace Event JSON, for Perfetto UI and
-    /// chrome://tracing; a file).
+    /// Compass; a directory) or `chrome` (Chrome Trace Event JSON, for chrome://tracing; a
+    /// file).
     Export {
         /// The output format.
         #[arg(long, value_enum)]
         format: ExportFormat,
         /// The device directory, or a snapshot file.
         device: Option<PathBuf>,
-        /// Where to write: a file for `chrome` (`-` or `/dev/stdout` for standard output), a
-        /// new or empty directory for `ctf` and `uftrace`.
+        /// Where to write: a file for `perfetto` and `chrome` (`-` or `/dev/stdout` for
+        /// standard output), a new or empty directory for `ctf` and `uftrace`.
         #[arg(short, long, value_name = "PATH")]
         output: PathBuf,
         /// Replace PATH if it exists (for `ctf` and `uftrace`, only an earlier export of the
         /// same format).
         #[arg(long)]
         force: bool,
+        /// For `perfetto`: a counter track of each value of this argument, per process
+        /// (`NAME.ARG`, or `NAME` for each numeric argument of tracepoint `NAME`); repeatable.
+        #[arg(long = "counter", value_name = "NAME.ARG")]
+        counters: Vec<String>,
         #[command(flatten)]
         select: Select,
         #[command(flatten)]
@@ -401,9 +406,10 @@ fn run(cli: Cli) -> Result<(), Error> {
             device,
             output,
             force,
+            counters,
             select,
             window,
-        } => export::run(format, device, &output, force, select, window),
+        } => export::run(format, device, &output, force, &counters, select, window),
     }
 }
 

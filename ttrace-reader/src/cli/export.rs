@@ -44,9 +44,13 @@ pub(super) fn run(
     device: Option<PathBuf>,
     output: &Path,
     force: bool,
+    counters: &[String],
     select: Select,
     window: Window,
 ) -> Result<(), Error> {
+    if !counters.is_empty() && !matches!(format, ExportFormat::Perfetto) {
+        return Err(Error::CounterNeedsPerfetto);
+    }
     let dev = open(device)?;
     let shape = match format {
         ExportFormat::Chrome | ExportFormat::Perfetto => Shape::File,
@@ -58,6 +62,7 @@ pub(super) fn run(
         false => output_target(output, shape, force)?,
     };
     let (view, filter) = view_window(&dev, select, window)?;
+    let counters = crate::export::perfetto::counters(&view.meta, counters)?;
     let total = view.cpus.iter().map(|r| r.events.len() as u64).sum();
     let bar = progress_bar(total);
     let progress = |n: u64| bar.set_position(n);
@@ -73,9 +78,9 @@ pub(super) fn run(
     let stream = |out: &mut dyn Write, items| -> std::io::Result<crate::export::Written> {
         let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
         let written = match format {
-            ExportFormat::Perfetto => {
-                crate::export::perfetto::write(ctx, &view.cpus, items, &mut out, progress)?
-            }
+            ExportFormat::Perfetto => crate::export::perfetto::write(
+                ctx, &view.cpus, items, &counters, &mut out, progress,
+            )?,
             _ => crate::export::chrome::write(ctx, &view.cpus, items, &mut out, progress)?,
         };
         out.flush().map(|()| written)

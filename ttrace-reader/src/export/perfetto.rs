@@ -2,33 +2,44 @@
 //! (`perfetto/protos/perfetto/trace/track_event/`), for ui.perfetto.dev and
 //! trace_processor, written with the hand encoder of [`super::proto`].
 //!
+//! Every event `dump` shows is one track event here, at its time, on its thread's packet
+//! sequence, named by its tracepoint, its arguments as debug annotations (their types
+//! kept, value tables' names as strings):
+//!
 //! - **Tracks.** A process track per process and a thread track per thread (its pid and
 //!   tid, as reused ids show in every export: [`Identities`]), named as the writer was at
-//!   the event's time; a span instance of `tracing` has an async track of its own under its
-//!   process's.
+//!   the event's time.
+//! - **Slices.** An entry and the exit that closes it ([`Pairing`]) begin and end a slice
+//!   on the thread track; a start and the stop of its name stem on the same thread begin
+//!   and end one on an async track of that stem under the thread's; a `tracing` span
+//!   instance is a slice on an async track of its own under its process's, from its new to
+//!   its close, and each poll (an enter and its exit) a slice on the thread that polled.
+//!   What cannot be paired exactly (its other half lost or before the horizon) is an
+//!   instant, in the category `unpaired`; a slice whose end is not in the trace is left
+//!   open (Perfetto shows it as not ended).
+//! - **Instants:** every other event; a span's records and `follows_from` on its track,
+//!   each `follows_from` a flow to the close of the span it names (a flow id for each).
+//! - **Counters:** the arguments the user marks (`--counter NAME.ARG`) also set a counter
+//!   track of that name under the process's, at each event.
+//! - **Losses:** a ring's lost, dropped and damaged entries are an instant `lost` on the
+//!   thread track of its first event (the gap is before it), with the CPU and the counts.
 //! - **Sequences.** Each writer thread's events form one packet sequence: its first packet
-//!   clears the incremental state, the others need it. Event names, categories and argument
-//!   names are interned per sequence, defined in the packet that first uses them.
-//! - **Events.** An entry and the exit that closes it ([`Pairing`]) are a slice on the
-//!   thread track (a `SLICE_BEGIN` at the entry, a `SLICE_END` at the exit); a span
-//!   instance is a slice on its async track from its new to its close, its fields as
-//!   arguments, and each poll a slice on the thread that polled it (the drop re-entry
-//!   left out); everything else, and an entry or exit that cannot be paired, is an instant
-//!   on the thread track, with its arguments as debug annotations (their types kept,
-//!   value tables' names as strings).
+//!   clears the incremental state and makes the thread track the sequence's default track,
+//!   so thread events name no track; the others need that state. Event names, categories
+//!   and argument names are interned per sequence, defined in the packet that first uses
+//!   them.
 //! - **Time** is nanoseconds since the device was created (small numbers, short varints),
-//!   on the trace's default clock (no clock snapshots); the thread track of each sequence is
-//!   its default track (`TrackEventDefaults`), so thread events name no track.
+//!   on the trace's default clock.
 //!
-//! Memory holds the tracks and interned strings seen and the entries and instances open.
+//! Memory holds the tracks and interned strings seen and what is open (entries, starts,
+//! span instances, flows), never the events: the trace is written as it is read.
 
-use super::proto::{bytes, double, message, uint};
-use super::{Closes, Identities, Pairing, Schema, Written};
+use super::proto::{bytes, double, fixed64, message, uint};
+use super::{Closes, Identities, Pairing, Schema, Stems, Written};
 use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
-use devttrace::spans::{Added, Instance, Spans};
-use devttrace::{AuxSnapshots, Clock, Event, RingIndex};
+use devttrace::{AuxSnapshots, Clock, Event, RingIndex, Role};
 use std::collections::HashMap;
 use std::io::Write;
 use ttrace_layouts::entry::Kind;
@@ -56,9 +67,13 @@ mod event {
     pub const TYPE: u32 = 9;
     pub const NAME_IID: u32 = 10;
     pub const TRACK_UUID: u32 = 11;
+    pub const COUNTER_VALUE: u32 = 30;
+    pub const DOUBLE_COUNTER_VALUE: u32 = 44;
+    pub const FLOW_IDS: u32 = 47;
     pub const SLICE_BEGIN: u64 = 1;
     pub const SLICE_END: u64 = 2;
     pub const INSTANT: u64 = 3;
+    pub const COUNTER: u64 = 4;
 }
 
 /// `TrackDescriptor`, `ProcessDescriptor` and `ThreadDescriptor` fields.
@@ -68,18 +83,15 @@ mod track {
     pub const PROCESS: u32 = 3;
     pub const THREAD: u32 = 4;
     pub const PARENT_UUID: u32 = 5;
+    pub const COUNTER: u32 = 8;
     pub const PID: u32 = 1;
     pub const TID: u32 = 2;
     pub const PROCESS_NAME: u32 = 6;
     pub const THREAD_NAME: u32 = 5;
 }
 
-/// `InternedData` fields (each entry: `iid = 1`, `name = 2`).
-mod interned {
-    pub const CATEGORIES: u32 = 1;
-    pub const NAMES: u32 = 2;
-    pub const ANNOTATION_NAMES: u32 = 3;
-}
+/// `InternedData` fields (each entry: `iid = 1`, `name = 2`), in the order of [`Strings`].
+const INTERNED: [u32; 3] = [1, 2, 3];
 
 /// `DebugAnnotation` fields.
 mod annotation {
@@ -95,14 +107,26 @@ mod annotation {
 /// `Trace.packet`.
 const TRACE_PACKET: u32 = 1;
 
+/// The kinds of interned strings, as indexes of [`Sequence::interned`].
+mod strings {
+    pub const CATEGORY: usize = 0;
+    pub const NAME: usize = 1;
+    pub const ANNOTATION: usize = 2;
+}
+
+/// The names of a loss instant's arguments.
+const LOSS_ARGS: [&str; 4] = ["cpu", "lost", "dropped", "damaged"];
+
 /// One thread's packet sequence.
 struct Sequence {
     id: u64,
     /// Its thread track.
     track: u64,
+    /// The track of its process.
+    process: u64,
     /// The name the track has (`None`: not described yet).
     named: Option<Option<String>>,
-    /// Interned strings: per kind (category, name, annotation name), string -> iid.
+    /// Interned strings: per kind ([`strings`]), string -> iid.
     interned: [HashMap<String, u64>; 3],
     /// Whether a packet was written on it.
     started: bool,
@@ -113,6 +137,9 @@ struct Sequence {
 /// Strings a packet's event needs interned: (kind, iid, text), defined in that packet.
 type NewStrings = Vec<(usize, u64, String)>;
 
+/// A tracepoint's iids on one sequence: its name, its category, its arguments' names.
+type PointIids = (u64, u64, Vec<u64>);
+
 /// The name and category of a track event.
 #[derive(Clone, Copy)]
 enum Name<'a> {
@@ -122,21 +149,154 @@ enum Name<'a> {
     Given(&'a str, &'a str),
 }
 
-/// The last writer seen: its `ctx`, the times its identity holds for, its sequence's key,
-/// id and thread track.
-type Recent = (u64, core::ops::Range<u64>, (u64, u64), u64, u64);
-
-/// A tracepoint's iids on one sequence: its name, its category, its arguments' names.
-type PointIids = (u64, u64, Vec<u64>);
-
 /// The arguments of a track event.
 #[derive(Clone, Copy)]
 enum Args<'e> {
-    None,
     /// An event's, named by its tracepoint.
     Of(&'e Event),
     /// A message's text, the argument `message`.
     Message(&'e str),
+    /// A loss: the CPU, then the entries lost, dropped and damaged ([`LOSS_ARGS`]).
+    Loss([u64; 4]),
+}
+
+/// A track event to write.
+struct TrackEvent<'a> {
+    /// The writer and time: which sequence it goes on, and when.
+    ctx: u64,
+    stamp: u64,
+    /// Its track; `None`: its writer's thread track.
+    track: Option<u64>,
+    kind: u64,
+    name: Name<'a>,
+    args: Args<'a>,
+    /// The flows it is a step of.
+    flows: &'a [u64],
+}
+
+/// A writer's sequence, as [`Writer::sequence`] finds it.
+#[derive(Clone, Copy)]
+struct Seq {
+    /// Its thread's identity (pid, tid), as exports show reused ids.
+    key: (u64, u64),
+    id: u64,
+    track: u64,
+    process: u64,
+}
+
+/// The last writer seen: its `ctx`, the times its identity holds for, its sequence.
+type Recent = (u64, core::ops::Range<u64>, Seq);
+
+/// A `tracing` span instance open in the trace.
+struct Instance {
+    /// Its async track.
+    track: u64,
+    /// Whether its slice began (its new is in the trace).
+    began: bool,
+    /// Its polls begun and not yet ended: the thread of each.
+    polls: Vec<(u64, u64)>,
+}
+
+/// An argument the user marks as a counter: tracepoint `point`'s argument `arg`, a counter
+/// track named `name` in each process that records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counter {
+    point: u16,
+    arg: usize,
+    name: String,
+    float: bool,
+}
+
+/// Why a counter the user named cannot be one.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CounterError {
+    /// No tracepoint has the name.
+    #[error("--counter {0}: the trace has no tracepoint named {1}")]
+    NoTracepoint(String, String),
+    /// The tracepoint has no such argument.
+    #[error("--counter {0}: {1} has no argument {2} (it has: {3})")]
+    NoArgument(String, String, String, String),
+    /// The argument is not a number.
+    #[error(
+        "--counter {0}: {1} is not a number (counters are unsigned, signed or float arguments)"
+    )]
+    NotANumber(String, String),
+}
+
+/// The counters `specs` (each `NAME.ARG`, or `NAME` for each numeric argument of `NAME`)
+/// name among the tracepoints of `meta`.
+///
+/// ```
+/// use devttrace::{Kind, Metadata, Role, TracepointInfo};
+/// use ttrace_reader::export::perfetto::counters;
+/// let point = |name: &str, format: &str| TracepointInfo {
+///     name: name.into(), kind: Kind::Start, classes: 0, format: format.into(), nargs: 1,
+///     types: vec![], tables: vec![], id: 0, role: Role::Point,
+/// };
+/// let meta = Metadata { tracepoints: vec![point("queue", "depth={depth}")], ..Default::default() };
+/// assert_eq!(counters(&meta, &["queue.depth".into()]).unwrap().len(), 1);
+/// assert_eq!(
+///     counters(&meta, &["queue.dpth".into()]).unwrap_err().to_string(),
+///     "--counter queue.dpth: queue has no argument dpth (it has: depth)"
+/// );
+/// ```
+pub fn counters(
+    meta: &devttrace::Metadata,
+    specs: &[String],
+) -> Result<Vec<Counter>, CounterError> {
+    let schemas = Schema::all(meta);
+    let numeric = |s: &Spec| match s {
+        Spec::Unsigned | Spec::Signed | Spec::Float => Some(*s == Spec::Float),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    for spec in specs {
+        // The longest tracepoint name that the spec is or starts with (names hold dots).
+        let found = schemas
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                *spec == s.name
+                    || spec
+                        .strip_prefix(s.name.as_str())
+                        .is_some_and(|r| r.starts_with('.'))
+            })
+            .max_by_key(|(_, s)| s.name.len());
+        let Some((id, schema)) = found else {
+            let name = spec.split('.').next().unwrap_or(spec);
+            return Err(CounterError::NoTracepoint(spec.clone(), name.to_string()));
+        };
+        let counter = |arg: usize, float| Counter {
+            point: id as u16,
+            arg,
+            name: format!("{}.{}", schema.name, schema.args[arg].0),
+            float,
+        };
+        match spec.get(schema.name.len() + 1..) {
+            None | Some("") => out.extend(
+                schema
+                    .args
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, (_, s))| Some(counter(i, numeric(s)?))),
+            ),
+            Some(arg) => {
+                let Some(i) = schema.args.iter().position(|(a, _)| a == arg) else {
+                    let names: Vec<&str> = schema.args.iter().map(|(a, _)| a.as_str()).collect();
+                    return Err(CounterError::NoArgument(
+                        spec.clone(),
+                        schema.name.clone(),
+                        arg.to_string(),
+                        names.join(", "),
+                    ));
+                };
+                let float = numeric(&schema.args[i].1)
+                    .ok_or_else(|| CounterError::NotANumber(spec.clone(), spec.clone()))?;
+                out.push(counter(i, float));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Writes a view's items as a Perfetto trace.
@@ -144,17 +304,32 @@ struct Writer<'s> {
     aux: &'s AuxSnapshots,
     clock: Clock,
     schemas: Vec<Schema>,
+    /// Per tracepoint id, the name and category its events show.
+    labels: Vec<(String, String)>,
     identities: Identities<'s>,
     sequences: HashMap<(u64, u64), Sequence>,
     /// Process tracks: pid -> its uuid and the name given.
     processes: HashMap<u64, (u64, Option<String>)>,
-    /// Per tracepoint id, the name and category its events show.
-    labels: Vec<(String, String)>,
-    /// The last writer seen (events come in runs of one thread): its `ctx`, the times its
-    /// identity holds for, its sequence's key, id and thread track.
+    /// The last writer seen (events come in runs of one thread).
     recent: Option<Recent>,
     next_uuid: u64,
     pairing: Pairing,
+    /// Before it, nothing is paired: a thread's events there may be missing.
+    horizon: u64,
+    stems: Stems,
+    /// Per thread and stem: its async track, and the starts open on it.
+    starts: HashMap<((u64, u64), usize), (u64, u32)>,
+    /// Span instances open, by process and span id.
+    instances: HashMap<(u32, u64), Instance>,
+    /// The flows waiting for the close of a span (by process and span id).
+    flows: HashMap<(u32, u64), Vec<u64>>,
+    next_flow: u64,
+    /// Per tracepoint id, the counters its events set.
+    counters: Vec<Vec<Counter>>,
+    /// Counter tracks: (process, tracepoint, argument) -> uuid.
+    counter_tracks: HashMap<(u64, u16, usize), u64>,
+    /// Per ring, its losses not yet shown: CPU, lost, dropped, damaged.
+    losses: Vec<Option<[u64; 4]>>,
     written: Written,
     buf: Vec<u8>,
     /// One packet, built before it is framed into `buf`.
@@ -162,82 +337,108 @@ struct Writer<'s> {
 }
 
 impl<'s> Writer<'s> {
+    /// A new track's uuid.
+    fn uuid(&mut self) -> u64 {
+        self.next_uuid += 1;
+        self.next_uuid
+    }
+
     /// The sequence of the writer `ctx` at `stamp`, its tracks described first if new (or
     /// renamed).
-    fn sequence(&mut self, ctx: u64, stamp: u64) -> ((u64, u64), u64, u64) {
-        if let Some((c, during, key, seq, track)) = &self.recent {
+    fn sequence(&mut self, ctx: u64, stamp: u64) -> Seq {
+        if let Some((c, during, seq)) = &self.recent {
             if *c == ctx && during.contains(&stamp) {
-                return (*key, *seq, *track);
+                return *seq;
             }
         }
         let id = self.identities.of(ctx, stamp);
-        let next = self.sequences.len() as u64 + 1;
         let key = (id.pid, id.tid);
-        let uuids = &mut self.next_uuid;
-        let seq = self.sequences.entry(key).or_insert_with(|| Sequence {
-            id: next,
-            track: {
-                *uuids += 1;
-                *uuids
-            },
-            named: None,
-            interned: Default::default(),
-            started: false,
-            points: Vec::new(),
-        });
-        let (seq_id, track) = (seq.id, seq.track);
-        let thread_name = id.thread.map(str::to_string);
         let process_name = id.process.map(str::to_string);
         let process = match self.processes.get(&id.pid) {
             Some((uuid, name)) if *name == process_name => *uuid,
             known => {
-                let uuid = known.map_or_else(
-                    || {
-                        self.next_uuid += 1;
-                        self.next_uuid
-                    },
-                    |p| p.0,
-                );
+                let uuid = match known {
+                    Some(p) => p.0,
+                    None => self.uuid(),
+                };
                 self.processes.insert(id.pid, (uuid, process_name.clone()));
-                self.packet.clear();
-                message(&mut self.packet, packet::TRACK_DESCRIPTOR, |d| {
-                    uint(d, track::UUID, uuid);
+                self.descriptor(uuid, None, None, |d| {
                     message(d, track::PROCESS, |p| {
                         uint(p, track::PID, id.pid);
                         if let Some(n) = &process_name {
                             bytes(p, track::PROCESS_NAME, n.as_bytes());
                         }
-                    });
+                    })
                 });
-                self.frame();
                 uuid
             }
         };
+        if !self.sequences.contains_key(&key) {
+            let (id, track) = (self.sequences.len() as u64 + 1, self.uuid());
+            let seq = Sequence {
+                id,
+                track,
+                process,
+                named: None,
+                interned: Default::default(),
+                started: false,
+                points: Vec::new(),
+            };
+            self.sequences.insert(key, seq);
+        }
         let seq = self.sequences.get_mut(&key).expect("made above");
+        seq.process = process;
+        let found = Seq {
+            key,
+            id: seq.id,
+            track: seq.track,
+            process,
+        };
+        let thread_name = id.thread.map(str::to_string);
         if seq.named.as_ref() != Some(&thread_name) {
             seq.named = Some(thread_name.clone());
-            self.packet.clear();
-            message(&mut self.packet, packet::TRACK_DESCRIPTOR, |d| {
-                uint(d, track::UUID, track);
-                uint(d, track::PARENT_UUID, process);
+            self.descriptor(found.track, Some(process), None, |d| {
                 message(d, track::THREAD, |t| {
                     uint(t, track::PID, id.pid);
                     uint(t, track::TID, id.tid);
                     if let Some(n) = &thread_name {
                         bytes(t, track::THREAD_NAME, n.as_bytes());
                     }
-                });
+                })
             });
-            self.frame();
         }
-        self.recent = Some((ctx, id.during.clone(), key, seq_id, track));
-        (key, seq_id, track)
+        self.recent = Some((ctx, id.during.clone(), found));
+        found
     }
 
-    /// The uuid of the track of the process of writer `ctx` at `stamp` (described).
-    fn process_track(&mut self, ctx: u64, stamp: u64) -> u64 {
-        let ((pid, _), _, _) = self.sequence(ctx, stamp);
-        self.processes[&pid].0
+    /// Writes the descriptor of track `uuid`, under `parent`, named `name`, the rest of
+    /// its body from `body`.
+    fn descriptor(
+        &mut self,
+        uuid: u64,
+        parent: Option<u64>,
+        name: Option<&str>,
+        body: impl FnOnce(&mut Vec<u8>),
+    ) {
+        self.packet.clear();
+        message(&mut self.packet, packet::TRACK_DESCRIPTOR, |d| {
+            uint(d, track::UUID, uuid);
+            if let Some(parent) = parent {
+                uint(d, track::PARENT_UUID, parent);
+            }
+            if let Some(name) = name {
+                bytes(d, track::NAME, name.as_bytes());
+            }
+            body(d);
+        });
+        self.frame();
+    }
+
+    /// A new track named `name` under `parent`.
+    fn child_track(&mut self, parent: u64, name: &str) -> u64 {
+        let uuid = self.uuid();
+        self.descriptor(uuid, Some(parent), Some(name), |_| {});
+        uuid
     }
 
     /// Frames the packet built into the output.
@@ -250,7 +451,7 @@ impl<'s> Writer<'s> {
         self.clock.since_anchor_ns(ticks).max(0) as u64
     }
 
-    /// The iid of `text` of kind `kind` on sequence `key`, added to `new` if it is new there.
+    /// The iid of `text` of kind `kind` on sequence `seq`, added to `new` if it is new there.
     fn iid(seq: &mut Sequence, kind: usize, text: &str, new: &mut NewStrings) -> u64 {
         if let Some(&iid) = seq.interned[kind].get(text) {
             return iid;
@@ -261,121 +462,131 @@ impl<'s> Writer<'s> {
         iid
     }
 
-    /// Writes one track event of `kind` on track `track` (`None`: its writer's thread) of
-    /// the writer `ctx` at `stamp`, named `name`, with the arguments `args`.
-    fn track_event(
-        &mut self,
-        ctx: u64,
-        stamp: u64,
-        track: Option<u64>,
-        kind: u64,
-        name: Name<'_>,
-        args: Args<'_>,
-    ) {
-        let (key, seq_id, thread_track) = self.sequence(ctx, stamp);
-        let ts = self.ns(stamp);
-        let mut new = Vec::new();
-        let seq = self.sequences.get_mut(&key).expect("made by sequence()");
-        let (name_iid, category_iid) = match name {
-            Name::Point(id) => {
-                let id = id as usize;
-                if seq.points.len() <= id {
-                    seq.points.resize(id + 1, None);
-                }
-                if seq.points[id].is_none() {
-                    let (n, c) = &self.labels[id];
-                    let iids = (
-                        Self::iid(seq, 1, n, &mut new),
-                        Self::iid(seq, 0, c, &mut new),
-                        self.schemas[id]
-                            .args
-                            .iter()
-                            .map(|(a, _)| Self::iid(seq, 2, a, &mut new))
-                            .collect(),
-                    );
-                    seq.points[id] = Some(iids);
-                }
-                let p = seq.points[id].as_ref().expect("set above");
-                (p.0, p.1)
-            }
-            Name::Given(n, c) => (
-                Self::iid(seq, 1, n, &mut new),
-                Self::iid(seq, 0, c, &mut new),
-            ),
-        };
-        let message_iid = match args {
-            Args::Message(_) => Self::iid(seq, 2, "message", &mut new),
-            _ => 0,
-        };
-        // The arguments' names of an event's tracepoint, interned with it.
-        if let (Args::Of(e), Name::Given(..)) = (args, name) {
-            let id = e.type_word.tracepoint() as usize;
-            if seq.points.len() <= id {
-                seq.points.resize(id + 1, None);
-            }
-            if seq.points[id].is_none() && id < self.labels.len() {
-                let (n, c) = &self.labels[id];
-                let iids = (
-                    Self::iid(seq, 1, n, &mut new),
-                    Self::iid(seq, 0, c, &mut new),
-                    self.schemas[id]
-                        .args
-                        .iter()
-                        .map(|(a, _)| Self::iid(seq, 2, a, &mut new))
-                        .collect(),
-                );
-                seq.points[id] = Some(iids);
-            }
+    /// The iids of tracepoint `id` on `seq` (interned there first if new).
+    fn point_iids<'q>(
+        seq: &'q mut Sequence,
+        id: usize,
+        labels: &[(String, String)],
+        schemas: &[Schema],
+        new: &mut NewStrings,
+    ) -> Option<&'q PointIids> {
+        let (n, c) = labels.get(id)?;
+        if seq.points.len() <= id {
+            seq.points.resize(id + 1, None);
         }
-        let flags = match std::mem::replace(&mut seq.started, true) {
+        if seq.points[id].is_none() {
+            let iids = (
+                Self::iid(seq, strings::NAME, n, new),
+                Self::iid(seq, strings::CATEGORY, c, new),
+                schemas[id]
+                    .args
+                    .iter()
+                    .map(|(a, _)| Self::iid(seq, strings::ANNOTATION, a, new))
+                    .collect(),
+            );
+            seq.points[id] = Some(iids);
+        }
+        seq.points[id].as_ref()
+    }
+
+    /// Starts a packet on sequence `seq` at `stamp`, with the strings of `new` interned:
+    /// the packet's header, up to its track event.
+    fn packet_header(&mut self, seq: Seq, stamp: u64, new: &NewStrings) {
+        let ts = self.ns(stamp);
+        let sequence = self
+            .sequences
+            .get_mut(&seq.key)
+            .expect("made by sequence()");
+        let flags = match std::mem::replace(&mut sequence.started, true) {
             false => packet::INCREMENTAL_STATE_CLEARED,
             true => packet::NEEDS_INCREMENTAL_STATE,
         };
-        let seq = &self.sequences[&key];
         let p = &mut self.packet;
         p.clear();
         uint(p, packet::TIMESTAMP, ts);
-        uint(p, packet::SEQUENCE_ID, seq_id);
+        uint(p, packet::SEQUENCE_ID, seq.id);
         uint(p, packet::SEQUENCE_FLAGS, flags);
         if flags == packet::INCREMENTAL_STATE_CLEARED {
             message(p, packet::DEFAULTS, |d| {
                 message(d, packet::TRACK_EVENT_DEFAULTS, |t| {
-                    uint(t, event::TRACK_UUID, thread_track);
+                    uint(t, event::TRACK_UUID, seq.track);
                 })
             });
         }
         if !new.is_empty() {
             message(p, packet::INTERNED_DATA, |d| {
-                for (kind, iid, text) in &new {
-                    let field = [
-                        interned::CATEGORIES,
-                        interned::NAMES,
-                        interned::ANNOTATION_NAMES,
-                    ][*kind];
-                    message(d, field, |m| {
+                for (kind, iid, text) in new {
+                    message(d, INTERNED[*kind], |m| {
                         uint(m, 1, *iid);
                         bytes(m, 2, text.as_bytes());
                     });
                 }
             });
         }
+    }
+
+    /// Writes one track event.
+    fn track_event(&mut self, e: TrackEvent<'_>) {
+        let seq = self.sequence(e.ctx, e.stamp);
+        let mut new = Vec::new();
+        let sequence = self
+            .sequences
+            .get_mut(&seq.key)
+            .expect("made by sequence()");
+        let (labels, schemas) = (&self.labels, &self.schemas);
+        // The tracepoint whose argument names the event's arguments use.
+        let point = match e.args {
+            Args::Of(event) => Some(event.type_word.tracepoint() as usize),
+            _ => None,
+        };
+        if let Some(id) = point {
+            Self::point_iids(sequence, id, labels, schemas, &mut new);
+        }
+        let (name_iid, category_iid) = match e.name {
+            Name::Point(id) => {
+                let p = Self::point_iids(sequence, id as usize, labels, schemas, &mut new);
+                p.map_or((0, 0), |p| (p.0, p.1))
+            }
+            Name::Given(n, c) => (
+                Self::iid(sequence, strings::NAME, n, &mut new),
+                Self::iid(sequence, strings::CATEGORY, c, &mut new),
+            ),
+        };
+        let mut own = [0u64; 4];
+        match e.args {
+            Args::Message(_) => {
+                own[0] = Self::iid(sequence, strings::ANNOTATION, "message", &mut new)
+            }
+            Args::Loss(_) => {
+                for (iid, name) in own.iter_mut().zip(LOSS_ARGS) {
+                    *iid = Self::iid(sequence, strings::ANNOTATION, name, &mut new);
+                }
+            }
+            Args::Of(_) => {}
+        }
+        self.packet_header(seq, e.stamp, &new);
+        let sequence = &self.sequences[&seq.key];
         let (aux, schemas) = (self.aux, &self.schemas);
-        message(p, packet::TRACK_EVENT, |t| {
-            uint(t, event::TYPE, kind);
-            if let Some(track) = track {
+        message(&mut self.packet, packet::TRACK_EVENT, |t| {
+            uint(t, event::TYPE, e.kind);
+            if let Some(track) = e.track {
                 uint(t, event::TRACK_UUID, track);
             }
             // An end names its own event too (an exit's name is its own tracepoint's):
             // readers of the slice use its begin's, and merge the arguments of both.
             uint(t, event::NAME_IID, name_iid);
             uint(t, event::CATEGORY_IIDS, category_iid);
-            match args {
-                Args::Of(e) => {
-                    let id = e.type_word.tracepoint() as usize;
-                    let (Some(s), Some(Some(iids))) = (schemas.get(id), seq.points.get(id)) else {
+            for &flow in e.flows {
+                fixed64(t, event::FLOW_IDS, flow);
+            }
+            match e.args {
+                Args::Of(ev) => {
+                    let id = ev.type_word.tracepoint() as usize;
+                    let (Some(s), Some(Some(iids))) = (schemas.get(id), sequence.points.get(id))
+                    else {
                         return;
                     };
-                    for ((&w, (_, spec)), &iid) in e.args().iter().zip(&s.args).zip(&iids.2) {
+                    for ((&w, (_, spec)), &iid) in ev.args().iter().zip(&s.args).zip(&iids.2) {
                         message(t, event::DEBUG_ANNOTATIONS, |a| {
                             uint(a, annotation::NAME_IID, iid);
                             value(a, spec, w, aux);
@@ -383,113 +594,281 @@ impl<'s> Writer<'s> {
                     }
                 }
                 Args::Message(text) => message(t, event::DEBUG_ANNOTATIONS, |a| {
-                    uint(a, annotation::NAME_IID, message_iid);
+                    uint(a, annotation::NAME_IID, own[0]);
                     bytes(a, annotation::STRING, text.as_bytes());
                 }),
-                Args::None => {}
+                Args::Loss(counts) => {
+                    for (&iid, count) in own.iter().zip(counts) {
+                        message(t, event::DEBUG_ANNOTATIONS, |a| {
+                            uint(a, annotation::NAME_IID, iid);
+                            uint(a, annotation::UINT, count);
+                        });
+                    }
+                }
             }
         });
         self.frame();
     }
 
-    /// A trace point that is no span's step.
+    /// Writes `event` (tracepoint `id`'s) as a track event of `kind` on `track`.
+    fn own(&mut self, event: &Event, track: Option<u64>, kind: u64, flows: &[u64]) {
+        let name = Name::Point(event.type_word.tracepoint());
+        self.track_event(TrackEvent {
+            ctx: event.ctx,
+            stamp: event.stamp,
+            track,
+            kind,
+            name,
+            args: Args::Of(event),
+            flows,
+        });
+    }
+
+    /// Writes `event` as an instant on its thread, in the category `unpaired`: the other
+    /// half of its pair is not in the trace, or cannot be told.
+    fn unpaired(&mut self, event: &Event) {
+        let label = self.labels[event.type_word.tracepoint() as usize].0.clone();
+        self.track_event(TrackEvent {
+            ctx: event.ctx,
+            stamp: event.stamp,
+            track: None,
+            kind: event::INSTANT,
+            name: Name::Given(&label, "unpaired"),
+            args: Args::Of(event),
+            flows: &[],
+        });
+    }
+
+    /// A ring's losses, shown on the thread of `event`, its first event.
+    fn loss(&mut self, counts: [u64; 4], ctx: u64, stamp: u64) {
+        self.track_event(TrackEvent {
+            ctx,
+            stamp,
+            track: None,
+            kind: event::INSTANT,
+            name: Name::Given("lost", "loss"),
+            args: Args::Loss(counts),
+            flows: &[],
+        });
+    }
+
+    /// A trace point: a slice's half, an instant, a span's step.
     fn point(&mut self, event: &Event) {
         let id = event.type_word.tracepoint();
-        let (ctx, stamp) = (event.ctx, event.stamp);
-        let Some(kind) = self.schemas.get(id as usize).map(|s| s.kind) else {
+        let Some(s) = self.schemas.get(id as usize) else {
             let name = format!("tracepoint#{id}");
-            let unknown = Name::Given(&name, "unknown");
-            return self.track_event(ctx, stamp, None, event::INSTANT, unknown, Args::Of(event));
+            return self.track_event(TrackEvent {
+                ctx: event.ctx,
+                stamp: event.stamp,
+                track: None,
+                kind: event::INSTANT,
+                name: Name::Given(&name, "unknown"),
+                args: Args::Of(event),
+                flows: &[],
+            });
         };
-        let (kind, paired) = match kind {
-            Kind::Entry if self.pairing.enter(event).is_some() => (event::SLICE_BEGIN, true),
-            Kind::Exit => match self.pairing.exit(event) {
-                Closes::Entry(..) => {
-                    self.written.pairs += 1;
-                    (event::SLICE_END, true)
-                }
-                Closes::Nothing => {
-                    self.written.unpaired += 1;
-                    (event::INSTANT, false)
-                }
-                Closes::Uncertain => {
-                    self.written.uncertain += 1;
-                    (event::INSTANT, false)
-                }
-            },
-            Kind::Entry => {
-                self.written.uncertain += 1;
-                (event::INSTANT, false)
+        let (kind, role) = (s.kind, s.role);
+        if role.is_span() {
+            self.step(event, role);
+        } else {
+            match kind {
+                Kind::Entry if role == Role::Point => self.entry(event),
+                Kind::Exit if role == Role::Point => self.exit(event),
+                Kind::Start | Kind::Stop if role == Role::Point => self.start_stop(event, kind),
+                _ => self.own(event, None, event::INSTANT, &[]),
             }
-            _ => (event::INSTANT, true),
-        };
-        if paired {
-            return self.track_event(ctx, stamp, None, kind, Name::Point(id), Args::Of(event));
         }
-        // An unpaired half keeps its own name, in the category `unpaired`.
-        let label = self.labels[id as usize].0.clone();
-        let name = Name::Given(&label, "unpaired");
-        self.track_event(ctx, stamp, None, kind, name, Args::Of(event));
+        if let Some(counters) = self.counters.get(id as usize).filter(|c| !c.is_empty()) {
+            let counters = counters.clone();
+            self.count(event, &counters);
+        }
     }
 
-    /// A span instance: a slice on an async track of its own, its polls on their threads.
-    fn instance(&mut self, i: &Instance, end: u64) {
-        let Some(name) = self.labels.get(i.tracepoint as usize).map(|l| l.0.clone()) else {
-            return;
-        };
-        let ctx = i
-            .new
-            .as_ref()
-            .map(|e| e.ctx)
-            .or(i.polls.first().map(|p| p.ctx))
-            .unwrap_or(u64::from(i.pid) << 32);
-        let begin = i.begin();
-        let process = self.process_track(ctx, begin);
-        self.next_uuid += 1;
-        let uuid = self.next_uuid;
-        self.packet.clear();
-        message(&mut self.packet, packet::TRACK_DESCRIPTOR, |d| {
-            uint(d, track::UUID, uuid);
-            uint(d, track::PARENT_UUID, process);
-            bytes(d, track::NAME, name.as_bytes());
-        });
-        self.frame();
-        self.track_event(
-            ctx,
-            begin,
-            Some(uuid),
-            event::SLICE_BEGIN,
-            Name::Given(&name, "span"),
-            i.new.as_ref().map_or(Args::None, Args::Of),
-        );
-        for p in &i.polls {
-            self.track_event(
-                p.ctx,
-                p.enter,
-                None,
-                event::SLICE_BEGIN,
-                Name::Given(&name, "poll"),
-                Args::None,
-            );
-            self.track_event(
-                p.ctx,
-                p.exit,
-                None,
-                event::SLICE_END,
-                Name::Given(&name, "poll"),
-                Args::None,
-            );
-            self.written.pairs += 1;
+    /// An entry: a slice begins on its thread, if its exit can be told.
+    fn entry(&mut self, event: &Event) {
+        match self.pairing.enter(event) {
+            Some(_) => self.own(event, None, event::SLICE_BEGIN, &[]),
+            None => {
+                self.written.uncertain += 1;
+                self.unpaired(event);
+            }
         }
-        let close = i.close.unwrap_or(end);
-        self.track_event(
-            ctx,
-            close,
-            Some(uuid),
-            event::SLICE_END,
-            Name::Given(&name, "span"),
-            Args::None,
-        );
+    }
+
+    /// An exit: the slice of its entry ends.
+    fn exit(&mut self, event: &Event) {
+        match self.pairing.exit(event) {
+            Closes::Entry(..) => {
+                self.written.pairs += 1;
+                self.own(event, None, event::SLICE_END, &[]);
+            }
+            Closes::Nothing => {
+                self.written.unpaired += 1;
+                self.unpaired(event);
+            }
+            Closes::Uncertain => {
+                self.written.uncertain += 1;
+                self.unpaired(event);
+            }
+        }
+    }
+
+    /// A start or a stop: a slice of its stem begins or ends on an async track of the
+    /// thread's, if its stem pairs; else an instant.
+    fn start_stop(&mut self, event: &Event, kind: Kind) {
+        let id = event.type_word.tracepoint() as usize;
+        let stem = self.stems.of.get(id).copied().flatten();
+        let Some(stem) = stem.filter(|&s| self.stems.paired[s]) else {
+            return self.own(event, None, event::INSTANT, &[]);
+        };
+        let seq = self.sequence(event.ctx, event.stamp);
+        let open = self.starts.get(&(seq.key, stem)).map_or(0, |s| s.1);
+        match kind {
+            Kind::Start if event.stamp >= self.horizon => {
+                let track = match self.starts.get(&(seq.key, stem)) {
+                    Some(&(track, _)) => track,
+                    None => {
+                        let name = self.stems.names[stem].clone();
+                        self.child_track(seq.track, &name)
+                    }
+                };
+                self.starts.insert((seq.key, stem), (track, open + 1));
+                self.own(event, Some(track), event::SLICE_BEGIN, &[]);
+            }
+            Kind::Stop if open > 0 => {
+                let track = self.starts[&(seq.key, stem)].0;
+                self.starts.insert((seq.key, stem), (track, open - 1));
+                self.written.pairs += 1;
+                self.own(event, Some(track), event::SLICE_END, &[]);
+            }
+            _ => self.own(event, None, event::INSTANT, &[]),
+        }
+    }
+
+    /// A step of a `tracing` span: its new and close begin and end its slice on its own
+    /// track, an enter and its exit a poll on the thread.
+    fn step(&mut self, event: &Event, role: Role) {
+        let Some(&span) = event.args().first() else {
+            return self.own(event, None, event::INSTANT, &[]);
+        };
+        let key = ((event.ctx >> 32) as u32, span);
+        match role {
+            Role::SpanNew => {
+                // A new instance with the id of one open: that one's close was lost.
+                self.instances.remove(&key);
+                let track = self.instance_track(event);
+                self.instances.insert(
+                    key,
+                    Instance {
+                        track,
+                        began: true,
+                        polls: Vec::new(),
+                    },
+                );
+                self.own(event, Some(track), event::SLICE_BEGIN, &[]);
+            }
+            Role::SpanClose => {
+                let flows = self.flows.remove(&key).unwrap_or_default();
+                match self.instances.remove(&key) {
+                    Some(i) if i.began => self.own(event, Some(i.track), event::SLICE_END, &flows),
+                    Some(i) => self.own(event, Some(i.track), event::INSTANT, &flows),
+                    None => {
+                        let track = self.instance_track(event);
+                        self.own(event, Some(track), event::INSTANT, &flows)
+                    }
+                }
+            }
+            Role::SpanEnter if event.stamp >= self.horizon => {
+                let thread = self.sequence(event.ctx, event.stamp).key;
+                self.instance(event, key).polls.push(thread);
+                self.own(event, None, event::SLICE_BEGIN, &[]);
+            }
+            Role::SpanExit => {
+                let thread = self.sequence(event.ctx, event.stamp).key;
+                let polls = &mut self.instance(event, key).polls;
+                match polls.iter().rposition(|&t| t == thread) {
+                    Some(at) => {
+                        polls.remove(at);
+                        self.written.pairs += 1;
+                        self.own(event, None, event::SLICE_END, &[]);
+                    }
+                    None => {
+                        self.written.unpaired += 1;
+                        self.unpaired(event);
+                    }
+                }
+            }
+            Role::SpanFollows => {
+                let track = self.instance(event, key).track;
+                let follows = event.args().get(1).copied().unwrap_or(0);
+                self.next_flow += 1;
+                let flow = self.next_flow;
+                self.flows.entry((key.0, follows)).or_default().push(flow);
+                self.own(event, Some(track), event::INSTANT, &[flow]);
+            }
+            Role::SpanRecord => {
+                let track = self.instance(event, key).track;
+                self.own(event, Some(track), event::INSTANT, &[]);
+            }
+            _ => {
+                self.written.uncertain += u64::from(role == Role::SpanEnter);
+                self.unpaired(event);
+            }
+        }
+    }
+
+    /// The open span instance of `key`, which `event` is a step of (made, with its
+    /// track, if its new is not in the trace).
+    fn instance(&mut self, event: &Event, key: (u32, u64)) -> &mut Instance {
+        if !self.instances.contains_key(&key) {
+            let track = self.instance_track(event);
+            let i = Instance {
+                track,
+                began: false,
+                polls: Vec::new(),
+            };
+            self.instances.insert(key, i);
+        }
+        self.instances.get_mut(&key).expect("made above")
+    }
+
+    /// A new async track for the span instance `event` is a step of, under its process's.
+    fn instance_track(&mut self, event: &Event) -> u64 {
+        let process = self.sequence(event.ctx, event.stamp).process;
+        let name = self.labels[event.type_word.tracepoint() as usize].0.clone();
+        self.child_track(process, &name)
+    }
+
+    /// The counters of `event`: each argument marked as one sets its track.
+    fn count(&mut self, event: &Event, counters: &[Counter]) {
+        let seq = self.sequence(event.ctx, event.stamp);
+        for c in counters {
+            let Some(&w) = event.args().get(c.arg) else {
+                continue;
+            };
+            let key = (seq.key.0, c.point, c.arg);
+            let track = match self.counter_tracks.get(&key) {
+                Some(&t) => t,
+                None => {
+                    let uuid = self.uuid();
+                    self.descriptor(uuid, Some(seq.process), Some(&c.name), |d| {
+                        message(d, track::COUNTER, |_| {})
+                    });
+                    self.counter_tracks.insert(key, uuid);
+                    uuid
+                }
+            };
+            self.packet_header(seq, event.stamp, &Vec::new());
+            message(&mut self.packet, packet::TRACK_EVENT, |t| {
+                uint(t, event::TYPE, event::COUNTER);
+                uint(t, event::TRACK_UUID, track);
+                match c.float {
+                    true => double(t, event::DOUBLE_COUNTER_VALUE, f64::from_bits(w)),
+                    false => uint(t, event::COUNTER_VALUE, w),
+                }
+            });
+            self.frame();
+        }
     }
 }
 
@@ -497,7 +876,7 @@ impl<'s> Writer<'s> {
 /// span step's role, a native point's kind.
 fn label(s: &Schema) -> (String, String) {
     let category = match (s.role, s.level) {
-        (devttrace::Role::Point, _) => s.kind.name().to_string(),
+        (Role::Point, _) => s.kind.name().to_string(),
         (_, Some(level)) => level.name().to_ascii_lowercase(),
         (role, None) => role.label().unwrap_or("event").to_string(),
     };
@@ -521,7 +900,7 @@ fn value(out: &mut Vec<u8>, spec: &Spec, w: u64, aux: &AuxSnapshots) {
             bytes(
                 out,
                 annotation::STRING,
-                &String::from_utf8_lossy(&text).into_owned().into_bytes(),
+                String::from_utf8_lossy(&text).as_bytes(),
             );
         }
         Spec::Char | Spec::Values { .. } => {
@@ -530,61 +909,85 @@ fn value(out: &mut Vec<u8>, spec: &Spec, w: u64, aux: &AuxSnapshots) {
             bytes(
                 out,
                 annotation::STRING,
-                &String::from_utf8_lossy(&text).into_owned().into_bytes(),
+                String::from_utf8_lossy(&text).as_bytes(),
             );
         }
     }
 }
 
-/// Writes the items of `ctx` (merged by `items`) to `out` as a Perfetto trace; `rings` gives
-/// the per-ring counts.
+/// Writes the items of `ctx` (merged by `items`) to `out` as a Perfetto trace, with the
+/// counters `counters` ([`counters`]); `rings` gives the per-ring counts.
 pub fn write(
     ctx: Context<'_>,
     rings: &[RingIndex],
     mut items: Merge<'_>,
+    counters: &[Counter],
     out: &mut impl Write,
     mut progress: impl FnMut(u64),
 ) -> std::io::Result<Written> {
     let pairing = Pairing::new(rings, ctx.meta);
-    let horizon = pairing.horizon();
+    let schemas = Schema::all(ctx.meta);
+    let mut by_point = vec![Vec::new(); schemas.len()];
+    for c in counters {
+        by_point[c.point as usize].push(c.clone());
+    }
+    let losses = rings
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let counts = [i as u64, r.lost, r.dropped, r.damaged];
+            let any = r.lost + r.dropped + r.damaged > 0 && items.selects_ring(i);
+            any.then_some(counts)
+        })
+        .collect();
     let mut w = Writer {
         aux: ctx.aux,
         clock: ctx.version.clock,
-        labels: Schema::all(ctx.meta).iter().map(label).collect(),
+        labels: schemas.iter().map(label).collect(),
+        schemas,
         recent: None,
-        schemas: Schema::all(ctx.meta),
         identities: Identities::new(ctx.meta),
         sequences: HashMap::new(),
         processes: HashMap::new(),
         next_uuid: 0,
+        horizon: pairing.horizon(),
         pairing,
+        stems: Stems::new(&ctx.meta.tracepoints),
+        starts: HashMap::new(),
+        instances: HashMap::new(),
+        flows: HashMap::new(),
+        next_flow: 0,
+        counters: by_point,
+        counter_tracks: HashMap::new(),
+        losses,
         written: Written::default(),
         buf: Vec::with_capacity(1 << 17),
         packet: Vec::with_capacity(512),
     };
-    let mut spans = Spans::new(ctx.meta, horizon);
-    let mut last = 0;
+    let mut first = None;
     w.written.losses(rings, &items);
     items.try_for_each_ref(|item| {
-        last = last.max(item.timestamp());
         w.written.item(item);
         match item {
-            Item::Point { event, .. } => match spans.add(event) {
-                Added::NotAStep => w.point(event),
-                Added::Step => {}
-                Added::Ended(i) => w.instance(&i, last),
-            },
+            Item::Point { event, cpu } => {
+                if let Some(counts) = w.losses.get_mut(*cpu).and_then(Option::take) {
+                    w.loss(counts, event.ctx, event.stamp);
+                }
+                first.get_or_insert((event.stamp, event.ctx));
+                w.point(event)
+            }
             Item::Message(r) => {
+                first.get_or_insert((r.timestamp, r.ctx));
                 let text = String::from_utf8_lossy(r.text_or_lost()).into_owned();
-                let message = Args::Message(&text);
-                w.track_event(
-                    r.ctx,
-                    r.timestamp,
-                    None,
-                    event::INSTANT,
-                    Name::Given("info", "message"),
-                    message,
-                );
+                w.track_event(TrackEvent {
+                    ctx: r.ctx,
+                    stamp: r.timestamp,
+                    track: None,
+                    kind: event::INSTANT,
+                    name: Name::Given("info", "message"),
+                    args: Args::Message(&text),
+                    flows: &[],
+                });
             }
         }
         if w.buf.len() >= 1 << 16 {
@@ -595,8 +998,12 @@ pub fn write(
         Ok::<(), std::io::Error>(())
     })?;
     w.written.strings_lost = items.strings_lost();
-    for i in spans.into_open() {
-        w.instance(&i, last);
+    // Rings whose every entry was lost: their losses at the trace's first event.
+    let rest: Vec<[u64; 4]> = w.losses.iter_mut().filter_map(Option::take).collect();
+    if let Some((stamp, ctx)) = first {
+        for counts in rest {
+            w.loss(counts, ctx, stamp);
+        }
     }
     out.write_all(&w.buf)?;
     progress(w.written.events);
