@@ -10,6 +10,7 @@
 
 pub mod cli;
 pub mod ctf;
+pub mod otlp;
 pub mod perfetto;
 pub mod fuzz;
 pub mod layers;

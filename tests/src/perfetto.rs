@@ -8,14 +8,14 @@ use std::collections::HashMap;
 
 /// A decoded field: its number and value.
 #[derive(Clone, Debug)]
-enum Wire<'a> {
+pub(crate) enum Wire<'a> {
     Varint(u64),
     Fixed64(u64),
     Bytes(&'a [u8]),
 }
 
 /// The fields of one message, in order.
-fn fields(mut b: &[u8]) -> Result<Vec<(u32, Wire<'_>)>, String> {
+pub(crate) fn fields(mut b: &[u8]) -> Result<Vec<(u32, Wire<'_>)>, String> {
     let mut out = Vec::new();
     let varint = |b: &mut &[u8]| -> Result<u64, String> {
         let mut v = 0u64;
@@ -52,14 +52,14 @@ fn fields(mut b: &[u8]) -> Result<Vec<(u32, Wire<'_>)>, String> {
     Ok(out)
 }
 
-fn bytes<'a>(f: &[(u32, Wire<'a>)], n: u32) -> Option<&'a [u8]> {
+pub(crate) fn bytes<'a>(f: &[(u32, Wire<'a>)], n: u32) -> Option<&'a [u8]> {
     f.iter().find_map(|(k, w)| match (k, w) {
         (k, Wire::Bytes(b)) if *k == n => Some(*b),
         _ => None,
     })
 }
 
-fn varint(f: &[(u32, Wire<'_>)], n: u32) -> Option<u64> {
+pub(crate) fn varint(f: &[(u32, Wire<'_>)], n: u32) -> Option<u64> {
     f.iter().find_map(|(k, w)| match (k, w) {
         (k, Wire::Varint(v)) if *k == n => Some(*v),
         _ => None,

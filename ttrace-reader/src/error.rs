@@ -26,6 +26,9 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Spans could not be sent to `--otlp-endpoint`.
+    #[error(transparent)]
+    Post(#[from] crate::export::post::PostError),
     /// `--counter` names no numeric argument of the trace.
     #[error(transparent)]
     Counter(#[from] crate::export::perfetto::CounterError),

@@ -42,7 +42,7 @@ fn known_trace(dir: &Path) {
 }
 
 /// The device `known_trace` writes in `dir/dev`: its path.
-fn known_device(dir: &Path) -> String {
+pub(crate) fn known_device(dir: &Path) -> String {
     let dev = dir.join("dev");
     known_trace(&dev);
     dev.to_str().unwrap().to_string()
@@ -50,16 +50,16 @@ fn known_device(dir: &Path) -> String {
 
 /// One event of a dump: `(time, cpu, pid, tid, text)` where text is `name(args)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Event {
-    time: String,
-    cpu: u32,
-    pid: u32,
-    tid: u32,
-    text: String,
+pub(crate) struct Event {
+    pub(crate) time: String,
+    pub(crate) cpu: u32,
+    pub(crate) pid: u32,
+    pub(crate) tid: u32,
+    pub(crate) text: String,
 }
 
 /// The events `dump` shows, with the time column as given (`--utc` or relative).
-fn dump(dev: &str, utc: bool) -> Vec<Event> {
+pub(crate) fn dump(dev: &str, utc: bool) -> Vec<Event> {
     let args: Vec<&str> = if utc {
         vec!["dump", "--utc", dev]
     } else {
@@ -354,7 +354,7 @@ fn the_perfetto_export_holds_every_event_as_dump_shows_it() {
 
 /// A device that lost entries: the demo's workload (requests as start/stop pairs, file
 /// reads as entry/exit pairs, a message) in rings of 4,096 slots.
-fn demo_device(dir: &Path) -> String {
+pub(crate) fn demo_device(dir: &Path) -> String {
     let dev = dir.join("demo");
     reader!("demo", "--device", &dev, "--requests", "3000")
         .env("TTRACE_BUFFER", "64k")
@@ -491,7 +491,7 @@ fn a_counter_that_names_no_numeric_argument_is_one_line_naming_what_there_is() {
 
 /// A device written through `ttrace_tracing`'s subscriber by a tokio program: span
 /// instances polled on two worker threads, fields recorded late, events, `follows_from`.
-fn spans_device(dir: &Path) -> String {
+pub(crate) fn spans_device(dir: &Path) -> String {
     let dev = dir.join("spans");
     ttrace_tests::cli::Cli::new(env!("CARGO_BIN_EXE_ttrace-test-spans"))
         .env("TTRACE_DIR", &dev)

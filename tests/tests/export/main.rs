@@ -1,4 +1,4 @@
-//! The exports (CTF, Chrome JSON, uftrace) against what `dump` shows, and value tables and
+//! The exports (CTF, Chrome JSON, uftrace, Perfetto, OTLP) against what `dump` shows, and value tables and
 //! typed arguments through `dump`, `report` and every export.
 //!
 //! `values` writes its device through the process's writer (`ttrace_core::init` and
@@ -7,5 +7,6 @@
 //! `#[ignore = "needs ..."]`, run with `-- --include-ignored`.
 
 mod export;
+mod otlp;
 mod threads;
 mod values;

@@ -155,6 +155,11 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
         /// registered (start the watcher before the program).
         #[arg(long)]
         wait: bool,
+        /// Also send each snapshot's spans to this OpenTelemetry collector's OTLP/HTTP
+        /// receiver (http://host:4318; path /v1/traces unless given), as `export
+        /// --otlp-endpoint` does.
+        #[arg(long, value_name = "URL")]
+        otlp_endpoint: Option<String>,
     },
     /// Show or change what is recorded: `level <error|warn|info|debug|trace|off>` (`tracing`
     /// callsites of that level and more severe), `setmask <value> <mask>`, `setbits <bits>`,
@@ -174,20 +179,31 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
         words: Vec<String>,
     },
     /// Write the trace in another tool's format: `perfetto` (Perfetto's own protobuf, for
-    /// ui.perfetto.dev and trace_processor; a file), `uftrace` (a uftrace data directory, for
-    /// uftrace replay/report/dump), `ctf` (Common Trace Format 1.8, for babeltrace2 and Trace
-    /// Compass; a directory) or `chrome` (Chrome Trace Event JSON, for chrome://tracing; a
-    /// file).
+    /// ui.perfetto.dev and trace_processor; a file), `otlp` (OpenTelemetry spans as JSON
+    /// lines, the collector's file format) or `otlp-proto` (a protobuf `TracesData`),
+    /// `uftrace` (a uftrace data directory, for uftrace replay/report/dump), `ctf` (Common
+    /// Trace Format 1.8, for babeltrace2 and Trace Compass; a directory) or `chrome` (Chrome
+    /// Trace Event JSON, for chrome://tracing; a file). Or send the spans to an OpenTelemetry
+    /// collector (`--otlp-endpoint`).
     Export {
         /// The output format.
-        #[arg(long, value_enum)]
-        format: ExportFormat,
+        #[arg(long, value_enum, required_unless_present = "otlp_endpoint")]
+        format: Option<ExportFormat>,
         /// The device directory, or a snapshot file.
         device: Option<PathBuf>,
-        /// Where to write: a file for `perfetto` and `chrome` (`-` or `/dev/stdout` for
-        /// standard output), a new or empty directory for `ctf` and `uftrace`.
-        #[arg(short, long, value_name = "PATH")]
-        output: PathBuf,
+        /// Where to write: a file for `perfetto`, `otlp` and `chrome` (`-` or `/dev/stdout`
+        /// for standard output), a new or empty directory for `ctf` and `uftrace`.
+        #[arg(
+            short,
+            long,
+            value_name = "PATH",
+            required_unless_present = "otlp_endpoint"
+        )]
+        output: Option<PathBuf>,
+        /// Send the spans (as `otlp` has them) to this OpenTelemetry collector's OTLP/HTTP
+        /// receiver instead (http://host:4318; path /v1/traces unless given).
+        #[arg(long, value_name = "URL", conflicts_with_all = ["output", "format"])]
+        otlp_endpoint: Option<String>,
         /// Replace PATH if it exists (for `ctf` and `uftrace`, only an earlier export of the
         /// same format).
         #[arg(long)]
@@ -355,6 +371,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             count,
             interval_ms,
             wait,
+            otlp_endpoint,
         } => watch::run(
             device,
             WatchOptions {
@@ -369,6 +386,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 count,
                 interval_ms,
                 wait,
+                otlp_endpoint,
             },
         ),
         Command::Stats { device } => stats::run(device),
@@ -407,9 +425,16 @@ fn run(cli: Cli) -> Result<(), Error> {
             output,
             force,
             counters,
+            otlp_endpoint,
             select,
             window,
-        } => export::run(format, device, &output, force, &counters, select, window),
+        } => match (format, output, otlp_endpoint) {
+            (_, _, Some(url)) => export::post(device, &url, select, window),
+            (Some(format), Some(output), None) => {
+                export::run(format, device, &output, force, &counters, select, window)
+            }
+            _ => unreachable!("clap requires --format and -o without --otlp-endpoint"),
+        },
     }
 }
 

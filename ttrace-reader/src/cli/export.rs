@@ -4,9 +4,12 @@
 
 use super::open::open;
 use super::select::{view_window, Select, Window};
+use crate::export::otlp;
+use crate::export::post::Endpoint;
 use crate::merge::Merge;
 use crate::output::{output_target, write_output, Shape, Target};
 use crate::Error;
+use devttrace::Reader;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -20,6 +23,11 @@ pub(super) enum ExportFormat {
     /// Perfetto's native protobuf trace (TrackEvent), for ui.perfetto.dev and
     /// trace_processor.
     Perfetto,
+    /// OpenTelemetry spans, JSON lines (`TracesData` a line, as the collector's file
+    /// exporter writes).
+    Otlp,
+    /// OpenTelemetry spans, one protobuf `TracesData`.
+    OtlpProto,
     /// Common Trace Format 1.8.
     Ctf,
 }
@@ -53,7 +61,10 @@ pub(super) fn run(
     }
     let dev = open(device)?;
     let shape = match format {
-        ExportFormat::Chrome | ExportFormat::Perfetto => Shape::File,
+        ExportFormat::Chrome
+        | ExportFormat::Perfetto
+        | ExportFormat::Otlp
+        | ExportFormat::OtlpProto => Shape::File,
         ExportFormat::Ctf => Shape::Dir("metadata"),
         ExportFormat::Uftrace => Shape::Dir("info"),
     };
@@ -62,6 +73,7 @@ pub(super) fn run(
         false => output_target(output, shape, force)?,
     };
     let (view, filter) = view_window(&dev, select, window)?;
+    let device = view_name(&dev);
     let counters = crate::export::perfetto::counters(&view.meta, counters)?;
     let total = view.cpus.iter().map(|r| r.events.len() as u64).sum();
     let bar = progress_bar(total);
@@ -81,12 +93,26 @@ pub(super) fn run(
             ExportFormat::Perfetto => crate::export::perfetto::write(
                 ctx, &view.cpus, items, &counters, &mut out, progress,
             )?,
+            ExportFormat::Otlp | ExportFormat::OtlpProto => {
+                let encoding = match format {
+                    ExportFormat::Otlp => otlp::Encoding::Json,
+                    _ => otlp::Encoding::Proto,
+                };
+                let mut batch = |b: &[u8]| out.write_all(b);
+                otlp::write(ctx, &view.cpus, items, encoding, &device, &mut batch)?
+            }
             _ => crate::export::chrome::write(ctx, &view.cpus, items, &mut out, progress)?,
         };
         out.flush().map(|()| written)
     };
     let done = match (format, target) {
-        (ExportFormat::Chrome | ExportFormat::Perfetto, Target::Stream) => {
+        (
+            ExportFormat::Chrome
+            | ExportFormat::Perfetto
+            | ExportFormat::Otlp
+            | ExportFormat::OtlpProto,
+            Target::Stream,
+        ) => {
             // `-o /dev/stdout | head` ends as quietly as `-o - | head`.
             let written = match output == Path::new("-") {
                 true => stream(&mut std::io::stdout().lock(), items),
@@ -100,17 +126,21 @@ pub(super) fn run(
                 written => named(written),
             }
         }
-        (ExportFormat::Chrome | ExportFormat::Perfetto, target) => {
-            write_output(output, target, shape, |tmp| {
-                named(
-                    std::fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .open(tmp)
-                        .and_then(|mut file| stream(&mut file, items)),
-                )
-            })
-        }
+        (
+            ExportFormat::Chrome
+            | ExportFormat::Perfetto
+            | ExportFormat::Otlp
+            | ExportFormat::OtlpProto,
+            target,
+        ) => write_output(output, target, shape, |tmp| {
+            named(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(tmp)
+                    .and_then(|mut file| stream(&mut file, items)),
+            )
+        }),
         (ExportFormat::Ctf, target) => write_output(output, target, shape, |tmp| {
             named(crate::export::ctf::write(
                 ctx, &view.cpus, items, tmp, progress,
@@ -133,4 +163,59 @@ pub(super) fn run(
         eprintln!("{}: {}", output.display(), written.tally().line());
     }
     Ok(())
+}
+
+/// What the resource attribute `ttrace.device` says of `dev`: its path.
+fn view_name(dev: &Reader) -> String {
+    dev.dir().display().to_string()
+}
+
+/// Sends the spans of `device` (as `--format otlp` has them) to the OTLP/HTTP receiver at
+/// `url`, a request per batch.
+pub(super) fn post(
+    device: Option<PathBuf>,
+    url: &str,
+    select: Select,
+    window: Window,
+) -> Result<(), Error> {
+    let endpoint = Endpoint::parse(url)?;
+    let dev = open(device)?;
+    let (view, filter) = view_window(&dev, select, window)?;
+    let written = post_view(&dev, &view, &filter, &endpoint)?;
+    dev.check_intact()?;
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!("{endpoint}: {} spans sent", written.pairs);
+    }
+    Ok(())
+}
+
+/// Sends the spans of `view` of `dev` to `endpoint`.
+pub(super) fn post_view(
+    dev: &Reader,
+    view: &devttrace::View<'_>,
+    filter: &crate::merge::Filter,
+    endpoint: &Endpoint,
+) -> Result<crate::export::Written, Error> {
+    let items = Merge::view(view, filter);
+    let mut failed = None;
+    let mut batch = |b: &[u8]| {
+        endpoint.post(b).map_err(|e| {
+            failed = Some(e);
+            std::io::Error::other("not sent")
+        })
+    };
+    let device = view_name(dev);
+    let sent = otlp::write(
+        view.into(),
+        &view.cpus,
+        items,
+        otlp::Encoding::Proto,
+        &device,
+        &mut batch,
+    );
+    match (sent, failed) {
+        (_, Some(e)) => Err(e.into()),
+        (Ok(written), None) => Ok(written),
+        (Err(e), None) => Err(e.into()),
+    }
 }

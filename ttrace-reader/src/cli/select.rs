@@ -10,7 +10,7 @@ use clap::Args;
 use devttrace::{Reader, View};
 
 /// What to show.
-#[derive(Args, Clone)]
+#[derive(Args, Clone, Default)]
 pub(super) struct Select {
     /// Only these rings (`--cpu 0 --cpu 2` or `--cpu 0,2`).
     #[arg(long, value_delimiter = ',', value_name = "N")]
@@ -22,7 +22,7 @@ pub(super) struct Select {
 }
 
 /// Which part of the trace, in time.
-#[derive(Args)]
+#[derive(Args, Default)]
 pub(super) struct Window {
     /// Only events at or after TIME: seconds since the device was created as the first
     /// column shows them (`12.5`, `300ms`), a UTC time as `--utc` shows it

@@ -19,6 +19,7 @@
 
 use super::open::{absent, announce, open, refusal, trust};
 use crate::decode;
+use crate::export::post::Endpoint;
 use crate::output::quiet_pipe;
 use crate::Error;
 use devttrace::{Follower, Reader};
@@ -52,6 +53,8 @@ pub(super) struct WatchOptions {
     pub(super) interval_ms: u64,
     /// `--wait`: wait for the device and for the tracepoints the rules name.
     pub(super) wait: bool,
+    /// `--otlp-endpoint`: where each snapshot's spans are sent.
+    pub(super) otlp_endpoint: Option<String>,
 }
 
 /// Set when an ending signal came: `watch` saves what it has pending, prints its footer and
@@ -141,6 +144,11 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
         .map(|r| r.parse::<Rule>())
         .collect::<Result<Vec<Rule>, _>>()?;
     let policy = policy(&mut opts)?;
+    let otlp = opts
+        .otlp_endpoint
+        .as_deref()
+        .map(Endpoint::parse)
+        .transpose()?;
     crate::signals::take().on_signal(|_| STOPPED.store(true, Relaxed));
     let poll_interval = Duration::from_millis(opts.interval_ms);
     let dev = match opts.wait {
@@ -170,6 +178,7 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
         store,
         policy,
         exec: opts.exec.clone(),
+        otlp,
         children: Vec::new(),
         counts: Counts::default(),
         pending: None,
@@ -252,6 +261,8 @@ struct Watcher<'d> {
     store: Store,
     policy: Policy,
     exec: Option<String>,
+    /// `--otlp-endpoint`.
+    otlp: Option<Endpoint>,
     /// `--exec` commands still running.
     children: Vec<Child>,
     counts: Counts,
@@ -378,6 +389,15 @@ impl Watcher<'_> {
             path.display(),
             events.map_or("?".to_string(), grouped)
         ))?;
+        if let Some(endpoint) = &self.otlp {
+            // One snapshot whose spans could not be sent does not end the watch.
+            if let Err(e) = send(&path, endpoint) {
+                eprintln!(
+                    "ttrace-reader: watch: {}: spans not sent: {e}",
+                    path.display()
+                );
+            }
+        }
         if let Some(cmd) = &self.exec {
             let child = Command::new("sh")
                 .arg("-c")
@@ -437,4 +457,15 @@ fn grouped(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// Sends the spans of the snapshot file `path` to `endpoint`.
+fn send(path: &Path, endpoint: &Endpoint) -> Result<(), Error> {
+    let dev = Reader::open(path)?;
+    let (view, filter) = super::select::view_window(
+        &dev,
+        super::select::Select::default(),
+        super::select::Window::default(),
+    )?;
+    super::export::post_view(&dev, &view, &filter, endpoint).map(|_| ())
 }

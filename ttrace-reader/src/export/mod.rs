@@ -7,7 +7,9 @@
 
 pub mod chrome;
 pub mod ctf;
+pub mod otlp;
 pub mod perfetto;
+pub mod post;
 pub mod proto;
 pub mod uftrace;
 

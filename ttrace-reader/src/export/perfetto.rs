@@ -34,13 +34,13 @@
 //! Memory holds the tracks and interned strings seen and what is open (entries, starts,
 //! span instances, flows), never the events: the trace is written as it is read.
 
-use super::proto::{bytes, double, fixed64, message, uint};
+use super::proto::{bytes, close, double, fixed64, message, open, uint};
 use super::{Closes, Identities, Pairing, Schema, Stems, Written};
 use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
 use devttrace::{AuxSnapshots, Clock, Event, RingIndex, Role};
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::io::Write;
 use ttrace_layouts::entry::Kind;
 
@@ -307,7 +307,9 @@ struct Writer<'s> {
     /// Per tracepoint id, the name and category its events show.
     labels: Vec<(String, String)>,
     identities: Identities<'s>,
-    sequences: HashMap<(u64, u64), Sequence>,
+    /// The sequences, by id - 1, and by their thread's identity.
+    sequences: Vec<Sequence>,
+    by_thread: HashMap<(u64, u64), usize>,
     /// Process tracks: pid -> its uuid and the name given.
     processes: HashMap<u64, (u64, Option<String>)>,
     /// The last writer seen (events come in runs of one thread).
@@ -332,8 +334,6 @@ struct Writer<'s> {
     losses: Vec<Option<[u64; 4]>>,
     written: Written,
     buf: Vec<u8>,
-    /// One packet, built before it is framed into `buf`.
-    packet: Vec<u8>,
 }
 
 impl<'s> Writer<'s> {
@@ -373,20 +373,24 @@ impl<'s> Writer<'s> {
                 uuid
             }
         };
-        if !self.sequences.contains_key(&key) {
-            let (id, track) = (self.sequences.len() as u64 + 1, self.uuid());
-            let seq = Sequence {
-                id,
-                track,
-                process,
-                named: None,
-                interned: Default::default(),
-                started: false,
-                points: Vec::new(),
-            };
-            self.sequences.insert(key, seq);
-        }
-        let seq = self.sequences.get_mut(&key).expect("made above");
+        let index = match self.by_thread.get(&key) {
+            Some(&i) => i,
+            None => {
+                let (id, track) = (self.sequences.len() as u64 + 1, self.uuid());
+                self.sequences.push(Sequence {
+                    id,
+                    track,
+                    process,
+                    named: None,
+                    interned: Default::default(),
+                    started: false,
+                    points: Vec::new(),
+                });
+                self.by_thread.insert(key, self.sequences.len() - 1);
+                self.sequences.len() - 1
+            }
+        };
+        let seq = &mut self.sequences[index];
         seq.process = process;
         let found = Seq {
             key,
@@ -420,18 +424,18 @@ impl<'s> Writer<'s> {
         name: Option<&str>,
         body: impl FnOnce(&mut Vec<u8>),
     ) {
-        self.packet.clear();
-        message(&mut self.packet, packet::TRACK_DESCRIPTOR, |d| {
-            uint(d, track::UUID, uuid);
-            if let Some(parent) = parent {
-                uint(d, track::PARENT_UUID, parent);
-            }
-            if let Some(name) = name {
-                bytes(d, track::NAME, name.as_bytes());
-            }
-            body(d);
+        message(&mut self.buf, TRACE_PACKET, |p| {
+            message(p, packet::TRACK_DESCRIPTOR, |d| {
+                uint(d, track::UUID, uuid);
+                if let Some(parent) = parent {
+                    uint(d, track::PARENT_UUID, parent);
+                }
+                if let Some(name) = name {
+                    bytes(d, track::NAME, name.as_bytes());
+                }
+                body(d);
+            })
         });
-        self.frame();
     }
 
     /// A new track named `name` under `parent`.
@@ -439,11 +443,6 @@ impl<'s> Writer<'s> {
         let uuid = self.uuid();
         self.descriptor(uuid, Some(parent), Some(name), |_| {});
         uuid
-    }
-
-    /// Frames the packet built into the output.
-    fn frame(&mut self) {
-        bytes(&mut self.buf, TRACE_PACKET, &self.packet);
     }
 
     /// Nanoseconds of `ticks` since the device's anchor (its creation).
@@ -490,19 +489,17 @@ impl<'s> Writer<'s> {
     }
 
     /// Starts a packet on sequence `seq` at `stamp`, with the strings of `new` interned:
-    /// the packet's header, up to its track event.
-    fn packet_header(&mut self, seq: Seq, stamp: u64, new: &NewStrings) {
+    /// the packet's header, up to its track event; [`close`] ends it, given what this
+    /// returns.
+    fn packet_header(&mut self, seq: Seq, stamp: u64, new: &NewStrings) -> usize {
         let ts = self.ns(stamp);
-        let sequence = self
-            .sequences
-            .get_mut(&seq.key)
-            .expect("made by sequence()");
+        let sequence = &mut self.sequences[seq.id as usize - 1];
         let flags = match std::mem::replace(&mut sequence.started, true) {
             false => packet::INCREMENTAL_STATE_CLEARED,
             true => packet::NEEDS_INCREMENTAL_STATE,
         };
-        let p = &mut self.packet;
-        p.clear();
+        let p = &mut self.buf;
+        let at = open(p, TRACE_PACKET);
         uint(p, packet::TIMESTAMP, ts);
         uint(p, packet::SEQUENCE_ID, seq.id);
         uint(p, packet::SEQUENCE_FLAGS, flags);
@@ -523,16 +520,14 @@ impl<'s> Writer<'s> {
                 }
             });
         }
+        at
     }
 
     /// Writes one track event.
     fn track_event(&mut self, e: TrackEvent<'_>) {
         let seq = self.sequence(e.ctx, e.stamp);
         let mut new = Vec::new();
-        let sequence = self
-            .sequences
-            .get_mut(&seq.key)
-            .expect("made by sequence()");
+        let sequence = &mut self.sequences[seq.id as usize - 1];
         let (labels, schemas) = (&self.labels, &self.schemas);
         // The tracepoint whose argument names the event's arguments use.
         let point = match e.args {
@@ -564,10 +559,10 @@ impl<'s> Writer<'s> {
             }
             Args::Of(_) => {}
         }
-        self.packet_header(seq, e.stamp, &new);
-        let sequence = &self.sequences[&seq.key];
+        let at = self.packet_header(seq, e.stamp, &new);
+        let sequence = &self.sequences[seq.id as usize - 1];
         let (aux, schemas) = (self.aux, &self.schemas);
-        message(&mut self.packet, packet::TRACK_EVENT, |t| {
+        message(&mut self.buf, packet::TRACK_EVENT, |t| {
             uint(t, event::TYPE, e.kind);
             if let Some(track) = e.track {
                 uint(t, event::TRACK_UUID, track);
@@ -607,7 +602,7 @@ impl<'s> Writer<'s> {
                 }
             }
         });
-        self.frame();
+        close(&mut self.buf, at);
     }
 
     /// Writes `event` (tracepoint `id`'s) as a track event of `kind` on `track`.
@@ -858,8 +853,8 @@ impl<'s> Writer<'s> {
                     uuid
                 }
             };
-            self.packet_header(seq, event.stamp, &Vec::new());
-            message(&mut self.packet, packet::TRACK_EVENT, |t| {
+            let at = self.packet_header(seq, event.stamp, &Vec::new());
+            message(&mut self.buf, packet::TRACK_EVENT, |t| {
                 uint(t, event::TYPE, event::COUNTER);
                 uint(t, event::TRACK_UUID, track);
                 match c.float {
@@ -867,7 +862,7 @@ impl<'s> Writer<'s> {
                     false => uint(t, event::COUNTER_VALUE, w),
                 }
             });
-            self.frame();
+            close(&mut self.buf, at);
         }
     }
 }
@@ -947,22 +942,22 @@ pub fn write(
         schemas,
         recent: None,
         identities: Identities::new(ctx.meta),
-        sequences: HashMap::new(),
-        processes: HashMap::new(),
+        sequences: Vec::new(),
+        by_thread: HashMap::default(),
+        processes: HashMap::default(),
         next_uuid: 0,
         horizon: pairing.horizon(),
         pairing,
         stems: Stems::new(&ctx.meta.tracepoints),
-        starts: HashMap::new(),
-        instances: HashMap::new(),
-        flows: HashMap::new(),
+        starts: HashMap::default(),
+        instances: HashMap::default(),
+        flows: HashMap::default(),
         next_flow: 0,
         counters: by_point,
-        counter_tracks: HashMap::new(),
+        counter_tracks: HashMap::default(),
         losses,
         written: Written::default(),
         buf: Vec::with_capacity(1 << 17),
-        packet: Vec::with_capacity(512),
     };
     let mut first = None;
     w.written.losses(rings, &items);

@@ -72,10 +72,23 @@ pub fn bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
 /// ```
 #[inline]
 pub fn message(out: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
-    tag(out, field, LEN);
-    let at = out.len();
-    out.push(0);
+    let at = open(out, field);
     body(out);
+    close(out, at);
+}
+
+/// Opens a message field whose body the caller appends next, then ends with [`close`]
+/// given what this returns (a [`message`] whose body is written by more than one function).
+#[inline]
+pub fn open(out: &mut Vec<u8>, field: u32) -> usize {
+    tag(out, field, LEN);
+    out.push(0);
+    out.len() - 1
+}
+
+/// Ends the message field [`open`] began at `at`: its length written before its body.
+#[inline]
+pub fn close(out: &mut Vec<u8>, at: usize) {
     let len = out.len() - at - 1;
     if len < 0x80 {
         out[at] = len as u8;
