@@ -181,41 +181,10 @@ pub(super) fn post(
     let endpoint = Endpoint::parse(url)?;
     let dev = open(device)?;
     let (view, filter) = view_window(&dev, select, window)?;
-    let written = post_view(&dev, &view, &filter, &endpoint)?;
+    let written = crate::export::post::send(&view, &filter, &view_name(&dev), &endpoint)?;
     dev.check_intact()?;
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!("{endpoint}: {} spans sent", written.pairs);
     }
     Ok(())
-}
-
-/// Sends the spans of `view` of `dev` to `endpoint`.
-pub(super) fn post_view(
-    dev: &Reader,
-    view: &devttrace::View<'_>,
-    filter: &crate::merge::Filter,
-    endpoint: &Endpoint,
-) -> Result<crate::export::Written, Error> {
-    let items = Merge::view(view, filter);
-    let mut failed = None;
-    let mut batch = |b: &[u8]| {
-        endpoint.post(b).map_err(|e| {
-            failed = Some(e);
-            std::io::Error::other("not sent")
-        })
-    };
-    let device = view_name(dev);
-    let sent = otlp::write(
-        view.into(),
-        &view.cpus,
-        items,
-        otlp::Encoding::Proto,
-        &device,
-        &mut batch,
-    );
-    match (sent, failed) {
-        (_, Some(e)) => Err(e.into()),
-        (Ok(written), None) => Ok(written),
-        (Err(e), None) => Err(e.into()),
-    }
 }

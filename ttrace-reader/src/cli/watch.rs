@@ -467,5 +467,7 @@ fn send(path: &Path, endpoint: &Endpoint) -> Result<(), Error> {
         super::select::Select::default(),
         super::select::Window::default(),
     )?;
-    super::export::post_view(&dev, &view, &filter, endpoint).map(|_| ())
+    let device = dev.dir().display().to_string();
+    crate::export::post::send(&view, &filter, &device, endpoint)?;
+    Ok(())
 }

@@ -1,16 +1,16 @@
-//! Traces for other tools: uftrace data, CTF for babeltrace2 and Trace Compass, and Chrome
-//! Trace Event JSON for Perfetto.
+//! Traces for other tools: uftrace data, CTF for babeltrace2 and Trace Compass, Chrome Trace
+//! Event JSON, Perfetto's own protobuf, and OpenTelemetry spans (OTLP) for a tracing backend.
 //!
 //! Every exporter reads the merged items of a [`View`](devttrace::View) once, in time order,
 //! and writes as it goes: memory holds only what a format needs across events (per thread,
 //! the entries still open), never the trace.
 
+pub mod proto;
 pub mod chrome;
 pub mod ctf;
-pub mod otlp;
 pub mod perfetto;
+pub mod otlp;
 pub mod post;
-pub mod proto;
 pub mod uftrace;
 
 use crate::decode::Tally;

@@ -5,6 +5,9 @@
 //! then the error is one line naming the endpoint. TLS is not spoken: a collector on the
 //! machine or the network receives plain HTTP and forwards to the backend.
 
+use super::otlp::{self, Encoding};
+use super::Written;
+use crate::merge::{Filter, Merge};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -145,5 +148,37 @@ impl Endpoint {
 impl std::fmt::Display for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.url)
+    }
+}
+
+/// Sends the spans of `view` (what `filter` selects; `device` names it in the resource) to
+/// `endpoint`, a request per batch.
+pub fn send(
+    view: &devttrace::View<'_>,
+    filter: &Filter,
+    device: &str,
+    endpoint: &Endpoint,
+) -> Result<Written, PostError> {
+    let items = Merge::view(view, filter);
+    let mut failed = None;
+    let mut batch = |b: &[u8]| {
+        endpoint.post(b).map_err(|e| {
+            failed = Some(e);
+            std::io::Error::other("not sent")
+        })
+    };
+    let sent = otlp::write(
+        view.into(),
+        &view.cpus,
+        items,
+        Encoding::Proto,
+        device,
+        &mut batch,
+    );
+    match (sent, failed) {
+        (_, Some(e)) => Err(e),
+        (Ok(written), None) => Ok(written),
+        // The batches are the only output: an error is one of theirs.
+        (Err(e), None) => Err(PostError::Unreachable(endpoint.url.clone(), e.to_string())),
     }
 }
