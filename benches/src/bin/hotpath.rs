@@ -181,23 +181,6 @@ where
     }
 }
 
-/// Times `iters` lives of a span (made, entered, exited, closed) under the subscriber
-/// `make()`.
-fn span_life_rep<S>(make: impl Fn() -> S + 'static, iters: u64) -> impl FnMut() -> f64
-where
-    S: tracing::Subscriber + Send + Sync + 'static,
-{
-    move || {
-        tracing::subscriber::with_default(make(), || {
-            let t = std::time::Instant::now();
-            for i in 0..iters {
-                tracing::info_span!("bench_life", a = i).in_scope(|| ());
-            }
-            t.elapsed().as_nanos() as f64 / iters as f64
-        })
-    }
-}
-
 /// `tracing-chrome`, measured alone (see the module's documentation).
 fn chrome_rows(b: &mut Bench, iters: u64) {
     b.add_rep(
@@ -236,7 +219,10 @@ where
     );
     b.add_rep(
         format!("tracing: {who}, span life (new, enter, exit, close)"),
-        span_life_rep(make, iters / 4),
+        // A span's life: made, entered, exited, closed.
+        with_subscriber(make, iters / 4, |i| {
+            tracing::info_span!("bench_life", a = i).in_scope(|| ())
+        }),
     );
 }
 

@@ -444,47 +444,29 @@ fn a_counter_that_names_no_numeric_argument_is_one_line_naming_what_there_is() {
     let tmp = tempfile::tempdir().unwrap();
     let dev = &known_device(tmp.path());
     let out = tmp.path().join("t.pftrace");
-    let err = reader!(
-        "export",
-        "--format",
-        "perfetto",
-        dev,
-        "-o",
-        &out,
-        "--counter",
-        "file_open.pth"
-    )
-    .fails();
+    // `export --format FORMAT --counter COUNTER`, which must fail: its error.
+    let refused = |format: &str, counter: &str| {
+        reader!(
+            "export",
+            "--format",
+            format,
+            dev,
+            "-o",
+            &out,
+            "--counter",
+            counter
+        )
+        .fails()
+    };
     assert_eq!(
-        err.trim(),
+        refused("perfetto", "file_open.pth").trim(),
         "ttrace-reader: --counter file_open.pth: file_open has no argument pth (it has: path, flags, delta)"
     );
-    let err = reader!(
-        "export",
-        "--format",
-        "perfetto",
-        dev,
-        "-o",
-        &out,
-        "--counter",
-        "file_opn"
-    )
-    .fails();
     assert_eq!(
-        err.trim(),
+        refused("perfetto", "file_opn").trim(),
         "ttrace-reader: --counter file_opn: the trace has no tracepoint named file_opn"
     );
-    let err = reader!(
-        "export",
-        "--format",
-        "chrome",
-        dev,
-        "-o",
-        &out,
-        "--counter",
-        "file_open"
-    )
-    .fails();
+    let err = refused("chrome", "file_open");
     assert!(err.contains("--format perfetto"), "{err}");
     assert!(!out.exists());
 }

@@ -573,12 +573,7 @@ pub fn write(
                 w.buf.extend_from_slice(b"\"}}");
             }
         }
-        if w.buf.len() >= 1 << 16 {
-            out.write_all(&w.buf)?;
-            w.buf.clear();
-            progress(w.written.events);
-        }
-        Ok::<(), std::io::Error>(())
+        super::spill(&mut w.buf, out, || progress(w.written.events))
     })?;
     w.written.strings_lost = items.strings_lost();
     for i in spans.into_open() {

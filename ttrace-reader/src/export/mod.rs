@@ -64,6 +64,24 @@ impl Schema {
     }
 }
 
+/// Bytes a streaming exporter gathers before it writes them out.
+pub const SPILL_AT: usize = 1 << 16;
+
+/// Writes `buf` to `out` and empties it once it holds [`SPILL_AT`] bytes, then reports
+/// `progress`: what an exporter writing one stream does after each event.
+pub fn spill(
+    buf: &mut Vec<u8>,
+    out: &mut impl std::io::Write,
+    progress: impl FnOnce(),
+) -> std::io::Result<()> {
+    if buf.len() >= SPILL_AT {
+        out.write_all(buf)?;
+        buf.clear();
+        progress();
+    }
+    Ok(())
+}
+
 /// What an exporter wrote.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Written {

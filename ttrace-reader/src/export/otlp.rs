@@ -136,35 +136,37 @@ impl Writer<'_, '_> {
     /// The thread (pid, tid) of writer `ctx` at `stamp`, its process's name noted.
     fn thread(&mut self, ctx: u64, stamp: u64) -> (u64, u64) {
         let id = self.identities.of(ctx, stamp);
-        if !self.processes.contains_key(&id.pid) || id.process.is_some() {
-            self.processes
-                .insert(id.pid, id.process.map(str::to_string));
+        // Noted once, and again only when the process is named otherwise.
+        match self.processes.get(&id.pid) {
+            Some(name) if id.process.is_none() || name.as_deref() == id.process => {}
+            _ => {
+                self.processes
+                    .insert(id.pid, id.process.map(str::to_string));
+            }
         }
         (id.pid, id.tid)
     }
 
     /// The arguments of `e` as attributes.
     fn attrs(&self, e: &Event) -> Vec<(String, Value)> {
-        let Some(s) = self.schemas.get(e.type_word.tracepoint() as usize) else {
-            return Vec::new();
-        };
-        e.args()
-            .iter()
-            .zip(&s.args)
-            .map(|(&w, (name, spec))| (name.clone(), value(spec, w, self.aux)))
-            .collect()
+        self.args(e, false)
     }
 
     /// The fields of a `tracing` span step `e` that hold a value: an empty field's string
     /// word is 0 (`dump` shows it as `<lost>`), and is left out.
     fn fields(&self, e: &Event) -> Vec<(String, Value)> {
+        self.args(e, true)
+    }
+
+    /// The arguments of `e`, without the empty strings if `set_only`.
+    fn args(&self, e: &Event, set_only: bool) -> Vec<(String, Value)> {
         let Some(s) = self.schemas.get(e.type_word.tracepoint() as usize) else {
             return Vec::new();
         };
         e.args()
             .iter()
             .zip(&s.args)
-            .filter(|(&w, (_, spec))| !(w == 0 && *spec == Spec::Str))
+            .filter(|(&w, (_, spec))| !(set_only && w == 0 && *spec == Spec::Str))
             .map(|(&w, (name, spec))| (name.clone(), value(spec, w, self.aux)))
             .collect()
     }

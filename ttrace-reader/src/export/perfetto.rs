@@ -529,13 +529,21 @@ impl<'s> Writer<'s> {
         let mut new = Vec::new();
         let sequence = &mut self.sequences[seq.id as usize - 1];
         let (labels, schemas) = (&self.labels, &self.schemas);
-        // The tracepoint whose argument names the event's arguments use.
-        let point = match e.args {
-            Args::Of(event) => Some(event.type_word.tracepoint() as usize),
-            _ => None,
-        };
-        if let Some(id) = point {
-            Self::point_iids(sequence, id, labels, schemas, &mut new);
+        // The argument names: a tracepoint's (interned with it), or the event's own.
+        let mut own = [0u64; 4];
+        match e.args {
+            Args::Of(event) => {
+                let id = event.type_word.tracepoint() as usize;
+                Self::point_iids(sequence, id, labels, schemas, &mut new);
+            }
+            Args::Message(_) => {
+                own[0] = Self::iid(sequence, strings::ANNOTATION, "message", &mut new)
+            }
+            Args::Loss(_) => {
+                for (iid, name) in own.iter_mut().zip(LOSS_ARGS) {
+                    *iid = Self::iid(sequence, strings::ANNOTATION, name, &mut new);
+                }
+            }
         }
         let (name_iid, category_iid) = match e.name {
             Name::Point(id) => {
@@ -547,18 +555,6 @@ impl<'s> Writer<'s> {
                 Self::iid(sequence, strings::CATEGORY, c, &mut new),
             ),
         };
-        let mut own = [0u64; 4];
-        match e.args {
-            Args::Message(_) => {
-                own[0] = Self::iid(sequence, strings::ANNOTATION, "message", &mut new)
-            }
-            Args::Loss(_) => {
-                for (iid, name) in own.iter_mut().zip(LOSS_ARGS) {
-                    *iid = Self::iid(sequence, strings::ANNOTATION, name, &mut new);
-                }
-            }
-            Args::Of(_) => {}
-        }
         let at = self.packet_header(seq, e.stamp, &new);
         let sequence = &self.sequences[seq.id as usize - 1];
         let (aux, schemas) = (self.aux, &self.schemas);
@@ -673,9 +669,14 @@ impl<'s> Writer<'s> {
                 _ => self.own(event, None, event::INSTANT, &[]),
             }
         }
-        if let Some(counters) = self.counters.get(id as usize).filter(|c| !c.is_empty()) {
-            let counters = counters.clone();
+        if self
+            .counters
+            .get(id as usize)
+            .is_some_and(|c| !c.is_empty())
+        {
+            let counters = std::mem::take(&mut self.counters[id as usize]);
             self.count(event, &counters);
+            self.counters[id as usize] = counters;
         }
     }
 
@@ -985,12 +986,7 @@ pub fn write(
                 });
             }
         }
-        if w.buf.len() >= 1 << 16 {
-            out.write_all(&w.buf)?;
-            w.buf.clear();
-            progress(w.written.events);
-        }
-        Ok::<(), std::io::Error>(())
+        super::spill(&mut w.buf, out, || progress(w.written.events))
     })?;
     w.written.strings_lost = items.strings_lost();
     // Rings whose every entry was lost: their losses at the trace's first event.
