@@ -100,6 +100,10 @@ struct CtlFile {
     commands: Vec<devttrace::control::Command>,
     /// A write was refused: nothing written to this file is applied.
     failed: bool,
+    /// The lock owner (the descriptor table) of the process that wrote the commands. A
+    /// close by another table (a child's copy of the descriptor, closed at its `exec`) is
+    /// not the writer's close and applies nothing.
+    writer: Option<u64>,
 }
 
 /// A `trace_pipe` reader: its own follower, and the text it has not returned yet.
@@ -246,6 +250,26 @@ fn eio(what: &str) -> Errno {
     Errno::EIO
 }
 
+/// Applies and forgets the commands written to a `ctl` descriptor, unless one of its writes
+/// was refused: then it forgets them, and what is written next is a new batch.
+fn apply(ctl: &mut CtlFile) -> Result<(), Errno> {
+    let commands = std::mem::take(&mut ctl.commands);
+    if std::mem::take(&mut ctl.failed) {
+        return Ok(());
+    }
+    let Some(control) = &ctl.control else {
+        return Ok(());
+    };
+    for c in &commands {
+        control.apply(c).map_err(|e| match e {
+            devttrace::Error::ReadOnly(_) => Errno::EROFS,
+            devttrace::Error::BadCommand(_) => Errno::EINVAL,
+            e => eio(&e.to_string()),
+        })?;
+    }
+    Ok(())
+}
+
 impl Filesystem for TraceFs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let found = (parent.0 == ROOT)
@@ -365,13 +389,14 @@ impl Filesystem for TraceFs {
         data: &[u8],
         _write_flags: WriteFlags,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let Some(OpenRef::Ctl(ctl)) = self.opened(fh) else {
             return reply.error(Errno::EBADF);
         };
         let mut ctl = ctl.lock().unwrap_or_else(|e| e.into_inner());
+        ctl.writer = ctl.writer.or(lock_owner.map(|o| o.0));
         match self.accept(&mut ctl, data) {
             Ok(()) => reply.written(data.len() as u32),
             Err(errno) => {
@@ -383,40 +408,33 @@ impl Filesystem for TraceFs {
         }
     }
 
-    /// Applies the commands written to `ctl` (at each close of a descriptor of it): all of
-    /// them, unless a write was refused, and then none.
+    /// Applies the commands written to `ctl` when the process that wrote them closes its
+    /// descriptor: all of them, unless a write was refused, and then none. The kernel sends
+    /// a flush at every close of a copy of the descriptor, a forked child's close at `exec`
+    /// among them; a flush from another descriptor table leaves the commands pending.
     fn flush(
         &self,
         _req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
-        _lock_owner: LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
         let Some(OpenRef::Ctl(ctl)) = self.opened(fh) else {
             return reply.ok();
         };
         let mut ctl = ctl.lock().unwrap_or_else(|e| e.into_inner());
-        let commands = std::mem::take(&mut ctl.commands);
-        // A refused write was said at the write; what follows is a new batch.
-        if std::mem::take(&mut ctl.failed) {
+        if ctl.writer.is_some_and(|w| w != lock_owner.0) {
             return reply.ok();
         }
-        let Some(control) = &ctl.control else {
-            return reply.ok();
-        };
-        for c in &commands {
-            if let Err(e) = control.apply(c) {
-                return reply.error(match e {
-                    devttrace::Error::ReadOnly(_) => Errno::EROFS,
-                    devttrace::Error::BadCommand(_) => Errno::EINVAL,
-                    e => eio(&e.to_string()),
-                });
-            }
+        match apply(&mut ctl) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
         }
-        reply.ok();
     }
 
+    /// Forgets a descriptor. Commands still pending (their writer's close never came as a
+    /// flush) are applied now; an error can only be said on stderr.
     fn release(
         &self,
         _req: &Request,
@@ -432,8 +450,12 @@ impl Filesystem for TraceFs {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&fh.0);
-        if let Some(Open::Pipe(p)) = gone {
-            p.closed.store(true, Relaxed);
+        match gone {
+            Some(Open::Pipe(p)) => p.closed.store(true, Relaxed),
+            Some(Open::Ctl(ctl)) => {
+                let _ = apply(&mut ctl.lock().unwrap_or_else(|e| e.into_inner()));
+            }
+            _ => {}
         }
         reply.ok();
     }

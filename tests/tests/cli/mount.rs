@@ -662,6 +662,10 @@ fn the_commands_written_to_ctl_apply_all_or_nothing() {
     f.write_all(b"setbits 0x10\n").unwrap();
     f.write_all(b"disable file_*\n").unwrap();
     assert_eq!(m.read("ctl"), before, "applied before the file was closed");
+    // A child forked meanwhile closes its copy of the descriptor at its exec: that is not
+    // this file's close.
+    assert!(Command::new("true").status().unwrap().success());
+    assert_eq!(m.read("ctl"), before, "applied at a child's exec");
     drop(f);
     let after = text(m.read("ctl"));
     assert!(after.starts_with("setmask 0xffffffffffffffff "), "{after}");
