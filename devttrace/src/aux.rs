@@ -209,6 +209,19 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
         steps: usize,
     ) -> Option<u64> {
         let mut step = crate::sync::steps(steps);
+        self.write_restartable_steps(path, timestamp, ctx, bytes, &mut step)
+    }
+
+    /// [`Aux::write_restartable`], each store first asking `step` (false: stop there), so
+    /// that a longer section can go on after it ([`crate::restartable`]).
+    pub(crate) fn write_restartable_steps(
+        &self,
+        path: AuxPath,
+        timestamp: u64,
+        ctx: u64,
+        bytes: &[u8],
+        step: &mut impl FnMut() -> bool,
+    ) -> Option<u64> {
         let size = self.words.len() as u64 * 8;
         let rec = path.record_bytes();
         // Relaxed: this thread is the buffer's only writer.

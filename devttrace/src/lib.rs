@@ -45,6 +45,7 @@ pub mod clear;
 pub mod ring;
 pub mod copy;
 pub mod aux;
+pub mod restartable;
 pub mod names;
 pub mod rules;
 pub mod registry;

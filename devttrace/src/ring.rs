@@ -282,6 +282,19 @@ impl<'a, S: SlotWords> Ring<'a, S> {
         steps: usize,
     ) -> Option<u64> {
         let mut step = crate::sync::steps(steps);
+        self.write_restartable_steps(last_stamp, timestamp, words, cont, &mut step)
+    }
+
+    /// [`Ring::write_restartable`], each store first asking `step` (false: stop there), so
+    /// that a longer section can end with it ([`crate::restartable`]).
+    pub(crate) fn write_restartable_steps(
+        &self,
+        last_stamp: &S::Word,
+        timestamp: u64,
+        words: &[u64; SLOT_WORDS - 1],
+        cont: Option<&[u64; SLOT_WORDS - 1]>,
+        step: &mut impl FnMut() -> bool,
+    ) -> Option<u64> {
         // Relaxed: this thread is the ring's only writer.
         let h = self.head.load(Relaxed);
         let slots: &[&[S::Word; SLOT_WORDS]] = match cont {

@@ -19,6 +19,9 @@
 //! - Model 2: the same with continued events (two slots each, across the end of the ring).
 //! - Model 3: a restartable ring and a shared ring written at once, read by one reader.
 //! - Model 4: a restartable aux buffer (8 words).
+//! - Model 5: an event and its string in one section (`devttrace::restartable::write_event`):
+//!   a 2-slot ring and its 8-word buffer; an event's string reference always leads to its
+//!   own record, or to an offset overwritten since.
 //!
 //! Every model also runs against a copy of the writer or the reader with one deliberate
 //! mistake (the `broken_*` tests, `#[should_panic]` with the message of the check that must
@@ -36,7 +39,9 @@
 //!   its position);
 //! - aux: a writer that stores `last` before the record (a reader parses a header not
 //!   stored yet), or that moves `first` only after overwriting the oldest record (a reader
-//!   returns that record with words of the new one).
+//!   returns that record with words of the new one);
+//! - an event with its string: a writer that commits the entry before the string's record
+//!   (a reader finds a reference to a record not written yet).
 //!
 //! The copies are checked to store exactly what the library's writers store when they have
 //! no mistake (`the_copied_writers_store_what_the_library_stores`).
@@ -1104,5 +1109,195 @@ fn the_copied_writers_store_what_the_library_stores() {
             });
             assert_eq!(bufs[0], bufs[1], "aux k {k}");
         });
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// An event and its string in one section
+// ---------------------------------------------------------------------------------------
+
+/// A restartable ring of 2 slots and its 8-word aux buffer, written by the combined section
+/// ([`devttrace::restartable::write_event`]).
+struct EventMem {
+    gate: AtomicU64,
+    ring: HeapRing<AtomicU64>,
+    last_stamp: AtomicU64,
+    aux: HeapAux<AtomicU64>,
+}
+
+/// Event `seq`'s string: 8 bytes, byte `i` being `seq * 16 + i` (a 32-byte record: the
+/// buffer holds two).
+fn event_string(seq: u64) -> Vec<u8> {
+    (0..8).map(|i| (seq * 16 + i) as u8).collect()
+}
+
+impl EventMem {
+    fn new() -> Arc<EventMem> {
+        Arc::new(EventMem {
+            gate: AtomicU64::new(0),
+            ring: HeapRing::new(2),
+            last_stamp: AtomicU64::new(0),
+            aux: HeapAux::new(AUX_WORDS),
+        })
+    }
+
+    /// Event `seq` (one slot: context `seq`, its first argument its string, the other four
+    /// `seq`) stopped after `steps` stores; its stamp if it was committed.
+    fn write(&self, bug: bool, seq: u64, steps: usize) -> Option<u64> {
+        use devttrace::restartable::{write_event, StringArg};
+        let bytes = event_string(seq);
+        let mut words = [seq; 14];
+        words[0] = TypeWord::new(Kind::Entry, 5, seq as u16).0;
+        let path = AuxPath::new(AuxTag::String, 0, bytes.len() as u64, false);
+        if bug {
+            // The entry first, naming the record that will start at the buffer's `last`,
+            // then the record.
+            words[2] = ttrace_layouts::aux::aux_ref(0, self.aux.last.load(Relaxed));
+            let (parent, _) = words.split_at(7);
+            let stamp = self.ring.restartable_ring().write_restartable(
+                &self.last_stamp,
+                100 + 10 * seq,
+                parent.try_into().unwrap(),
+                None,
+                steps,
+            )?;
+            self.aux
+                .aux()
+                .write_restartable(path, 0, seq, &bytes, usize::MAX)?;
+            return Some(stamp);
+        }
+        let string = StringArg {
+            word: 2,
+            path,
+            bytes: &bytes,
+        };
+        write_event(
+            &self.ring.restartable_ring(),
+            &self.last_stamp,
+            &self.aux.aux(),
+            0,
+            100 + 10 * seq,
+            &mut words,
+            false,
+            &[string],
+            steps,
+        )
+    }
+}
+
+/// Stores of a combined write of one slot and one string, when it moves `first`: `first`,
+/// 3 header words, 1 payload word, `last`; the claim, 6 payload words, the stamp,
+/// `last_stamp`, `head`.
+const EVENT_STORES: usize = 6 + 10;
+
+/// The checks on a reader's copy of the ring and then of the aux buffer: every event is a
+/// completed write (its words all its sequence number, but the string's), never the
+/// aborted section's; its string's reference names, in the buffer copied after it, that
+/// event's own record (context and bytes), or an offset the buffer no longer holds (below
+/// its `first`: overwritten since) — never a record not yet written, nor another's.
+fn check_events(
+    what: &str,
+    ring: &RingSnapshot,
+    aux: &AuxSnapshot,
+    done: &[u64],
+    aborted: Option<u64>,
+) {
+    use ttrace_layouts::aux::{aux_ref_parts, full_offset};
+    assert!(!aux.corrupt, "{what}: aux corrupt: {aux:?}");
+    let recs = records(aux);
+    for e in &ring.events {
+        let seq = e.ctx;
+        assert!(
+            Some(seq) != aborted,
+            "{what}: the aborted section's event: {e:?}"
+        );
+        assert!(
+            done.contains(&seq),
+            "{what}: an event no completed write: {e:?}"
+        );
+        assert_eq!(e.args()[1..], [seq; 4], "{what}: mixed words: {e:?}");
+        let (buffer, low) = aux_ref_parts(e.args()[0]).expect("a reference");
+        assert_eq!(buffer, 0, "{what}: {e:?}");
+        let offset = full_offset(low, aux.last);
+        match recs.iter().find(|r| r.offset == offset) {
+            Some(r) => {
+                assert_eq!(
+                    (r.ctx, &r.bytes),
+                    (seq, &event_string(seq)),
+                    "{what}: event {seq}'s string is another's"
+                );
+            }
+            None => assert!(
+                offset < aux.first,
+                "{what}: event {seq}'s string at {offset} is missing from {aux:?}"
+            ),
+        }
+    }
+}
+
+/// Model 5: combined sections. Event 0 is written before the threads; the writer thread
+/// writes event 1, then event 2 stopped after `k` stores, then (if it was stopped) event 3
+/// whole; a reader copies the ring, then the aux buffer, concurrently. Every event it
+/// returns is a completed write whose string reference leads to that event's record, or
+/// to one overwritten since; afterwards the ring holds the newest two events, and the
+/// newest one's string.
+fn event_model(bug: bool, k: usize) {
+    let m = EventMem::new();
+    assert!(m.write(bug, 0, usize::MAX).is_some());
+    let writer = {
+        let m = m.clone();
+        loom::thread::spawn(move || {
+            start(&m.gate);
+            assert!(m.write(bug, 1, usize::MAX).is_some());
+            if m.write(bug, 2, k).is_some() {
+                return (vec![0, 1, 2], None);
+            }
+            assert!(m.write(bug, 3, usize::MAX).is_some());
+            (vec![0, 1, 3], Some(2))
+        })
+    };
+    let reader = {
+        let m = m.clone();
+        loom::thread::spawn(move || {
+            start(&m.gate);
+            let ring = m.ring.restartable_ring().snapshot();
+            let aux = m.aux.aux().snapshot().expect("a snapshot");
+            (ring, aux)
+        })
+    };
+    let (ring, aux) = reader.join().unwrap();
+    let (done, aborted) = writer.join().unwrap();
+    check_events("events", &ring, &aux, &done, aborted);
+    let ring = m.ring.restartable_ring().snapshot();
+    let aux = m.aux.aux().snapshot().expect("a snapshot");
+    check_events("final events", &ring, &aux, &done, aborted);
+    let newest: Vec<u64> = ring.events.iter().map(|e| e.ctx).collect();
+    assert_eq!(newest, done[1..], "final events: not the newest two");
+    // The newest string is there; the one before may have been overwritten by the aborted
+    // section's record, which no event names (space lost, never a wrong string).
+    let seq = done[2];
+    assert!(
+        records(&aux).iter().any(|r| r.ctx == seq),
+        "final events: event {seq}'s string is gone"
+    );
+}
+
+/// Model 5 at every abort point `k` = 0 ..= 16 (16 is a whole write). Bound 0, as the ring
+/// models: one writer thread, a reader that writes nothing the writer reads.
+#[test]
+fn an_event_and_its_string_in_one_section_aborted_at_every_store() {
+    for k in 0..=EVENT_STORES {
+        model(0, move || event_model(false, k));
+    }
+}
+
+/// Broken writer: the entry committed before its string's record. A reader that copies the
+/// entry, then the buffer before the record is in it, finds a reference to a record not
+/// yet written.
+#[test]
+#[should_panic(expected = "is missing from")]
+fn broken_combined_writer_committing_the_entry_before_its_string_is_caught() {
+    for k in 0..=EVENT_STORES {
+        model(0, move || event_model(true, k));
     }
 }

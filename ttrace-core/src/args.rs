@@ -15,6 +15,77 @@ pub trait Arg {
     type Static: Arg + 'static;
     /// The argument word.
     fn into_word(self) -> u64;
+
+    /// The argument word as `point!` records it, the argument being the next of
+    /// `strings`' event: a string leaves its bytes there, to be written with the event in
+    /// one section (the word is its record's reference, set then); any other value is its
+    /// word.
+    #[inline(always)]
+    fn lower<'a>(self, strings: &mut Strings<'a>) -> u64
+    where
+        Self: Sized + 'a,
+    {
+        strings.pass();
+        self.into_word()
+    }
+}
+
+/// The strings of one event, noted by [`Arg::lower`] as its arguments are turned into
+/// words: each with its argument's index. A point without strings never reads it, and the
+/// compiler removes it.
+pub struct Strings<'a> {
+    /// Arguments seen so far.
+    next: usize,
+    /// Strings noted.
+    len: usize,
+    /// `(argument index, bytes)`, `len` of them.
+    items: [(usize, &'a [u8]); ttrace_layouts::entry::MAX_ARGS],
+}
+
+impl<'a> Strings<'a> {
+    /// None yet.
+    #[inline(always)]
+    pub fn new() -> Strings<'a> {
+        Strings {
+            next: 0,
+            len: 0,
+            items: [(0, &[]); ttrace_layouts::entry::MAX_ARGS],
+        }
+    }
+
+    /// The next argument is a word.
+    #[inline(always)]
+    pub fn pass(&mut self) {
+        self.next += 1;
+    }
+
+    /// The next argument is the string `bytes`.
+    #[inline(always)]
+    pub fn push(&mut self, bytes: &'a [u8]) {
+        if let Some(item) = self.items.get_mut(self.len) {
+            *item = (self.next, bytes);
+            self.len += 1;
+        }
+        self.next += 1;
+    }
+
+    /// Whether the event has no strings.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The strings: each argument's index and bytes.
+    #[inline(always)]
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &'a [u8])> + '_ {
+        self.items[..self.len].iter().copied()
+    }
+}
+
+impl Default for Strings<'_> {
+    fn default() -> Self {
+        Strings::new()
+    }
 }
 
 macro_rules! unsigned_arg {

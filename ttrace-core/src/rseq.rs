@@ -25,7 +25,7 @@ use core::sync::atomic::AtomicU64;
 use devttrace::Mapping;
 use std::sync::OnceLock;
 use ttrace_layouts::device::ClockSource;
-use ttrace_layouts::entry::Slot;
+use ttrace_layouts::entry::{Slot, MAX_ARGS};
 use ttrace_layouts::ring::RingHeader;
 
 /// Environment variable that, set to anything but the empty string, makes this process's
@@ -70,7 +70,8 @@ struct TableHead {
     ring_mask: usize,
     /// `aux_size - 1` (bytes).
     aux_mask: usize,
-    _reserved: usize,
+    /// `aux_size` (bytes).
+    aux_size: usize,
 }
 
 /// Row `1 + c` of the table: where restartable ring `c`'s words are.
@@ -108,10 +109,13 @@ const _: () = assert!(
 const LAST_STAMP: usize = offset_of!(RingHeader, last_stamp) - offset_of!(RingHeader, head);
 const AUX_LAST: usize = offset_of!(RingHeader, aux_last) - offset_of!(RingHeader, aux_first);
 
-/// An aux record to write: what [`Restartable::aux_write`] reads through one pointer.
+/// An aux record to write: what the sections read of one string through one pointer
+/// ([`Restartable::aux_write`], and each of an event's in [`Restartable::write_event`]).
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct AuxArgs {
-    /// The record's path word, without its CPU (valid).
+    /// The record's path word, without its CPU (valid). Its length's low three bits say
+    /// whether the payload ends with a partial word ([`AuxArgs::tail`]).
     pub path: u64,
     /// The header's timestamp word.
     pub timestamp: u64,
@@ -121,12 +125,88 @@ pub struct AuxArgs {
     pub record_bytes: u64,
     /// Whole payload words to copy from `src`.
     pub full_words: u64,
-    /// The last payload word, zero-padded (stored if `has_tail`).
+    /// The last payload word, zero-padded (stored if the length is not a multiple of 8).
     pub tail: u64,
-    /// 1 if the payload ends with a partial word.
-    pub has_tail: u64,
     /// The payload.
     pub src: *const u8,
+    /// In [`EventArgs`]: the byte offset in [`EventArgs::words`] of the argument word that
+    /// refers to the record. Unused by [`Restartable::aux_write`].
+    pub word_at: u64,
+}
+
+impl AuxArgs {
+    /// The record of `bytes` (at most [`AUX_MAX_PAYLOAD`](ttrace_layouts::aux::AUX_MAX_PAYLOAD)),
+    /// whose path is `path` (its length and truncation said; no CPU).
+    #[inline(always)]
+    pub fn new(path: u64, timestamp: u64, ctx: u64, bytes: &[u8]) -> AuxArgs {
+        let full = bytes.len() / 8;
+        let tail = &bytes[full * 8..];
+        let mut last = [0u8; 8];
+        last[..tail.len()].copy_from_slice(tail);
+        AuxArgs {
+            path,
+            timestamp,
+            ctx,
+            record_bytes: ttrace_layouts::aux::AuxPath(path).record_bytes(),
+            full_words: full as u64,
+            tail: u64::from_ne_bytes(last),
+            src: bytes.as_ptr(),
+            word_at: 0,
+        }
+    }
+}
+
+/// An event and its strings, written in one section by [`Restartable::write_event`]: what
+/// it reads (and the words it completes) through one pointer.
+#[repr(C)]
+pub struct EventArgs {
+    /// The parent's seven words (type word without CPU, context, five arguments), then the
+    /// continuation's; each string's argument word is set to its record's reference.
+    pub words: [u64; 14],
+    /// Slots of the entry: 1, or 2 with a continuation.
+    pub slots: u64,
+    /// Strings in `strings`.
+    pub count: u64,
+    /// Tries left before the caller falls back (the section counts them down here).
+    pub tries: u64,
+    /// The rseq area's offset from the thread pointer.
+    pub offset: i64,
+    /// The strings, in argument order: the first `count` are set.
+    pub strings: [core::mem::MaybeUninit<AuxArgs>; MAX_ARGS],
+}
+
+impl EventArgs {
+    /// The event of type word `word` (no CPU) for the writer `ctx`, with `args` (at most
+    /// [`MAX_ARGS`]), to be written by `r`'s sections; no strings yet.
+    #[inline(always)]
+    pub fn new(r: &Restartable, word: u64, ctx: u64, args: &[u64]) -> EventArgs {
+        let mut words = [0u64; 14];
+        (words[0], words[1]) = (word, ctx);
+        words[2..2 + args.len()].copy_from_slice(args);
+        EventArgs {
+            words,
+            slots: if args.len() > ttrace_layouts::entry::ENTRY_ARGS {
+                2
+            } else {
+                1
+            },
+            count: 0,
+            tries: TRIES,
+            offset: r.offset,
+            strings: [const { core::mem::MaybeUninit::uninit() }; MAX_ARGS],
+        }
+    }
+
+    /// Adds argument `index`'s string, `record` (its `word_at` is set here); a string past
+    /// [`MAX_ARGS`] is ignored.
+    #[inline(always)]
+    pub fn push(&mut self, index: usize, mut record: AuxArgs) {
+        record.word_at = (8 * (2 + index)) as u64;
+        if let Some(slot) = self.strings.get_mut(self.count as usize) {
+            slot.write(record);
+            self.count += 1;
+        }
+    }
 }
 
 /// glibc's rseq area for this process's threads: its offset from the thread pointer and
@@ -237,7 +317,7 @@ impl Restartable {
                 rings: n,
                 ring_mask: map.ring_slots() as usize - 1,
                 aux_mask: map.aux(0).words.len() * 8 - 1,
-                _reserved: 0,
+                aux_size: map.aux(0).words.len() * 8,
             },
         });
         for c in 0..n {
@@ -258,22 +338,35 @@ impl Restartable {
     }
 }
 
-/// The start of a restartable section, as `asm!` template text: the retry point (26),
-/// publishing the descriptor (23) in the thread's rseq area, then the section proper (21):
-/// `{cpu}` = this CPU, leaving for 25 (fall back) if it has no restartable ring, and
-/// `{ring}` = `table + ROW * cpu` (its row is at `{ring} + ROW`).
-///
-/// Its operands: `{off}` the rseq area's offset, `{table}`, and the constants `{rseq_cs}`
-/// and `{cpu_id}` (offsets in the rseq area), `{rings}` (in row 0) and `{row_shift}`.
+// The sections are built from pieces of `asm!` template text, each a macro named after what
+// it does, so that every section that does a thing does it with the same instructions.
+// They name their operands alike: `{table}`, `{ring}` (this CPU's row, less one row),
+// `{cpu}`, `{h}` (the head, or a record's start), `{a}` and `{b}` (the entry's slots, or
+// the aux buffer's `first`), `{w}` (the words), `{s}` (a string's `AuxArgs`); `rax`, `rdx`
+// are scratch, and a string's copy uses `rcx`, `rsi` and `rdi`.
+
+/// The start of a restartable section: the retry point (26), publishing the descriptor
+/// (23) in the thread's rseq area, then the section proper (21): `{cpu}` = this CPU,
+/// leaving for 25 (fall back) if it has no restartable ring, and `{ring}` = `table + ROW *
+/// cpu` (its row is at `{ring} + ROW`). The rseq area's offset is `{off}`, or, given, the
+/// register that the given text loads it into at the retry point.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 macro_rules! section_start {
     () => {
+        section_start!("", "{off}")
+    };
+    ($load:literal, $off:literal) => {
         concat!(
             "26:\n",
+            $load,
             "lea {ring}, [rip + 23f]\n",
-            "mov qword ptr fs:[{off} + {rseq_cs}], {ring}\n",
+            "mov qword ptr fs:[",
+            $off,
+            " + {rseq_cs}], {ring}\n",
             "21:\n",
-            "mov {cpu:e}, dword ptr fs:[{off} + {cpu_id}]\n",
+            "mov {cpu:e}, dword ptr fs:[",
+            $off,
+            " + {cpu_id}]\n",
             "cmp {cpu}, qword ptr [{table} + {rings}]\n",
             "jae 25f\n",
             "mov {ring}, {cpu}\n",
@@ -285,17 +378,20 @@ macro_rules! section_start {
 
 /// The end of a restartable section, after its commit (22) and whatever follows it, which
 /// must jump to 27: the abort handler (24, behind the signature glibc registered: retry at
-/// 26 until `{tries}` runs out), the descriptor (an `RseqCs`: version, flags, start 21,
-/// length to the commit's end 22, abort 24), and the fall-back exit (25: `eax` = 0).
+/// 26 until the count of tries given runs out), the descriptor (an `RseqCs`: version,
+/// flags, start 21, length to the commit's end 22, abort 24), and the fall-back exit (25:
+/// `eax` = 0).
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 macro_rules! section_end {
-    () => {
+    ($tries:literal) => {
         concat!(
             ".pushsection __rseq_failure, \"ax\"\n",
             ".byte 0x0f, 0xb9, 0x3d\n",
             ".long 0x53053053\n",
             "24:\n",
-            "sub {tries}, 1\n",
+            "sub ",
+            $tries,
+            ", 1\n",
             "jnz 26b\n",
             "jmp 25f\n",
             ".popsection\n",
@@ -311,6 +407,261 @@ macro_rules! section_end {
         )
     };
 }
+
+/// `{h}` = the ring's head; `{a}` = its slot, claimed (`CLAIMED | h`): the slot's line is
+/// only written.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+macro_rules! claim_first {
+    () => {
+        concat!(
+            "mov rdx, qword ptr [{ring} + {r_head}]\n",
+            "mov {h}, qword ptr [rdx]\n",
+            "mov {a}, {h}\n",
+            "and {a}, qword ptr [{table} + {ring_mask}]\n",
+            "shl {a}, {slot_shift}\n",
+            "add {a}, qword ptr [{ring} + {r_slots}]\n",
+            "mov rdx, {h}\n",
+            "bts rdx, {claimed}\n",
+            "mov qword ptr [{a}], rdx\n",
+        )
+    };
+}
+
+/// `{b}` = the slot at `h + 1`, claimed (`CLAIMED | h + 1`).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+macro_rules! claim_second {
+    () => {
+        concat!(
+            "lea {b}, [{h} + 1]\n",
+            "and {b}, qword ptr [{table} + {ring_mask}]\n",
+            "shl {b}, {slot_shift}\n",
+            "add {b}, qword ptr [{ring} + {r_slots}]\n",
+            "lea rdx, [{h} + 1]\n",
+            "bts rdx, {claimed}\n",
+            "mov qword ptr [{b}], rdx\n",
+        )
+    };
+}
+
+/// The parent's payload into `{a}`: the type word `| cpu << CPU_SHIFT | h << POSITION_SHIFT`
+/// (`{cpu}` is spent), then the six words after it.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+macro_rules! payload_first {
+    () => {
+        concat!(
+            "shl {cpu}, {cpu_shift}\n",
+            "or {cpu}, qword ptr [{w}]\n",
+            "mov rdx, {h}\n",
+            "shl rdx, {position_shift}\n",
+            "or {cpu}, rdx\n",
+            "mov qword ptr [{a} + 8], {cpu}\n",
+            "mov rdx, qword ptr [{w} + 8]\n",
+            "mov qword ptr [{a} + 16], rdx\n",
+            "mov rdx, qword ptr [{w} + 16]\n",
+            "mov qword ptr [{a} + 24], rdx\n",
+            "mov rdx, qword ptr [{w} + 24]\n",
+            "mov qword ptr [{a} + 32], rdx\n",
+            "mov rdx, qword ptr [{w} + 32]\n",
+            "mov qword ptr [{a} + 40], rdx\n",
+            "mov rdx, qword ptr [{w} + 40]\n",
+            "mov qword ptr [{a} + 48], rdx\n",
+            "mov rdx, qword ptr [{w} + 48]\n",
+            "mov qword ptr [{a} + 56], rdx\n",
+        )
+    };
+}
+
+/// The continuation's payload into `{b}`: words 7 to 13.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+macro_rules! payload_second {
+    () => {
+        concat!(
+            "mov rdx, qword ptr [{w} + 56]\n",
+            "mov qword ptr [{b} + 8], rdx\n",
+            "mov rdx, qword ptr [{w} + 64]\n",
+            "mov qword ptr [{b} + 16], rdx\n",
+            "mov rdx, qword ptr [{w} + 72]\n",
+            "mov qword ptr [{b} + 24], rdx\n",
+            "mov rdx, qword ptr [{w} + 80]\n",
+            "mov qword ptr [{b} + 32], rdx\n",
+            "mov rdx, qword ptr [{w} + 88]\n",
+            "mov qword ptr [{b} + 40], rdx\n",
+            "mov rdx, qword ptr [{w} + 96]\n",
+            "mov qword ptr [{b} + 48], rdx\n",
+            "mov rdx, qword ptr [{w} + 104]\n",
+            "mov qword ptr [{b} + 56], rdx\n",
+        )
+    };
+}
+
+/// The parent's stamp into `{a}` and `rax`: `rdtsc`, the claim and continuation bits
+/// clear, at least the floor (the ring's last stamp, made odd, plus one).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+macro_rules! stamp {
+    () => {
+        concat!(
+            "rdtsc\n",
+            "shl rdx, 32\n",
+            "or rax, rdx\n",
+            "btr rax, {claimed}\n",
+            "and rax, -2\n",
+            "mov rdx, qword ptr [{ring} + {r_head}]\n",
+            "mov rdx, qword ptr [rdx + {last_stamp}]\n",
+            "or rdx, 1\n",
+            "add rdx, 1\n",
+            "cmp rax, rdx\n",
+            "cmovb rax, rdx\n",
+            "mov qword ptr [{a}], rax\n",
+        )
+    };
+}
+
+/// The continuation's stamp into `{b}`: the parent's, odd.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+macro_rules! stamp_second {
+    () => {
+        concat!("lea rdx, [rax + 1]\n", "mov qword ptr [{b}], rdx\n")
+    };
+}
+
+/// `last_stamp` = the stamp, then the commit: `head = h + slots` (the operand given), and
+/// the commit's end (22).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+macro_rules! commit {
+    ($slots:literal) => {
+        concat!(
+            "mov rdx, qword ptr [{ring} + {r_head}]\n",
+            "mov qword ptr [rdx + {last_stamp}], rax\n",
+            "add {h}, ",
+            $slots,
+            "\n",
+            "mov qword ptr [rdx], {h}\n",
+            "22:\n",
+        )
+    };
+}
+
+/// One aux record, `{s}`'s, into this CPU's buffer, ending with its commit (`last`): `{h}`
+/// = its start (the buffer's `last`); `{a}` = `first`, repaired to the start when out of
+/// range, then moved past each record the new one overwrites (each record is walked once,
+/// when it is overwritten) and stored if it moved; the header (`path | cpu << CPU_SHIFT`,
+/// timestamp, context); the payload's whole words, with `rep movsb` when they are many and
+/// do not wrap (the CPU's widest stores), else word by word; the tail word; then `last`.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+macro_rules! aux_record {
+    () => {
+        concat!(
+            "mov rdx, qword ptr [{ring} + {r_aux_first}]\n",
+            "mov {h}, qword ptr [rdx + {aux_last}]\n",
+            "mov {a}, qword ptr [rdx]\n",
+            "mov rsi, {a}\n",
+            "cmp {a}, {h}\n",
+            "ja 31f\n",
+            "test {a}, 7\n",
+            "jnz 31f\n",
+            "mov rax, {h}\n",
+            "sub rax, {a}\n",
+            "cmp rax, qword ptr [{table} + {aux_size}]\n",
+            "jbe 32f\n",
+            "31:\n",
+            "mov {a}, {h}\n",
+            "32:\n",
+            // Advance first while start + record - first > size.
+            "33:\n",
+            "mov rax, {h}\n",
+            "add rax, qword ptr [{s} + {x_record_bytes}]\n",
+            "sub rax, {a}\n",
+            "cmp rax, qword ptr [{table} + {aux_size}]\n",
+            "jbe 34f\n",
+            // The record at first: its length, header included, rounded up to 8.
+            "mov rax, {a}\n",
+            "and rax, qword ptr [{table} + {aux_mask}]\n",
+            "mov rdx, qword ptr [{ring} + {r_aux_words}]\n",
+            "mov rax, qword ptr [rdx + rax]\n",
+            "shr rax, {len_shift}\n",
+            "and rax, {len_mask}\n",
+            "add rax, {header_round}\n",
+            "and rax, -8\n",
+            "add {a}, rax\n",
+            "jmp 33b\n",
+            "34:\n",
+            "cmp rsi, {a}\n",
+            "je 35f\n",
+            "mov rdx, qword ptr [{ring} + {r_aux_first}]\n",
+            "mov qword ptr [rdx], {a}\n",
+            "35:\n",
+            // The header; rdi = the offset of each word in turn.
+            "mov rdx, qword ptr [{ring} + {r_aux_words}]\n",
+            "mov rdi, {h}\n",
+            "and rdi, qword ptr [{table} + {aux_mask}]\n",
+            "mov rax, {cpu}\n",
+            "shl rax, {path_cpu_shift}\n",
+            "or rax, qword ptr [{s} + {x_path}]\n",
+            "mov qword ptr [rdx + rdi], rax\n",
+            "add rdi, 8\n",
+            "and rdi, qword ptr [{table} + {aux_mask}]\n",
+            "mov rax, qword ptr [{s} + {x_timestamp}]\n",
+            "mov qword ptr [rdx + rdi], rax\n",
+            "add rdi, 8\n",
+            "and rdi, qword ptr [{table} + {aux_mask}]\n",
+            "mov rax, qword ptr [{s} + {x_ctx}]\n",
+            "mov qword ptr [rdx + rdi], rax\n",
+            "add rdi, 8\n",
+            "and rdi, qword ptr [{table} + {aux_mask}]\n",
+            // The payload's whole words: rsi = source, rcx = count; rdi ends as the address
+            // of the tail word.
+            "mov rsi, qword ptr [{s} + {x_src}]\n",
+            "mov rcx, qword ptr [{s} + {x_full_words}]\n",
+            "lea rax, [rdi + 8 * rcx + 8]\n",
+            "cmp rax, qword ptr [{table} + {aux_size}]\n",
+            "ja 37f\n",
+            "add rdi, rdx\n",
+            "cmp rcx, {long_words}\n",
+            "jb 36f\n",
+            "shl rcx, 3\n",
+            "rep movsb\n",
+            "jmp 39f\n",
+            "36:\n",
+            "test rcx, rcx\n",
+            "jz 39f\n",
+            "mov rax, qword ptr [rsi]\n",
+            "mov qword ptr [rdi], rax\n",
+            "add rsi, 8\n",
+            "add rdi, 8\n",
+            "sub rcx, 1\n",
+            "jmp 36b\n",
+            // Wrapping: word by word, each offset masked.
+            "37:\n",
+            "test rcx, rcx\n",
+            "jz 38f\n",
+            "mov rax, qword ptr [rsi]\n",
+            "mov qword ptr [rdx + rdi], rax\n",
+            "add rsi, 8\n",
+            "add rdi, 8\n",
+            "and rdi, qword ptr [{table} + {aux_mask}]\n",
+            "sub rcx, 1\n",
+            "jmp 37b\n",
+            "38:\n",
+            "add rdi, rdx\n",
+            "39:\n",
+            // The tail word, if the length is not a multiple of 8.
+            "test qword ptr [{s} + {x_path}], {tail_bits}\n",
+            "jz 30f\n",
+            "mov rax, qword ptr [{s} + {x_tail}]\n",
+            "mov qword ptr [rdi], rax\n",
+            "30:\n",
+            // The record's commit: last = start + record bytes.
+            "mov rax, {h}\n",
+            "add rax, qword ptr [{s} + {x_record_bytes}]\n",
+            "mov rdx, qword ptr [{ring} + {r_aux_first}]\n",
+            "mov qword ptr [rdx + {aux_last}], rax\n",
+        )
+    };
+}
+
+/// Payloads of at least this many whole words are copied with `rep movsb` when they do not
+/// wrap; shorter ones word by word (where `rep movsb` starts slowly).
+const LONG_WORDS: u64 = 32;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 impl Restartable {
@@ -330,58 +681,12 @@ impl Restartable {
         unsafe {
             core::arch::asm!(
                 section_start!(),
-                // h = head; slot = slots + (h & mask) * 64
-                "mov rdx, qword ptr [{ring} + {r_head}]",
-                "mov {h}, qword ptr [rdx]",
-                "mov {slot}, {h}",
-                "and {slot}, qword ptr [{table} + {ring_mask}]",
-                "shl {slot}, {slot_shift}",
-                "add {slot}, qword ptr [{ring} + {r_slots}]",
-                // Invalidate: a claim (CLAIMED | h); the slot's line is only written.
-                "mov rdx, {h}",
-                "bts rdx, {claimed}",
-                "mov qword ptr [{slot}], rdx",
-                // floor = the ring's last stamp, made odd, plus one.
-                "mov rdx, qword ptr [{ring} + {r_head}]",
-                "mov {old}, qword ptr [rdx + {last_stamp}]",
-                "or {old}, 1",
-                "add {old}, 1",
-                // Payload: type word | cpu << CPU_SHIFT | h << POSITION_SHIFT, six words.
-                "shl {cpu}, {cpu_shift}",
-                "or {cpu}, qword ptr [{w}]",
-                "mov rdx, {h}",
-                "shl rdx, {position_shift}",
-                "or {cpu}, rdx",
-                "mov qword ptr [{slot} + 8], {cpu}",
-                "mov rdx, qword ptr [{w} + 8]",
-                "mov qword ptr [{slot} + 16], rdx",
-                "mov rdx, qword ptr [{w} + 16]",
-                "mov qword ptr [{slot} + 24], rdx",
-                "mov rdx, qword ptr [{w} + 24]",
-                "mov qword ptr [{slot} + 32], rdx",
-                "mov rdx, qword ptr [{w} + 32]",
-                "mov qword ptr [{slot} + 40], rdx",
-                "mov rdx, qword ptr [{w} + 40]",
-                "mov qword ptr [{slot} + 48], rdx",
-                "mov rdx, qword ptr [{w} + 48]",
-                "mov qword ptr [{slot} + 56], rdx",
-                // Stamp: rdtsc, the claim and continuation bits clear, at least the floor.
-                "rdtsc",
-                "shl rdx, 32",
-                "or rax, rdx",
-                "btr rax, {claimed}",
-                "and rax, -2",
-                "cmp rax, {old}",
-                "cmovb rax, {old}",
-                "mov qword ptr [{slot}], rax",
-                // last_stamp, then the commit: head = h + 1.
-                "mov rdx, qword ptr [{ring} + {r_head}]",
-                "mov qword ptr [rdx + {last_stamp}], rax",
-                "add {h}, 1",
-                "mov qword ptr [rdx], {h}",
-                "22:",
+                claim_first!(),
+                payload_first!(),
+                stamp!(),
+                commit!("1"),
                 "jmp 27f",
-                section_end!(),
+                section_end!("{tries}"),
                 off = in(reg) self.offset,
                 table = in(reg) self.table.as_ptr(),
                 w = in(reg) words.as_ptr(),
@@ -389,8 +694,7 @@ impl Restartable {
                 cpu = out(reg) _,
                 ring = out(reg) _,
                 h = out(reg) _,
-                slot = out(reg) _,
-                old = out(reg) _,
+                a = out(reg) _,
                 out("rax") stamp,
                 out("rdx") _,
                 rseq_cs = const offset_of!(RseqArea, rseq_cs),
@@ -422,80 +726,15 @@ impl Restartable {
         unsafe {
             core::arch::asm!(
                 section_start!(),
-                // h = head; a = slot(h), b = slot(h + 1)
-                "mov rdx, qword ptr [{ring} + {r_head}]",
-                "mov {h}, qword ptr [rdx]",
-                "mov {a}, {h}",
-                "and {a}, qword ptr [{table} + {ring_mask}]",
-                "shl {a}, {slot_shift}",
-                "add {a}, qword ptr [{ring} + {r_slots}]",
-                "lea {b}, [{h} + 1]",
-                "and {b}, qword ptr [{table} + {ring_mask}]",
-                "shl {b}, {slot_shift}",
-                "add {b}, qword ptr [{ring} + {r_slots}]",
-                // Invalidate both: claims (CLAIMED | h, CLAIMED | h + 1).
-                "mov rdx, {h}",
-                "bts rdx, {claimed}",
-                "mov qword ptr [{a}], rdx",
-                "add rdx, 1",
-                "mov qword ptr [{b}], rdx",
-                // floor = the ring's last stamp, made odd, plus one.
-                "mov rdx, qword ptr [{ring} + {r_head}]",
-                "mov {old}, qword ptr [rdx + {last_stamp}]",
-                "or {old}, 1",
-                "add {old}, 1",
-                // Payloads; the type word with its CPU and position tag.
-                "shl {cpu}, {cpu_shift}",
-                "or {cpu}, qword ptr [{w}]",
-                "mov rdx, {h}",
-                "shl rdx, {position_shift}",
-                "or {cpu}, rdx",
-                "mov qword ptr [{a} + 8], {cpu}",
-                "mov rdx, qword ptr [{w} + 8]",
-                "mov qword ptr [{a} + 16], rdx",
-                "mov rdx, qword ptr [{w} + 16]",
-                "mov qword ptr [{a} + 24], rdx",
-                "mov rdx, qword ptr [{w} + 24]",
-                "mov qword ptr [{a} + 32], rdx",
-                "mov rdx, qword ptr [{w} + 32]",
-                "mov qword ptr [{a} + 40], rdx",
-                "mov rdx, qword ptr [{w} + 40]",
-                "mov qword ptr [{a} + 48], rdx",
-                "mov rdx, qword ptr [{w} + 48]",
-                "mov qword ptr [{a} + 56], rdx",
-                "mov rdx, qword ptr [{w} + 56]",
-                "mov qword ptr [{b} + 8], rdx",
-                "mov rdx, qword ptr [{w} + 64]",
-                "mov qword ptr [{b} + 16], rdx",
-                "mov rdx, qword ptr [{w} + 72]",
-                "mov qword ptr [{b} + 24], rdx",
-                "mov rdx, qword ptr [{w} + 80]",
-                "mov qword ptr [{b} + 32], rdx",
-                "mov rdx, qword ptr [{w} + 88]",
-                "mov qword ptr [{b} + 40], rdx",
-                "mov rdx, qword ptr [{w} + 96]",
-                "mov qword ptr [{b} + 48], rdx",
-                "mov rdx, qword ptr [{w} + 104]",
-                "mov qword ptr [{b} + 56], rdx",
-                // Stamps: the parent's, then the continuation's (stamp | 1).
-                "rdtsc",
-                "shl rdx, 32",
-                "or rax, rdx",
-                "btr rax, {claimed}",
-                "and rax, -2",
-                "cmp rax, {old}",
-                "cmovb rax, {old}",
-                "mov qword ptr [{a}], rax",
-                "lea rdx, [rax + 1]",
-                "mov qword ptr [{b}], rdx",
-                // last_stamp, then the commit: head = h + 2.
-                "mov rdx, qword ptr [{ring} + {r_head}]",
-                "mov qword ptr [rdx + {last_stamp}], rax",
-                "add {h}, 2",
-                "mov qword ptr [rdx], {h}",
-                "22:",
+                claim_first!(),
+                claim_second!(),
+                payload_first!(),
+                payload_second!(),
+                stamp!(),
+                stamp_second!(),
+                commit!("2"),
                 "jmp 27f",
-                section_end!(),
+                section_end!("{tries}"),
                 off = in(reg) self.offset,
                 table = in(reg) self.table.as_ptr(),
                 w = in(reg) words.as_ptr(),
@@ -505,7 +744,6 @@ impl Restartable {
                 h = out(reg) _,
                 a = out(reg) _,
                 b = out(reg) _,
-                old = out(reg) _,
                 out("rax") stamp,
                 out("rdx") _,
                 rseq_cs = const offset_of!(RseqArea, rseq_cs),
@@ -526,6 +764,132 @@ impl Restartable {
         stamp
     }
 
+    /// Writes an event and its strings in one section: each of `e.strings[..e.count]` as
+    /// an aux record into the buffer of the calling thread's CPU's restartable ring, its
+    /// reference into `e.words` at its `word_at`, then the entry (`e.slots` slots) into that
+    /// ring. Returns the parent's stamp, or 0 as [`Restartable::write`] (having counted
+    /// `e.tries` down). The Rust model of the same stores is
+    /// [`devttrace::restartable::write_event`].
+    ///
+    /// # Safety
+    ///
+    /// `e.count` is at most [`MAX_ARGS`]; each string's `src` points to `full_words * 8`
+    /// readable bytes, its `record_bytes` is at most the buffer's size, and its `word_at` is
+    /// the byte offset of a word of `e.words`; `e.slots` is 1 or 2.
+    #[inline(always)]
+    pub unsafe fn write_event(&self, e: &mut EventArgs) -> u64 {
+        use ttrace_layouts::aux::{
+            AuxPath, AUX_HEADER_BYTES, AUX_REF_BUFFERS, AUX_REF_OFFSET_BITS,
+        };
+        use ttrace_layouts::entry::{Stamp, TypeWord};
+        let stamp: u64;
+        // SAFETY: as in `write` and `aux_write`; the strings' records are within `e`
+        // (`count` at most `MAX_ARGS`), and the words the section completes within
+        // `e.words` (the caller's contract).
+        unsafe {
+            core::arch::asm!(
+                section_start!("mov rax, qword ptr [{w} + {e_offset}]\n", "rax"),
+                // The strings: {s} walks their records up to the count's end.
+                "lea {s}, [{w} + {e_strings}]",
+                "40:",
+                "mov rax, qword ptr [{w} + {e_count}]",
+                "shl rax, {x_shift}",
+                "lea rax, [{w} + rax + {e_strings}]",
+                "cmp {s}, rax",
+                "jae 49f",
+                aux_record!(),
+                // Its argument word: AUX_REF | buffer << 48 | the start's low 48 bits.
+                "mov rax, {h}",
+                "shl rax, {ref_low}",
+                "shr rax, {ref_low}",
+                "mov rdx, {cpu}",
+                "and rdx, {ref_buffers}",
+                "shl rdx, {ref_shift}",
+                "or rax, rdx",
+                "bts rax, 63",
+                "mov rdx, qword ptr [{s} + {x_word_at}]",
+                "mov qword ptr [{w} + rdx], rax",
+                "add {s}, {x_size}",
+                "jmp 40b",
+                // The entry, of one slot or two.
+                "49:",
+                "cmp qword ptr [{w} + {e_slots}], 1",
+                "jne 52f",
+                claim_first!(),
+                payload_first!(),
+                stamp!(),
+                "jmp 53f",
+                "52:",
+                claim_first!(),
+                claim_second!(),
+                payload_first!(),
+                payload_second!(),
+                stamp!(),
+                stamp_second!(),
+                "53:",
+                commit!("qword ptr [{w} + {e_slots}]"),
+                "jmp 27f",
+                section_end!("qword ptr [{w} + {e_tries}]"),
+                table = in(reg) self.table.as_ptr(),
+                w = in(reg) e as *mut EventArgs,
+                cpu = out(reg) _,
+                ring = out(reg) _,
+                h = out(reg) _,
+                a = out(reg) _,
+                b = out(reg) _,
+                s = out(reg) _,
+                out("rax") stamp,
+                out("rdx") _,
+                out("rcx") _,
+                out("rsi") _,
+                out("rdi") _,
+                rseq_cs = const offset_of!(RseqArea, rseq_cs),
+                cpu_id = const offset_of!(RseqArea, cpu_id),
+                rings = const offset_of!(TableHead, rings),
+                row_shift = const ROW_SHIFT,
+                ring_mask = const offset_of!(TableHead, ring_mask),
+                aux_mask = const offset_of!(TableHead, aux_mask),
+                aux_size = const offset_of!(TableHead, aux_size),
+                r_head = const ROW + offset_of!(TableRing, head),
+                r_slots = const ROW + offset_of!(TableRing, slots),
+                r_aux_first = const ROW + offset_of!(TableRing, aux_first),
+                r_aux_words = const ROW + offset_of!(TableRing, aux_words),
+                slot_shift = const size_of::<Slot>().trailing_zeros(),
+                last_stamp = const LAST_STAMP,
+                aux_last = const AUX_LAST,
+                claimed = const Stamp::CLAIMED.trailing_zeros(),
+                cpu_shift = const TypeWord::CPU_SHIFT,
+                position_shift = const TypeWord::POSITION_SHIFT,
+                len_shift = const AuxPath::LEN_SHIFT,
+                len_mask = const AuxPath::LEN_MASK,
+                header_round = const AUX_HEADER_BYTES + 7,
+                path_cpu_shift = const AuxPath::CPU_SHIFT,
+                tail_bits = const 7 << AuxPath::LEN_SHIFT,
+                long_words = const LONG_WORDS,
+                ref_low = const 64 - AUX_REF_OFFSET_BITS,
+                ref_buffers = const AUX_REF_BUFFERS - 1,
+                ref_shift = const AUX_REF_OFFSET_BITS,
+                e_offset = const offset_of!(EventArgs, offset),
+                e_slots = const offset_of!(EventArgs, slots),
+                e_count = const offset_of!(EventArgs, count),
+                e_tries = const offset_of!(EventArgs, tries),
+                e_strings = const offset_of!(EventArgs, strings),
+                x_shift = const size_of::<AuxArgs>().trailing_zeros(),
+                x_size = const size_of::<AuxArgs>(),
+                x_path = const offset_of!(AuxArgs, path),
+                x_timestamp = const offset_of!(AuxArgs, timestamp),
+                x_ctx = const offset_of!(AuxArgs, ctx),
+                x_record_bytes = const offset_of!(AuxArgs, record_bytes),
+                x_full_words = const offset_of!(AuxArgs, full_words),
+                x_tail = const offset_of!(AuxArgs, tail),
+                x_src = const offset_of!(AuxArgs, src),
+                x_word_at = const offset_of!(AuxArgs, word_at),
+                options(nostack),
+            );
+        }
+        stamp
+    }
+
     /// Writes the aux record `args` into the aux buffer of the calling thread's CPU's
     /// restartable ring. Returns `(ring + 1, offset)` of the record, or `(0, _)` if the
     /// caller must use the shared ring's buffer.
@@ -540,116 +904,38 @@ impl Restartable {
         let found: u64;
         let start: u64;
         // SAFETY: as in `write`; the payload words are stored at masked offsets of the
-        // buffer, and read from `src` within its `full_words` words (the caller's contract).
+        // buffer (or, when they do not wrap, from the record's start to below the buffer's
+        // end), and read from `src` within its `full_words` words (the caller's contract).
         unsafe {
             core::arch::asm!(
                 section_start!(),
-                // start = last, first = first (repaired to start when out of range).
-                "mov rdx, qword ptr [{ring} + {r_aux_first}]",
-                "mov {start}, qword ptr [rdx + {aux_last}]",
-                "mov {first}, qword ptr [rdx]",
-                "mov {i}, {first}",
-                "cmp {first}, {start}",
-                "ja 31f",
-                "test {first}, 7",
-                "jnz 31f",
-                "mov rax, {start}",
-                "sub rax, {first}",
-                "mov rdx, qword ptr [{table} + {aux_mask}]",
-                "add rdx, 1",
-                "cmp rax, rdx",
-                "jbe 32f",
-                "31:",
-                "mov {first}, {start}",
-                "32:",
-                // Advance first while start + record - first > size.
-                "33:",
-                "mov rax, {start}",
-                "add rax, qword ptr [{args} + {a_record_bytes}]",
-                "sub rax, {first}",
-                "mov rdx, qword ptr [{table} + {aux_mask}]",
-                "add rdx, 1",
-                "cmp rax, rdx",
-                "jbe 34f",
-                // The record at first: its length, header included, rounded up to 8.
-                "mov rax, {first}",
-                "and rax, qword ptr [{table} + {aux_mask}]",
-                "mov rdx, qword ptr [{ring} + {r_aux_words}]",
-                "mov rax, qword ptr [rdx + rax]",
-                "shr rax, {len_shift}",
-                "and rax, {len_mask}",
-                "add rax, {header_round}",
-                "and rax, -8",
-                "add {first}, rax",
-                "jmp 33b",
-                "34:",
-                "cmp {i}, {first}",
-                "je 35f",
-                "mov rdx, qword ptr [{ring} + {r_aux_first}]",
-                "mov qword ptr [rdx], {first}",
-                "35:",
-                // Header at start: path | cpu << CPU_SHIFT, timestamp, context.
-                "mov rdx, qword ptr [{ring} + {r_aux_words}]",
-                "mov {i}, {start}",
-                "and {i}, qword ptr [{table} + {aux_mask}]",
-                "shl {cpu}, {path_cpu_shift}",
-                "or {cpu}, qword ptr [{args} + {a_path}]",
-                "mov qword ptr [rdx + {i}], {cpu}",
-                "add {i}, 8",
-                "and {i}, qword ptr [{table} + {aux_mask}]",
-                "mov rax, qword ptr [{args} + {a_timestamp}]",
-                "mov qword ptr [rdx + {i}], rax",
-                "add {i}, 8",
-                "and {i}, qword ptr [{table} + {aux_mask}]",
-                "mov rax, qword ptr [{args} + {a_ctx}]",
-                "mov qword ptr [rdx + {i}], rax",
-                // Payload words, wrapping at the end of the buffer.
-                "mov {first}, qword ptr [{args} + {a_src}]",
-                "mov {cpu}, qword ptr [{args} + {a_full_words}]",
-                "36:",
-                "add {i}, 8",
-                "and {i}, qword ptr [{table} + {aux_mask}]",
-                "test {cpu}, {cpu}",
-                "jz 37f",
-                "mov rax, qword ptr [{first}]",
-                "mov qword ptr [rdx + {i}], rax",
-                "add {first}, 8",
-                "sub {cpu}, 1",
-                "jmp 36b",
-                "37:",
-                "cmp qword ptr [{args} + {a_has_tail}], 0",
-                "je 38f",
-                "mov rax, qword ptr [{args} + {a_tail}]",
-                "mov qword ptr [rdx + {i}], rax",
-                "38:",
-                // Commit: last = start + record bytes.
-                "mov rax, {start}",
-                "add rax, qword ptr [{args} + {a_record_bytes}]",
-                "mov rdx, qword ptr [{ring} + {r_aux_first}]",
-                "mov qword ptr [rdx + {aux_last}], rax",
+                aux_record!(),
                 "22:",
                 "mov rax, {ring}",
                 "sub rax, {table}",
                 "shr rax, {row_shift}",
                 "add rax, 1",
                 "jmp 27f",
-                section_end!(),
+                section_end!("{tries}"),
                 off = in(reg) self.offset,
                 table = in(reg) self.table.as_ptr(),
-                args = in(reg) args as *const AuxArgs,
+                s = in(reg) args as *const AuxArgs,
                 tries = inout(reg) TRIES => _,
                 cpu = out(reg) _,
                 ring = out(reg) _,
-                start = out(reg) start,
-                first = out(reg) _,
-                i = out(reg) _,
+                h = out(reg) start,
+                a = out(reg) _,
                 out("rax") found,
                 out("rdx") _,
+                out("rcx") _,
+                out("rsi") _,
+                out("rdi") _,
                 rseq_cs = const offset_of!(RseqArea, rseq_cs),
                 cpu_id = const offset_of!(RseqArea, cpu_id),
                 rings = const offset_of!(TableHead, rings),
                 row_shift = const ROW_SHIFT,
                 aux_mask = const offset_of!(TableHead, aux_mask),
+                aux_size = const offset_of!(TableHead, aux_size),
                 r_aux_first = const ROW + offset_of!(TableRing, aux_first),
                 r_aux_words = const ROW + offset_of!(TableRing, aux_words),
                 aux_last = const AUX_LAST,
@@ -657,14 +943,15 @@ impl Restartable {
                 len_mask = const AuxPath::LEN_MASK,
                 header_round = const AUX_HEADER_BYTES + 7,
                 path_cpu_shift = const AuxPath::CPU_SHIFT,
-                a_path = const offset_of!(AuxArgs, path),
-                a_timestamp = const offset_of!(AuxArgs, timestamp),
-                a_ctx = const offset_of!(AuxArgs, ctx),
-                a_record_bytes = const offset_of!(AuxArgs, record_bytes),
-                a_full_words = const offset_of!(AuxArgs, full_words),
-                a_tail = const offset_of!(AuxArgs, tail),
-                a_has_tail = const offset_of!(AuxArgs, has_tail),
-                a_src = const offset_of!(AuxArgs, src),
+                tail_bits = const 7 << AuxPath::LEN_SHIFT,
+                long_words = const LONG_WORDS,
+                x_path = const offset_of!(AuxArgs, path),
+                x_timestamp = const offset_of!(AuxArgs, timestamp),
+                x_ctx = const offset_of!(AuxArgs, ctx),
+                x_record_bytes = const offset_of!(AuxArgs, record_bytes),
+                x_full_words = const offset_of!(AuxArgs, full_words),
+                x_tail = const offset_of!(AuxArgs, tail),
+                x_src = const offset_of!(AuxArgs, src),
                 options(nostack),
             );
         }
@@ -697,6 +984,7 @@ pinned! {
     offset_of!(TableHead, rings) => 0,
     offset_of!(TableHead, ring_mask) => 8,
     offset_of!(TableHead, aux_mask) => 16,
+    offset_of!(TableHead, aux_size) => 24,
     offset_of!(TableRing, head) => 0,
     offset_of!(TableRing, slots) => 8,
     offset_of!(TableRing, aux_first) => 16,
@@ -707,7 +995,16 @@ pinned! {
     offset_of!(AuxArgs, record_bytes) => 24,
     offset_of!(AuxArgs, full_words) => 32,
     offset_of!(AuxArgs, tail) => 40,
-    offset_of!(AuxArgs, has_tail) => 48,
-    offset_of!(AuxArgs, src) => 56,
+    offset_of!(AuxArgs, src) => 48,
+    offset_of!(AuxArgs, word_at) => 56,
+    size_of::<AuxArgs>() => 64,
+    offset_of!(EventArgs, words) => 0,
+    offset_of!(EventArgs, slots) => 112,
+    offset_of!(EventArgs, count) => 120,
+    offset_of!(EventArgs, tries) => 128,
+    offset_of!(EventArgs, offset) => 136,
+    offset_of!(EventArgs, strings) => 144,
+    ttrace_layouts::aux::AuxPath::LEN_SHIFT => 4,
+    ttrace_layouts::aux::AUX_REF => 1 << 63,
     size_of::<Slot>() => 64,
 }

@@ -17,8 +17,9 @@
 //! Everything else (registering a tracepoint, naming a thread, opening the device) is a
 //! cold path taken once.
 
+use crate::args::Strings;
 use crate::cpu;
-use crate::rseq::{AuxArgs, Restartable};
+use crate::rseq::{AuxArgs, EventArgs, Restartable};
 use crate::tracepoint::{Tracepoint, DISABLED_WORD, UNREGISTERED};
 use core::cell::Cell;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
@@ -131,6 +132,59 @@ impl Writer {
         self.emit_shared(word, ctx, args)
     }
 
+    /// [`Writer::emit`] for an event with strings (`strings`: each argument's index and
+    /// bytes; their words in `args` are set here): the records and the entry in one
+    /// restartable section ([`Restartable::write_event`]), or, where that cannot be used,
+    /// each string with [`Writer::aux_write`] and the entry into the shared ring. A string
+    /// longer than 4072 bytes is truncated and flagged. Returns false if the event was
+    /// dropped (and counted); a string the buffer could not take shows as lost.
+    #[inline(always)]
+    pub fn emit_strings<const N: usize>(
+        &self,
+        word: u64,
+        ctx: u64,
+        args: &[u64; N],
+        strings: &Strings<'_>,
+    ) -> bool {
+        const { assert!(N <= MAX_ARGS) };
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        if let Some(rseq) = &self.rseq {
+            let mut e = EventArgs::new(rseq, word, ctx, args);
+            for (index, bytes) in strings.iter() {
+                let (path, bytes) = string_path(AuxTag::String, bytes);
+                e.push(index, AuxArgs::new(path.0, 0, ctx, bytes));
+            }
+            // SAFETY: `push` keeps at most MAX_ARGS strings, each record's `src` is its
+            // bytes (`full_words` words of them) and at most 4 KiB, less than a buffer (at
+            // least 16 KiB); `word_at` is the word of an argument (index < N <= MAX_ARGS);
+            // `new` set `slots` to 1 or 2.
+            if unsafe { rseq.write_event(&mut e) } != 0 {
+                return true;
+            }
+        }
+        self.emit_strings_shared(word, ctx, args, strings)
+    }
+
+    /// [`Writer::emit_strings`] where the combined section cannot be used.
+    #[inline(never)]
+    fn emit_strings_shared<const N: usize>(
+        &self,
+        word: u64,
+        ctx: u64,
+        args: &[u64; N],
+        strings: &Strings<'_>,
+    ) -> bool {
+        let mut args = *args;
+        for (index, bytes) in strings.iter() {
+            if let Some(w) = args.get_mut(index) {
+                *w = self
+                    .aux_write(AuxTag::String, ctx, bytes)
+                    .unwrap_or(AUX_NONE);
+            }
+        }
+        self.emit_shared(word, ctx, &args)
+    }
+
     /// [`Writer::emit`] into the shared ring of the calling thread's CPU, with the atomic
     /// protocol ([`Ring::write`](devttrace::ring::Ring::write)).
     #[inline(never)]
@@ -160,27 +214,13 @@ impl Writer {
     /// writes to. Returns the argument word that refers to it ([`aux_ref`]), or `None` if the
     /// write was dropped (and counted in the shared ring's `aux_dropped`).
     pub fn aux_write(&self, tag: AuxTag, ctx: u64, bytes: &[u8]) -> Option<u64> {
-        let truncated = bytes.len() as u64 > AUX_MAX_PAYLOAD;
-        let bytes = &bytes[..bytes.len().min(AUX_MAX_PAYLOAD as usize)];
+        let (path, bytes) = string_path(tag, bytes);
         // A message carries its own time; a string is timed by the entry that refers to it,
         // which spares a second clock read on the hot path.
         let timestamp = if tag == AuxTag::String { 0 } else { self.now() };
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         if let Some(rseq) = &self.rseq {
-            let path = AuxPath::new(tag, 0, bytes.len() as u64, truncated);
-            let (words, tail) = bytes.split_at(bytes.len() / 8 * 8);
-            let mut last = [0u8; 8];
-            last[..tail.len()].copy_from_slice(tail);
-            let args = AuxArgs {
-                path: path.0,
-                timestamp,
-                ctx,
-                record_bytes: path.record_bytes(),
-                full_words: words.len() as u64 / 8,
-                tail: u64::from_ne_bytes(last),
-                has_tail: !tail.is_empty() as u64,
-                src: words.as_ptr(),
-            };
+            let args = AuxArgs::new(path.0, timestamp, ctx, bytes);
             // SAFETY: `src` holds `full_words` words; a record (at most 4 KiB) fits in a
             // buffer (at least 16 KiB).
             let (found, start) = unsafe { rseq.aux_write(&args) };
@@ -191,7 +231,7 @@ impl Writer {
         let map = self.device.mapping();
         let cpu = self.cpu();
         let index = map.shared_ring_index(cpu);
-        let path = AuxPath::new(tag, cpu, bytes.len() as u64, truncated);
+        let path = AuxPath::new(tag, cpu, bytes.len() as u64, path.is_truncated());
         let lock = &map.ring_header(index).aux_lock;
         let start = map.aux(index).write(lock, path, ctx, timestamp, bytes)?;
         Some(aux_ref(index, start))
@@ -241,6 +281,15 @@ impl Writer {
         self.device
             .note_rename((ctx >> 32) as u32, ctx as u32, name)
     }
+}
+
+/// The path (no CPU) of a record of `tag` holding `bytes`, and the bytes it holds: at most
+/// [`AUX_MAX_PAYLOAD`], the path flagged truncated when they were more.
+#[inline(always)]
+fn string_path(tag: AuxTag, bytes: &[u8]) -> (AuxPath, &[u8]) {
+    let truncated = bytes.len() as u64 > AUX_MAX_PAYLOAD;
+    let bytes = &bytes[..bytes.len().min(AUX_MAX_PAYLOAD as usize)];
+    (AuxPath::new(tag, 0, bytes.len() as u64, truncated), bytes)
 }
 
 thread_local! {
@@ -368,6 +417,14 @@ impl crate::args::Arg for &str {
     fn into_word(self) -> u64 {
         string_word(self.as_bytes())
     }
+    #[inline(always)]
+    fn lower<'a>(self, strings: &mut Strings<'a>) -> u64
+    where
+        Self: 'a,
+    {
+        strings.push(self.as_bytes());
+        AUX_NONE
+    }
 }
 
 impl crate::args::Arg for &[u8] {
@@ -377,6 +434,14 @@ impl crate::args::Arg for &[u8] {
     fn into_word(self) -> u64 {
         string_word(self)
     }
+    #[inline(always)]
+    fn lower<'a>(self, strings: &mut Strings<'a>) -> u64
+    where
+        Self: 'a,
+    {
+        strings.push(self);
+        AUX_NONE
+    }
 }
 
 impl crate::args::Arg for &String {
@@ -385,6 +450,14 @@ impl crate::args::Arg for &String {
     /// Copies the string to the aux buffer; the word refers to it.
     fn into_word(self) -> u64 {
         string_word(self.as_bytes())
+    }
+    #[inline(always)]
+    fn lower<'a>(self, strings: &mut Strings<'a>) -> u64
+    where
+        Self: 'a,
+    {
+        strings.push(self.as_bytes());
+        AUX_NONE
     }
 }
 
@@ -424,6 +497,19 @@ impl<const N: usize> Tracepoint<N> {
     pub fn record(&'static self, word: u64, args: [u64; N]) {
         if let Some(w) = device() {
             w.emit(word, w.context(), &args);
+        }
+    }
+
+    /// [`record`](Self::record) for a trace point whose string arguments are in
+    /// `strings` ([`Arg::lower`](crate::args::Arg::lower)): they are written with the
+    /// event, in one section. Without strings, this is `record`.
+    #[inline(always)]
+    pub fn record_strings(&'static self, word: u64, args: [u64; N], strings: &Strings<'_>) {
+        if strings.is_empty() {
+            return self.record(word, args);
+        }
+        if let Some(w) = device() {
+            w.emit_strings(word, w.context(), &args, strings);
         }
     }
 
@@ -491,7 +577,13 @@ macro_rules! point {
             }
             let word = tp.enabled_word(word, types(&|| $crate::args::erase(($($arg,)*))));
             if word != 0 {
-                tp.record(word, [$($crate::args::Arg::into_word($arg)),*]);
+                let mut strings = $crate::args::Strings::new();
+                // One statement: the arguments' temporaries live until the event is written.
+                tp.record_strings(
+                    word,
+                    [$($crate::args::Arg::lower($arg, &mut strings)),*],
+                    &strings,
+                );
             }
         }
     }};

@@ -126,3 +126,118 @@ fn the_assembly_stores_what_the_model_stores() {
         );
     }
 }
+
+/// The combined section (an event and its strings in one section) stores what the model of
+/// the same section stores: every word of the ring and of the aux buffer, the head, the last
+/// stamp and the buffer's offsets, after events of one slot and of two with zero to three
+/// strings (short ones copied word by word, long ones with `rep movsb`, records that wrap
+/// the buffer and records that overwrite several older ones).
+#[test]
+fn the_combined_section_stores_what_the_model_stores() {
+    use devttrace::restartable::{write_event, StringArg};
+    use ttrace_core::args::Strings;
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = Writer::open(&Config {
+        ring_slots: 16,
+        aux_bytes: 1 << 14,
+        cpus: Some(devttrace::config::configured_cpus()),
+        calibration: std::time::Duration::from_millis(2),
+        ..Config::at(tmp.path().join("dev"))
+    })
+    .unwrap();
+    pin(0);
+    assert!(
+        dev.restartable(),
+        "this test needs rseq (glibc 2.35 or later, registered)"
+    );
+    let model = HeapRing::<AtomicU64>::new(16);
+    let aux = HeapAux::<AtomicU64>::new(1 << 11);
+    let last = AtomicU64::new(0);
+    let ctx = 5 << 32 | 6;
+    let texts: Vec<Vec<u8>> = (0..200u64)
+        .map(|i| {
+            let len = [0, 5, 8, 64, 300, 1023, 4000][(i % 7) as usize] + (i % 3) as usize;
+            (0..len).map(|k| (k as u64 * 7 + i) as u8).collect()
+        })
+        .collect();
+    for i in 0..200u64 {
+        let nargs = if i % 2 == 0 { 12 } else { 5 };
+        let word = TypeWord::new(Kind::Start, nargs, 3).0;
+        let mut args: [u64; 12] = core::array::from_fn(|k| i * 100 + k as u64);
+        // Strings at these argument indices (within the event's arguments).
+        let at: Vec<usize> = [1usize, 4, 9]
+            .into_iter()
+            .take((i % 4) as usize)
+            .filter(|&k| k < nargs as usize)
+            .collect();
+        let mut strings = Strings::new();
+        let mut model_strings = Vec::new();
+        for k in 0..nargs as usize {
+            if let Some(n) = at.iter().position(|&a| a == k) {
+                let bytes = &texts[(i as usize + n) % texts.len()];
+                strings.push(bytes);
+                model_strings.push(StringArg {
+                    word: k + 2,
+                    path: AuxPath::new(AuxTag::String, 0, bytes.len() as u64, false),
+                    bytes,
+                });
+            } else {
+                strings.pass();
+            }
+        }
+        let ok = if nargs == 12 {
+            dev.emit_strings(word, ctx, &args, &strings)
+        } else {
+            dev.emit_strings(
+                word,
+                ctx,
+                &<[u64; 5]>::try_from(&args[..5]).unwrap(),
+                &strings,
+            )
+        };
+        assert!(ok, "event {i}");
+        let head = model.head.load(Relaxed);
+        let stamp = dev.mapping().ring(0).slots[(head & 15) as usize].words[0].load(Relaxed);
+        let mut event = [0u64; 14];
+        event[0] = TypeWord(word).with_cpu(0).0;
+        event[1] = ctx;
+        for k in &at {
+            args[*k] = 0;
+        }
+        event[2..2 + nargs as usize].copy_from_slice(&args[..nargs as usize]);
+        let got = write_event(
+            &model.ring(),
+            &last,
+            &aux.aux(),
+            0,
+            stamp,
+            &mut event,
+            nargs == 12,
+            &model_strings,
+            usize::MAX,
+        );
+        assert_eq!(got, Some(stamp), "event {i}");
+        assert_eq!(
+            words(&dev.mapping().ring(0)),
+            words(&model.ring()),
+            "event {i}: the ring"
+        );
+        assert_eq!(
+            dev.mapping().ring(0).head.load(Relaxed),
+            model.head.load(Relaxed)
+        );
+        assert_eq!(
+            dev.mapping().ring_header(0).last_stamp.load(Relaxed),
+            last.load(Relaxed)
+        );
+        let a = dev.mapping().aux(0);
+        let got: Vec<u64> = a.words.iter().map(|w| w.load(Relaxed)).collect();
+        let want: Vec<u64> = aux.words.iter().map(|w| w.load(Relaxed)).collect();
+        assert_eq!(got, want, "event {i}: the aux buffer");
+        assert_eq!(
+            (a.first.load(Relaxed), a.last.load(Relaxed)),
+            (aux.first.load(Relaxed), aux.last.load(Relaxed)),
+            "event {i}"
+        );
+    }
+}
