@@ -125,6 +125,9 @@ struct TraceFs {
     next_fh: AtomicU64,
 }
 
+/// The block size files report: the read size of `cat`, `cp` and buffered readers.
+const READ_BLOCK: u32 = 1 << 20;
+
 impl TraceFs {
     fn attr(&self, ino: u64) -> Option<FileAttr> {
         let (kind, perm) = match ino {
@@ -152,7 +155,9 @@ impl TraceFs {
             gid: self.gid,
             rdev: 0,
             flags: 0,
-            blksize: 4096,
+            // What `cat` and `cp` take as the size of each read: one request of 1 MiB
+            // (the most FUSE moves in one reply) instead of 128 KiB.
+            blksize: READ_BLOCK,
         })
     }
 
