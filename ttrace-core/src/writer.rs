@@ -410,56 +410,28 @@ pub(crate) fn string_word(bytes: &[u8]) -> u64 {
 
 // Strings as arguments: their bytes go to the aux buffer of the process's device, so they
 // are the writer's to turn into words.
-impl crate::args::Arg for &str {
-    const TYPE: crate::args::ArgType = ArgType::Str;
-    type Static = &'static str;
-    /// Copies the string to the aux buffer; the word refers to it.
-    fn into_word(self) -> u64 {
-        string_word(self.as_bytes())
-    }
-    #[inline(always)]
-    fn lower<'a>(self, strings: &mut Strings<'a>) -> u64
-    where
-        Self: 'a,
-    {
-        strings.push(self.as_bytes());
-        AUX_NONE
-    }
+macro_rules! string_arg {
+    ($($t:ty: $static:ty),*) => {$(
+        impl crate::args::Arg for $t {
+            const TYPE: crate::args::ArgType = ArgType::Str;
+            type Static = $static;
+            /// Copies the bytes to the aux buffer; the word refers to them.
+            fn into_word(self) -> u64 {
+                string_word(self.as_ref())
+            }
+            /// Leaves the bytes in `strings`, to be written with the event.
+            #[inline(always)]
+            fn lower<'a>(self, strings: &mut Strings<'a>) -> u64
+            where
+                Self: 'a,
+            {
+                strings.push(self.as_ref());
+                AUX_NONE
+            }
+        }
+    )*};
 }
-
-impl crate::args::Arg for &[u8] {
-    const TYPE: crate::args::ArgType = ArgType::Str;
-    type Static = &'static [u8];
-    /// Copies the bytes to the aux buffer; the word refers to them.
-    fn into_word(self) -> u64 {
-        string_word(self)
-    }
-    #[inline(always)]
-    fn lower<'a>(self, strings: &mut Strings<'a>) -> u64
-    where
-        Self: 'a,
-    {
-        strings.push(self);
-        AUX_NONE
-    }
-}
-
-impl crate::args::Arg for &String {
-    const TYPE: crate::args::ArgType = ArgType::Str;
-    type Static = &'static String;
-    /// Copies the string to the aux buffer; the word refers to it.
-    fn into_word(self) -> u64 {
-        string_word(self.as_bytes())
-    }
-    #[inline(always)]
-    fn lower<'a>(self, strings: &mut Strings<'a>) -> u64
-    where
-        Self: 'a,
-    {
-        strings.push(self.as_bytes());
-        AUX_NONE
-    }
-}
+string_arg!(&str: &'static str, &[u8]: &'static [u8], &String: &'static String);
 
 impl<const N: usize> Tracepoint<N> {
     /// The tracepoint's word: 0 when disabled, its type word when enabled,

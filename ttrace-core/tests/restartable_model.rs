@@ -29,13 +29,9 @@ fn words(ring: &devttrace::ring::Ring<'_, impl devttrace::ring::SlotWords>) -> V
         .collect()
 }
 
-/// The assembly stores what the Rust model of the same sequence stores: every word of
-/// every slot, the head and the last stamp after entries and continued entries that wrap
-/// a small ring, and every word of the aux buffer after records that wrap it. (Where
-/// this process has no rseq registration, the writes must go to the shared rings.)
-#[test]
-fn the_assembly_stores_what_the_model_stores() {
-    let tmp = tempfile::tempdir().unwrap();
+/// A device of 16-slot rings and 16 KiB aux buffers in `tmp`, the calling thread pinned to
+/// CPU 0.
+fn small_device(tmp: &tempfile::TempDir) -> Writer {
     let dev = Writer::open(&Config {
         ring_slots: 16,
         aux_bytes: 1 << 14,
@@ -45,6 +41,17 @@ fn the_assembly_stores_what_the_model_stores() {
     })
     .unwrap();
     pin(0);
+    dev
+}
+
+/// The assembly stores what the Rust model of the same sequence stores: every word of
+/// every slot, the head and the last stamp after entries and continued entries that wrap
+/// a small ring, and every word of the aux buffer after records that wrap it. (Where
+/// this process has no rseq registration, the writes must go to the shared rings.)
+#[test]
+fn the_assembly_stores_what_the_model_stores() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = small_device(&tmp);
     let ring = if dev.restartable() {
         0
     } else {
@@ -137,15 +144,7 @@ fn the_combined_section_stores_what_the_model_stores() {
     use devttrace::restartable::{write_event, StringArg};
     use ttrace_core::args::Strings;
     let tmp = tempfile::tempdir().unwrap();
-    let dev = Writer::open(&Config {
-        ring_slots: 16,
-        aux_bytes: 1 << 14,
-        cpus: Some(devttrace::config::configured_cpus()),
-        calibration: std::time::Duration::from_millis(2),
-        ..Config::at(tmp.path().join("dev"))
-    })
-    .unwrap();
-    pin(0);
+    let dev = small_device(&tmp);
     assert!(
         dev.restartable(),
         "this test needs rseq (glibc 2.35 or later, registered)"
