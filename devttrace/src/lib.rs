@@ -30,6 +30,7 @@
 // Foundations: atomic words, errors, clocks and the calendar, the calling thread, locks in shared memory,
 // metadata records, configuration.
 pub mod sync;
+pub mod parallel;
 pub mod error;
 pub mod clock;
 pub mod calendar;

@@ -352,6 +352,7 @@ impl<'a, S: SlotWords> Ring<'a, S> {
     }
 
     /// Copies slot `index` with the stamp check.
+    #[inline]
     pub fn read(&self, index: usize) -> SlotRead {
         let slot = self.slots[index].words();
         let first = Stamp(slot[0].load(Acquire));
@@ -601,6 +602,7 @@ impl<S: SlotWords> Ring<'_, S> {
 
     /// The event at `mark` if its slot still holds it (read with the stamp check, its
     /// continuation stitched from the next slot); `None` if it was overwritten since.
+    #[inline]
     pub fn event(&self, mark: Mark) -> Option<Event> {
         let n = self.slots.len();
         let i = mark.slot as usize;

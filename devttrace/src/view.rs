@@ -5,6 +5,7 @@ use crate::copy::RingCopy;
 use crate::error::Result;
 use crate::event::{Event, Mark, RingIndex};
 use crate::meta::Metadata;
+use crate::parallel::each_ring;
 use crate::reader::Reader;
 use crate::ring::Keep;
 use crate::status::Status;
@@ -45,38 +46,58 @@ impl<'d> View<'d> {
     /// Every ring of `dev` copied and indexed (keeping only the events stamped after
     /// `timestamp`), then the aux buffers and the metadata copied.
     pub fn of(dev: &'d Reader, timestamp: u64) -> Result<View<'d>> {
+        View::read(dev, timestamp, None)
+    }
+
+    /// [`View::of`] of the rings `rings` alone (the others are left empty) and without the
+    /// aux buffers: strings are checked only for their form, and show as lost. What a
+    /// reader of one CPU's entries needs (a mounted `cpuN`), at the cost of those rings.
+    pub fn of_rings(dev: &'d Reader, timestamp: u64, rings: &[usize]) -> Result<View<'d>> {
+        View::read(dev, timestamp, Some(rings))
+    }
+
+    fn read(dev: &'d Reader, timestamp: u64, only: Option<&[usize]>) -> Result<View<'d>> {
+        let wanted = |n: usize| only.is_none_or(|o| o.contains(&n));
         let map = dev.mapping();
-        let mut copies = Vec::with_capacity(dev.cpus());
-        for n in 0..dev.cpus() {
-            let ring = dev.ring(n)?;
-            copies.push(match map.is_image() {
-                false => Some(RingCopy::of(&ring, |slots| map.release_slots(n, slots))),
-                true => None,
-            });
-        }
-        let (aux, aux_error) = dev.aux_or_empty();
+        let rings = (0..dev.cpus())
+            .map(|n| dev.ring(n))
+            .collect::<Result<Vec<_>>>()?;
+        let slots = (rings.iter().enumerate())
+            .filter(|&(n, _)| wanted(n))
+            .map(|(_, r)| r.slots.len())
+            .sum();
+        // The rings copied side by side: sooner done, and nearer to one cut.
+        let copies = each_ring(rings.len(), slots, |n| match map.is_image() || !wanted(n) {
+            false => Some(RingCopy::of(&rings[n], |slots| map.release_slots(n, slots))),
+            true => None,
+        });
+        let (mut aux, aux_error) = match only {
+            None => dev.aux_or_empty(),
+            Some(_) => (AuxSnapshots::default(), None),
+        };
         dev.check_intact()?;
         let meta = dev.metadata();
-        let mut aux = aux;
         dev.check(&meta, None).sift_messages(&mut aux);
         // Indexed once every event's tracepoint and string was copied: a damaged event
         // (`crate::damage`) is counted, not indexed.
-        let check = dev.check(&meta, Some(&aux));
-        let mut cpus = Vec::with_capacity(dev.cpus());
-        for (n, copy) in copies.iter().enumerate() {
+        let check = dev.check(&meta, only.is_none().then_some(&aux));
+        let cpus = each_ring(copies.len(), slots, |n| {
+            if !wanted(n) {
+                return RingIndex::default();
+            }
             let keep = Keep {
                 newer_than: timestamp,
                 cleared: dev.cleared(n),
                 sound: |e: &Event| check.sound(n, e),
             };
-            let mut index = match copy {
+            let mut index = match &copies[n] {
                 Some(copy) => copy.index(&keep),
                 None => map.ring(n).index_kept(&keep),
             };
             // What a snapshot's damaged extents left out of the ring: damaged, not lost.
             check.settle(n, &mut index);
-            cpus.push(index);
-        }
+            index
+        });
         drop(check);
         Ok(View {
             dev,
