@@ -6,6 +6,7 @@
 use crate::append::{self, Text};
 use crate::format::{self, Piece, Spec};
 use crate::merge::{Filter, Item, Merge};
+use crate::ordered;
 use devttrace::{
     AuxSnapshots, Clock, Event, Metadata, Snapshot, Status, TaskIndex, TracepointInfo, Version,
     View,
@@ -78,6 +79,7 @@ pub enum TimeFormat {
 }
 
 /// What a tracepoint's line needs, prepared once.
+#[derive(Clone)]
 struct Compiled {
     /// `name(` and the format's first text.
     open: Text,
@@ -110,6 +112,7 @@ impl Compiled {
 }
 
 /// Turns the items of one snapshot into text lines.
+#[derive(Clone)]
 pub struct Decoder<'s> {
     aux: &'s AuxSnapshots,
     cpus: usize,
@@ -270,7 +273,57 @@ impl<'s> Decoder<'s> {
 
     /// Writes the lines of the merged items to `out`, in large blocks; returns what they
     /// were (trace points and messages; the [`Tally`]'s losses are left to the caller).
+    ///
+    /// Without a limit, a long trace is cut by time into parts formatted on every core
+    /// (`crate::ordered`), each part's text written as soon as the parts before it were.
     pub fn write_counted(
+        &mut self,
+        items: Merge<'_>,
+        limit: Option<u64>,
+        out: &mut impl Write,
+    ) -> std::io::Result<Tally> {
+        if limit.is_some() || items.len() < 2 * PART_ITEMS {
+            return self.write_part(items, limit, out);
+        }
+        let parts = items.split(items.len() / PART_ITEMS);
+        let mut n = Tally {
+            strings_lost: items.strings_lost(),
+            ..Tally::default()
+        };
+        let proto: &Decoder<'s> = self;
+        // The parts' text buffers, used again once written (fresh memory costs a page
+        // fault a page).
+        let buffers = std::sync::Mutex::new(Vec::<Vec<u8>>::new());
+        let buffer = || {
+            buffers
+                .lock()
+                .ok()
+                .and_then(|mut b| b.pop())
+                .unwrap_or_default()
+        };
+        ordered::in_order(
+            parts,
+            || proto.clone(),
+            |decoder, part| {
+                let mut text = buffer();
+                let tally = decoder.write_part(part, None, &mut text).map(|t| (t, text));
+                tally.expect("writing to memory cannot fail")
+            },
+            |(tally, mut text)| {
+                n.add(&tally);
+                out.write_all(&text)?;
+                text.clear();
+                if let Ok(mut b) = buffers.lock() {
+                    b.push(text);
+                }
+                Ok::<(), std::io::Error>(())
+            },
+        )?;
+        Ok(n)
+    }
+
+    /// [`Decoder::write_counted`] on this thread.
+    fn write_part(
         &mut self,
         mut items: Merge<'_>,
         limit: Option<u64>,
@@ -303,6 +356,11 @@ impl<'s> Decoder<'s> {
         Ok(n)
     }
 }
+
+/// Items of a part of a trace formatted on its own core (`Decoder::write_counted`): large
+/// enough that a part's start costs nothing next to it, small enough that its text (about
+/// 100 bytes an item) is a few MiB.
+const PART_ITEMS: usize = 1 << 16;
 
 /// Writes what `ttrace-reader dump` prints of `view`: the header line, one line per event
 /// that `filter` keeps (the first `limit` of them, if given), the per-CPU counts and the
@@ -358,6 +416,16 @@ impl Tally {
     /// Trace points and messages.
     pub fn events(&self) -> u64 {
         self.points + self.messages
+    }
+
+    /// Adds the counts of `other`.
+    pub fn add(&mut self, other: &Tally) {
+        self.points += other.points;
+        self.messages += other.messages;
+        self.lost += other.lost;
+        self.dropped += other.dropped;
+        self.strings_lost += other.strings_lost;
+        self.damaged += other.damaged;
     }
 
     /// Counts `item`.

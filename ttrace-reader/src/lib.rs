@@ -15,12 +15,14 @@
 //! ```
 
 // Bottom up: each module uses only those listed before it. Text appends and format strings;
-// the merged stream and its lines, and why a snapshot was taken; raw entries; the exports
-// and the report built on them; the demo workload; then what the commands need (their
-// error, times, outputs, the signals that end them, the stats text, the mounted file
-// system); the commands last.
+// parts of a job done on every core in order; the loser tree; the merged stream and its lines, and why a
+// snapshot was taken; raw entries; the exports and the report built on them; the demo
+// workload; then what the commands need (their error, times, outputs, the signals that end
+// them, the stats text, the mounted file system); the commands last.
 pub mod append;
 pub mod format;
+pub mod ordered;
+pub mod tournament;
 pub mod merge;
 pub mod decode;
 pub mod cause;

@@ -1,8 +1,8 @@
 //! The events of every ring, and the messages, in one time order.
 //!
 //! Each ring's events are already in time order (a snapshot or an index sorts them), so a
-//! k-way merge of the runs orders everything, with no copy of the trace: a scan of the run
-//! heads per event for a few runs, a heap for many.
+//! k-way merge of the runs orders everything, with no copy of the trace: a loser tree over
+//! the run heads (`crate::tournament`) finds the next item with one comparison per level.
 //!
 //! A message (`ttrace_core::info`) is an event of the built-in tracepoint `info`, its text
 //! in the aux buffer; the merge gives it as an [`Item::Message`]. Writers before that
@@ -13,10 +13,9 @@
 //! copied ([`Merge::strings_lost`]): string arguments and message texts that show as
 //! `<lost>`.
 
+use crate::tournament::LoserTree;
 use core::cell::Cell;
 use devttrace::{AuxRecord, AuxSnapshots, Event, Mark, Snapshot, View};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use ttrace_layouts::aux::AuxTag;
 
 /// One line of a trace: a trace point from a ring, or a free-form message.
@@ -113,7 +112,25 @@ enum Run<'s> {
     Messages(Vec<AuxRecord<'s>>),
 }
 
-impl Run<'_> {
+impl<'s> Run<'s> {
+    /// Its items `range`.
+    fn part(&self, range: core::ops::Range<usize>) -> Run<'s> {
+        match self {
+            Run::Marks(cpu, m) => Run::Marks(*cpu, &m[range]),
+            Run::Events(cpu, e) => Run::Events(*cpu, &e[range]),
+            Run::Messages(m) => Run::Messages(m[range].to_vec()),
+        }
+    }
+
+    /// How many of its items are stamped before `t`.
+    fn before(&self, t: u64) -> usize {
+        match self {
+            Run::Marks(_, m) => m.partition_point(|x| x.stamp < t),
+            Run::Events(_, e) => e.partition_point(|x| x.stamp < t),
+            Run::Messages(m) => m.partition_point(|x| x.timestamp < t),
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Run::Marks(_, m) => m.len(),
@@ -148,10 +165,9 @@ pub struct Merge<'s> {
     runs: Vec<Run<'s>>,
     /// Per run: the next index.
     pos: Vec<usize>,
-    /// Per run: the stamp at `pos`, if any (for few runs: a linear scan).
-    next: Vec<Option<u64>>,
-    /// For many runs: a heap of (stamp, run).
-    heap: Option<BinaryHeap<Reverse<(u64, usize)>>>,
+    /// Per run: the stamp at `pos`, or `u128::MAX` once the run is done (above every stamp,
+    /// so a run done never wins against one that is not).
+    heads: LoserTree<u128>,
     view: Option<&'s View<'s>>,
     /// The strings of the items.
     aux: &'s AuxSnapshots,
@@ -160,8 +176,14 @@ pub struct Merge<'s> {
     strings_lost: Cell<u64>,
 }
 
-/// Up to this many runs, the smallest head is found by a scan; beyond, with a heap.
-const SCAN_RUNS: usize = 8;
+/// The key of run `run`'s item `i` in the tree of heads.
+#[inline(always)]
+fn head(run: &Run<'_>, i: usize) -> u128 {
+    match i < run.len() {
+        true => run.stamp(i) as u128,
+        false => u128::MAX,
+    }
+}
 
 impl<'s> Merge<'s> {
     fn new(
@@ -170,21 +192,10 @@ impl<'s> Merge<'s> {
         aux: &'s AuxSnapshots,
         keep: Keep,
     ) -> Merge<'s> {
-        let next: Vec<Option<u64>> = runs
-            .iter()
-            .map(|r| (r.len() > 0).then(|| r.stamp(0)))
-            .collect();
-        let heap = (runs.len() > SCAN_RUNS).then(|| {
-            next.iter()
-                .enumerate()
-                .filter_map(|(i, s)| s.map(|s| Reverse((s, i))))
-                .collect()
-        });
         Merge {
             pos: vec![0; runs.len()],
+            heads: LoserTree::new(runs.iter().map(|r| head(r, 0)).collect()),
             runs,
-            next,
-            heap,
             view,
             aux,
             keep,
@@ -225,6 +236,52 @@ impl<'s> Merge<'s> {
         self.strings_lost.get()
     }
 
+    /// How many items are left at most (some may not pass the filter).
+    pub fn len(&self) -> usize {
+        let runs = self.runs.iter().zip(&self.pos);
+        runs.map(|(r, &p)| r.len() - p).sum()
+    }
+
+    /// Whether no item is left.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The items left cut by time into about `parts` merges of about as many items each,
+    /// which give, one after the other, exactly what this one gives: the cuts fall between
+    /// two timestamps, so items of equal stamps (ordered by their run) stay together. The
+    /// strings lost counted so far stay with this merge.
+    pub fn split(&self, parts: usize) -> Vec<Merge<'s>> {
+        let total = self.len();
+        // Cut times: quantiles of a sample of every run's stamps, some per part.
+        let step = (total / (parts.max(1) * 16)).max(1);
+        let mut sample: Vec<u64> = Vec::new();
+        for (r, &p) in self.runs.iter().zip(&self.pos) {
+            sample.extend((p..r.len()).step_by(step).map(|i| r.stamp(i)));
+        }
+        sample.sort_unstable();
+        let mut cuts: Vec<u64> = (1..parts)
+            .filter_map(|k| sample.get(k * sample.len() / parts).copied())
+            .collect();
+        cuts.dedup();
+        // Each part: from the previous cut (or where this merge is) to the next.
+        let at = |t: Option<u64>| -> Vec<usize> {
+            let runs = self.runs.iter().zip(&self.pos);
+            runs.map(|(r, &p)| t.map_or(r.len(), |t| r.before(t).max(p)))
+                .collect()
+        };
+        let mut from = self.pos.clone();
+        let mut merges = Vec::with_capacity(cuts.len() + 1);
+        for cut in cuts.into_iter().map(Some).chain([None]) {
+            let to = at(cut);
+            let runs = self.runs.iter().enumerate();
+            let runs = runs.map(|(i, r)| r.part(from[i]..to[i])).collect();
+            merges.push(Merge::new(runs, self.view, self.aux, self.keep.clone()));
+            from = to;
+        }
+        merges
+    }
+
     /// Whether the items come from ring `ring` (among others): the filter selects it.
     pub fn selects_ring(&self, ring: usize) -> bool {
         self.keep.cpu(ring)
@@ -233,27 +290,13 @@ impl<'s> Merge<'s> {
     /// The run with the earliest next item, and moves past that item.
     #[inline]
     fn pop(&mut self) -> Option<(usize, usize)> {
-        let r = match &mut self.heap {
-            None => {
-                let mut best: Option<(u64, usize)> = None;
-                for (i, s) in self.next.iter().enumerate() {
-                    if let Some(s) = *s {
-                        if best.is_none_or(|(b, _)| s < b) {
-                            best = Some((s, i));
-                        }
-                    }
-                }
-                best?.1
-            }
-            Some(heap) => heap.pop()?.0 .1,
-        };
+        if self.heads.winning_key() == u128::MAX {
+            return None;
+        }
+        let r = self.heads.winner();
         let i = self.pos[r];
         self.pos[r] += 1;
-        let run = &self.runs[r];
-        self.next[r] = (i + 1 < run.len()).then(|| run.stamp(i + 1));
-        if let (Some(heap), Some(s)) = (&mut self.heap, self.next[r]) {
-            heap.push(Reverse((s, r)));
-        }
+        self.heads.set_winner(head(&self.runs[r], i + 1));
         Some((r, i))
     }
 }
@@ -339,6 +382,7 @@ impl<'s> Iterator for Merge<'s> {
 }
 
 /// A filter prepared for one trace.
+#[derive(Clone)]
 struct Keep {
     cpus: Vec<usize>,
     /// By tracepoint id: what the filter and the merge need to know of it.

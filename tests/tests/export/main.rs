@@ -8,5 +8,6 @@
 
 mod export;
 mod otlp;
+mod parts;
 mod threads;
 mod values;

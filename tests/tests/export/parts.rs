@@ -1,0 +1,107 @@
+//! A long trace decoded in parts on every core (`Merge::split`, `ttrace_reader::ordered`)
+//! gives, byte for byte, the text that one walk over it gives: the same lines in the same
+//! order (events of equal stamps on several rings included), the same counts, whatever
+//! the filter.
+
+use ttrace_core::{Config, Definition, Device, Kind};
+use ttrace_reader::decode::{Decoder, Tally, TimeFormat};
+use ttrace_reader::merge::{Filter, Item, Merge};
+
+/// Slots of each ring: three rings of them make more than the parts' minimum twice over.
+const SLOTS: u64 = 1 << 17;
+
+/// A device whose rings 0, 1 and 2 are full; many stamps repeat within and across rings.
+fn device(dir: &std::path::Path) -> Device {
+    let dev = Device::open(&Config {
+        ring_slots: SLOTS,
+        cpus: Some(2),
+        ..Config::at(dir)
+    })
+    .unwrap();
+    let define = |name, kind| {
+        dev.register_tracepoint(&Definition::untyped(name, kind, 1, "n={n} x={x:x}"))
+            .unwrap()
+            .1
+    };
+    let words = [define("request", Kind::Start), define("reply", Kind::Stop)];
+    dev.note_thread(1, 2, "worker").unwrap();
+    let base = dev.now();
+    for ring in 0..3u64 {
+        for i in 0..SLOTS {
+            let tw = words[(i % 2) as usize];
+            let word = ttrace_layouts::entry::TypeWord(tw).with_cpu((ring % 2) as u32);
+            let w = [word.0, 1 << 32 | 2, i, i ^ ring, 0, 0, 0];
+            // Runs of four equal stamps, shifted per ring so that rings tie often.
+            let stamp = base + (i / 4) * 8 + ring % 2;
+            dev.mapping().ring(ring as usize).write(stamp, 1, &w);
+        }
+    }
+    dev
+}
+
+/// The text and tally of the items of `view` that `filter` keeps: in parts (no limit) or
+/// in one walk (a limit above the number of events takes that path).
+fn decode(view: &devttrace::View<'_>, filter: &Filter, parts: bool) -> (Vec<u8>, Tally) {
+    let mut out = Vec::new();
+    let limit = (!parts).then_some(u64::MAX);
+    let tally = Decoder::new(view, TimeFormat::Relative)
+        .write_counted(Merge::view(view, filter), limit, &mut out)
+        .unwrap();
+    (out, tally)
+}
+
+#[test]
+fn a_trace_decoded_in_parts_is_the_trace_decoded_in_one_walk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = device(&tmp.path().join("dev"));
+    let reader = devttrace::Reader::open(dev.dir()).unwrap();
+    let view = devttrace::View::of(&reader, 0).unwrap();
+    let filters = [
+        Filter::default(),
+        Filter {
+            name: Some("rep*".into()),
+            ..Filter::default()
+        },
+        Filter {
+            cpus: vec![1, 2],
+            ..Filter::default()
+        },
+    ];
+    for filter in &filters {
+        let (whole, counted) = decode(&view, filter, false);
+        let (parts, tallied) = decode(&view, filter, true);
+        assert_eq!(counted, tallied, "{filter:?}");
+        assert!(counted.points > 2 * SLOTS / 2, "{filter:?}: {counted:?}");
+        assert_eq!(whole.iter().filter(|&&b| b == b'\n').count() as u64, counted.events());
+        assert!(whole == parts, "{filter:?}: the texts differ");
+    }
+}
+
+/// What a merge gives, as (ring, stamp, first argument) per item.
+fn items(m: Merge<'_>) -> Vec<(usize, u64, u64)> {
+    m.map(|item| match item {
+        Item::Point { cpu, event } => (cpu, event.stamp, event.args()[0]),
+        Item::Message(m) => (usize::MAX, m.timestamp, 0),
+    })
+    .collect()
+}
+
+#[test]
+fn the_parts_of_a_merge_give_what_it_gives_one_after_the_other() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = device(&tmp.path().join("dev"));
+    let reader = devttrace::Reader::open(dev.dir()).unwrap();
+    let view = devttrace::View::of(&reader, 0).unwrap();
+    let whole = items(Merge::view(&view, &Filter::default()));
+    assert_eq!(whole.len() as u64, 3 * SLOTS);
+    for parts in [1, 2, 3, 7, 64, 1000] {
+        let merge = Merge::view(&view, &Filter::default());
+        let split = merge.split(parts);
+        assert!(split.len() <= parts, "{parts}: {} parts", split.len());
+        if parts > 1 {
+            assert!(split.len() > 1, "{parts}: not split");
+        }
+        let joined: Vec<_> = split.into_iter().flat_map(items).collect();
+        assert!(joined == whole, "{parts} parts: the items differ");
+    }
+}
