@@ -7,9 +7,10 @@
 //! data words. Events are oldest first, the CPU's two rings merged by time. Only complete
 //! entries are written: they were read with the stamp check.
 
-use devttrace::{Event, Reader, RingSnapshot, Snapshot, Version};
+use devttrace::{Event, Mark, Reader, RingSnapshot, Snapshot, Version, View};
 use std::ops::RangeInclusive;
 use ttrace_layouts::entry::{Stamp, ENTRY_ARGS, SLOT_BYTES, SLOT_WORDS};
+use zerocopy::IntoBytes;
 
 /// Why bytes are not a sequence of entries.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -24,48 +25,49 @@ pub struct RawError {
 /// Appends `event`'s entries to `out`.
 pub fn put_event(out: &mut Vec<u8>, event: &Event) {
     let args = event.args();
-    let mut parent = [0u64; SLOT_WORDS];
-    parent[0] = event.stamp;
-    parent[1] = event.type_word.0;
-    parent[2] = event.ctx;
+    let mut words = [0u64; 2 * SLOT_WORDS];
+    words[0] = event.stamp;
+    words[1] = event.type_word.0;
+    words[2] = event.ctx;
     let first = args.len().min(ENTRY_ARGS);
-    parent[3..3 + first].copy_from_slice(&args[..first]);
-    put_words(out, &parent);
+    words[3..3 + first].copy_from_slice(&args[..first]);
     // A continuation lost before the copy stays lost: the parent still says it had one.
-    if event.type_word.has_continuation() && !event.continuation_lost {
-        let mut cont = [0u64; SLOT_WORDS];
+    let slots = if event.type_word.has_continuation() && !event.continuation_lost {
+        let cont = &mut words[SLOT_WORDS..];
         cont[0] = event.stamp | Stamp::CONTINUATION;
         let rest = &args[first..];
         cont[1..1 + rest.len()].copy_from_slice(rest);
-        put_words(out, &cont);
-    }
-}
-
-fn put_words(out: &mut Vec<u8>, words: &[u64; SLOT_WORDS]) {
-    for w in words {
-        out.extend_from_slice(&w.to_ne_bytes());
-    }
+        2
+    } else {
+        1
+    };
+    out.extend_from_slice(words[..slots * SLOT_WORDS].as_bytes());
 }
 
 /// The events of CPU `cpu` (its restartable and its shared ring, merged by time) as
-/// entries, read now with the stamp check.
+/// entries, read now with the stamp check: the two rings copied and indexed as a
+/// [`View`] reads them, then each event's entries written from the copy.
 pub fn cpu_entries(dev: &Reader, cpu: usize) -> devttrace::Result<Vec<u8>> {
-    let n = dev.version().num_cpus as usize;
-    let a = dev.cpu(cpu)?;
-    let b = dev.cpu(n + cpu)?;
-    let mut out = Vec::with_capacity((a.committed + b.committed) as usize * SLOT_BYTES);
+    let shared = dev.version().num_cpus as usize + cpu;
+    let view = View::of_rings(dev, 0, &[cpu, shared])?;
+    let (a, b) = (&view.cpus[cpu].events, &view.cpus[shared].events);
+    let slots = |m: &[Mark]| m.iter().map(|m| 1 + m.continued as usize).sum::<usize>();
+    let mut out = Vec::with_capacity((slots(a) + slots(b)) * SLOT_BYTES);
     let (mut i, mut j) = (0, 0);
-    while i < a.events.len() || j < b.events.len() {
-        let take_a = match (a.events.get(i), b.events.get(j)) {
-            (Some(x), Some(y)) => x.stamp <= y.stamp,
-            (x, _) => x.is_some(),
+    while i < a.len() || j < b.len() {
+        let (ring, mark) = match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) if x.stamp <= y.stamp => (cpu, x),
+            (Some(x), None) => (cpu, x),
+            (_, Some(y)) => (shared, y),
+            (None, None) => unreachable!("one of the rings has events left"),
         };
-        if take_a {
-            put_event(&mut out, &a.events[i]);
+        if ring == cpu {
             i += 1;
         } else {
-            put_event(&mut out, &b.events[j]);
             j += 1;
+        }
+        if let Some(event) = view.event(ring, *mark) {
+            put_event(&mut out, &event);
         }
     }
     Ok(out)
