@@ -50,35 +50,41 @@ fn decode(view: &devttrace::View<'_>, filter: &Filter, parts: bool) -> (Vec<u8>,
     (out, tally)
 }
 
-#[test]
-fn a_trace_decoded_in_parts_is_the_trace_decoded_in_one_walk() {
+/// Calls `f` with a view of a fresh [`device`].
+fn with_view(f: impl FnOnce(&devttrace::View<'_>)) {
     let tmp = tempfile::tempdir().unwrap();
     let dev = device(&tmp.path().join("dev"));
     let reader = devttrace::Reader::open(dev.dir()).unwrap();
-    let view = devttrace::View::of(&reader, 0).unwrap();
-    let filters = [
-        Filter::default(),
-        Filter {
-            name: Some("rep*".into()),
-            ..Filter::default()
-        },
-        Filter {
-            cpus: vec![1, 2],
-            ..Filter::default()
-        },
-    ];
-    for filter in &filters {
-        let (whole, counted) = decode(&view, filter, false);
-        let (parts, tallied) = decode(&view, filter, true);
-        assert_eq!(counted, tallied, "{filter:?}");
-        // Each filter keeps more than the 2^17 items from which a trace is decoded in parts.
-        assert!(counted.points > SLOTS, "{filter:?}: {counted:?}");
-        assert_eq!(
-            whole.iter().filter(|&&b| b == b'\n').count() as u64,
-            counted.events()
-        );
-        assert!(whole == parts, "{filter:?}: the texts differ");
-    }
+    f(&devttrace::View::of(&reader, 0).unwrap());
+}
+
+#[test]
+fn a_trace_decoded_in_parts_is_the_trace_decoded_in_one_walk() {
+    with_view(|view| {
+        let filters = [
+            Filter::default(),
+            Filter {
+                name: Some("rep*".into()),
+                ..Filter::default()
+            },
+            Filter {
+                cpus: vec![1, 2],
+                ..Filter::default()
+            },
+        ];
+        for filter in &filters {
+            let (whole, counted) = decode(view, filter, false);
+            let (parts, tallied) = decode(view, filter, true);
+            assert_eq!(counted, tallied, "{filter:?}");
+            // Each filter keeps more than the 2^17 items from which a trace is decoded in parts.
+            assert!(counted.points > SLOTS, "{filter:?}: {counted:?}");
+            assert_eq!(
+                whole.iter().filter(|&&b| b == b'\n').count() as u64,
+                counted.events()
+            );
+            assert!(whole == parts, "{filter:?}: the texts differ");
+        }
+    });
 }
 
 /// What a merge gives, as (ring, stamp, first argument) per item.
@@ -92,20 +98,18 @@ fn items(m: Merge<'_>) -> Vec<(usize, u64, u64)> {
 
 #[test]
 fn the_parts_of_a_merge_give_what_it_gives_one_after_the_other() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dev = device(&tmp.path().join("dev"));
-    let reader = devttrace::Reader::open(dev.dir()).unwrap();
-    let view = devttrace::View::of(&reader, 0).unwrap();
-    let whole = items(Merge::view(&view, &Filter::default()));
-    assert_eq!(whole.len() as u64, 3 * SLOTS);
-    for parts in [1, 2, 3, 7, 64, 1000] {
-        let merge = Merge::view(&view, &Filter::default());
-        let split = merge.split(parts);
-        assert!(split.len() <= parts, "{parts}: {} parts", split.len());
-        if parts > 1 {
-            assert!(split.len() > 1, "{parts}: not split");
+    with_view(|view| {
+        let whole = items(Merge::view(view, &Filter::default()));
+        assert_eq!(whole.len() as u64, 3 * SLOTS);
+        for parts in [1, 2, 3, 7, 64, 1000] {
+            let merge = Merge::view(view, &Filter::default());
+            let split = merge.split(parts);
+            assert!(split.len() <= parts, "{parts}: {} parts", split.len());
+            if parts > 1 {
+                assert!(split.len() > 1, "{parts}: not split");
+            }
+            let joined: Vec<_> = split.into_iter().flat_map(items).collect();
+            assert!(joined == whole, "{parts} parts: the items differ");
         }
-        let joined: Vec<_> = split.into_iter().flat_map(items).collect();
-        assert!(joined == whole, "{parts} parts: the items differ");
-    }
+    });
 }
