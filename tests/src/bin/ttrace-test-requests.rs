@@ -4,7 +4,8 @@
 //! Two threads serve `requests` requests between them (default 1,000,000), each an
 //! entry/exit pair `request(id)` around about a microsecond of work, so that each thread
 //! writes about a million events a second and laps a default ring every ~16 ms. The request
-//! in the middle (`id = requests / 2`, on the first thread) takes 20 ms instead, busy. Then:
+//! in the middle (`id = requests / 2`, on the first thread) takes 20 ms instead, busy, by the
+//! device's clock (so that the trace measures at least 20 ms). Then:
 //!
 //! - `trigger`: the thread that served a request sees it took over 15 ms and calls
 //!   `ttrace_core::trigger("slow request <id>")`, as a service would (a request a
@@ -75,7 +76,8 @@ fn main() {
         dir: Some(dir.into()),
         ..ttrace_core::Config::from_env().expect("the environment's settings")
     };
-    ttrace_core::init(&config).expect("device");
+    let dev = ttrace_core::init(&config).expect("device");
+    let clock = dev.version().clock;
     if mode == "panic" {
         // Twice, as a library and the program it is linked into may both do: one panic
         // still makes one snapshot (the test counts them).
@@ -113,7 +115,13 @@ fn main() {
             let start = Instant::now();
             point!(REQUEST_IN, id);
             if id == slow {
-                while start.elapsed() < Duration::from_millis(20) {
+                // 20 ms by the device's own clock and conversion, counted from a read made
+                // after the entry point took its stamp, on this thread's one CPU: the traced
+                // request lasts at least 20 ms whatever preempts this thread (a wait counted
+                // from `start`, read before the entry point, can end less than 20 ms after
+                // the entry's stamp).
+                let from = dev.now();
+                while clock.ticks_to_ns(dev.now().saturating_sub(from)) < 20_000_000 {
                     sink ^= work(id, Instant::now());
                 }
             } else {
