@@ -71,7 +71,8 @@ fn main() {
         }
         lines
     });
-    // A thread with strings, hex and negative numbers, and 12-word events (continuations).
+    // A thread with strings, hex and negative numbers, and 12-word events (continuations);
+    // its second `file_open` call lasts 1.5 ms.
     let files = spawn("files", move || {
         let mut lines = Vec::new();
         for i in 0..rounds {
@@ -81,6 +82,15 @@ fn main() {
             lines.push(format!(
                 "files file_open(path={path:?} flags={flags:#x} delta={delta})"
             ));
+            if i == 1 {
+                // One call of 1.5 ms by the device's clock (busy: a viewer shows it in
+                // milliseconds, to the microsecond).
+                let dev = ttrace_core::device().expect("the device");
+                let (clock, from) = (dev.version().clock, dev.now());
+                while clock.ticks_to_ns(dev.now().saturating_sub(from)) < 1_500_000 {
+                    std::hint::spin_loop();
+                }
+            }
             point!(CLOSE, 3 + i);
             lines.push(format!("files file_close(fd={})", 3 + i));
             let a: [u64; 12] = std::array::from_fn(|k| i * 100 + k as u64);

@@ -931,6 +931,18 @@ fn uftrace_duration(d: &str) -> i64 {
         / if unit == "ns" { 1000 } else { 1 }
 }
 
+/// A duration of `ns` nanoseconds as `uftrace replay` shows it: three decimals of its unit
+/// (microseconds below a millisecond, milliseconds below a second, then seconds), the rest
+/// cut off.
+fn uftrace_shown(ns: i64) -> i64 {
+    let cut = match ns {
+        ..1_000_000 => 1,
+        1_000_000..1_000_000_000 => 1_000,
+        _ => 1_000_000,
+    };
+    ns - ns % cut
+}
+
 /// What a uftrace export of the known trace must hold, from its dump: per thread, its
 /// records as `uftrace dump` shows them, the duration of each `file_open` call and the
 /// `file_open` events that made them.
@@ -1090,10 +1102,17 @@ fn uftrace_dump_and_replay_show_the_uftrace_export_event_by_event() {
                     }
                 })
                 .collect();
-            calls.entry(*tid).or_default().push((*d, args.join(", ")));
+            calls
+                .entry(*tid)
+                .or_default()
+                .push((uftrace_shown(*d), args.join(", ")));
         }
     }
-    // uftrace shows durations to the nanosecond (three decimals of a microsecond).
+    // The 1.5 ms call of the known trace: shown in milliseconds.
+    assert!(
+        calls.values().flatten().any(|(d, _)| *d >= 1_000_000),
+        "{calls:?}"
+    );
     assert_eq!(replayed, calls);
     // report: one line per function, with its number of calls.
     let (report, _) = viewer::run("uftrace", &["report", "--no-pager", "-d", out]);
