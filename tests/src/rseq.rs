@@ -9,12 +9,13 @@
 //! `ttrace_core::rseq` puts its abort handlers) knows that the signal landed inside a
 //! section and aborted it.
 //!
-//! From outside, a process can be caught inside a section: stopped ([`stop_child`]), its
-//! instruction pointer ([`stopped_ip`]) compared with the bounds of its sections, which it
-//! reads from its own descriptors ([`sections`]). A stopped thread has not been moved to the
-//! abort handler yet (the kernel does that on its way back to user space, after the stop);
-//! continued, it aborts the section and retries; killed, it never runs again, and the
-//! section's stores made before the stop stay, its commit never made.
+//! From outside, a process can be caught inside a section: traced, and trapped by a hardware
+//! watchpoint just after a chosen store ([`Traced`]), its instruction pointer compared with
+//! the bounds of its sections, which it reads from its own descriptors ([`sections`]). A
+//! stopped thread has not been moved to the abort handler yet (the kernel does that on its
+//! way back to user space, after the stop); continued, it aborts the section and retries;
+//! killed, it never runs again, and the section's stores made before the stop stay, its
+//! commit never made.
 
 use std::io;
 use std::process::Command;
@@ -304,58 +305,138 @@ pub fn sections() -> Vec<Section> {
     Vec::new()
 }
 
-/// Stops process `pid`, a child of this process, with SIGSTOP, and waits until it has
-/// stopped (its stop reported to `waitpid`): from then until it is continued or killed it
-/// runs no instruction. An error if it could not be signalled or ended instead (it is
-/// reaped then).
-pub fn stop_child(pid: libc::pid_t) -> io::Result<()> {
-    // SAFETY: kill only sends a signal.
-    if unsafe { libc::kill(pid, libc::SIGSTOP) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut status = 0;
-    loop {
-        // SAFETY: waitpid writes the status of child `pid` to a valid int.
-        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
-        if rc == pid {
-            break;
-        }
-        let e = io::Error::last_os_error();
-        if rc < 0 && e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    if libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGSTOP {
-        Ok(())
-    } else {
-        Err(io::Error::other(format!(
-            "process {pid} ended instead of stopping (wait status {status:#x})"
-        )))
-    }
+/// A child process traced with `ptrace` (seized: it runs on until stopped), so that it can
+/// be stopped *by construction* at the instruction just after a chosen store: a hardware
+/// watchpoint ([`Traced::watch_writes`]) traps the thread right after the store to the
+/// watched word completes, before its next instruction, and the trap stops it for the
+/// tracer ([`Traced::wait_trap`]). Stopped so inside a restartable critical section, its
+/// instruction pointer is still inside it (the kernel moves it to the abort handler only on
+/// its way back to user space, after the stop); killed there, it never runs again.
+///
+/// The kernel kills the child if the tracer (this process) exits first
+/// (`PTRACE_O_EXITKILL`).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub struct Traced {
+    pid: libc::pid_t,
 }
 
-/// Sends `signal` to process `pid`.
-pub fn signal_process(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
-    // SAFETY: kill only sends a signal.
-    if unsafe { libc::kill(pid, signal) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+impl Traced {
+    /// Attaches to child `pid` (`PTRACE_SEIZE`), which goes on running, and stops it
+    /// (`PTRACE_INTERRUPT`): from then until [`Traced::resume`] it runs no instruction.
+    pub fn seize(pid: libc::pid_t) -> io::Result<Traced> {
+        let t = Traced { pid };
+        t.ptrace(libc::PTRACE_SEIZE, 0, libc::PTRACE_O_EXITKILL as usize)?;
+        t.ptrace(libc::PTRACE_INTERRUPT, 0, 0)?;
+        match t.wait()? {
+            Some(s) if s >> 16 == libc::PTRACE_EVENT_STOP => Ok(t),
+            other => Err(io::Error::other(format!(
+                "process {pid} did not stop for its tracer: {other:x?}"
+            ))),
+        }
     }
-}
 
-/// The user-space instruction pointer at which the main thread of process `pid`, stopped
-/// ([`stop_child`]), will go on: the last field of `/proc/<pid>/syscall`, which the kernel
-/// reads from the registers saved when the thread entered the kernel (`-1 <sp> <pc>` if it
-/// was interrupted outside a system call), after waiting until the thread is off its CPU.
-/// An error if the thread is running, or the file cannot be read (it needs ptrace access to
-/// the process, which a parent has unless a security module forbids it).
-pub fn stopped_ip(pid: libc::pid_t) -> io::Result<usize> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/syscall"))?;
-    text.split_whitespace()
-        .last()
-        .and_then(|pc| pc.strip_prefix("0x"))
-        .and_then(|pc| usize::from_str_radix(pc, 16).ok())
-        .filter(|_| text.split_whitespace().count() >= 3)
-        .ok_or_else(|| io::Error::other(format!("/proc/{pid}/syscall: {:?}", text.trim())))
+    /// `ptrace(request, pid, addr, data)`.
+    fn ptrace(&self, request: libc::c_uint, addr: usize, data: usize) -> io::Result<()> {
+        // SAFETY: the requests made here (seize, interrupt, cont, pokeuser of a debug
+        // register) take integers, not pointers into this process.
+        let rc = unsafe { libc::ptrace(request, self.pid, addr, data) };
+        if rc == -1 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Waits for the child's next stop: its wait status (`None` if it ended: it is reaped).
+    fn wait(&self) -> io::Result<Option<libc::c_int>> {
+        let mut status = 0;
+        loop {
+            // SAFETY: waitpid writes the status of child `pid` to a valid int.
+            let rc = unsafe { libc::waitpid(self.pid, &mut status, libc::__WALL) };
+            if rc == self.pid {
+                break;
+            }
+            let e = io::Error::last_os_error();
+            if rc < 0 && e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        Ok(libc::WIFSTOPPED(status).then_some(status))
+    }
+
+    /// Sets debug register `i` (0 to 3) of the stopped child to watch the 8 bytes at
+    /// `addr` (aligned, in the child's address space) for writes, replacing what it
+    /// watched; a write there traps the child just after the store.
+    pub fn watch_writes(&self, i: usize, addr: usize) -> io::Result<()> {
+        assert!(
+            i < 4 && addr % 8 == 0,
+            "debug register {i}, address {addr:#x}"
+        );
+        let dr = |n: usize| {
+            core::mem::offset_of!(libc::user, u_debugreg) + n * core::mem::size_of::<u64>()
+        };
+        // DR7: local enable (bit 2i), write-only (R/W = 01) and 8 bytes (LEN = 10) in the
+        // four bits at 16 + 4i. Disabled while its address changes.
+        let control = 1 << (2 * i) | 0b1001 << (16 + 4 * i);
+        self.ptrace(libc::PTRACE_POKEUSER, dr(7), 0)?;
+        self.ptrace(libc::PTRACE_POKEUSER, dr(i), addr)?;
+        self.ptrace(libc::PTRACE_POKEUSER, dr(7), control)
+    }
+
+    /// Lets the stopped child go on.
+    pub fn resume(&self) -> io::Result<()> {
+        self.ptrace(libc::PTRACE_CONT, 0, 0)
+    }
+
+    /// Waits until the child stops at a watchpoint's trap, or `deadline` passes (an error:
+    /// it never wrote the watched word), or it ends (an error). Returns its instruction
+    /// pointer. (A bounded poll of `waitpid`: the child may never trap, and the deadline
+    /// must still fail the test rather than hang it.)
+    pub fn wait_trap(&self, deadline: std::time::Instant) -> io::Result<usize> {
+        let mut status = 0;
+        loop {
+            // SAFETY: waitpid writes the status of child `pid` to a valid int.
+            let rc = unsafe { libc::waitpid(self.pid, &mut status, libc::__WALL | libc::WNOHANG) };
+            if rc == self.pid {
+                break;
+            }
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(io::Error::other(format!(
+                    "process {} never wrote the watched word",
+                    self.pid
+                )));
+            }
+            std::thread::yield_now();
+        }
+        if !libc::WIFSTOPPED(status) || libc::WSTOPSIG(status) != libc::SIGTRAP {
+            return Err(io::Error::other(format!(
+                "process {} stopped or ended otherwise than at a watchpoint (wait status \
+                 {status:#x})",
+                self.pid
+            )));
+        }
+        // SAFETY: a zeroed user_regs_struct is valid; PTRACE_GETREGS fills it.
+        let mut regs: libc::user_regs_struct = unsafe { core::mem::zeroed() };
+        // SAFETY: PTRACE_GETREGS writes a user_regs_struct to the pointer given, which is
+        // valid and writable.
+        let rc = unsafe {
+            libc::ptrace(
+                libc::PTRACE_GETREGS,
+                self.pid,
+                0usize,
+                &mut regs as *mut libc::user_regs_struct,
+            )
+        };
+        if rc == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(regs.rip as usize)
+    }
 }

@@ -18,11 +18,13 @@
 //! restartable critical section, that it did. `TTRACE_TEST_LAZY=1` in its environment leaves
 //! the string tracepoint to be registered by its first event, in the loop. With `cpu`, it
 //! runs on that CPU only, its restartable ring mapped in advance (see [`prefault`]). With
-//! `held`, for a test that stops and kills it from outside: before its loop it writes one line
+//! `held`, for a test that stops and kills it from outside: before its loop it writes two lines
 //! to its standard output, the bounds of the restartable critical sections linked into it (as
 //! `ttrace_tests::rseq::Section::line` writes them: where its trace points can be caught),
-//! then waits for a byte on its standard input, so that its events begin once the test
-//! watches them.
+//! and `ring <slots> <last_stamp>`, the addresses in its address space of its CPU's
+//! restartable ring's first slot and of that ring's `last_stamp` (where a watchpoint can
+//! catch it), then waits for a byte on its standard input, so that its events begin once the
+//! test watches them.
 
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, Ordering::*};
@@ -95,6 +97,14 @@ fn main() {
     if held {
         let mut line = ttrace_tests::rseq::Section::line(&ttrace_tests::rseq::sections());
         line.push('\n');
+        // Where its CPU's restartable ring lies in its address space, for watchpoints.
+        let cpu = cpu.expect("held needs a cpu");
+        let map = dev.mapping();
+        line.push_str(&format!(
+            "ring {:x} {:x}\n",
+            map.ring(cpu).slots.as_ptr() as usize,
+            &map.ring_header(cpu).last_stamp as *const AtomicU64 as usize
+        ));
         let mut out = std::io::stdout().lock();
         out.write_all(line.as_bytes())
             .and_then(|()| out.flush())

@@ -10,11 +10,12 @@
 //! off every few microseconds until one lands inside a section); writers on both paths at
 //! once (`TTRACE_NO_RSEQ=1` and `GLIBC_TUNABLES=glibc.pthread.rseq=0` force the shared rings
 //! on some); and writers pinned to a CPU, killed one at a time by a SIGKILL from outside
-//! inside a ring entry's restartable critical section, by construction: each is stopped
-//! (SIGSTOP) until a stop finds its instruction pointer inside one of its sections with the
-//! entry's first stores made, and killed there; then what it left is compared with what it
-//! had stored when stopped, and the ring read position by position. Where the first two runs'
-//! kills land is chance (aimed, for the sections); the third's is checked before each kill.
+//! inside a ring entry's restartable critical section, by construction: each is traced, and
+//! a hardware watchpoint on a word its chosen write stores traps it just after that store,
+//! inside the section; it is killed there; then what it left is compared with what it had
+//! stored when trapped, and the ring read position by position. Where the first two runs'
+//! kills land is chance (aimed, for the sections); the third's is chosen, and checked before
+//! each kill.
 //! The runs take turns (they time kills).
 //!
 //! `TTRACE_CRASH_KILLS` sets the number of kills of each run (default 100, run in CI; the
@@ -29,9 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::time::{Duration, Instant};
 use ttrace_layouts::aux::AUX_REF;
 use ttrace_layouts::entry::{Stamp, TypeWord};
-use ttrace_tests::rseq::{
-    signal_process, stop_child, stopped_ip, Section, WritePath, RSEQ_REQUIRED,
-};
+use ttrace_tests::rseq::{Section, Traced, WritePath, RSEQ_REQUIRED};
 use ttrace_tests::{crash_string, mix, Progress};
 
 const CRASHER: &str = env!("CARGO_BIN_EXE_ttrace-test-crasher");
@@ -464,16 +463,16 @@ fn fallback_and_restartable_writers_killed_anywhere_share_a_device_exactly() {
     assert!(found.rings[&WritePath::Restartable].0 > 0);
 }
 
-/// Writers pinned to one CPU, each stopped again and again by SIGSTOP from another CPU while
-/// it writes, until a stop finds it inside a restartable critical section of a ring entry with
-/// some of that entry's stores made, and killed there by SIGKILL. Where it is stopped is
-/// checked, not hoped for: the instruction pointer at which it would go on (from
-/// `/proc/<pid>/syscall`) lies in one of the sections its `__rseq_cs` descriptors bound (it
-/// prints them), and the slot at the head of its CPU's restartable ring holds its claim, or its
-/// entry without the commit. Any other stop is continued (SIGCONT; if the stop was inside a
-/// section, the kernel aborts it and the writer retries it) and, once the writer has recorded
-/// one more event, stopped again: so each stop finds it in a later trace point, and no section
-/// is aborted twice by the stops (16 aborts in a row would send its write to the shared ring).
+/// Writers pinned to one CPU, each killed by SIGKILL inside a restartable critical section of
+/// a ring entry, at an instruction chosen by construction: the test traces the writer
+/// (`ptrace`) and sets a hardware watchpoint on one word the chosen event's write stores —
+/// its slot's stamp word (the claim, the write's first store in the ring), one of its payload
+/// words, or the ring's `last_stamp` (stored after the whole entry is, just before the
+/// commit) — so the write traps right after that store, inside its section, whatever the
+/// load of the machine. The trap's instruction pointer is checked to lie in one of the
+/// sections the writer's `__rseq_cs` descriptors bound (it prints them), and the slot at the
+/// head of its CPU's restartable ring to hold its claim (with the payload words stored
+/// before the watched one), or its entry without the commit.
 ///
 /// A stopped process that is killed never runs again in user space: the kernel neither moves
 /// it to the section's abort handler nor lets it retry, so the stores it had made stay and the
@@ -483,10 +482,6 @@ fn fallback_and_restartable_writers_killed_anywhere_share_a_device_exactly() {
 /// completed is in the ring, in order, at the positions it took, and nothing else of it; the
 /// next writer on that CPU writes its first entry at the position the dead one left
 /// uncommitted.
-///
-/// A writer that records all its events before a stop finds it inside a section (a test
-/// thread kept off its CPU for milliseconds) exits, is checked the same way, and another
-/// takes its place; at most as many as there are kills may, or the test fails.
 #[test]
 fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
     let _serial = serial();
@@ -501,11 +496,9 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
         .take(4)
         .collect();
     let slots = 1 << 17;
-    // A writer records at most this many events, fewer than a ring holds, so that all of them
-    // are there when it is checked (a stop comes every few hundred events).
-    let cap = slots / 4 * 3;
-    // Stops of one writer before the test gives up on it.
-    let max_stops = 10_000;
+    // The event each writer is caught in is one of its first `most` (it records them all
+    // before it, so all are in the ring when it is checked: fewer than a ring holds).
+    let most = 400;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let dev = ttrace_core::Writer::open(&ttrace_core::Config {
@@ -520,24 +513,14 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
     let n = dev.mapping().num_cpus() as usize;
 
     let mut stops = Stops::default();
-    let (mut killed, mut finished_first, mut checked) = (0u64, 0u64, 0u64);
+    let mut checked = 0u64;
     // The position each CPU's last writer left uncommitted, or its head.
     let mut next_at: BTreeMap<usize, u64> = BTreeMap::new();
     // Generous: what a hung writer would exceed, not a timing target.
     let deadline =
         Instant::now() + Duration::from_secs(120) + Duration::from_millis(50) * kills as u32;
-    let mut inc = 0;
-    while killed < kills {
-        assert!(
-            finished_first <= kills,
-            "{finished_first} writers recorded all their {cap} events before a stop found \
-             them inside a ring entry's critical section"
-        );
+    for inc in 0..kills {
         let cpu = cpus[inc as usize % cpus.len()];
-        // The test runs on another CPU, so a stop lands while the writer runs.
-        if let Some(&other) = cpus.iter().find(|&&c| c != cpu) {
-            ttrace_tests::rseq::set_affinity(0, &[other]).unwrap();
-        }
         let file = tmp.path().join(format!("progress-{inc}"));
         let progress = Progress::open(&file).unwrap();
         let ring = dev.mapping().ring(cpu);
@@ -553,7 +536,7 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
             &dir,
             &file,
             inc,
-            cap,
+            most,
             "0",
             Some(cpu),
             WritePath::Restartable,
@@ -563,7 +546,7 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
         .map(Reaped)
         .unwrap();
         let pid = child.id() as libc::pid_t;
-        let sections = notice(&mut child, inc, deadline);
+        let (sections, watchable) = notice(&mut child, inc, deadline);
         // The restartable path, or there is no section to stop it in.
         assert_eq!(
             progress.path.load(Acquire),
@@ -571,113 +554,110 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
             "writer {inc}: {RSEQ_REQUIRED}"
         );
 
-        // Lets it go, and stops it first after 1 to 400 events, watching its count (a
-        // bounded poll, not a sleep: this thread stays on its CPU, so the stops are sent as
-        // soon as the writer is where they are meant to find it).
-        let threshold = 1 + rng.below(400);
+        // The event to catch (its registration point took position `start`), and the store
+        // to catch it after.
+        let seq = rng.below(most);
+        let pos = start + 1 + seq;
+        let slot = watchable.slots + (pos & (slots - 1)) as usize * 64;
+        // Each store in turn: the claim, the payload's first four words, the last stamp.
+        let after = match inc % 6 {
+            5 => Store::LastStamp,
+            w => Store::Word(w as usize),
+        };
+        let traced = Traced::seize(pid).unwrap_or_else(|e| panic!("writer {inc}: ptrace: {e}"));
+        let trap = || {
+            traced
+                .resume()
+                .and_then(|()| traced.wait_trap(deadline))
+                .unwrap_or_else(|e| panic!("writer {inc}: {e}"))
+        };
+        // The slot is written by this event alone in the writer's life (the ring does not
+        // wrap within it): the first store to one of its words is this write's.
+        let word = match after {
+            Store::Word(w) => w,
+            Store::LastStamp => 0,
+        };
+        traced.watch_writes(0, slot + 8 * word).unwrap();
         child.stdin.as_mut().unwrap().write_all(b"!").unwrap();
-        while progress.done.load(Acquire) < threshold
-            && progress.state.load(Acquire) != Progress::FINISHED
-            && Instant::now() < deadline
-        {
-            std::thread::yield_now();
+        let mut ip = trap();
+        if after == Store::LastStamp {
+            // Caught at its claim; let it go (the section is aborted and retried, or goes
+            // on) until it stores the ring's last stamp, its last store before the commit.
+            traced.watch_writes(0, watchable.last_stamp).unwrap();
+            ip = trap();
+        }
+        let at = Frozen::of(&ring, header, slots);
+        let section = sections
+            .iter()
+            .position(|s| s.contains(ip))
+            .unwrap_or_else(|| panic!("writer {inc}: trapped at {ip:#x}, outside {sections:x?}"));
+        assert_eq!(at.head, pos, "writer {inc}: caught in another write");
+        assert_eq!(
+            progress.done.load(Acquire),
+            seq,
+            "writer {inc}: events recorded"
+        );
+        let left = at.left();
+        match after {
+            Store::Word(w) => {
+                assert_eq!(
+                    left,
+                    Left::Claim,
+                    "writer {inc}: after its store of word {w}"
+                );
+                // The payload's words stored before the trap, in order.
+                let tw = TypeWord(at.slot[1]);
+                assert!(
+                    w < 1 || tw.position_tag() == TypeWord::tag_of(pos),
+                    "{at:x?}"
+                );
+                assert!(w < 3 || at.slot[3] == inc, "{at:x?}");
+                assert!(w < 4 || at.slot[4] == seq, "{at:x?}");
+            }
+            Store::LastStamp => assert_eq!(left, Left::Entry, "writer {inc}"),
         }
 
-        let frozen = || Frozen::of(&ring, header, slots);
-        let mut stopped = 0;
-        let caught = loop {
-            assert!(
-                Instant::now() < deadline,
-                "writer {inc} made no progress: hung"
-            );
-            assert!(
-                stopped < max_stops,
-                "writer {inc}: {stopped} stops, {} events recorded, and no stop found it inside \
-                 a ring entry's critical section with its stores made",
-                progress.done.load(Acquire)
-            );
-            if progress.state.load(Acquire) == Progress::FINISHED {
-                break None;
-            }
-            stop_child(pid).unwrap_or_else(|e| panic!("writer {inc}: {e}"));
-            stopped += 1;
-            let pc = stopped_ip(pid).unwrap_or_else(|e| panic!("writer {inc}: {e}"));
-            let section = sections.iter().position(|s| s.contains(pc));
-            let at = frozen();
-            match (section, at.left()) {
-                (Some(s), Left::Claim | Left::Entry) => {
-                    break Some((at, (s, pc - sections[s].start)));
-                }
-                (Some(_), Left::Nothing) => stops.in_section_continued += 1,
-                (None, _) => stops.outside += 1,
-            }
-            // Goes on, and is stopped again once it has recorded one more event.
-            let done = progress.done.load(Acquire);
-            signal_process(pid, libc::SIGCONT).unwrap();
-            // A bounded poll of the writer's own count (the deadline above bounds it; a
-            // writer that finished its events counts no more), not a sleep: the next stop
-            // must find it in a later trace point.
-            while progress.done.load(Acquire) == done
-                && progress.state.load(Acquire) != Progress::FINISHED
-                && Instant::now() < deadline
-            {
-                std::thread::yield_now();
-            }
-        };
-        stops.stops += stopped;
+        // Killed inside the section, where it trapped.
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
         use std::os::unix::process::ExitStatusExt;
-        let head = match caught {
-            Some((at, section)) => {
-                // Killed inside the section, where it was stopped.
-                child.kill().unwrap();
-                let status = child.wait().unwrap();
-                assert_eq!(
-                    status.signal(),
-                    Some(libc::SIGKILL),
-                    "writer {inc}: {status}"
-                );
-                assert_eq!(
-                    frozen(),
-                    at,
-                    "writer {inc}: the kill changed what the stopped write had stored"
-                );
-                killed += 1;
-                stops.sections.insert(section);
-                let done = progress.done.load(Acquire);
-                match at.left() {
-                    Left::Claim => stops.claims += 1,
-                    Left::Entry => {
-                        // The whole entry of the event it was recording, stamped; only the
-                        // commit (the head's store) is missing.
-                        stops.entries += 1;
-                        let read = devttrace::ring::SlotRead::Committed(at.slot);
-                        let (e, _) = event_at(core::slice::from_ref(&read), 0).expect("an entry");
-                        assert!(whole(&e), "writer {inc}: a mixed entry left: {e:?}");
-                        assert_eq!((e.args()[0], e.args()[1]), (inc, done), "writer {inc}");
-                    }
-                    Left::Nothing => unreachable!("killed only where its write left stores"),
-                }
-                // A reader of that ring now: nothing mixed, nothing of the cut write.
-                let snap = reader.cpu(cpu).unwrap();
-                for e in &snap.events {
-                    assert!(whole(e), "writer {inc}: a mixed event was accepted: {e:?}");
-                    assert!(
-                        (e.args()[0], e.args()[1]) != (inc, done),
-                        "writer {inc}: the event it was recording when killed was accepted"
-                    );
-                }
-                at.head
-            }
-            None => {
-                // It recorded all its events: it exits once its standard input closes.
-                drop(child.stdin.take());
-                let status = child.wait().unwrap();
-                assert!(status.success(), "writer {inc}: {status}");
-                finished_first += 1;
-                ring.head.load(Acquire)
-            }
-        };
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGKILL),
+            "writer {inc}: {status}"
+        );
+        assert_eq!(
+            Frozen::of(&ring, header, slots),
+            at,
+            "writer {inc}: the kill changed what the stopped write had stored"
+        );
+        stops
+            .sections
+            .insert((section, ip - sections[section].start));
         let done = progress.done.load(Acquire);
+        match left {
+            Left::Claim => stops.claims += 1,
+            Left::Entry => {
+                // The whole entry of the event it was recording, stamped; only the commit
+                // (the head's store) is missing.
+                stops.entries += 1;
+                let read = devttrace::ring::SlotRead::Committed(at.slot);
+                let (e, _) = event_at(core::slice::from_ref(&read), 0).expect("an entry");
+                assert!(whole(&e), "writer {inc}: a mixed entry left: {e:?}");
+                assert_eq!((e.args()[0], e.args()[1]), (inc, done), "writer {inc}");
+            }
+            Left::Nothing => unreachable!("checked above"),
+        }
+        // A reader of that ring now: nothing mixed, nothing of the cut write.
+        let snap = reader.cpu(cpu).unwrap();
+        for e in &snap.events {
+            assert!(whole(e), "writer {inc}: a mixed event was accepted: {e:?}");
+            assert!(
+                (e.args()[0], e.args()[1]) != (inc, done),
+                "writer {inc}: the event it was recording when killed was accepted"
+            );
+        }
+        let head = at.head;
         // The ring, read position by position: from where its head was when this writer
         // started (the position the previous one on this CPU left uncommitted), its
         // registration point, then each event it completed, in order; nothing else.
@@ -704,7 +684,6 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
         }
         next_at.insert(cpu, head);
         checked += done;
-        inc += 1;
     }
 
     // Everything, read by another reader: nothing mixed, each restartable ring's slots
@@ -740,20 +719,13 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
         }
     }
     assert!(strings > 0, "no string found");
-    let in_entry = stops.claims + stops.entries;
     println!(
-        "crash test (sigkill from outside): {inc} writers pinned to CPUs {cpus:?}, stopped {} \
-         times in all ({} outside every restartable section; {} inside one before the write's \
-         first store in the ring: continued, so aborted and retried); {killed} killed at the \
-         stop that found them inside a ring entry's critical section ({} distinct instructions \
-         of {} sections), {finished_first} finished first; {in_entry} left their uncommitted \
-         stores at the ring's head ({} a claim, {} a whole entry without its commit), \
-         unchanged by the kill, none accepted by a reader; {checked} completed events all \
-         present, in order, at the positions their writer took, no other, 0 mixed; {strings} \
-         strings checked",
-        stops.stops,
-        stops.outside,
-        stops.in_section_continued,
+        "crash test (sigkill from outside): {kills} writers pinned to CPUs {cpus:?}, each \
+         trapped by a watchpoint inside a ring entry's critical section ({} distinct \
+         instructions of {} sections) and killed there; {} left a claim, {} a whole entry \
+         without its commit, at the ring's head, unchanged by the kill, none accepted by a \
+         reader; {checked} completed events all present, in order, at the positions their \
+         writer took, no other, 0 mixed; {strings} strings checked",
         stops.sections.len(),
         stops
             .sections
@@ -764,9 +736,10 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
         stops.claims,
         stops.entries,
     );
-    assert_eq!(
-        in_entry, kills,
-        "every kill landed inside a ring entry's critical section"
+    assert_eq!(stops.claims + stops.entries, kills);
+    assert!(
+        stops.claims > 0 && stops.entries > 0,
+        "both kinds of cut write"
     );
 }
 
@@ -799,18 +772,28 @@ impl std::ops::DerefMut for Reaped {
 /// What [`sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts`] counted.
 #[derive(Default)]
 struct Stops {
-    /// Stops of all writers.
-    stops: u64,
-    /// Stops outside every restartable section.
-    outside: u64,
-    /// Stops inside a section before the write's first store in the ring (an aux record's
-    /// section, or a ring entry's before its claim).
-    in_section_continued: u64,
     /// Kills that left a claim, or a whole entry without its commit, at the ring's head.
     claims: u64,
     entries: u64,
     /// Where the kills landed: (index of the section, offset of the instruction in it).
     sections: BTreeSet<(usize, usize)>,
+}
+
+/// The store of a write after which a watchpoint traps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Store {
+    /// Of word `n` of its slot: 0 is the claim, 1 to 7 the payload.
+    Word(usize),
+    /// Of the ring's `last_stamp`, after the whole entry and before the commit.
+    LastStamp,
+}
+
+/// Where, in a writer's address space, a watchpoint can catch its writes (its `ring` line).
+struct Watchable {
+    /// Its restartable ring's first slot.
+    slots: usize,
+    /// That ring's `last_stamp`.
+    last_stamp: usize,
 }
 
 /// What a restartable ring's head slot holds of the write at the head's position, which has
@@ -866,14 +849,15 @@ impl Frozen {
     }
 }
 
-/// The restartable sections of writer `inc`, from the line it writes once it has recorded its
-/// first events (see `ttrace-test-crasher`); waits for it no later than `deadline`.
-fn notice(child: &mut Child, inc: u64, deadline: Instant) -> Vec<Section> {
+/// The restartable sections of writer `inc`, and where its ring lies, from the two lines it
+/// writes once it has recorded its registration point (see `ttrace-test-crasher`); waits for
+/// them no later than `deadline`.
+fn notice(child: &mut Child, inc: u64, deadline: Instant) -> (Vec<Section>, Watchable) {
     use std::io::Read;
     use std::os::fd::AsRawFd;
     let mut out = child.stdout.take().unwrap();
-    let mut line = Vec::new();
-    while !line.ends_with(b"\n") {
+    let mut text = Vec::new();
+    while text.iter().filter(|&&b| b == b'\n').count() < 2 {
         let mut pfd = libc::pollfd {
             fd: out.as_raw_fd(),
             events: libc::POLLIN,
@@ -892,16 +876,24 @@ fn notice(child: &mut Child, inc: u64, deadline: Instant) -> Vec<Section> {
             "writer {inc} exited before its notice: {:?}",
             child.try_wait()
         );
-        line.extend_from_slice(&buf[..got]);
+        text.extend_from_slice(&buf[..got]);
     }
-    let line = String::from_utf8_lossy(&line);
-    let sections = Section::parse_line(&line)
+    let text = String::from_utf8_lossy(&text);
+    let (line, ring) = text.split_once('\n').unwrap();
+    let sections = Section::parse_line(line)
         .unwrap_or_else(|| panic!("writer {inc}: not a list of sections: {line:?}"));
     assert!(
         !sections.is_empty(),
         "writer {inc} has no restartable section"
     );
-    sections
+    let hex = |s: &str| usize::from_str_radix(s, 16).ok();
+    let watchable = match ring.split_whitespace().collect::<Vec<_>>()[..] {
+        ["ring", slots, last] => hex(slots).zip(hex(last)),
+        _ => None,
+    }
+    .map(|(slots, last_stamp)| Watchable { slots, last_stamp })
+    .unwrap_or_else(|| panic!("writer {inc}: not a ring line: {ring:?}"));
+    (sections, watchable)
 }
 
 /// Whether an event is exactly what some writer recorded: its words agree on (inc, seq).
