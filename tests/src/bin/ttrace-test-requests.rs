@@ -18,7 +18,9 @@
 //!   15ms`); `settle_snapshots` at the end waits until the rules have seen every event;
 //! - `none`: nothing (a watcher outside is to catch it).
 //!
-//! It prints `slow <id>` for each request over 15 ms, and `done` at the end.
+//! It prints `slow <id>` for each request over 15 ms, and `done` at the end. With
+//! `TTRACE_TEST_HOLD=1`, once its device is open and its tracepoints registered it prints
+//! `ready` and waits for a byte on its standard input before its first request.
 //!
 //! With `TTRACE_TEST_NICE=N` the two request threads run at nice `N`: on a machine with two
 //! CPUs they would otherwise leave none to a follower of the device (a watcher, or the
@@ -86,6 +88,17 @@ fn main() {
     }
     if mode == "rules" {
         ttrace_core::apply_snapshot_rules().expect("snapshot rules applied");
+    }
+    if std::env::var_os("TTRACE_TEST_HOLD").is_some() {
+        // Registered without an event, so that a watcher waiting for them can start; then
+        // held until the test has seen it start.
+        use ttrace_core::ArgType::Unsigned;
+        REQUEST_IN.register(&[Unsigned]);
+        REQUEST_OUT.register(&[Unsigned]);
+        println!("ready");
+        use std::io::{Read, Write};
+        std::io::stdout().flush().expect("stdout");
+        std::io::stdin().read_exact(&mut [0u8; 1]).expect("stdin");
     }
     let slow = requests / 2;
     // Each thread on a CPU of its own, as a service's workers often are: a CPU's ring then

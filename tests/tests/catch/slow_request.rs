@@ -13,6 +13,7 @@
 //! rings that wrap every few milliseconds) the same program is measured, not tested
 //! (`docs/BENCHMARKS.md`, *Catching the slow request*).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use ttrace_tests::{reader, requests};
 
@@ -187,11 +188,24 @@ fn a_watcher_started_before_the_program_keeps_the_slow_request() {
     watcher.until("the waiting line", PATIENCE, |l| {
         l.starts_with("# waiting for ")
     });
-    let ran = requests(&dev, "none", &tmp.path().join("unused")).succeeds();
+    // The program opens its device and registers its tracepoints, then waits until the
+    // watcher follows them: what the watcher sees begins where it starts following, so the
+    // requests must come after.
+    let mut program = requests(&dev, "none", &tmp.path().join("unused"))
+        .env("TTRACE_TEST_HOLD", "1")
+        .start_talking();
+    program.until("its ready line", PATIENCE, |l| l == "ready");
+    watcher.until("the watching line", PATIENCE, |l| {
+        l.starts_with("# watching ")
+    });
+    program.stdin.as_mut().unwrap().write_all(b"!").unwrap();
+    while program.next("its output", PATIENCE).is_some() {}
+    let status = program.child.wait().unwrap();
+    assert!(status.success(), "{status}: {:#?}", program.seen);
     assert!(
-        ran.stdout.contains(&format!("slow {SLOW}\n")),
-        "{}",
-        ran.stdout
+        program.seen.iter().any(|l| *l == format!("slow {SLOW}")),
+        "{:#?}",
+        program.seen
     );
     // Ended as Ctrl-C would: it saves what is pending, then prints its footer.
     // SAFETY: our own child, not yet reaped (`Running` waits for it only when dropped).
