@@ -51,12 +51,16 @@ pub const PID_MAX: u64 = 1 << 22;
 /// this boot — its clock has run as long as the wall clock since it was created, give or
 /// take a minute. A device of an earlier boot (on a disk: its clock restarted since) is
 /// bounded by the wall clock instead, give or take an hour (a clock set back, NTP).
+///
+/// A `now` of 0 is no clock read (no clock reads 0 after boot): the wall clock alone bounds
+/// the device then, as one of an earlier boot — even one whose clock anchor is 0.
 pub fn latest(clock: &crate::clock::Clock, now: u64, realtime_ns: u64) -> u64 {
     let ticks = |ns: u64| clock.ns_to_ticks(ns);
     let life = ticks(realtime_ns.saturating_sub(clock.anchor_realtime_ns));
     let by_wall = clock.anchor_ticks.saturating_add(life);
     let by_clock = now.saturating_add(ticks(1_000_000_000));
-    let this_boot = now >= clock.anchor_ticks && now.abs_diff(by_wall) < ticks(60_000_000_000);
+    let this_boot =
+        now != 0 && now >= clock.anchor_ticks && now.abs_diff(by_wall) < ticks(60_000_000_000);
     match this_boot {
         true => by_clock,
         false => by_clock.max(by_wall.saturating_add(ticks(3_600_000_000_000))),
@@ -360,5 +364,60 @@ impl<'a> Check<'a> {
             snap.writers = writers;
         }
         self.settle(ring, snap);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use ttrace_layouts::device::ClockSource;
+
+    /// A 1 GHz clock anchored at `anchor` ticks at 1.7e18 ns since the Unix epoch.
+    fn clock(anchor: u64) -> Clock {
+        Clock::new(
+            ClockSource::Tsc,
+            1_000_000_000,
+            anchor,
+            1_700_000_000_000_000_000,
+        )
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn the_latest_stamp_of_a_device_whose_clock_just_started() {
+        // Created at tick 1000 of this boot, read 5 s later by both clocks.
+        let c = clock(1_000);
+        assert_eq!(
+            latest(&c, 1_000 + 5 * S, c.anchor_realtime_ns + 5 * S),
+            1_000 + 6 * S
+        );
+        // Read at once (the clocks of CPUs differ a little: the reader's is behind).
+        assert_eq!(latest(&c, 999, c.anchor_realtime_ns), 1_000 + 3_600 * S);
+        assert_eq!(latest(&c, 1_000, c.anchor_realtime_ns), 1_000 + S);
+        // An anchor of 0, or 1, read 30 s later: 31 s, by the clock or, with no clock
+        // read (a snapshot file's wall-clock time), by the wall clock and an hour.
+        for anchor in [0, 1] {
+            let c = clock(anchor);
+            let later = c.anchor_realtime_ns + 30 * S;
+            assert_eq!(latest(&c, anchor + 30 * S, later), anchor + 31 * S);
+            assert_eq!(latest(&c, 0, later), anchor + 30 * S + 3_600 * S);
+        }
+        // A device of an earlier boot, its anchor far above this boot's clock.
+        let c = clock(1 << 50);
+        let later = c.anchor_realtime_ns + 10 * S;
+        assert_eq!(latest(&c, 1_000, later), (1 << 50) + 10 * S + 3_600 * S);
+        // A wall clock set back before the device's creation.
+        assert_eq!(latest(&clock(1_000), 0, 0), 1_000 + 3_600 * S);
+    }
+
+    #[test]
+    fn the_latest_stamp_saturates_at_the_top() {
+        let c = clock(u64::MAX - 10);
+        assert_eq!(latest(&c, u64::MAX, u64::MAX), u64::MAX);
+        assert_eq!(latest(&c, 5, u64::MAX), u64::MAX);
+        let c = Clock::new(ClockSource::Tsc, u64::MAX, 1_000, 0);
+        assert_eq!(latest(&c, 2_000, u64::MAX), u64::MAX);
     }
 }

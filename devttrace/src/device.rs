@@ -204,7 +204,14 @@ impl Device {
     /// by any process of the device less than `interval_ns` before it; true if granted
     /// ([`crate::triggers`]).
     pub fn claim_snapshot(&self, now: u64, interval_ns: u64) -> bool {
-        let interval = self.version().clock.ns_to_ticks(interval_ns);
-        crate::triggers::claim(self.mapping().header(), now, interval)
+        let clock = self.version().clock;
+        let interval = clock.ns_to_ticks(interval_ns);
+        // A grant is a time a clock of the device read before now (a second's slack: the
+        // clocks of CPUs differ a little).
+        let latest = self
+            .mapping()
+            .now()
+            .saturating_add(clock.ns_to_ticks(1_000_000_000));
+        crate::triggers::claim(self.mapping().header(), now, interval, latest)
     }
 }

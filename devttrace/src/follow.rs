@@ -30,7 +30,9 @@
 //! commits it, so its events are never held long; a writer stalled between its timestamp and
 //! its commit for longer than the window (a shared-ring writer preempted, or SIGSTOPped)
 //! commits an event older than what was already released: it is released at once and counted
-//! as *late* ([`Poll::late`]; [`Poll::released_before`] tells which are).
+//! as *late* ([`Poll::late`]; [`Poll::released_before`] tells which are). An event stamped
+//! at a time no event of the device can have ([`Reader::stamps`]: damaged) is released at
+//! once, to be counted damaged by its check: never held, never late, no gap's time.
 
 use crate::aux::AuxSnapshots;
 use crate::error::Result;
@@ -242,24 +244,15 @@ impl<'d> Follower<'d> {
         let mut read_any = false;
         // While some position is still being written, nothing newer than the window is sure.
         let mut waiting = false;
+        // Per ring that lost entries: the events read after them (in `held`), whether shared.
+        let mut losses = Vec::new();
         for (r, cursor) in self.rings.iter_mut().enumerate() {
             let shared = r >= self.dev.version().num_cpus as usize;
             let taken = self.held.len();
-            let mut first = u64::MAX;
-            let settled = cursor.walk(&core.ring(r), shared, |e| {
-                first = first.min(e.stamp);
-                self.held.push((r, e))
-            });
+            let settled = cursor.walk(&core.ring(r), shared, |e| self.held.push((r, e)));
             read_any |= self.held.len() > taken;
             if settled.lost > 0 {
-                // The entries lost were committed before those read after them (a per-CPU
-                // ring's stamps grow with its positions; a shared ring's may be up to a
-                // window apart), and before now if none was read.
-                self.held_gaps.push(match (first, shared) {
-                    (u64::MAX, _) => now,
-                    (f, true) => f.saturating_add(self.window),
-                    (f, false) => f,
-                });
+                losses.push((taken..self.held.len(), shared));
             }
             lost[r] = settled.lost;
             gave_up[r] = settled.gave_up;
@@ -315,6 +308,24 @@ impl<'d> Follower<'d> {
         // Only new positions were read: find a file cut elsewhere too.
         core.probe();
         self.dev.check_intact()?;
+        // The times an event of the device can have, now that all was read: an event (or a
+        // message) stamped outside them is damaged (`crate::damage`), and its check below
+        // finds it. Its time places nothing: it is released at once — never held for a
+        // watermark that may not pass it for years, nor counted late for a time before the
+        // device — and places no gap.
+        let stamps = self.dev.stamps();
+        for (read, shared) in losses {
+            let times = self.held[read].iter().map(|(_, e)| e.stamp);
+            // The entries lost were committed before those read after them (a per-CPU
+            // ring's stamps grow with its positions; a shared ring's may be up to a window
+            // apart), and before now if none was read.
+            self.held_gaps
+                .push(match (times.filter(|t| stamps.contains(t)).min(), shared) {
+                    (None, _) => now,
+                    (Some(f), true) => f.saturating_add(self.window),
+                    (Some(f), false) => f,
+                });
+        }
         // Release what the watermark passed, and anything late.
         let released_before = self.released;
         let watermark = match (all, waiting) {
@@ -331,8 +342,9 @@ impl<'d> Follower<'d> {
         self.held.retain(|(_, e)| e.stamp > cleared_at);
         self.held_messages.retain(|&(t, _, _)| t > cleared_at);
         for (r, e) in self.held.drain(..) {
-            if e.stamp <= watermark {
-                late += (e.stamp < released_before) as u64;
+            let possible = stamps.contains(&e.stamp);
+            if e.stamp <= watermark || !possible {
+                late += (possible && e.stamp < released_before) as u64;
                 cpus[r].events.push(e);
             } else {
                 keep.push((r, e));
@@ -341,8 +353,9 @@ impl<'d> Follower<'d> {
         self.spare = std::mem::replace(&mut self.held, keep);
         let mut messages = Vec::new();
         self.held_messages.retain(|&(t, b, off)| {
-            if t <= watermark {
-                late += (t < released_before) as u64;
+            let possible = stamps.contains(&t);
+            if t <= watermark || !possible {
+                late += (possible && t < released_before) as u64;
                 messages.push((b, off));
                 false
             } else {
@@ -409,7 +422,7 @@ impl<'d> Follower<'d> {
             aux_error,
             messages: Some(messages),
         };
-        self.dev.sift(&mut snapshot);
+        self.dev.sift_within(&mut snapshot, stamps);
         // The entries of damaged events were read, and are not shown: damaged.
         for (cursor, ring) in self.rings.iter_mut().zip(&snapshot.cpus) {
             cursor.totals.read -= ring.damaged.min(cursor.totals.read);

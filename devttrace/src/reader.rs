@@ -15,6 +15,7 @@ use crate::ring::{Keep, Ring};
 use crate::snapshot::Snapshot;
 use crate::status::Status;
 use crate::version::Version;
+use core::ops::RangeInclusive;
 use std::path::Path;
 use ttrace_layouts::entry::Slot;
 use ttrace_layouts::snapshot::{Cause, CauseKind};
@@ -232,8 +233,19 @@ impl Reader {
     /// Takes the damaged events out of `snap` (a copy of this device: its metadata and aux
     /// buffers copied after its rings) and counts them ([`Check::sift`]).
     pub fn sift(&self, snap: &mut Snapshot) {
-        self.check(&snap.meta, None).sift_messages(&mut snap.aux);
-        let check = self.check(&snap.meta, Some(&snap.aux));
+        self.sift_within(snap, self.stamps());
+    }
+
+    /// [`Reader::sift`], with the timestamps an event can have taken as `stamps` (what
+    /// [`Reader::stamps`] gave when the copy was made): a follower decides with them which
+    /// events it releases.
+    pub(crate) fn sift_within(&self, snap: &mut Snapshot, stamps: RangeInclusive<u64>) {
+        let check = |aux| {
+            let damaged = self.damaged_extents();
+            Check::new(&self.version, &snap.meta, aux, stamps.clone(), damaged)
+        };
+        check(None).sift_messages(&mut snap.aux);
+        let check = check(Some(&snap.aux));
         for (r, ring) in snap.cpus.iter_mut().enumerate() {
             check.sift(r, ring);
         }

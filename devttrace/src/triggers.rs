@@ -80,17 +80,24 @@ pub(crate) fn add(h: &DeviceHeader, counter: Counter, n: u64) {
 
 /// Claims a snapshot for a trigger at `now` (device clock) if none was granted in the
 /// `interval` ticks before it; true if granted. `last_snapshot_at` then holds `now`.
-pub(crate) fn claim(h: &DeviceHeader, now: u64, interval: u64) -> bool {
+///
+/// `latest` is the latest time a grant can have been made at: the clock when the claim is
+/// made (and some slack). A last grant later than that was made by no clock of this device
+/// — a damaged word, or a grant of an earlier boot whose clock has restarted since (small
+/// again on a machine just booted) — so it counts as none, instead of refusing every
+/// trigger until the clock catches up with it.
+pub(crate) fn claim(h: &DeviceHeader, now: u64, interval: u64, latest: u64) -> bool {
     // Acquire/AcqRel: the word is the only state of the protocol, and the CAS decides on
     // it alone; the orderings only keep a grant after the grant it measured from.
     let mut last = h.last_snapshot_at.load(Acquire);
     loop {
-        if last != 0 && now.saturating_sub(last) < interval {
+        let made = last <= latest;
+        if last != 0 && made && now.saturating_sub(last) < interval {
             return false;
         }
         // A trigger older than the last grant (its saver was slow): the interval is
         // measured from the later time, which stays.
-        let next = now.max(last);
+        let next = if made { now.max(last) } else { now };
         match h
             .last_snapshot_at
             .compare_exchange_weak(last, next, AcqRel, Acquire)
@@ -104,20 +111,49 @@ pub(crate) fn claim(h: &DeviceHeader, now: u64, interval: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ttrace_layouts::entry::Stamp;
     use zerocopy::FromZeros;
+
+    /// A claim made when the clock reads no more than this.
+    const LATEST: u64 = 1 << 40;
 
     #[test]
     fn a_claim_is_granted_once_per_interval() {
         let h = DeviceHeader::new_zeroed();
-        assert!(claim(&h, 1_000, 100));
-        assert!(!claim(&h, 1_050, 100));
-        assert!(!claim(&h, 1_099, 100));
-        assert!(claim(&h, 1_100, 100));
+        assert!(claim(&h, 1_000, 100, LATEST));
+        assert!(!claim(&h, 1_050, 100, LATEST));
+        assert!(!claim(&h, 1_099, 100, LATEST));
+        assert!(claim(&h, 1_100, 100, LATEST));
         // A late trigger, older than the last grant: refused, the grant stays.
-        assert!(!claim(&h, 900, 100));
+        assert!(!claim(&h, 900, 100, LATEST));
         assert_eq!(counts(&h).last_at, 1_100);
         // No interval: every trigger is granted.
-        assert!(claim(&h, 1_100, 0));
+        assert!(claim(&h, 1_100, 0, LATEST));
+    }
+
+    #[test]
+    fn claims_near_the_start_of_the_clock_and_after_an_impossible_grant() {
+        // A machine just booted: the first trigger, at a tiny time, is granted, and the
+        // interval is measured from it.
+        let h = DeviceHeader::new_zeroed();
+        assert!(claim(&h, 2, 1_000_000, 10));
+        assert!(!claim(&h, 900_000, 1_000_000, 900_010));
+        assert!(claim(&h, 1_000_002, 1_000_000, 1_000_010));
+        // A last grant no clock of the device has reached (a damaged word near the top, or
+        // a grant of an earlier boot's clock, far above this boot's): no grant at all.
+        // (Relaxed stores here: this thread alone uses the header.)
+        for impossible in [u64::MAX, Stamp::CLAIMED - 2, 1 << 50] {
+            let h = DeviceHeader::new_zeroed();
+            h.last_snapshot_at.store(impossible, Relaxed);
+            assert!(claim(&h, 5_000, 1_000, 6_000), "{impossible}");
+            assert_eq!(counts(&h).last_at, 5_000);
+            assert!(!claim(&h, 5_500, 1_000, 6_000));
+        }
+        // A grant just after the trigger, by a saver whose clock read later: refused.
+        let h = DeviceHeader::new_zeroed();
+        h.last_snapshot_at.store(5_100, Relaxed);
+        assert!(!claim(&h, 5_000, 1_000, 6_000));
+        assert_eq!(counts(&h).last_at, 5_100);
     }
 
     #[test]
@@ -128,7 +164,7 @@ mod tests {
             for _ in 0..4 {
                 s.spawn(|| {
                     for t in 0..1_000u64 {
-                        if claim(&h, 10 + t, 1_000_000) {
+                        if claim(&h, 10 + t, 1_000_000, LATEST) {
                             granted.fetch_add(1, Relaxed);
                         }
                     }

@@ -142,10 +142,13 @@ impl Stamp {
     /// assert_eq!(Stamp::next_after(10, Stamp(20)), Stamp(22));
     /// assert_eq!(Stamp::next_after(10, Stamp(21)), Stamp(22));
     /// ```
+    ///
+    /// An `old` of `u64::MAX` (no stamp: a damaged ring's `last_stamp`) sets no floor, as in
+    /// the writer's assembly (`or 1; add 1` wraps to 0), instead of overflowing.
     #[inline(always)]
     pub const fn next_after(timestamp: u64, old: Stamp) -> Stamp {
         let t = timestamp & !Self::CONTINUATION & !Self::CLAIMED;
-        let floor = (old.0 | Self::CONTINUATION) + 1;
+        let floor = (old.0 | Self::CONTINUATION).wrapping_add(1);
         Stamp(if t > floor { t } else { floor })
     }
 }
@@ -306,5 +309,25 @@ impl TypeWord {
     pub const fn is_valid(self) -> bool {
         let n = self.nargs() as usize;
         self.0 & Self::PRESENT != 0 && n <= MAX_ARGS && (n > ENTRY_ARGS) == self.has_continuation()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_near_either_end_of_the_range_are_raised_without_overflow() {
+        // A clock just started (a machine just booted): the smallest stamps.
+        assert_eq!(Stamp::next_after(0, Stamp::EMPTY), Stamp(2));
+        assert_eq!(Stamp::next_after(1, Stamp::EMPTY), Stamp(2));
+        assert_eq!(Stamp::next_after(2, Stamp(3)), Stamp(4));
+        assert_eq!(Stamp::next_after(5, Stamp(2)), Stamp(4));
+        // The top: the largest stamp (below a claim), and a damaged floor beyond every stamp,
+        // which sets none (as the writer's assembly does).
+        let top = Stamp::CLAIMED - 2;
+        assert_eq!(Stamp::next_after(u64::MAX, Stamp::EMPTY), Stamp(top));
+        assert_eq!(Stamp::next_after(u64::MAX, Stamp(top - 1)), Stamp(top));
+        assert_eq!(Stamp::next_after(1000, Stamp(u64::MAX)), Stamp(1000));
     }
 }

@@ -13,4 +13,5 @@ mod entry_damage;
 mod info_control;
 mod reader_api;
 mod security;
+mod small_stamps;
 mod writer_api;
