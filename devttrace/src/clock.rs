@@ -219,9 +219,11 @@ mod tests {
     fn calibrated_rate_converts_ticks_to_elapsed_time() {
         let source = best_source();
         let cal = calibrate(source, Duration::from_millis(20));
-        let (t0, m0) = (now(source), monotonic_ns());
+        // Each pair read as the calibration reads its own (bracketed, the tightest of a few
+        // tries), so that a preemption between the two reads of a pair cannot skew it.
+        let (t0, m0) = paired(source, monotonic_ns);
         std::thread::sleep(Duration::from_millis(30));
-        let (t1, m1) = (now(source), monotonic_ns());
+        let (t1, m1) = paired(source, monotonic_ns);
         let predicted_ns = (t1 - t0) as u128 * 1_000_000_000 / cal.hz as u128;
         let actual_ns = (m1 - m0) as u128;
         // Within 1 %: the calibration window is short, but the rate must be right.
