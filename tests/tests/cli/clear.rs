@@ -87,23 +87,45 @@ fn clear_while_a_writer_writes_shows_only_whole_events_written_after_it() {
     );
     // Sequence numbers of the events the writer has committed (all of them, at or below).
     let done = AtomicU64::new(0);
-    // Set after the clear returned: the writer writes this many more, then stops.
-    let stop_at = AtomicU64::new(u64::MAX);
-    let started = AtomicBool::new(false);
+    // The writer writes events up to this sequence number, then waits for it to move (a
+    // bound by count, not time): at most `PAST` past the last one committed before the clear
+    // began, until the clear returned, then at least `AFTER` past the last one committed by
+    // then (and at most `PAST + AFTER` past the one before the clear).
+    let limit = AtomicU64::new(WARM_UP);
+    // Set once `limit` will not move again: the writer ends when it reaches it.
+    let finished = AtomicBool::new(false);
+    // Events written before the clear (at least one of which it must hide), events the
+    // writer may write while it runs, and events written after it returned. Each ring holds
+    // 32768 of these events (two slots each): the last event committed before the clear
+    // began has at most `PAST + AFTER` events after it in all the rings, so it is still in
+    // its ring at the end, whatever the scheduler did and however long the clear took.
+    const WARM_UP: u64 = 10_000;
+    const PAST: u64 = 16_384;
     const AFTER: u64 = 1000;
-    let (before, after) = std::thread::scope(|s| {
+    const _: () = assert!(PAST + AFTER < 32_768);
+    let (before, after, last) = std::thread::scope(|s| {
         s.spawn(|| {
             let ctx = devttrace::thread::context();
             let mut seq = 1;
-            let mut last = std::time::Instant::now();
-            while seq <= stop_at.load(SeqCst) {
-                // At most one event per 2 µs (a pace, not a synchronization): the rings
-                // (32768 events each) still hold events from before the clear at its end,
-                // so that it has something to hide.
-                while last.elapsed() < std::time::Duration::from_micros(2) {
+            let mut paced = std::time::Instant::now();
+            loop {
+                // Read before the limit: once it is set, the limit read next is the last.
+                let end = finished.load(SeqCst);
+                if seq > limit.load(SeqCst) {
+                    if end {
+                        break;
+                    }
+                    // Waits for the limit to move (or for the end), leaving the CPU to the
+                    // clear.
+                    std::thread::yield_now();
+                    continue;
+                }
+                // At most one event per 2 µs (a pace, not a synchronization): the writer
+                // still writes while the clear runs, not all of its `PAST` events before.
+                while paced.elapsed() < std::time::Duration::from_micros(2) {
                     std::hint::spin_loop();
                 }
-                last = std::time::Instant::now();
+                paced = std::time::Instant::now();
                 let mut args = [0u64; 12];
                 args[0] = seq;
                 for (k, a) in args.iter_mut().enumerate().skip(1) {
@@ -111,12 +133,11 @@ fn clear_while_a_writer_writes_shows_only_whole_events_written_after_it() {
                 }
                 dev.emit(word, ctx, &args);
                 done.store(seq, SeqCst);
-                started.store(true, SeqCst);
                 seq += 1;
             }
         });
-        while !started.load(SeqCst) || done.load(SeqCst) < 10_000 {
-            std::hint::spin_loop();
+        while done.load(SeqCst) < WARM_UP {
+            std::thread::yield_now();
         }
         // Every event up to `before` was committed before the clear began. On a busy
         // machine the writer may not run while one clear does: clear again until it did
@@ -124,14 +145,20 @@ fn clear_while_a_writer_writes_shows_only_whole_events_written_after_it() {
         let (mut before, mut after) = (0, 0);
         for _ in 0..1000 {
             before = done.load(SeqCst);
+            // The writer is at or below `limit`, which is at most `before + PAST` (it was
+            // set so by the try before, from a `done` at or below `before`).
+            limit.store(before + PAST, SeqCst);
             reader!("clear", &dir).ok();
             after = done.load(SeqCst);
             if after > before {
                 break;
             }
         }
-        stop_at.store(after + AFTER, SeqCst);
-        (before, after)
+        // At least `AFTER` more (the writer may be past `after` by now, up to the limit):
+        // the last limit, never below what the writer may have written.
+        let last = limit.fetch_max(after + AFTER, SeqCst).max(after + AFTER);
+        finished.store(true, SeqCst);
+        (before, after, last)
     });
     assert!(after > before, "the writer ran through the clear");
     // The rings, read without regard to the clear, still hold events from before it.
@@ -164,7 +191,7 @@ fn clear_while_a_writer_writes_shows_only_whole_events_written_after_it() {
     assert!(seqs[0] > before, "{} was written before the clear", seqs[0]);
     // Every event written after the clear returned is there, each once.
     let tail: Vec<u64> = seqs.iter().copied().filter(|&n| n > after).collect();
-    assert_eq!(tail, (after + 1..=after + AFTER).collect::<Vec<_>>());
+    assert_eq!(tail, (after + 1..=last).collect::<Vec<_>>());
     seqs.dedup();
     assert_eq!(seqs.len(), events.len(), "no event twice");
 }

@@ -285,8 +285,8 @@ fn stress(run: &Run) -> Found {
         }
         let writer_threads: Vec<_> = (1..=writers)
             .map(|w| {
-                let (dev, counts, tids, leave, writing, cpus) =
-                    (&dev, &counts, &tids, &leave, &writing, &cpus);
+                let (dev, counts, tids, leave, writing, cpus, accepted) =
+                    (&dev, &counts, &tids, &leave, &writing, &cpus, &accepted);
                 let (disturb, shared) = (run.disturb, (run.shared)(w));
                 let must_land = run.disturb && run.needs_restartable;
                 s.spawn(move || {
@@ -305,16 +305,24 @@ fn stress(run: &Run) -> Found {
                     }
                     let mut seq = 0;
                     let mut batch = 0usize;
-                    // Until `entries` are written and, where the run needs one, a signal
-                    // has landed inside a critical section: where one lands is up to the
-                    // scheduler, so the run goes on until it has (up to 100 times as long,
-                    // then the assertion below names what never happened).
+                    // Until `entries` are written and what the run is to see while writers
+                    // write has happened: a reader accepted an event; where writers are
+                    // disturbed, one handled a signal and another thread moved one; where
+                    // the run needs one, a signal landed inside a critical section. When
+                    // each happens is up to the scheduler, so the run goes on until all have
+                    // (up to 100 times as long, then the assertions below name what never
+                    // happened).
+                    let happened = || {
+                        accepted.load(Relaxed) > 0
+                            && (!disturb
+                                || (counts.signals_handled.load(Relaxed) > 0
+                                    && counts.moves_self.load(Relaxed) > 0
+                                    && counts.moves_other.load(Relaxed) > 0))
+                            && (!must_land || counts.signals_in_section.load(Relaxed) > 0)
+                    };
                     let more = || {
                         let written = counts.written.load(Relaxed);
-                        written < entries
-                            || (must_land
-                                && counts.signals_in_section.load(Relaxed) == 0
-                                && written < 100 * entries)
+                        written < entries || (written < 100 * entries && !happened())
                     };
                     while more() {
                         for _ in 0..64 {

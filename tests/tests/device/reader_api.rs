@@ -408,37 +408,50 @@ fn a_stalled_writer_holds_later_events_for_the_window_then_comes_out_late() {
     let dev = Reader::open(w.dir()).unwrap();
     let window = std::time::Duration::from_millis(5);
     let mut f = Follower::with_window(&dev, window.as_nanos() as u64);
+    // The same, with a window of an hour: what holds an event, with no time passing that
+    // could release it (a preemption longer than 5 ms would, for `f`).
+    let mut g = Follower::with_window(&dev, 3_600_000_000_000);
+    // The window in the device's ticks, as the follower counts it.
+    let window_ticks = dev.version().clock.ns_to_ticks(window.as_nanos() as u64);
     // A writer of CPU 0's shared ring takes its time, reserves its position, and stalls.
     let ring = w.mapping().shared_ring(0);
     let t0 = w.now();
     let pos = ring.head.fetch_add(1, Relaxed);
     // A later event, on CPU 1's shared ring, waits for it...
-    let start = std::time::Instant::now();
     let t1 = w.now();
     let tw = TypeWord(word).with_cpu(1).0;
     w.mapping()
         .shared_ring(1)
         .write(t1, 7, &[tw, 7 << 32 | 2, 1, 0, 0, 0, 0])
         .unwrap();
-    let p = f.poll().unwrap();
+    let p = g.poll().unwrap();
     assert_eq!(
         p.snapshot.events(),
         0,
         "held: an older event may still come"
     );
     assert!(p.active);
-    // ... for the window, no longer.
+    // ... for the window, no longer: a poll that began a window after it was stamped
+    // releases it; one that ended before did not.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let released = loop {
+        let began = w.now();
         let p = f.poll().unwrap();
+        let ended = w.now();
         if p.snapshot.events() > 0 {
+            assert!(
+                ended.saturating_sub(t1) >= window_ticks,
+                "released before the window passed"
+            );
             break p;
         }
-        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        assert!(
+            began.saturating_sub(t1) < window_ticks,
+            "held after the window passed"
+        );
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(std::time::Duration::from_millis(1));
     };
-    assert!(
-        start.elapsed() >= window,
-        "released before the window passed"
-    );
     assert_eq!(released.late, 0);
     // The stalled writer commits its older event: out at once, marked late.
     let slot = &ring.slots[(pos & 63) as usize].words;
