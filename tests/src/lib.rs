@@ -58,11 +58,84 @@ pub fn edit(path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
     std::fs::write(path, bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
-/// Lets the calling thread run only on CPU `cpu` (modulo the number of CPUs of this
-/// machine).
-pub fn pin(cpu: usize) {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    rseq::set_affinity(0, &[cpu % n]).expect("affinity");
+/// The CPUs this process may run on, in increasing order: the affinity mask of its main
+/// thread (which no test pins) when first asked, kept, so that a thread pinned since gets
+/// them all too (where [`rseq::allowed_cpus`] reads the calling thread's). Not `0..n`: a
+/// cpuset or `taskset` may leave out any CPU, CPU 0 included.
+pub fn allowed_cpus() -> &'static [usize] {
+    static CPUS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    CPUS.get_or_init(|| {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it; the
+        // process id names its main thread.
+        let cpus: Vec<usize> = unsafe {
+            let mut set: libc::cpu_set_t = core::mem::zeroed();
+            let rc = libc::sched_getaffinity(
+                libc::getpid(),
+                core::mem::size_of::<libc::cpu_set_t>(),
+                &mut set,
+            );
+            assert_eq!(
+                rc,
+                0,
+                "sched_getaffinity: {}",
+                std::io::Error::last_os_error()
+            );
+            (0..libc::CPU_SETSIZE as usize)
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect()
+        };
+        assert!(!cpus.is_empty(), "no CPU to run on");
+        cpus
+    })
+}
+
+/// The `k`-th CPU this process may run on ([`allowed_cpus`]), counting round: `cpu(0)` is
+/// the first, and `cpu(k)` differs from `cpu(0)` for `0 < k < ` the number of them.
+pub fn cpu(k: usize) -> usize {
+    let cpus = allowed_cpus();
+    cpus[k % cpus.len()]
+}
+
+/// Lets the calling thread run only on [`cpu(k)`](cpu), the `k`-th CPU this process may run
+/// on, and returns that CPU's id: a device whose events must go to that CPU's own ring
+/// needs more than that many CPUs.
+pub fn pin(k: usize) -> usize {
+    let cpu = cpu(k);
+    pin_to(cpu);
+    cpu
+}
+
+/// Lets the calling thread run only on CPU `cpu`, one this process may run on.
+pub fn pin_to(cpu: usize) {
+    rseq::set_affinity(0, &[cpu]).unwrap_or_else(|e| panic!("pinning to CPU {cpu}: {e}"));
+}
+
+/// A CPU this process may run on whose events a device of `num_cpus` CPUs keeps in the rings
+/// of CPU `ring` (`cpu<ring>`, or `cpu<ring>.shared`: those of CPU `c` are CPU `c %
+/// num_cpus`'s): `ring` itself where this process may run there, else the first such
+/// other; where there is none (it may run on none of them), [`cpu(ring)`](cpu).
+pub fn cpu_for(ring: usize, num_cpus: usize) -> usize {
+    let cpus = allowed_cpus();
+    match cpus.iter().find(|&&c| c % num_cpus == ring % num_cpus) {
+        Some(_) if cpus.contains(&ring) => ring,
+        Some(&c) => c,
+        None => cpu(ring),
+    }
+}
+
+/// Two CPUs this process may run on, for two threads whose events a device of two CPUs is
+/// to keep apart: on such a device the events of CPU `c` go to the rings of CPU `c % 2`
+/// (`cpu0` or `cpu0.shared`, `cpu1` or `cpu1.shared`: what `--cpu 0` and `--cpu 1` name).
+/// So an even CPU and an odd one where this process may run on both; else (a single CPU, or
+/// all of one parity) the first twice, and both threads' events go to the same ring.
+pub fn cpu_pair() -> [usize; 2] {
+    let cpus = allowed_cpus();
+    let even = cpus.iter().find(|&&c| c % 2 == 0);
+    let odd = cpus.iter().find(|&&c| c % 2 == 1);
+    match (even, odd) {
+        (Some(&e), Some(&o)) => [e, o],
+        _ => [cpus[0], cpus[0]],
+    }
 }
 
 /// Sets the length of the file at `path` (cutting or growing it), as another process might.
@@ -152,9 +225,11 @@ impl Progress {
     }
 }
 
-/// Writes, from a thread pinned to CPU `cpu` (modulo this machine's CPUs) and named
-/// `writer-<cpu>` in `dev`, for each `i` of `range`: `one(i)`, `five(i, 255, 3, 4,
-/// "s<cpu>-<i>")` and, if `twelve`, `twelve(i; 12)`. Returns nothing until it is done.
+/// Writes, from a thread pinned to [`cpu_for(cpu, ..)`](cpu_for) (CPU `cpu` where this
+/// process may run there; else one whose events `dev` keeps in the rings of CPU `cpu`
+/// where there is one) and named `writer-<cpu>` in `dev`, for each `i` of `range`: `one(i)`,
+/// `five(i, 255, 3, 4, "s<cpu>-<i>")` and, if `twelve`, `twelve(i; 12)`. Returns nothing
+/// until it is done.
 pub fn write_pinned(
     dev: &ttrace_core::Writer,
     cpu: usize,
@@ -170,7 +245,7 @@ pub fn write_pinned(
     );
     std::thread::scope(|s| {
         s.spawn(|| {
-            pin(cpu);
+            pin_to(cpu_for(cpu, dev.mapping().num_cpus() as usize));
             let ctx = devttrace::thread::context();
             dev.note_thread((ctx >> 32) as u32, ctx as u32, &format!("writer-{cpu}"))
                 .expect("thread name");

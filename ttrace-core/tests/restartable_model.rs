@@ -9,15 +9,31 @@ use ttrace_core::{Config, Kind, Writer};
 use ttrace_layouts::aux::{aux_ref_parts, AuxPath, AuxTag};
 use ttrace_layouts::entry::TypeWord;
 
-fn pin(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_setaffinity only reads it.
+/// Lets the calling thread run only on the first CPU it may run on (not CPU 0 where a
+/// cpuset or `taskset` leaves that out), and returns that CPU.
+fn pin_first() -> usize {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it, for the
+    // calling thread; sched_setaffinity only reads the one made here.
     unsafe {
         let mut set: libc::cpu_set_t = core::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set),
+            0,
+            "sched_getaffinity: {}",
+            std::io::Error::last_os_error()
+        );
+        let cpu = (0..libc::CPU_SETSIZE as usize)
+            .find(|&c| libc::CPU_ISSET(c, &set))
+            .expect("a CPU to run on");
+        libc::CPU_ZERO(&mut set);
         libc::CPU_SET(cpu, &mut set);
         assert_eq!(
             libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set),
-            0
+            0,
+            "sched_setaffinity: {}",
+            std::io::Error::last_os_error()
         );
+        cpu
     }
 }
 
@@ -30,18 +46,18 @@ fn words(ring: &devttrace::ring::Ring<'_, impl devttrace::ring::SlotWords>) -> V
 }
 
 /// A device of 16-slot rings and 16 KiB aux buffers in `tmp`, the calling thread pinned to
-/// CPU 0.
-fn small_device(tmp: &tempfile::TempDir) -> Writer {
+/// a CPU that has its rings in it: the device and that CPU.
+fn small_device(tmp: &tempfile::TempDir) -> (Writer, usize) {
+    let cpu = pin_first();
     let dev = Writer::open(&Config {
         ring_slots: 16,
         aux_bytes: 1 << 14,
-        cpus: Some(devttrace::config::configured_cpus()),
+        cpus: Some(devttrace::config::configured_cpus().max(cpu as u32 + 1)),
         calibration: std::time::Duration::from_millis(2),
         ..Config::at(tmp.path().join("dev"))
     })
     .unwrap();
-    pin(0);
-    dev
+    (dev, cpu)
 }
 
 /// The assembly stores what the Rust model of the same sequence stores: every word of
@@ -51,11 +67,11 @@ fn small_device(tmp: &tempfile::TempDir) -> Writer {
 #[test]
 fn the_assembly_stores_what_the_model_stores() {
     let tmp = tempfile::tempdir().unwrap();
-    let dev = small_device(&tmp);
+    let (dev, cpu) = small_device(&tmp);
     let ring = if dev.restartable() {
-        0
+        cpu
     } else {
-        dev.mapping().shared_ring_index(0)
+        dev.mapping().shared_ring_index(cpu as u32)
     };
     let model = HeapRing::<AtomicU64>::new(16);
     let last = AtomicU64::new(0);
@@ -76,7 +92,7 @@ fn the_assembly_stores_what_the_model_stores() {
             [0]
         .load(Relaxed);
         let mut parent = [0u64; 7];
-        parent[0] = TypeWord(word).with_cpu(0).0;
+        parent[0] = TypeWord(word).with_cpu(cpu as u32).0;
         parent[1] = ctx;
         parent[2..].copy_from_slice(&args[..5]);
         let cont: [u64; 7] = args[5..].try_into().unwrap();
@@ -118,7 +134,7 @@ fn the_assembly_stores_what_the_model_stores() {
         if !dev.restartable() {
             continue;
         }
-        let path = AuxPath::new(AuxTag::String, 0, bytes.len() as u64, false);
+        let path = AuxPath::new(AuxTag::String, cpu as u32, bytes.len() as u64, false);
         let start = aux
             .aux()
             .write_restartable(path, 0, ctx, &bytes, usize::MAX);
@@ -144,7 +160,7 @@ fn the_combined_section_stores_what_the_model_stores() {
     use devttrace::restartable::{write_event, StringArg};
     use ttrace_core::args::Strings;
     let tmp = tempfile::tempdir().unwrap();
-    let dev = small_device(&tmp);
+    let (dev, cpu) = small_device(&tmp);
     assert!(
         dev.restartable(),
         "this test needs rseq (glibc 2.35 or later, registered)"
@@ -177,7 +193,7 @@ fn the_combined_section_stores_what_the_model_stores() {
                 strings.push(bytes);
                 model_strings.push(StringArg {
                     word: k + 2,
-                    path: AuxPath::new(AuxTag::String, 0, bytes.len() as u64, false),
+                    path: AuxPath::new(AuxTag::String, cpu as u32, bytes.len() as u64, false),
                     bytes,
                 });
             } else {
@@ -196,9 +212,9 @@ fn the_combined_section_stores_what_the_model_stores() {
         };
         assert!(ok, "event {i}");
         let head = model.head.load(Relaxed);
-        let stamp = dev.mapping().ring(0).slots[(head & 15) as usize].words[0].load(Relaxed);
+        let stamp = dev.mapping().ring(cpu).slots[(head & 15) as usize].words[0].load(Relaxed);
         let mut event = [0u64; 14];
-        event[0] = TypeWord(word).with_cpu(0).0;
+        event[0] = TypeWord(word).with_cpu(cpu as u32).0;
         event[1] = ctx;
         for k in &at {
             args[*k] = 0;
@@ -208,7 +224,7 @@ fn the_combined_section_stores_what_the_model_stores() {
             &model.ring(),
             &last,
             &aux.aux(),
-            0,
+            cpu,
             stamp,
             &mut event,
             nargs == 12,
@@ -217,19 +233,19 @@ fn the_combined_section_stores_what_the_model_stores() {
         );
         assert_eq!(got, Some(stamp), "event {i}");
         assert_eq!(
-            words(&dev.mapping().ring(0)),
+            words(&dev.mapping().ring(cpu)),
             words(&model.ring()),
             "event {i}: the ring"
         );
         assert_eq!(
-            dev.mapping().ring(0).head.load(Relaxed),
+            dev.mapping().ring(cpu).head.load(Relaxed),
             model.head.load(Relaxed)
         );
         assert_eq!(
-            dev.mapping().ring_header(0).last_stamp.load(Relaxed),
+            dev.mapping().ring_header(cpu).last_stamp.load(Relaxed),
             last.load(Relaxed)
         );
-        let a = dev.mapping().aux(0);
+        let a = dev.mapping().aux(cpu);
         let got: Vec<u64> = a.words.iter().map(|w| w.load(Relaxed)).collect();
         let want: Vec<u64> = aux.words.iter().map(|w| w.load(Relaxed)).collect();
         assert_eq!(got, want, "event {i}: the aux buffer");

@@ -109,13 +109,19 @@ fn hot_plugged_cpus_fold_onto_existing_rings() {
 #[test]
 fn aux_wraps_and_first_last_describe_exactly_the_records_kept() {
     let tmp = tempfile::tempdir().unwrap();
-    let dev = Device::open(&small(tmp.path())).unwrap();
+    // One CPU's buffer: this thread's, pinned to one CPU, which has its rings in the device
+    // (its restartable ring's buffer, or its shared one's).
+    let cpu = ttrace_tests::pin(0);
+    let n = (cpu + 1).max(2);
+    let dev = Device::open(&Config {
+        cpus: Some(n as u32),
+        ..small(tmp.path())
+    })
+    .unwrap();
     let size = dev.mapping().header().aux_size;
     let mut written = BTreeMap::new();
     let mut total = 0u64;
-    // One CPU's buffer: this thread's, on CPU 0 (its restartable ring's, or its shared one's).
-    ttrace_tests::pin(0);
-    let buffer = if dev.restartable() { 0 } else { 2 };
+    let buffer = if dev.restartable() { cpu } else { n + cpu };
     for i in 0..400u64 {
         let text = format!("record {i} {}", "x".repeat((i * 37 % 200) as usize));
         let word = dev

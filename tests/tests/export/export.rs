@@ -1640,8 +1640,10 @@ fn detailed_trace(dir: &Path, slots: u64) -> ttrace_core::Writer {
         "{a} {b} {c} {d} {e} {f} {g} {h} {i} {j} {k} {l:x}",
     );
     let (alpha, beta) = (1 << 32 | 2, 1 << 32 | 3);
-    // On CPU 0, so that everything goes to ring `cpu0`.
-    ttrace_tests::rseq::set_affinity(0, &[0]).unwrap();
+    // On one CPU (the first this process may run on), so that everything goes to one ring:
+    // `cpu0` (or `cpu0.shared`: that CPU's where it is not CPU 0, or restartable sequences
+    // are not available).
+    ttrace_tests::pin(0);
     w.note_thread(1, 2, "alpha-thread").unwrap();
     w.note_thread(1, 3, "beta").unwrap();
     let say = |ctx: u64, text: String| {
