@@ -37,19 +37,33 @@ fn messages_whose_text_was_overwritten_are_shown_and_counted_everywhere() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     // 2,000 messages of 40 bytes (64 with the record's header) into a 16 KiB aux buffer
-    // per ring: a few hundred texts stay; the rings keep every message's entry.
+    // per ring: a few hundred texts stay; the rings keep every message's entry. All from
+    // one CPU, so into one ring and its one buffer: the writer is started from a thread
+    // pinned to it, and inherits that.
     let texts: Vec<String> = (0..2000)
         .map(|i| format!("message {i:04} {}", "m".repeat(27)))
         .collect();
-    env_writer!(&dir)
-        .env("TTRACE_AUX_SIZE", "16k")
-        .env("TTRACE_RING_SLOTS", "4096")
-        .args(texts.iter().map(|t| format!("info={t}")))
-        .succeeds();
+    let cpu = std::thread::scope(|s| {
+        s.spawn(|| {
+            let cpu = ttrace_tests::pin(0);
+            env_writer!(&dir)
+                .env("TTRACE_AUX_SIZE", "16k")
+                .env("TTRACE_RING_SLOTS", "4096")
+                .args(texts.iter().map(|t| format!("info={t}")))
+                .succeeds();
+            cpu
+        })
+        .join()
+        .unwrap()
+    });
 
     let dump = reader!("dump", &dir).ok();
     let shown: Vec<&str> = dump.lines().filter(|l| l.contains(" info(")).collect();
     assert_eq!(shown.len(), 2000, "every message has its line");
+    assert!(
+        shown.iter().all(|l| l.contains(&format!(" cpu{cpu} "))),
+        "every message written on CPU {cpu}: {shown:#?}"
+    );
     let lost = shown
         .iter()
         .filter(|l| l.ends_with(" info(<lost>)"))
@@ -97,16 +111,18 @@ fn naming_cpus_keeps_their_messages_new_and_old() {
     let args: Vec<String> = (0..50).map(|i| format!("info=note {i}")).collect();
     env_writer!(&dir).args(&args).succeeds();
     let cpus = devttrace::Reader::open(&dir).unwrap().version().num_cpus as usize;
-    // A message of an older writer: an aux record alone, in the buffer of CPU 0's ring.
-    {
+    // A message of an older writer: an aux record alone, in the buffer of a ring of the
+    // CPU it is written on (its restartable ring, or its shared one: `cpu % cpus`'s).
+    let old_cpu = {
         let dev = ttrace_core::Writer::open(&ttrace_core::Config::at(&dir)).unwrap();
-        let on_cpu0 = std::thread::spawn(move || {
-            ttrace_tests::pin(0);
+        let pinned = std::thread::spawn(move || {
+            let cpu = ttrace_tests::pin(0);
             dev.aux_write(AuxTag::Info, dev.context(), b"an old writer's message")
                 .expect("room for it");
+            cpu
         });
-        on_cpu0.join().unwrap();
-    }
+        pinned.join().unwrap() % cpus
+    };
     let all = sorted_events(&reader!("dump", &dir).ok());
     assert_eq!(
         all.iter().filter(|l| l.contains(" info(")).count(),
@@ -117,12 +133,12 @@ fn naming_cpus_keeps_their_messages_new_and_old() {
     let every: Vec<String> = (0..cpus).map(|c| c.to_string()).collect();
     let named = sorted_events(&reader!("dump", &dir, "--cpu", every.join(",")).ok());
     assert_eq!(named, all);
-    // One CPU at a time: each message once, the old one with CPU 0.
+    // One CPU at a time: each message once, the old one with the CPU it was written on.
     let mut union = Vec::new();
     for c in 0..cpus {
         let one = sorted_events(&reader!("dump", &dir, "--cpu", c.to_string()).ok());
         let old = one.iter().any(|l| l.contains("an old writer's message"));
-        assert_eq!(old, c == 0, "cpu{c}: {one:#?}");
+        assert_eq!(old, c == old_cpu, "cpu{c}: {one:#?}");
         union.extend(one);
     }
     union.sort();
