@@ -1,9 +1,14 @@
 //! A writer process for the cross-process tests:
 //! `ttrace-test-writer <device-dir> <events> <tag>` records `events` events of the shared
-//! tracepoint (arguments: tag, index, a string) from a thread named `writer-<tag>`. It first
-//! prints the path its trace points take: `restartable` (`Device::restartable()`) or
-//! `shared`; with a fourth argument `wait`, it then waits for its standard input to close
-//! before it writes (so that a test can start several at once).
+//! tracepoint (arguments: tag, index, a string) from a thread named `writer-<tag>`, then one
+//! `writer_done`. It first prints the path its trace points take: `restartable`
+//! (`Device::restartable()`) or `shared`. With a fourth argument `wait`, it writes the first
+//! half of its events (`events / 2`), prints `half`, and waits for its standard input to
+//! close before it writes the rest: so that a test can make several write at the same time,
+//! by construction (each has written before the test lets any go on, and writes after).
+//!
+//! It opens the device with the default ring size and CPUs, so it accepts an existing
+//! device's (and creates one of 16384-slot rings for every CPU of this machine).
 
 use ttrace_core::{point, tracepoint};
 
@@ -21,7 +26,11 @@ fn main() {
         }
     };
     let (events, tag): (u64, u64) = (events.parse().expect("events"), tag.parse().expect("tag"));
-    match ttrace_core::init(&ttrace_tests::config(dir.as_ref(), 16384, 2)) {
+    let config = ttrace_core::Config {
+        cpus: None,
+        ..ttrace_tests::config(dir.as_ref(), 16384, 1)
+    };
+    match ttrace_core::init(&config) {
         Ok(dev) if dev.restartable() => println!("restartable"),
         Ok(_) => println!("shared"),
         Err(e) => {
@@ -29,14 +38,22 @@ fn main() {
             std::process::exit(1);
         }
     }
-    if wait {
-        use std::io::Read;
-        let _ = std::io::stdin().read_to_end(&mut Vec::new());
-    }
     std::thread::Builder::new()
         .name(format!("writer-{tag}"))
         .spawn(move || {
-            for i in 0..events {
+            let half = if wait { events / 2 } else { 0 };
+            for i in 0..half {
+                point!(SHARED, tag, i, format!("t{tag}-{i}").as_str());
+            }
+            if wait {
+                use std::io::{Read, Write};
+                let mut out = std::io::stdout().lock();
+                out.write_all(b"half\n")
+                    .and_then(|()| out.flush())
+                    .expect("stdout");
+                let _ = std::io::stdin().read_to_end(&mut Vec::new());
+            }
+            for i in half..events {
                 point!(SHARED, tag, i, format!("t{tag}-{i}").as_str());
             }
             point!(ONLY_HERE, tag);

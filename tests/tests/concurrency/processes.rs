@@ -2,10 +2,39 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::process::Stdio;
+use std::process::{ChildStdout, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
 use ttrace_core::Writer;
 use ttrace_tests::rseq::{WritePath, RSEQ_REQUIRED};
 use ttrace_tests::test_writer;
+
+/// How long a writer may take to print its next line: what only a hung one exceeds (a
+/// bound on a failure, not a way to order anything).
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// The lines of a child's standard output, as they come (read by a thread of their own).
+fn lines_of(out: ChildStdout) -> Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Writer `tag`'s next line (`None` once it closed its output: it ended), awaited for
+/// [`PATIENCE`] at most.
+fn next_line(lines: &Receiver<String>, tag: usize, what: &str) -> Option<String> {
+    match lines.recv_timeout(PATIENCE) {
+        Ok(line) => Some(line),
+        Err(RecvTimeoutError::Disconnected) => None,
+        Err(RecvTimeoutError::Timeout) => panic!("writer {tag}: no {what} after {PATIENCE:?}"),
+    }
+}
 
 #[test]
 fn two_processes_share_rings_aux_and_tracepoint_ids() {
@@ -114,21 +143,36 @@ fn fallback_and_restartable_writer_processes_share_a_device_exactly() {
         })
         .collect();
     let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
-    // Each says its path once its device is open, then waits: let them all go at once.
-    let mut said = Vec::new();
-    for c in &mut children {
-        let mut line = String::new();
-        BufReader::new(c.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        said.push(line);
+    let lines: Vec<Receiver<String>> = children
+        .iter_mut()
+        .map(|c| lines_of(c.stdout.take().unwrap()))
+        .collect();
+    // Each says its path once its device is open, writes the first half of its events, says
+    // `half` and waits for its input to close. Once all said it, every one has written and
+    // none has written its second half: let them all go on. So each writes events after
+    // every other wrote some, and before every other wrote its last: they all write at the
+    // same time, by construction.
+    let said: Vec<String> = (1..)
+        .zip(&lines)
+        .map(|(tag, l)| next_line(l, tag, "path").unwrap_or_default())
+        .collect();
+    for (tag, l) in (1..).zip(&lines) {
+        let half = next_line(l, tag, "half");
+        assert_eq!(
+            half.as_deref(),
+            Some("half"),
+            "writer {tag} (said {said:?})"
+        );
     }
     for c in &mut children {
         drop(c.stdin.take());
     }
-    for (i, c) in children.into_iter().enumerate() {
-        let out = c.wait_with_output().unwrap();
-        assert!(out.status.success(), "writer {}: {}", i + 1, out.status);
+    for (i, mut c) in children.into_iter().enumerate() {
+        // Its output closes when it ends.
+        let rest = next_line(&lines[i], i + 1, "end");
+        assert_eq!(rest, None, "writer {}", i + 1);
+        let status = c.wait().unwrap();
+        assert!(status.success(), "writer {}: {status}", i + 1);
         let said = &said[i];
         let want = if paths[i].restartable() {
             "restartable"
@@ -230,22 +274,27 @@ fn fallback_and_restartable_writer_processes_share_a_device_exactly() {
             );
         }
     }
-    // They wrote at the same time: some restartable writer's events interleave in time with
-    // some fallback writer's.
-    let overlapping = (1..=paths.len())
+    // They wrote at the same time (made so above), and the stamps say so: every restartable
+    // writer's events interleave in time with every fallback writer's.
+    let pairs: Vec<(usize, usize)> = (1..=paths.len())
         .flat_map(|a| (1..=paths.len()).map(move |b| (a, b)))
         .filter(|&(a, b)| paths[a - 1].restartable() && !paths[b - 1].restartable())
+        .collect();
+    let overlapping = pairs
+        .iter()
         .filter(|(a, b)| span[a].0 < span[b].1 && span[b].0 < span[a].1)
         .count();
     println!(
         "fallback test: {} writers ({:?}), {total} events, each in a ring of its writer's path, \
-         all present, none lost, none mixed; {overlapping} of 8 (restartable, fallback) pairs \
+         all present, none lost, none mixed; {overlapping} of {} (restartable, fallback) pairs \
          wrote at the same time",
         paths.len(),
-        paths
+        paths,
+        pairs.len()
     );
-    assert!(
-        overlapping > 0,
-        "no restartable writer wrote while a fallback one did"
+    assert_eq!(
+        overlapping,
+        pairs.len(),
+        "every restartable writer wrote while every fallback one did: {span:?}"
     );
 }
