@@ -5,10 +5,15 @@
 //! what `ttrace-reader dump` must show after the thread name: `tracepoint(arguments)`. The
 //! `pingpong` events alternate between two threads pinned to different CPUs (when there are
 //! two), each sent only after the other's was recorded: their `seq` gives their true order.
+//!
+//! Every thread is pinned, to the CPUs of `ttrace_tests::cpu_pair`: `pinger` and `files` to
+//! the first, `ponger` to the second. So on its device of two CPUs the events of `pinger` and
+//! `files` are in one ring of CPU 0's or of CPU 1's, those of `ponger` in one of the other
+//! CPU's (in the same ring where this process may run on CPUs of one parity only).
 
 use std::sync::mpsc;
 use ttrace_core::{point, tracepoint};
-use ttrace_reader::demo::pin;
+use ttrace_tests::pin_to as pin;
 
 tracepoint!(static PING: Start = "pingpong", "seq={seq} by={by:s}");
 tracepoint!(static OPEN: Entry = "file_open", "path={path:s} flags={flags:x} delta={delta:d}");
@@ -42,13 +47,13 @@ fn main() {
         eprintln!("ttrace-test-app: {e}");
         std::process::exit(1);
     }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let [first, second] = ttrace_tests::cpu_pair();
 
     // Two threads passing a token: each event is recorded before the token moves on.
     let (to_pong, from_ping) = mpsc::channel::<u64>();
     let (to_ping, from_pong) = mpsc::channel::<u64>();
     let pinger = spawn("pinger", move || {
-        pin(0);
+        pin(first);
         let mut lines = Vec::new();
         for round in 0..rounds {
             let seq = 2 * round;
@@ -60,7 +65,7 @@ fn main() {
         lines
     });
     let ponger = spawn("ponger", move || {
-        pin(1 % cpus);
+        pin(second);
         let mut lines = Vec::new();
         while let Ok(seq) = from_ping.recv() {
             point!(PING, seq, "pong");
@@ -74,6 +79,7 @@ fn main() {
     // A thread with strings, hex and negative numbers, and 12-word events (continuations);
     // its second `file_open` call lasts 1.5 ms.
     let files = spawn("files", move || {
+        pin(first);
         let mut lines = Vec::new();
         for i in 0..rounds {
             let path = format!("/data/{i}/log \"{}\"", i % 3);

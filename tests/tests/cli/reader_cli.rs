@@ -58,6 +58,40 @@ fn parse_line(l: &str) -> Line {
     }
 }
 
+/// The lines of the rings of a device of two CPUs as a footer (`prefix` `"# "`) or `stats`
+/// (`""`) shows them, checked to be: a line for each restartable ring (`cpu0`, `cpu1`; only
+/// `cpu<c>`'s with `only` `c`), then one for each shared ring written (of those CPUs). Their
+/// events counts, with the lines.
+fn ring_lines<'a, S: AsRef<str>>(
+    lines: &'a [S],
+    prefix: &str,
+    only: Option<u32>,
+) -> Vec<(u64, &'a str)> {
+    let cpus: Vec<u32> = only.map_or(vec![0, 1], |c| vec![c]);
+    let mut shared = cpus.iter();
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let l = l.as_ref();
+            let name = match cpus.get(i) {
+                Some(c) => format!("{prefix}cpu{c}: "),
+                None => match shared.find(|&&c| l.starts_with(&format!("{prefix}cpu{c}.shared: ")))
+                {
+                    Some(c) => format!("{prefix}cpu{c}.shared: "),
+                    None => panic!(
+                        "not a ring's line, in the order expected: {l:?} in {:?}",
+                        lines.iter().map(AsRef::as_ref).collect::<Vec<_>>()
+                    ),
+                },
+            };
+            assert!(l.starts_with(&name), "{l:?} is not {name:?}...");
+            let n = l[name.len()..].split(' ').next().unwrap().parse().unwrap();
+            (n, l)
+        })
+        .collect()
+}
+
 /// The event lines and the comment lines of a dump.
 fn dump_lines(out: &str) -> (Vec<Line>, Vec<&str>) {
     let (comments, events): (Vec<&str>, Vec<&str>) = out.lines().partition(|l| l.starts_with('#'));
@@ -85,17 +119,33 @@ fn dump_shows_what_another_process_wrote_line_by_line_in_time_order() {
         "{}",
         comments[0]
     );
+    // The footer: a line per ring (each restartable one, `cpu0` and `cpu1`, then each shared
+    // one written), the aux buffers' line and the totals' line.
     let footer: Vec<&String> = comments[1..].iter().collect();
-    assert_eq!(footer.len(), 4, "{footer:?}");
-    for f in &footer[..2] {
+    let rings = ring_lines(&footer[..footer.len() - 2], "# ", None);
+    assert!(footer[rings.len()].starts_with("# aux: "), "{footer:?}");
+    for (_, f) in &rings {
         assert!(
             f.contains(" 0 entries lost, 0 incomplete, 0 events dropped"),
             "{f}"
         );
     }
+    // Each ring counts the events it shows, and the application's CPUs wrote one ring each.
+    let pair = ttrace_tests::cpu_pair();
+    let written: Vec<u64> = rings.iter().map(|(n, _)| *n).filter(|&n| n > 0).collect();
+    assert_eq!(
+        written.iter().sum::<u64>(),
+        lines.len() as u64,
+        "{footer:?}"
+    );
+    assert_eq!(
+        written.len(),
+        if pair[0] == pair[1] { 1 } else { 2 },
+        "the application on CPUs {pair:?}: {footer:?}"
+    );
     // The last line counts the lines printed.
     assert_eq!(
-        *footer[3],
+        *footer[rings.len() + 1],
         format!(
             "# {} events ({} trace points, 0 messages); 0 entries lost, 0 events dropped, 0 strings lost",
             lines.len(),
@@ -108,7 +158,7 @@ fn dump_shows_what_another_process_wrote_line_by_line_in_time_order() {
     let mut per_thread: HashMap<&str, Vec<&str>> = HashMap::new();
     for l in &lines {
         assert_eq!(l.pid, pid);
-        assert!(l.cpu < 2 || std::thread::available_parallelism().unwrap().get() > 2);
+        assert!(pair.contains(&(l.cpu as usize)), "{l:?}: not on {pair:?}");
         per_thread.entry(&l.thread).or_default().push(&l.text);
     }
     let mut want: HashMap<&str, Vec<&str>> = HashMap::new();
@@ -151,15 +201,27 @@ fn since_cpu_and_filter_narrow_the_dump() {
     let (close, _) = dump(&[d, "--filter", "file_?????"]);
     assert_eq!(close.len(), 20, "file_close");
 
-    let (cpu0, comments) = dump(&[d, "--cpu", "0"]);
-    assert!(cpu0.iter().all(|l| l.cpu == 0 || l.cpu % 2 == 0));
-    assert_eq!(
-        comments.iter().filter(|c| c.starts_with("# cpu")).count(),
-        1
-    );
-    let (cpu1, _) = dump(&[d, "--cpu", "1"]);
+    // The application's threads are pinned, to an even CPU and an odd one where there are
+    // both (`ttrace_tests::cpu_pair`): on its device of two CPUs, the events of an even CPU
+    // are in a ring of CPU 0's, an odd one's in a ring of CPU 1's, one ring for each.
+    let pair = ttrace_tests::cpu_pair();
+    let mut by_cpu = Vec::new();
+    for c in 0..2u32 {
+        let (lines, comments) = dump(&[d, "--cpu", &c.to_string()]);
+        assert!(lines.iter().all(|l| l.cpu % 2 == c), "--cpu {c}: {lines:?}");
+        let footer: Vec<&String> = comments.iter().filter(|c| c.starts_with("# cpu")).collect();
+        let rings = ring_lines(&footer, "# ", Some(c));
+        let written = pair.iter().any(|&p| p % 2 == c as usize);
+        assert_eq!(
+            rings.iter().filter(|(n, _)| *n > 0).count(),
+            written as usize,
+            "--cpu {c} (the application on CPUs {pair:?}): {comments:?}"
+        );
+        assert_eq!(lines.is_empty(), !written, "--cpu {c}");
+        by_cpu.push(lines);
+    }
     let (both, _) = dump(&[d, "--cpu", "0,1"]);
-    assert_eq!(cpu0.len() + cpu1.len(), all.len());
+    assert_eq!(by_cpu[0].len() + by_cpu[1].len(), all.len());
     assert_eq!(both.len(), all.len());
 
     // --since takes the time as the first column shows it, and keeps that event.
@@ -288,6 +350,23 @@ fn ctl_changes_what_a_writer_records_and_rejects_bad_commands() {
     assert_eq!(dump(&[d]).0.len(), 30 + 50);
 }
 
+/// The positions written in all the rings of the device `dir` so far (0 before it exists).
+fn written(dir: &Path) -> u64 {
+    devttrace::Reader::open(dir).map_or(0, |d| {
+        let map = d.mapping();
+        (0..map.num_rings())
+            .map(|r| map.ring(r).head.load(std::sync::atomic::Ordering::Acquire))
+            .sum()
+    })
+}
+
+/// Sends `signal` to process `pid`.
+fn signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill only sends a signal, to a child of this test that it has not reaped.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, signal) };
+    assert_eq!(rc, 0, "kill: {}", std::io::Error::last_os_error());
+}
+
 #[test]
 fn the_trace_of_a_writer_killed_with_sigkill_is_still_dumped() {
     let tmp = tempfile::tempdir().unwrap();
@@ -297,30 +376,53 @@ fn the_trace_of_a_writer_killed_with_sigkill_is_still_dumped() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until the writer has recorded a good number of events (bounded: 60 s).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let recorded = devttrace::Reader::open(&dir)
-            .and_then(|d| {
-                devttrace::View::of(&d, 0).map(|v| v.cpus.iter().map(|c| c.events.len()).sum())
-            })
-            .unwrap_or(0usize);
-        if recorded >= 200 {
-            break;
-        }
+    let pid = writer.id();
+    // Wait until the trace holds what is checked below: a good number of events, one of them
+    // worker-0's `request_start`. Looked at with the writer stopped (SIGSTOP), so that it is
+    // still so when the writer dies: it is killed there, stopped. Else it goes on, and is
+    // looked at again once it wrote more. (Bounded: what only a hang exceeds.)
+    let wanted = |events: &[Line]| {
+        events.len() >= 200
+            && events
+                .iter()
+                .any(|l| l.thread == "worker-0" && l.text.starts_with("request_start(id="))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut seen = 0;
+    let looked = loop {
         assert!(
             std::time::Instant::now() < deadline,
-            "the writer recorded nothing"
+            "after {seen} positions written, no worker-0 request_start in 200 events or more"
         );
-        std::thread::yield_now();
-    }
-    writer.kill().unwrap(); // SIGKILL
+        if written(&dir) == seen {
+            std::thread::yield_now();
+            continue;
+        }
+        signal(pid, libc::SIGSTOP);
+        let mut status = 0;
+        // SAFETY: waitpid writes the status of our child `pid` to a valid int; WUNTRACED
+        // reports its stop (it is reaped only by `wait` below).
+        let rc = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WUNTRACED) };
+        assert!(
+            rc == pid as libc::pid_t && libc::WIFSTOPPED(status),
+            "the writer did not stop: {rc} {status:#x}"
+        );
+        seen = written(&dir);
+        let looked = dump(&[dir.to_str().unwrap()]);
+        if wanted(&looked.0) {
+            break looked;
+        }
+        signal(pid, libc::SIGCONT);
+    };
+    writer.kill().unwrap(); // SIGKILL, stopped where it was looked at
     assert!(!writer.wait().unwrap().success());
     let (events, comments) = dump(&[dir.to_str().unwrap()]);
-    assert!(events.len() >= 200, "{} events", events.len());
-    assert!(events
-        .iter()
-        .any(|l| l.thread == "worker-0" && l.text.starts_with("request_start(id=")));
+    assert_eq!(
+        events.len(),
+        looked.0.len(),
+        "what it had written when it died"
+    );
+    assert!(wanted(&events), "{} events", events.len());
     assert!(events.windows(2).all(|w| w[0].ns <= w[1].ns));
     assert!(comments[comments.len() - 2].starts_with("# aux: "));
     assert!(comments
@@ -486,8 +588,17 @@ fn stats_reports_counts_and_tracepoints() {
     let out = reader!("stats", d).run();
     assert!(out.status.success());
     let s = out.stdout;
+    // A line per ring (each restartable one, then each shared one written): the
+    // application's threads are pinned, to two CPUs whose events go to two rings
+    // (`ttrace_tests::cpu_pair`), or to one.
+    let pair = ttrace_tests::cpu_pair();
     let cpu_lines: Vec<&str> = s.lines().filter(|l| l.starts_with("cpu")).collect();
-    assert_eq!(cpu_lines.len(), 2, "{s}");
+    let rings = ring_lines(&cpu_lines, "", None);
+    assert_eq!(
+        rings.iter().filter(|(n, _)| *n > 0).count(),
+        if pair[0] == pair[1] { 1 } else { 2 },
+        "{s}"
+    );
     // `cpu0: 10 events (12 entries), ...`
     let count = |l: &str, i: usize| -> u64 {
         let words: Vec<&str> = l.split_once(": ").unwrap().1.split(' ').collect();
@@ -594,7 +705,21 @@ fn garbage_in_the_rings_aux_and_metadata_is_survived_and_reported() {
             }
         })
     };
-    scramble(&dir.join("cpu0"), 4096);
+    // A ring the application wrote (which of them depends on the CPUs it may run on).
+    let ring = {
+        let dev = devttrace::Reader::open(&dir).unwrap();
+        let written = (0..dev.cpus())
+            .find(|&r| {
+                dev.mapping()
+                    .ring(r)
+                    .head
+                    .load(std::sync::atomic::Ordering::Acquire)
+                    > 0
+            })
+            .expect("a ring written");
+        dev.ring_name(written)
+    };
+    scramble(&dir.join(&ring), 4096);
     scramble(&dir.join("aux"), 0);
     // The metadata records start after the header page and the tracepoint table.
     let max = devttrace::Reader::open(&dir)
@@ -610,8 +735,11 @@ fn garbage_in_the_rings_aux_and_metadata_is_survived_and_reported() {
     }
     let out = reader!("dump", &dir).run();
     let s = out.stdout;
-    let cpu0 = s.lines().find(|l| l.starts_with("# cpu0: ")).unwrap();
-    assert!(cpu0.contains(" malformed"), "{cpu0}");
+    let line = s
+        .lines()
+        .find(|l| l.starts_with(&format!("# {ring}: ")))
+        .unwrap();
+    assert!(line.contains(" malformed"), "{line}");
     assert!(
         s.lines()
             .any(|l| l.starts_with("# aux: ") && l.contains("damaged")),
