@@ -349,48 +349,115 @@ fn counts<T>(r: &devttrace::RingSnapshot<T>) -> Counts {
     (r.head, r.committed, r.claimed, r.lost, r.after_cut)
 }
 
-/// Two threads write `each` events each into a device of `slots`-slot rings while the
-/// reader takes snapshots, dumps' views and saved files over and over; `check` gets the
+/// Two threads, pinned (to two CPUs where there are two), write at least `each` events each
+/// into a device of `slots`-slot rings (that has a ring of each kind for their CPUs) while
+/// the reader takes snapshots, dumps' views and saved files over and over; `check` gets the
 /// counts of each ring written (the restartable ones, or with `shared` the shared ones) of
 /// each read, and whether the read was live (a saved file does not say how much was written
 /// while it was saved).
-fn read_while_writing(slots: u64, each: u64, shared: bool, check: impl Fn(Counts, bool)) {
+///
+/// The reads overlap the writes by construction, however the threads are scheduled: a
+/// writer records only while a read is under way (after the reader said it began one, and
+/// before it said it ended it), at most `each / 4` events during one read, and goes on until
+/// it recorded at least `each` events and, in at least three different reads, an event that
+/// began and ended while that read went on; the reader reads until the writers are done.
+/// With `cap` (rings that must not wrap) a writer that would record more than `slots / 2`
+/// events fails instead (one read ending during each of thousands of a writer's events).
+fn read_while_writing(
+    slots: u64,
+    each: u64,
+    shared: bool,
+    cap: bool,
+    check: impl Fn(Counts, bool),
+) {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    use std::time::{Duration, Instant};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
+    let cpus = [ttrace_tests::cpu(0), ttrace_tests::cpu(1)];
+    let n = *cpus.iter().max().unwrap() as u32 + 1;
     let w = std::sync::Arc::new(
-        ttrace_core::Writer::open(&ttrace_tests::config(&dir, slots, 2)).unwrap(),
+        ttrace_core::Writer::open(&ttrace_tests::config(&dir, slots, n.max(2))).unwrap(),
     );
     assert!(w.restartable(), "{}", ttrace_tests::rseq::RSEQ_REQUIRED);
+    let n = w.mapping().num_cpus() as usize;
     let word = ttrace_tests::define(&w, "n", "n={n}");
     let dev = Reader::open(&dir).unwrap();
     let file = tmp.path().join("s.ttrace");
+    // The reader's progress: `2r + 1` while it takes read `r`, `2r + 2` once that is done.
+    let progress = std::sync::Arc::new(AtomicU64::new(0));
+    // Bounds on a failure (a hung thread), not ways to order anything.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let most = if cap { slots / 2 } else { u64::MAX };
+    let per_read = each / 4;
     let writers: Vec<_> = (0..2u64)
         .map(|k| {
-            let w = w.clone();
+            let (w, progress) = (w.clone(), progress.clone());
             std::thread::spawn(move || {
-                for i in 0..each {
+                ttrace_tests::pin(k as usize);
+                // Events written, and reads during which one was written whole.
+                let (mut i, mut during) = (0u64, 0u64);
+                let (mut read, mut in_read, mut confirmed) = (0, 0, false);
+                while i < each || during < 3 {
+                    assert!(i < most, "{i} events written, during {during} reads only");
+                    let p = progress.load(SeqCst);
+                    if p % 2 == 0 || (p == read && in_read == per_read) {
+                        assert!(Instant::now() < deadline, "no read to write during");
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    if p != read {
+                        (read, in_read, confirmed) = (p, 0, false);
+                    }
                     match shared {
                         true => w.emit_shared(word, 7 << 32 | k, &[i]),
                         false => w.emit(word, 7 << 32 | k, &[i]),
                     };
+                    (i, in_read) = (i + 1, in_read + 1);
+                    if !confirmed && progress.load(SeqCst) == p {
+                        (confirmed, during) = (true, during + 1);
+                    }
                 }
+                (i, during)
             })
         })
         .collect();
+    // The rings the writers' CPUs write: restartable `c`, or shared `n + c`.
+    let mut rings: Vec<usize> = cpus
+        .iter()
+        .map(|&c| c + if shared { n } else { 0 })
+        .collect();
+    rings.dedup();
     let mut reads = 0;
-    while !writers.iter().all(|t| t.is_finished()) || reads < 3 {
+    while !writers.iter().all(|t| t.is_finished()) {
+        assert!(Instant::now() < deadline, "the writers never finished");
+        progress.store(2 * reads + 1, SeqCst);
         let snap = dev.snapshot().unwrap();
         let view = devttrace::View::of(&dev, 0).unwrap();
         dev.save(&file).unwrap();
+        progress.store(2 * reads + 2, SeqCst);
         let saved = Reader::open(&file).unwrap().snapshot().unwrap();
-        for r in if shared { 2..4 } else { 0..2 } {
+        for &r in &rings {
             check(counts(&snap.cpus[r]), true);
             check(counts(&view.cpus[r]), true);
             check(counts(&saved.cpus[r]), false);
         }
         reads += 1;
     }
-    writers.into_iter().for_each(|t| t.join().unwrap());
+    let written: Vec<(u64, u64)> = writers.into_iter().map(|t| t.join().unwrap()).collect();
+    // Everything is there, or was counted lost.
+    let last = dev.snapshot().unwrap();
+    let events: u64 = rings
+        .iter()
+        .map(|&r| last.cpus[r].events.len() as u64)
+        .sum();
+    let lost: u64 = rings.iter().map(|&r| last.cpus[r].lost).sum();
+    assert_eq!(
+        events + lost,
+        written.iter().map(|w| w.0).sum::<u64>(),
+        "{reads} reads; written, and during how many: {written:?}"
+    );
+    println!("{reads} reads; written, and during how many of them: {written:?}");
 }
 
 #[test]
@@ -400,6 +467,7 @@ fn reads_taken_while_writers_fill_rings_that_never_wrap_lose_nothing() {
         1 << 16,
         20_000,
         false,
+        true,
         |(head, committed, claimed, lost, _), _| {
             assert_eq!((lost, claimed), (0, 0));
             assert_eq!(committed, head, "every position below the cut");
@@ -414,6 +482,7 @@ fn reads_taken_while_writers_fill_shared_rings_that_never_wrap_lose_nothing() {
     read_while_writing(
         1 << 16,
         20_000,
+        true,
         true,
         |(head, committed, claimed, lost, _), _| {
             assert_eq!(
@@ -433,6 +502,7 @@ fn reads_taken_while_writers_lap_the_rings_count_only_what_was_overwritten() {
     read_while_writing(
         slots,
         50_000,
+        false,
         false,
         |(head, committed, claimed, lost, after_cut), live| {
             let older = head.saturating_sub(slots);
@@ -640,7 +710,10 @@ fn a_snapshot_of_wrapped_rings_keeps_exactly_the_retained_entries_and_the_losses
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let slots = 64;
-    let w = ttrace_core::Writer::open(&ttrace_tests::config(&dir, slots, 2)).unwrap();
+    // Everything from one CPU, which has a ring of each kind: this thread is pinned to it.
+    let cpu = ttrace_tests::pin(0);
+    let w = ttrace_core::Writer::open(&ttrace_tests::config(&dir, slots, cpu as u32 + 1)).unwrap();
+    assert!(w.restartable(), "{}", ttrace_tests::rseq::RSEQ_REQUIRED);
     let one = ttrace_tests::define(&w, "one", "n={n}");
     let twelve = ttrace_tests::define(
         &w,
@@ -662,9 +735,11 @@ fn a_snapshot_of_wrapped_rings_keeps_exactly_the_retained_entries_and_the_losses
         "every slot of the two rings written"
     );
     let frozen = Reader::open(&file).unwrap().snapshot().unwrap();
-    let rings: Vec<_> = frozen.cpus.iter().filter(|r| r.head > 0).collect();
-    assert_eq!(rings.len(), 2);
-    for r in rings {
+    let rings: Vec<usize> = (0..frozen.cpus.len())
+        .filter(|&r| frozen.cpus[r].head > 0)
+        .collect();
+    assert_eq!(rings, [cpu, cpu + 1 + cpu], "the rings of CPU {cpu}");
+    for r in rings.iter().map(|&r| &frozen.cpus[r]) {
         // An event of 12 arguments takes two slots (a parent and its continuation).
         let per = if r.events[0].args().len() == 12 { 2 } else { 1 };
         let kept = slots / per;
