@@ -123,7 +123,9 @@ struct Outcome {
     aimed: bool,
 }
 
-fn spawn(dir: &Path, tmp: &Path, inc: u64, path: WritePath, rng: &mut Rng) -> Writer {
+/// Spawns incarnation `inc`, run on CPU `cpu` only (its affinity set in the child before it
+/// runs: the crasher's own `<cpu>` argument would also map its whole ring in advance).
+fn spawn(dir: &Path, tmp: &Path, inc: u64, path: WritePath, cpu: usize, rng: &mut Rng) -> Writer {
     let file = tmp.join(format!("progress-{inc}"));
     let progress = Progress::open(&file).unwrap();
     // Most die within their loop (about 40 µs to 150 µs long here); a few finish. Half of
@@ -143,6 +145,25 @@ fn spawn(dir: &Path, tmp: &Path, inc: u64, path: WritePath, rng: &mut Rng) -> Wr
         }
     };
     let mut cmd = crasher(dir, &file, inc, EVENTS, &kill, None, path);
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        set
+    };
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls may be made: it makes one system call, sched_setaffinity, on
+    // a set made before the fork, and builds an error (no allocation) if it fails.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(
+            &mut cmd,
+            move || match libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set)
+            {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            },
+        );
+    }
     if rng.below(8) == 0 {
         cmd.env("TTRACE_TEST_LAZY", "1");
     } else {
@@ -171,8 +192,10 @@ struct CrashRun {
     rings: BTreeMap<WritePath, (u64, u64)>,
 }
 
-/// Kills `kills` writers, incarnation `i` on path `paths[i % paths.len()]`, while others
-/// write and a reader copies; checks the trace.
+/// Kills `kills` writers, incarnation `i` on path `paths[i % paths.len()]` and pinned to
+/// the `i % 2`-th CPU this process may run on, while others write and a reader copies;
+/// checks the trace. The device has a ring of each kind for those CPUs, so every event of a
+/// writer on the restartable path is in a restartable ring.
 fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
     let _serial = serial();
     let kills = kills();
@@ -183,9 +206,11 @@ fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
     let most = (kills + WRITERS as u64 + 8) * EVENTS;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
+    let cpus = [ttrace_tests::cpu(0), ttrace_tests::cpu(1)];
+    let cpu_of = |inc: u64| cpus[inc as usize % 2];
     let creator = ttrace_core::Writer::open(&ttrace_core::Config {
         ring_slots: (most / 2 * 3).next_power_of_two().min(1 << 24),
-        cpus: Some(2),
+        cpus: Some(cpus[0].max(cpus[1]) as u32 + 1),
         aux_bytes: (most / 8 * 128).next_power_of_two().max(1 << 20),
         calibration: Duration::from_millis(2),
         ..ttrace_core::Config::at(&dir)
@@ -195,9 +220,10 @@ fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
     drop(creator);
 
     let stop = AtomicBool::new(false);
-    // Generous: what a hung writer would exceed, not a timing target.
-    let deadline =
-        Instant::now() + Duration::from_secs(120) + Duration::from_millis(50) * kills as u32;
+    // Generous: how long a hung writer would go without any writer ending, not a timing
+    // target. Renewed at every writer reaped, so it bounds a hang whatever the kills.
+    let patience = Duration::from_secs(120);
+    let mut deadline = Instant::now() + patience;
     let (outcomes, reader) = std::thread::scope(|s| {
         // A reader copying every ring over and over while writers die.
         let reader = s.spawn(|| {
@@ -225,12 +251,15 @@ fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
             .map(|_| {
                 next += 1;
                 let path = paths[(next - 1) as usize % paths.len()];
-                spawn(&dir, tmp.path(), next - 1, path, &mut rng)
+                spawn(&dir, tmp.path(), next - 1, path, cpu_of(next - 1), &mut rng)
             })
             .collect();
         let mut killed = 0;
         while !running.is_empty() {
-            assert!(Instant::now() < deadline, "writers made no progress: hung");
+            assert!(
+                Instant::now() < deadline,
+                "no writer ended in {patience:?}: hung"
+            );
             let mut i = 0;
             while i < running.len() {
                 let w = &mut running[i];
@@ -263,6 +292,7 @@ fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
                     );
                 }
                 let w = running.swap_remove(i);
+                deadline = Instant::now() + patience;
                 outcomes.insert(
                     w.inc,
                     Outcome {
@@ -278,7 +308,8 @@ fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
                 if killed < kills {
                     next += 1;
                     let path = paths[(next - 1) as usize % paths.len()];
-                    running.push(spawn(&dir, tmp.path(), next - 1, path, &mut rng));
+                    let cpu = cpu_of(next - 1);
+                    running.push(spawn(&dir, tmp.path(), next - 1, path, cpu, &mut rng));
                 }
             }
             std::thread::yield_now();
