@@ -138,34 +138,47 @@ fn every_entry_exit_and_start_stop_pair_is_a_span_at_its_times_with_both_halves_
             ttrace_reader::decode::utc(s.start),
             ttrace_reader::decode::utc(s.end),
         );
-        // Its first half at its start, its second at its end, on one thread.
-        let halves = events
-            .iter()
-            .filter(|e| e.time == start && e.text.starts_with(begin))
-            .find_map(|first| {
-                let last = at.get(&(first.tid, stop.as_str()))?;
-                Some((first, *last.iter().find(|e| e.text.starts_with(end))?))
-            });
-        let Some((first, last)) = halves else {
-            panic!("{s:?}: no {begin}..) at {start} and {end}..) at {stop} on one thread")
-        };
         // Both halves' arguments: the exit's, where a name repeats, as end.NAME.
         let text = |k: &str| match attr(&s.attrs, k) {
             Some(Attr::Int(i)) => i.to_string(),
             Some(Attr::Str(t)) => t.clone(),
             other => panic!("{k}: {other:?}"),
         };
-        if s.name == "request" {
-            let want = format!(
-                "request_done(id={} status={} took_ns={})",
-                text("end.id"),
-                text("status"),
-                text("took")
-            );
-            assert_eq!(last.text, want);
-            let want = format!("request_start(id={} size={})", text("id"), text("size"));
-            assert_eq!(first.text, want);
-        }
+        // What each half shows: a request's, with its arguments (two threads' events can
+        // share a time, so the time alone does not name them).
+        let (want_first, want_last) = match s.name.as_str() {
+            "request" => (
+                Some(format!(
+                    "request_start(id={} size={})",
+                    text("id"),
+                    text("size")
+                )),
+                Some(format!(
+                    "request_done(id={} status={} took_ns={})",
+                    text("end.id"),
+                    text("status"),
+                    text("took")
+                )),
+            ),
+            _ => (None, None),
+        };
+        let shows = |e: &Event, prefix: &str, want: &Option<String>| match want {
+            Some(w) => e.text == *w,
+            None => e.text.starts_with(prefix),
+        };
+        // Its first half at its start, its second at its end, on one thread.
+        let halves = events
+            .iter()
+            .filter(|e| e.time == start && shows(e, begin, &want_first))
+            .find_map(|first| {
+                let last = at.get(&(first.tid, stop.as_str()))?;
+                Some((first, *last.iter().find(|e| shows(e, end, &want_last))?))
+            });
+        assert!(
+            halves.is_some(),
+            "{s:?}: no {begin}..) at {start} and {end}..) at {stop} on one thread, with its \
+             arguments {want_first:?} {want_last:?}"
+        );
     }
     // The message is an event of no span: not sent; the requests' histograms neither.
     assert!(spans.iter().all(|s| s.events.is_empty()));
