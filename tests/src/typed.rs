@@ -133,6 +133,15 @@ pub fn dumped(dev: &devttrace::Reader) -> (Vec<String>, Vec<String>) {
         .partition(|l| !l.starts_with('#'))
 }
 
+/// The damaged entries a footer of `dump` ([`dumped`]) counts on its last line.
+pub fn damaged(footer: &[String]) -> u64 {
+    let last = footer.last().expect("a footer");
+    last.split_once(", ")
+        .and_then(|_| last.rsplit_once(", "))
+        .and_then(|(_, d)| d.strip_suffix(" entries damaged"))
+        .map_or(0, |n| n.parse().expect("a count"))
+}
+
 /// Why `line`, an event line of `dump` of a device [`make`] made, shows something no writer
 /// of it can have written, if it does: a time before the device or after `until_s` (seconds
 /// since it was created), a CPU it has no ring for, an impossible process id, an unknown

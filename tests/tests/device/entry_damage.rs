@@ -2,16 +2,7 @@
 //! of the device can have written is never shown, and is counted as damaged.
 
 use devttrace::{Device, Reader, View};
-use ttrace_tests::typed::{dumped, impossible, make};
-
-/// The damaged entries the footer's last line counts.
-fn damaged(footer: &[String]) -> u64 {
-    let last = footer.last().unwrap();
-    last.split_once(", ")
-        .and_then(|_| last.rsplit_once(", "))
-        .and_then(|(_, d)| d.strip_suffix(" entries damaged"))
-        .map_or(0, |n| n.parse().unwrap())
-}
+use ttrace_tests::typed::{damaged, dumped, impossible, make};
 
 /// The device's age in seconds, by its clock: no event can be later (and a second's slack).
 fn age_s(dev: &Reader) -> f64 {

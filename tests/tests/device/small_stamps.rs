@@ -20,7 +20,7 @@ use ttrace_layouts::device::DeviceHeader;
 use ttrace_layouts::entry::Stamp;
 use ttrace_layouts::meta::{MetaHeader, Record};
 use ttrace_tests::reader;
-use ttrace_tests::typed::{dumped, make};
+use ttrace_tests::typed::{damaged, dumped, make};
 
 /// The clock anchor of a moved device (or one more: the move is by an even number of ticks,
 /// which keeps a parent's stamp even and a continuation's odd).
@@ -355,18 +355,29 @@ fn with_word(dir: &Path, ring: usize, slot: usize, word: usize, f: impl Fn(u64) 
     w.store(f(w.load(Relaxed)), Relaxed);
 }
 
-/// The damaged entries the footer's last line counts.
-fn damaged(footer: &[String]) -> u64 {
-    let last = footer.last().unwrap();
-    last.split_once(", ")
-        .and_then(|_| last.rsplit_once(", "))
-        .and_then(|(_, d)| d.strip_suffix(" entries damaged"))
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// A stamp word (or another) as the damage of a case makes it: from the word, the device's
 /// clock anchor and its clock now.
 type Damage = fn(u64, u64, u64) -> u64;
+
+/// A copy of the device `from` at `tmp/case` (one path for every case: the readers' texts
+/// may name it), word `word` of the first slot of ring cpu1 changed by `f`, and what `dump`
+/// shows of it: its event lines and its footer.
+fn damaged_copy(
+    tmp: &Path,
+    from: &Path,
+    word: usize,
+    f: Damage,
+) -> (PathBuf, Vec<String>, Vec<String>) {
+    let dir = tmp.join("case");
+    let _ = std::fs::remove_dir_all(&dir);
+    copy_device(from, &dir);
+    let reader = Reader::open(&dir).unwrap();
+    let anchor = reader.version().clock.anchor_ticks;
+    let now = reader.mapping().now();
+    with_word(&dir, 1, 0, word, |w| f(w, anchor, now));
+    let (lines, footer) = dumped(&Reader::open(&dir).unwrap());
+    (dir, lines, footer)
+}
 
 /// Each impossible field of the first event of ring cpu1 (`typed`, i = 0), on a device of
 /// large stamps and on the same device moved to small ones: the same event is gone, counted
@@ -410,15 +421,7 @@ fn a_damaged_entry_is_judged_alike_at_small_stamps() {
     for (what, word, f) in cases {
         let mut seen = Vec::new();
         for (name, from) in [("plain", &plain), ("small", &small)] {
-            // One path for both: the readers' texts may name it.
-            let dir = tmp.path().join("case");
-            let _ = std::fs::remove_dir_all(&dir);
-            copy_device(from, &dir);
-            let reader = Reader::open(&dir).unwrap();
-            let anchor = reader.version().clock.anchor_ticks;
-            let now = reader.mapping().now();
-            with_word(&dir, 1, 0, word, |w| f(w, anchor, now));
-            let (lines, footer) = dumped(&Reader::open(&dir).unwrap());
+            let (dir, lines, footer) = damaged_copy(tmp.path(), from, word, f);
             let gone: Vec<&String> = base.iter().filter(|l| !lines.contains(l)).collect();
             assert_eq!(gone.len(), 1, "{what} ({name}): {gone:#?}");
             assert!(gone[0].contains(" typed(b=false c='x'"), "{what}: {gone:?}");
@@ -461,14 +464,7 @@ fn a_stamp_that_is_no_entry_is_read_alike_at_small_stamps() {
     for (what, f, lost) in cases {
         let mut seen = Vec::new();
         for (name, from) in [("plain", &orig), ("small", &small)] {
-            let dir = tmp.path().join("case");
-            let _ = std::fs::remove_dir_all(&dir);
-            copy_device(from, &dir);
-            let reader = Reader::open(&dir).unwrap();
-            let anchor = reader.version().clock.anchor_ticks;
-            let now = reader.mapping().now();
-            with_word(&dir, 1, 0, 0, |w| f(w, anchor, now));
-            let (lines, footer) = dumped(&Reader::open(&dir).unwrap());
+            let (dir, lines, footer) = damaged_copy(tmp.path(), from, 0, f);
             assert_eq!(lines.len(), 25, "{what} ({name}): {lines:#?}");
             let total = footer.last().unwrap();
             assert!(
