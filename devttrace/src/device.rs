@@ -195,6 +195,18 @@ impl Device {
         ))
     }
 
+    /// Notes the calling thread as the one that applies the snapshot rules installed in
+    /// the device (its rules thread), so that `ctl on` can tell whether a live process
+    /// applies them ([`Reader::rules_applied`]).
+    pub fn note_rules_applier(&self) {
+        // Relaxed: a word read on its own, to tell a person whether a thread lives; nothing
+        // is published with it.
+        self.mapping()
+            .header()
+            .rules_applier
+            .store(crate::thread::lock_id(), crate::sync::Ordering::Relaxed);
+    }
+
     /// Adds `n` to a snapshot counter of the device ([`crate::triggers`]).
     pub fn count_snapshots(&self, counter: crate::triggers::Counter, n: u64) {
         crate::triggers::add(self.mapping().header(), counter, n);

@@ -427,6 +427,19 @@ impl Reader {
         crate::rules::snapshot_rules(&self.rules())
     }
 
+    /// Whether a live thread applies the snapshot rules installed in the device (the last
+    /// one that began to: [`Device::note_rules_applier`](crate::Device::note_rules_applier)).
+    /// Always false for a snapshot file.
+    pub fn rules_applied(&self) -> bool {
+        // Relaxed: see `note_rules_applier`.
+        let owner = self
+            .map
+            .header()
+            .rules_applier
+            .load(crate::sync::Ordering::Relaxed);
+        self.image.is_none() && owner != 0 && crate::thread::lock_owner_alive(owner)
+    }
+
     /// A number that changes with every control change (mask, rules, snapshot rules): a
     /// follower of the rules reads them again when it moves.
     pub fn ctl_generation(&self) -> u64 {

@@ -155,7 +155,12 @@ pub struct DeviceHeader {
     /// When the last snapshot was granted (a timestamp of the device's clock; 0: never):
     /// the rate policy of every process of the device measures from it.
     pub last_snapshot_at: AtomicU64,
-    _reserved_snapshots: [u64; 9],
+    /// The thread that last began to apply the snapshot rules installed in the device
+    /// (`ttrace_core::apply_snapshot_rules`), as a lock word names its owner (`tid << 32 |
+    /// start tag`; 0: none ever did), so that `ctl on` can say when no live process applies
+    /// them.
+    pub rules_applier: AtomicU64,
+    _reserved_snapshots: [u64; 8],
 
     // ---- metadata control (offset 384), written under `meta_lock` ----
     /// Metadata and control lock word: 0 free, else the owner's `tid << 32 | start tag`
@@ -207,6 +212,7 @@ const_assert_eq!(core::mem::offset_of!(DeviceHeader, clears), 152);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, info_off), 160);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, triggers), 256);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, last_snapshot_at), 304);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, rules_applier), 312);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_used), 392);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, meta_dropped), 400);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, tp_count), 408);

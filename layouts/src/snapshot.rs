@@ -159,7 +159,7 @@ pub struct SnapshotHeader {
     /// Why it was taken ([`Cause`]; all zero in older files and in a snapshot a person
     /// asked for: [`CauseKind::Asked`]).
     pub cause: Cause,
-    _pad: [u64; 300],
+    _pad: [u64; 299],
 }
 
 /// Why a snapshot was taken, in its header page (covered by its checksum).
@@ -185,12 +185,16 @@ pub struct Cause {
     /// The reason given (UTF-8, cut at a character boundary): a trigger's text, a rule, a
     /// panic's message.
     pub reason: [u8; CAUSE_REASON_BYTES],
+    /// Where a rule matched an interval (a latency rule's pair or span instance, which
+    /// ended at `trigger_stamp`): when it began, in the device's clock (0: no interval, or
+    /// a file older than this field, whose page held zeros here).
+    pub interval_stamp: u64,
 }
 
 /// Bytes of [`Cause::reason`].
 pub const CAUSE_REASON_BYTES: usize = 512;
 
-const_assert_eq!(core::mem::size_of::<Cause>(), 48 + CAUSE_REASON_BYTES);
+const_assert_eq!(core::mem::size_of::<Cause>(), 56 + CAUSE_REASON_BYTES);
 const_assert_eq!(core::mem::offset_of!(SnapshotHeader, cause), 1136);
 
 /// Who took a snapshot, and on what.
@@ -268,6 +272,7 @@ impl core::fmt::Debug for Cause {
             .field("after_ns", &self.after_ns)
             .field("merged", &self.merged)
             .field("reason", &self.reason())
+            .field("interval_stamp", &self.interval_stamp)
             .finish()
     }
 }

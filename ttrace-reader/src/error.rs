@@ -138,6 +138,14 @@ pub enum Error {
     /// A snapshot rule that does not parse, or names what the device does not have.
     #[error(transparent)]
     Rule(#[from] ttrace_trigger::RuleError),
+    /// A snapshot rule that names what the device read does not have.
+    #[error("{}: {error}", device.display())]
+    RuleOn {
+        /// The device read.
+        device: PathBuf,
+        /// What is wrong.
+        error: ttrace_trigger::RuleError,
+    },
     /// A snapshot could not be saved, or the snapshot directory read.
     #[error(transparent)]
     Snapshots(#[from] ttrace_trigger::Error),

@@ -586,7 +586,8 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
         spans,
         spans_unmeasured: spans_un,
         histogram,
-        snapshot: crate::cause::Taken::of(view.reader()),
+        snapshot: crate::cause::Taken::of(view.reader())
+            .map(|t| t.holding(crate::cause::Held::of_view(view))),
     }
 }
 

@@ -104,6 +104,7 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
     let secs = |t: u64| decode::seconds(&clock, t);
     let mut s = decode::header_line(&snap) + "\n";
     if let Some(t) = crate::cause::Taken::of(dev) {
+        let t = t.holding(crate::cause::Held::of_counts(&snap));
         s += &format!("# {}\n", t.line());
     }
     let n = snap.version.num_cpus;

@@ -113,6 +113,8 @@ struct Following {
 }
 
 fn run(saver: &Saver, progress: &Progress) {
+    // This thread applies the device's rules from now on: `ctl on` can tell.
+    saver.device().note_rules_applier();
     let dev: &'static Reader = saver.device();
     let mut generation = None;
     let mut following: Option<Following> = None;
@@ -143,7 +145,7 @@ fn run(saver: &Saver, progress: &Progress) {
         let now = dev.mapping().now();
         for fired in f.matcher.poll(&poll, now) {
             let reason = format!("{}: {}", f.matcher.rules()[fired.rule], fired.what);
-            saver.trigger(CauseKind::Rule, &reason, fired.stamp);
+            saver.trigger_interval(CauseKind::Rule, &reason, fired.begin, fired.stamp);
         }
         if progress.report(Some(poll.released_through)) {
             continue;

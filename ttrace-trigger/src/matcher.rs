@@ -32,6 +32,9 @@ pub struct Fired {
     pub stamp: u64,
     /// What matched: a duration (`20.3ms`), an argument's value (`status=3`), a loss rate.
     pub what: String,
+    /// Where what matched is an interval (a latency rule's pair or span instance): when it
+    /// began (the device's clock); it ended at `stamp`.
+    pub begin: Option<u64>,
 }
 
 /// Evaluates rules over the polls of a follower (see the module documentation).
@@ -123,6 +126,7 @@ impl Matcher {
                         rule,
                         stamp: e.stamp,
                         what,
+                        begin: None,
                     });
                 }
             }
@@ -139,7 +143,7 @@ impl Matcher {
                     self.latency(
                         usize::from(new.type_word.tracepoint()),
                         ns,
-                        close,
+                        (new.stamp, close),
                         &mut fired,
                     );
                 }
@@ -177,7 +181,7 @@ impl Matcher {
             self.latency(
                 usize::from(open.type_word.tracepoint()),
                 ns,
-                e.stamp,
+                (open.stamp, e.stamp),
                 &mut fired,
             );
         }
@@ -188,9 +192,15 @@ impl Matcher {
         fired
     }
 
-    /// A duration of `ns` opened by tracepoint `open_id`, ended at `stamp`: the latency
-    /// rules it fires.
-    fn latency(&mut self, open_id: usize, ns: u64, stamp: u64, fired: &mut Vec<Fired>) {
+    /// A duration of `ns` opened by tracepoint `open_id`, from `begin` to `stamp`: the
+    /// latency rules it fires.
+    fn latency(
+        &mut self,
+        open_id: usize,
+        ns: u64,
+        (begin, stamp): (u64, u64),
+        fired: &mut Vec<Fired>,
+    ) {
         for &rule in self.plan.get(open_id).map_or(&[][..], |p| &p.latencies) {
             let what = match &self.rules[rule] {
                 Rule::Latency {
@@ -216,7 +226,12 @@ impl Matcher {
                 _ => None,
             };
             if let Some(what) = what {
-                fired.push(Fired { rule, stamp, what });
+                fired.push(Fired {
+                    rule,
+                    stamp,
+                    what,
+                    begin: Some(begin),
+                });
             }
         }
     }
@@ -252,6 +267,7 @@ impl Matcher {
                         rule,
                         stamp,
                         what: format!("{in_second} entries lost in the last second"),
+                        begin: None,
                     });
                 }
             }

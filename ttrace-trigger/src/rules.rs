@@ -140,6 +140,17 @@ pub enum Problem {
         /// What came (`None`: the rule ended).
         found: Option<String>,
     },
+    /// The rule ends where a comparison should come: typed unquoted, its `>` (or `<`) was
+    /// the shell's redirection.
+    #[error(
+        "the rule ends where {expected} should come; if it was typed unquoted, the shell took \
+         its > or < for a redirection (and may have made a file named after what followed): \
+         quote the whole rule, as in 'latency request > 20ms'"
+    )]
+    Cut {
+        /// What the grammar wanted there.
+        expected: &'static str,
+    },
     /// Not a duration.
     #[error("{0:?} is not a duration (a number and a unit: ns, us, ms, s, m)")]
     Duration(String),
@@ -228,6 +239,11 @@ impl std::str::FromStr for Rule {
                         let d = ttrace_trigger_duration(&rest).map_err(&fail)?;
                         Limit::Over(d)
                     }
+                    None => {
+                        return Err(fail(Problem::Cut {
+                            expected: "> DURATION or max after the pair's name",
+                        }))
+                    }
                     other => {
                         return Err(fail(Problem::Expected {
                             expected: "> DURATION or max after the pair's name",
@@ -282,6 +298,11 @@ fn condition(words: &mut Words) -> Result<Condition, Problem> {
         Some("<=") => Op::Le,
         Some(">") => Op::Gt,
         Some(">=") => Op::Ge,
+        None => {
+            return Err(Problem::Cut {
+                expected: "a comparison (== != < <= > >=) after the argument",
+            })
+        }
         other => {
             return Err(Problem::Expected {
                 expected: "a comparison (== != < <= > >=) after the argument",
@@ -684,7 +705,12 @@ mod tests {
             ),
             (
                 "latency request",
-                "expected > DURATION or max after the pair's name at the end",
+                "the rule ends where > DURATION or max after the pair's name should come; if it \
+                 was typed unquoted, the shell took its > or < for a redirection",
+            ),
+            (
+                "event x if status",
+                "quote the whole rule, as in 'latency request > 20ms'",
             ),
             ("latency request < 5ms", "where \"<\" is"),
             ("event", "expected a tracepoint name after event at the end"),

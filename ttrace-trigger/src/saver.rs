@@ -60,12 +60,23 @@ pub enum Asked {
 /// `policy`'s retention.
 pub fn save_as(dev: &Device, store: &Store, policy: &Policy, mut cause: Cause) -> Result<SaveInfo> {
     cause.pid = std::process::id();
-    let saved = name(store, devttrace::clock::realtime_ns(), &cause)
+    let at = moment(&dev.version().clock, &cause, devttrace::clock::realtime_ns());
+    let saved = name(store, at, &cause)
         .and_then(|path| Ok((dev.save_because(&path, &cause)?, path)));
     kept(dev, store, policy, saved, cause)
 }
 
-/// The path in `store` of a snapshot taken at `realtime_ns` for `cause`.
+/// The one time a snapshot goes by, in its file's name, its listing and the line that
+/// announces it (`CLOCK_REALTIME`, ns): its trigger's, where it has one (a trigger, a rule's
+/// match, a panic), else when it was `taken`.
+pub fn moment(clock: &devttrace::Clock, cause: &Cause, taken: u64) -> u64 {
+    match cause.trigger_stamp {
+        0 => taken,
+        stamp => clock.realtime_ns(stamp),
+    }
+}
+
+/// The path in `store` of a snapshot of `cause` whose moment is `realtime_ns`.
 fn name(store: &Store, realtime_ns: u64, cause: &Cause) -> Result<PathBuf> {
     let kind = CauseKind::from_raw(cause.kind);
     store.path_for(realtime_ns, kind, cause.reason(), cause.pid)
@@ -188,6 +199,19 @@ impl Saver {
     /// clock: the time of the event that records it), copied once [`Policy::after`] has
     /// passed since `stamp`; never waits for the save (see the module's protocol).
     pub fn trigger(&self, kind: CauseKind, reason: &str, stamp: u64) -> Asked {
+        self.trigger_interval(kind, reason, None, stamp)
+    }
+
+    /// [`Saver::trigger`] for a match of an interval that began at `begin` and ended at
+    /// `stamp` (a latency rule's): the snapshot's cause names the interval, so that its
+    /// readers say whether it holds it whole.
+    pub fn trigger_interval(
+        &self,
+        kind: CauseKind,
+        reason: &str,
+        begin: Option<u64>,
+        stamp: u64,
+    ) -> Asked {
         let s = &*self.shared;
         s.dev.count_snapshots(Counter::Triggers, 1);
         let mut st = s.lock();
@@ -207,6 +231,7 @@ impl Saver {
         }
         let mut cause = Cause::new(kind, reason);
         cause.trigger_stamp = stamp;
+        cause.interval_stamp = begin.unwrap_or(0);
         cause.before_ns = s.policy.before.as_nanos() as u64;
         cause.after_ns = s.policy.after.as_nanos() as u64;
         // Due `after` past the trigger's own time: a trigger made late (a rule that matched
@@ -333,7 +358,8 @@ impl Saver {
         let s = &*self.shared;
         for image in copies {
             let cause = *image.cause();
-            let saved = name(&s.store, image.taken_realtime_ns(), &cause)
+            let at = moment(&s.dev.version().clock, &cause, image.taken_realtime_ns());
+            let saved = name(&s.store, at, &cause)
                 .and_then(|path| Ok((image.write(&path)?, path)));
             drop(image);
             if let Err(e) = kept(s.dev, &s.store, &s.policy, saved, cause) {

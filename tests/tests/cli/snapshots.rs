@@ -35,12 +35,30 @@ fn slow_request(dev: &Device) -> Cause {
     cause
 }
 
-/// The line every reader shows of [`slow_request`]'s snapshot of `dev`.
+/// The line every reader shows of [`slow_request`]'s snapshot of `dev`: what it holds is
+/// whole from the device's creation (no ring lost an entry), its last event (written just
+/// after the device was created) 12.3 s before the trigger.
 fn slow_request_line(dev: &Device) -> String {
-    let utc = ttrace_reader::decode::utc(dev.version().clock.anchor_realtime_ns + 12_345_678_901);
+    let clock = dev.version().clock;
+    let utc = ttrace_reader::decode::utc(clock.anchor_realtime_ns + 12_345_678_901);
+    let snap = devttrace::Reader::open(dev.dir())
+        .unwrap()
+        .snapshot()
+        .unwrap();
+    let last = snap
+        .cpus
+        .iter()
+        .flat_map(|r| &r.events)
+        .map(|e| e.stamp)
+        .max()
+        .unwrap();
+    let before = 12_345_678_901 - clock.since_anchor_ns(last) as u64;
     format!(
-        "snapshot taken by trigger \"slow request\" (pid 4242) at 12.345678901 ({utc}), \
-         window 1s before, 5ms after; 2 more triggers merged"
+        "snapshot taken by trigger \"slow request\" (pid 4242) at 12.345678901 ({utc}); holds \
+         {} before it (from the device's start), its last event {} before; 2 more triggers \
+         merged",
+        ttrace_trigger::rules::approx(12_345_678_901),
+        ttrace_trigger::rules::approx(before)
     )
 }
 
@@ -79,7 +97,19 @@ fn every_reader_says_which_trigger_took_a_snapshot() {
     reader!("export", "--format", "chrome", &file, "-o", &chrome).ok();
     let chrome: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&chrome).unwrap()).unwrap();
-    assert_eq!(chrome["otherData"]["snapshot"], *taken);
+    // The Chrome export's copy of the cause.
+    for key in [
+        "kind",
+        "reason",
+        "pid",
+        "at",
+        "at_utc",
+        "before_ns",
+        "after_ns",
+        "merged",
+    ] {
+        assert_eq!(chrome["otherData"]["snapshot"][key], taken[key], "{key}");
+    }
 }
 
 #[test]

@@ -235,8 +235,9 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
     /// events and their time span, the triggers merged into it, its file name. Any reader
     /// reads such a file in place of a device.
     Snapshots {
-        /// The snapshot directory. Default: that of --device, else of the default device:
-        /// $TTRACE_SNAPSHOT_DIR, else `<device>.snapshots` beside the device.
+        /// The snapshot directory, or a device directory (then its snapshot directory).
+        /// Default: that of --device, else of the default device: $TTRACE_SNAPSHOT_DIR,
+        /// else `<device>.snapshots` beside the device.
         #[arg(conflicts_with = "device")]
         dir: Option<PathBuf>,
         /// List the snapshot directory of this device.

@@ -121,7 +121,16 @@ pub(super) fn run(mut words: Vec<String>) -> Result<(), Error> {
         Command::On(_) => {
             if let Some(Err(e)) = rule.map(|r| r.check(&dev.reader().metadata())) {
                 eprintln!(
-                    "ttrace-reader: ctl: note: {e}; the rule is kept for tracepoints registered later"
+                    "ttrace-reader: ctl: note: {}: {e}; the rule is kept for tracepoints registered later",
+                    dir.display()
+                );
+            }
+            if !dev.reader().rules_applied() {
+                eprintln!(
+                    "ttrace-reader: ctl: note: no process applies the snapshot rules of {} now: \
+                     a program applies them once it calls ttrace_core::apply_snapshot_rules() \
+                     (or run `ttrace-reader watch --on RULE` to apply one from outside)",
+                    dir.display()
                 );
             }
         }

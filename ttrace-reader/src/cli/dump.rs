@@ -14,7 +14,8 @@ use std::path::PathBuf;
 pub(super) fn print(view: &View<'_>, filter: &Filter, time: TimeFormat) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     decode::dump(view, filter, time, None, &mut out)?;
-    crate::cause::footer(view.reader(), &mut out)?;
+    let held = crate::cause::Held::of_view(view);
+    crate::cause::footer(view.reader(), Some(held), &mut out)?;
     out.flush()
 }
 

@@ -1,5 +1,5 @@
 //! `ttrace-reader snapshots`: the snapshot files of a directory, oldest first, one line each:
-//! when it was taken, why, its size, events and their time span, the triggers merged, its
+//! its moment (its trigger's, else when it was taken), why, its size, events and their time span, the triggers merged, its
 //! file name. A file that cannot be read is listed with the reason; the rest are listed.
 
 use super::open::trust;
@@ -15,7 +15,7 @@ use ttrace_trigger::{Listed, Store};
 
 /// One snapshot file read.
 struct Read {
-    /// When it was taken, UTC.
+    /// Its moment, UTC: its trigger's, else when it was taken.
     taken: String,
     /// Why (none: a person asked for it, or the file is older than causes).
     cause: Option<Taken>,
@@ -32,9 +32,16 @@ fn read(path: &Path) -> Result<Read, Error> {
     dev.check_intact()?;
     let clock = counts.version.clock;
     let secs = |t| decode::seconds(&clock, t);
+    let cause = Taken::of(&dev).map(|t| t.holding(crate::cause::Held::of_counts(&counts)));
+    // One time for the snapshot: its trigger's where it has one (as its file's name and
+    // the line that announced it say), else when it was taken.
+    let taken = dev.taken_realtime_ns().unwrap_or_default();
+    let at = dev.cause().map_or(taken, |c| {
+        ttrace_trigger::saver::moment(&clock, c, taken)
+    });
     Ok(Read {
-        taken: decode::utc(dev.taken_realtime_ns().unwrap_or_default()),
-        cause: Taken::of(&dev),
+        taken: decode::utc(at),
+        cause,
         events: crate::stats::tally(&counts).events(),
         window: crate::stats::span(&counts).map(|(a, b)| (secs(a), secs(b))),
     })
@@ -110,6 +117,12 @@ pub(super) fn run(
     device: Option<PathBuf>,
     json_out: bool,
 ) -> Result<(), Error> {
+    // A device directory given where the snapshot directory goes means its snapshots (a
+    // device's directory holds a `header` file; a snapshot directory never does).
+    let (dir, device) = match dir {
+        Some(d) if d.join("header").is_file() => (None, Some(d)),
+        dir => (dir, device),
+    };
     let dir = dir.unwrap_or_else(|| {
         let device = device.unwrap_or_else(devttrace::default_dir);
         ttrace_trigger::policy::default_snapshot_dir(&device)

@@ -9,8 +9,9 @@
 //! rule and what matched as its cause, applies the retention limits and prints one line.
 //! Rate: at most one snapshot per `--interval`, measured between the matching events;
 //! matches while a snapshot waits are merged into it, matches sooner after the last one
-//! are refused; both are counted (the footer). A reader maps the device read-only: these
-//! counts are the watcher's own, not the device header's.
+//! are refused; all are counted, in the footer and in the device's snapshot counters (as
+//! a program's saver counts its own: `stats` shows them), where this user may change the
+//! device.
 //!
 //! `--exec CMD` runs `sh -c CMD` after each snapshot, with `TTRACE_SNAPSHOT` and
 //! `TTRACE_RULE` in its environment. It is not waited for in the poll loop (a slow command
@@ -22,7 +23,7 @@ use crate::decode;
 use crate::export::post::Endpoint;
 use crate::output::quiet_pipe;
 use crate::Error;
-use devttrace::{Follower, Reader};
+use devttrace::{Counter, Follower, Reader};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -79,6 +80,8 @@ struct Pending {
     what: String,
     /// The matching event's time (device clock).
     stamp: u64,
+    /// When the interval that matched began (a latency rule's), if one did.
+    begin: Option<u64>,
     /// When it is due (device clock).
     due: u64,
     /// Matches merged into it.
@@ -171,8 +174,13 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
             .clone()
             .unwrap_or_else(|| default_snapshot_dir(dev.dir())),
     );
+    // The device's snapshot counters count this watcher's snapshots too (`stats` shows
+    // what every saver of the device did): through a handle that may change the device,
+    // where this user may (else the counts stay the watcher's own, in its footer).
+    let counters = devttrace::Device::attach_with(dev.dir(), trust()).ok();
     let mut watcher = Watcher {
         dev: &dev,
+        counters,
         rules: rules.iter().map(Rule::to_string).collect(),
         matcher: Matcher::new(rules),
         store,
@@ -232,7 +240,12 @@ fn wait_for_tracepoints(
             match r.check(&meta) {
                 Ok(()) => {}
                 Err(e) if wait && e.is_missing_tracepoint() => missing.push(r.to_string()),
-                Err(e) => return Err(e.into()),
+                Err(error) => {
+                    return Err(Error::RuleOn {
+                        device: dev.dir().to_path_buf(),
+                        error,
+                    })
+                }
             }
         }
         if missing.is_empty() {
@@ -255,6 +268,8 @@ fn wait_for_tracepoints(
 /// A running watch.
 struct Watcher<'d> {
     dev: &'d Reader,
+    /// The device, to count its snapshots in ([`Watcher::count`]), where it can be changed.
+    counters: Option<devttrace::Device>,
     /// The rules in their canonical words.
     rules: Vec<String>,
     matcher: Matcher,
@@ -295,20 +310,24 @@ impl Watcher<'_> {
             let now = dev.mapping().now();
             for f in self.matcher.poll(&poll, now) {
                 self.counts.matches += 1;
+                self.count(Counter::Triggers, 1);
                 if let Some(p) = &mut self.pending {
                     p.merged += 1;
                     self.counts.merged += 1;
+                    self.count(Counter::Merged, 1);
                 } else if self
                     .last_granted
                     .is_some_and(|last| f.stamp.saturating_sub(last) < interval)
                 {
                     self.counts.refused += 1;
+                    self.count(Counter::Refused, 1);
                 } else {
                     self.last_granted = Some(f.stamp);
                     self.pending = Some(Pending {
                         rule: f.rule,
                         what: f.what,
                         stamp: f.stamp,
+                        begin: f.begin,
                         due: f.stamp.saturating_add(after),
                         merged: 0,
                     });
@@ -352,17 +371,15 @@ impl Watcher<'_> {
         let mut cause = Cause::new(CauseKind::Rule, &reason);
         cause.pid = std::process::id();
         cause.trigger_stamp = p.stamp;
+        cause.interval_stamp = p.begin.unwrap_or(0);
         cause.before_ns = self.policy.before.as_nanos() as u64;
         cause.after_ns = self.policy.after.as_nanos() as u64;
         cause.merged = p.merged;
+        // One time for the snapshot: its match's, in its name, its listing and its line.
+        let at = ttrace_trigger::saver::moment(&dev.version().clock, &cause, 0);
         let saved = self
             .store
-            .path_for(
-                devttrace::clock::realtime_ns(),
-                CauseKind::Rule,
-                &reason,
-                cause.pid,
-            )
+            .path_for(at, CauseKind::Rule, &reason, cause.pid)
             .map_err(Error::from)
             .and_then(|path| Ok((dev.save_because(&path, &cause)?, path)));
         let path = match saved {
@@ -370,19 +387,22 @@ impl Watcher<'_> {
             Err(e) => {
                 // One snapshot that could not be written does not end the watch.
                 self.counts.failed += 1;
+                self.count(Counter::Failed, 1);
                 eprintln!("ttrace-reader: watch: snapshot not saved: {e}");
                 return Ok(());
             }
         };
         self.counts.snapshots += 1;
+        self.count(Counter::Saved, 1);
         let events = events_in(&path);
-        if let Err(e) = self
+        match self
             .store
             .retain(self.policy.max_files, self.policy.max_bytes)
         {
-            eprintln!("ttrace-reader: watch: snapshot retention: {e}");
+            Ok(removed) => self.count(Counter::Removed, removed),
+            Err(e) => eprintln!("ttrace-reader: watch: snapshot retention: {e}"),
         }
-        let when = decode::utc(dev.version().clock.realtime_ns(p.stamp));
+        let when = decode::utc(at);
         say(format!(
             "{when} {rule} ({}) -> {}: {} events",
             p.what,
@@ -411,6 +431,13 @@ impl Watcher<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Adds `n` to a snapshot counter of the device, where this watcher may change it.
+    fn count(&self, counter: Counter, n: u64) {
+        if let Some(dev) = &self.counters {
+            dev.count_snapshots(counter, n);
+        }
     }
 
     /// Reaps the `--exec` commands that ended.
