@@ -82,7 +82,9 @@ fn print_snapshot(dev: &Reader, select: Select, opts: &FollowOptions) -> Result<
     let mut out = std::io::stdout().lock();
     quiet_pipe(
         decode::dump(&view, &filter, opts.time, opts.limit, &mut out)
-            .and_then(|_| crate::cause::footer(dev, Some(crate::cause::Held::of_view(&view)), &mut out))
+            .and_then(|_| {
+                crate::cause::footer(dev, Some(crate::cause::Held::of_view(&view)), &mut out)
+            })
             .and_then(|_| out.flush()),
     )?;
     Ok(dev.check_intact()?)
