@@ -19,10 +19,18 @@
 //! ([`crate::pairs::Pairing::horizon`]): an instance whose `new` is at or after it has every
 //! step in the trace ([`Instance::whole`]), so its figures are exact; one that began before
 //! it, or whose `new` is not in the trace, may have lost polls, and is not measured.
+//!
+//! **Fields and parents** ([`Spans::keep_fields`], for readers that show them): each
+//! instance then has a [`Node`], shared with its children's, that holds its `new` and its
+//! `record` steps and links to its parent's node. The parent is the instance open under the
+//! parent id at the child's `new` (an id is given again once its span closed, so it is
+//! resolved then, not later); a parent that records a field after the child began shows it
+//! too, since both see the one node.
 
 use crate::event::Event;
 use crate::meta::Metadata;
 use foldhash::HashMap as FoldHashMap;
+use std::sync::{Arc, Mutex};
 use ttrace_layouts::role::Role;
 
 /// One poll of an instance (or one scope of a synchronous span).
@@ -66,6 +74,68 @@ pub struct Instance {
     pub unmatched_exits: u32,
     /// Enters not yet exited: stamp, writer, CPU, event number.
     open: Vec<(u64, u64, u32, u64)>,
+    /// Its fields and its parent's, when kept ([`Spans::keep_fields`]).
+    pub node: Option<Arc<Node>>,
+}
+
+/// What an instance was given (its `new` and `record` steps) and its parent's node: kept by
+/// [`Spans::keep_fields`], shared between an instance and its children.
+#[derive(Debug)]
+pub struct Node {
+    /// Its writer's process.
+    pub pid: u32,
+    /// Its id in that process.
+    pub id: u64,
+    /// The tracepoint of its first step in the trace: what names it.
+    pub tracepoint: u16,
+    /// Its `new`, if in the trace.
+    pub new: Option<Event>,
+    /// Its parent's node: the instance open under its parent id at its `new`; `None` for a
+    /// root, and for a parent not in the trace ([`Node::parent_id`] tells them apart).
+    pub parent: Option<Arc<Node>>,
+    /// Its `record` steps so far, in time order.
+    records: Mutex<Vec<Event>>,
+}
+
+impl Node {
+    /// Its parent's id, from its `new` (0: a root; `None`: its `new` is not in the trace).
+    pub fn parent_id(&self) -> Option<u64> {
+        self.new
+            .as_ref()
+            .map(|e| e.args().get(1).copied().unwrap_or(0))
+    }
+
+    /// Its `record` steps so far, in time order.
+    pub fn records(&self) -> Vec<Event> {
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Its steps that give fields: its `new` (if in the trace), then its `record`s.
+    pub fn field_steps(&self) -> Vec<Event> {
+        self.new.iter().copied().chain(self.records()).collect()
+    }
+
+    /// Its ancestors' nodes, its parent first, as far as the trace has them.
+    pub fn ancestors(&self) -> Vec<Arc<Node>> {
+        let mut v: Vec<Arc<Node>> = Vec::new();
+        let mut next = self.parent.clone();
+        while let Some(n) = next {
+            next = n.parent.clone();
+            v.push(n);
+        }
+        v
+    }
+
+    /// Whether its chain of ancestors is whole: it ends at a root (its furthest ancestor's
+    /// `new` is in the trace and names no parent).
+    pub fn rooted(&self) -> bool {
+        let top = self.ancestors().pop();
+        let top = top.as_deref().unwrap_or(self);
+        top.parent_id() == Some(0)
+    }
 }
 
 impl Instance {
@@ -82,6 +152,7 @@ impl Instance {
             whole: false,
             unmatched_exits: 0,
             open: Vec::new(),
+            node: None,
         }
     }
 
@@ -139,6 +210,8 @@ pub struct Spans {
     open: FoldHashMap<(u32, u64), Instance>,
     /// Per writer, the number of its events fed so far.
     seqs: FoldHashMap<u64, u64>,
+    /// Whether instances keep their fields and parents ([`Spans::keep_fields`]).
+    fields: bool,
 }
 
 impl Spans {
@@ -150,7 +223,15 @@ impl Spans {
             horizon,
             open: FoldHashMap::default(),
             seqs: FoldHashMap::default(),
+            fields: false,
         }
+    }
+
+    /// Each instance keeps its fields (its `new` and its `record` steps) and its parent's,
+    /// in a [`Node`] ([`Instance::node`]); without it none are kept.
+    pub fn keep_fields(mut self) -> Spans {
+        self.fields = true;
+        self
     }
 
     /// The tracepoints are now those of `meta` (a live reader's copy grew); the instances
@@ -195,13 +276,27 @@ impl Spans {
             return Added::NotAStep;
         };
         let key = ((e.ctx >> 32) as u32, id);
+        let fields = self.fields;
         fn instance(
             open: &mut FoldHashMap<(u32, u64), Instance>,
             key: (u32, u64),
             tp: u16,
+            fields: bool,
         ) -> &mut Instance {
-            open.entry(key)
-                .or_insert_with(|| Instance::new(key.0, key.1, tp))
+            open.entry(key).or_insert_with(|| {
+                let mut i = Instance::new(key.0, key.1, tp);
+                if fields {
+                    i.node = Some(Arc::new(Node {
+                        pid: key.0,
+                        id: key.1,
+                        tracepoint: tp,
+                        new: None,
+                        parent: None,
+                        records: Mutex::new(Vec::new()),
+                    }));
+                }
+                i
+            })
         }
         match role {
             Role::SpanNew => {
@@ -209,13 +304,27 @@ impl Spans {
                 let mut i = Instance::new(key.0, id, tp);
                 i.whole = e.stamp >= self.horizon;
                 i.new = Some(*e);
+                if fields {
+                    let parent = match e.args().get(1) {
+                        Some(&p) if p != 0 => self.open.get(&(key.0, p)),
+                        _ => None,
+                    };
+                    i.node = Some(Arc::new(Node {
+                        pid: key.0,
+                        id,
+                        tracepoint: tp,
+                        new: Some(*e),
+                        parent: parent.and_then(|p| p.node.clone()),
+                        records: Mutex::new(Vec::new()),
+                    }));
+                }
                 self.open.insert(key, i);
                 if let Some(old) = superseded {
                     return Added::Ended(Box::new(old));
                 }
             }
             Role::SpanEnter => {
-                instance(&mut self.open, key, tp).open.push((
+                instance(&mut self.open, key, tp, fields).open.push((
                     e.stamp,
                     e.ctx,
                     e.type_word.cpu(),
@@ -223,7 +332,7 @@ impl Spans {
                 ));
             }
             Role::SpanExit => {
-                let i = instance(&mut self.open, key, tp);
+                let i = instance(&mut self.open, key, tp, fields);
                 match i.open.iter().rposition(|o| o.1 == e.ctx) {
                     Some(at) => {
                         let (enter, ctx, cpu, enter_seq) = i.open.remove(at);
@@ -240,7 +349,9 @@ impl Spans {
             }
             Role::SpanFollows => {
                 let follows = e.args().get(1).copied().unwrap_or(0);
-                instance(&mut self.open, key, tp).follows.push(follows);
+                instance(&mut self.open, key, tp, fields)
+                    .follows
+                    .push(follows);
             }
             Role::SpanClose => {
                 let mut i = self
@@ -257,6 +368,12 @@ impl Spans {
                 }
                 return Added::Ended(Box::new(i));
             }
+            // Fields recorded into an instance open in the trace.
+            Role::SpanRecord => {
+                if let Some(n) = self.open.get(&key).and_then(|i| i.node.as_ref()) {
+                    n.records.lock().unwrap_or_else(|e| e.into_inner()).push(*e);
+                }
+            }
             _ => {}
         }
         Added::Step
@@ -267,5 +384,110 @@ impl Spans {
         let mut open: Vec<Instance> = self.open.into_values().collect();
         open.sort_by_key(|i| (i.begin(), i.pid, i.id));
         open
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::TracepointInfo;
+    use ttrace_layouts::entry::{Kind, TypeWord, MAX_ARGS};
+
+    /// Tracepoints 0..6: `new`, `enter`, `exit`, `close`, `record` of one span.
+    fn meta() -> Metadata {
+        let tp = |role: Role| TracepointInfo {
+            id: 0,
+            name: "span".into(),
+            kind: role.kind().unwrap_or(Kind::Start),
+            classes: 1,
+            format: String::new(),
+            nargs: 0,
+            types: Vec::new(),
+            tables: Vec::new(),
+            role,
+        };
+        Metadata {
+            tracepoints: [
+                Role::SpanNew,
+                Role::SpanEnter,
+                Role::SpanExit,
+                Role::SpanClose,
+                Role::SpanRecord,
+            ]
+            .map(tp)
+            .to_vec(),
+            ..Default::default()
+        }
+    }
+
+    /// An event of tracepoint `tp` by thread 2 of process 1 at `stamp`, with `args`.
+    fn event(stamp: u64, tp: u16, args: &[u64]) -> Event {
+        let mut words = [0; MAX_ARGS];
+        words[..args.len()].copy_from_slice(args);
+        Event {
+            stamp,
+            type_word: TypeWord::new(Kind::Start, args.len() as u8, tp),
+            ctx: 1 << 32 | 2,
+            words,
+            nargs: args.len() as u8,
+            continuation_lost: false,
+            slot: 0,
+        }
+    }
+
+    #[test]
+    fn kept_fields_link_each_instance_to_the_parent_open_at_its_new() {
+        let (new, close, record) = (0, 3, 4);
+        let mut spans = Spans::new(&meta(), 0).keep_fields();
+        let mut ended = Vec::new();
+        let mut feed = |spans: &mut Spans, e: Event| {
+            if let Added::Ended(i) = spans.add(&e) {
+                ended.push(*i);
+            }
+        };
+        // Parent 5 (field 70), its child 6; the parent records 200 after the child began,
+        // then closes; id 5 is given again to a root, whose child 7 is not 6's sibling.
+        feed(&mut spans, event(10, new, &[5, 0, 70]));
+        feed(&mut spans, event(20, new, &[6, 5, 1]));
+        feed(&mut spans, event(30, record, &[5, 200]));
+        feed(&mut spans, event(40, close, &[6]));
+        feed(&mut spans, event(50, close, &[5]));
+        feed(&mut spans, event(60, new, &[5, 0, 71]));
+        feed(&mut spans, event(70, new, &[7, 5, 2]));
+        feed(&mut spans, event(80, close, &[7]));
+        // A child whose parent is not in the trace.
+        feed(&mut spans, event(90, new, &[8, 9, 3]));
+        feed(&mut spans, event(95, close, &[8]));
+        let by_id = |id: u64, at: u64| {
+            let i = ended
+                .iter()
+                .find(|i| i.id == id && i.begin() == at)
+                .unwrap();
+            i.node.clone().unwrap()
+        };
+        let six = by_id(6, 20);
+        let parents = six.ancestors();
+        assert_eq!(parents.len(), 1);
+        assert_eq!(parents[0].new.map(|e| e.args()[2]), Some(70));
+        let late: Vec<u64> = parents[0].records().iter().map(|e| e.args()[1]).collect();
+        assert_eq!(
+            late,
+            [200],
+            "the parent's record after the child began is seen"
+        );
+        assert!(six.rooted());
+        let seven = by_id(7, 70);
+        assert_eq!(seven.ancestors()[0].new.map(|e| e.args()[2]), Some(71));
+        let eight = by_id(8, 90);
+        assert!(eight.ancestors().is_empty());
+        assert!(!eight.rooted());
+        assert_eq!(eight.parent_id(), Some(9));
+        // Without `keep_fields`, no node.
+        let mut plain = Spans::new(&meta(), 0);
+        plain.add(&event(10, new, &[5, 0, 70]));
+        match plain.add(&event(20, close, &[5])) {
+            Added::Ended(i) => assert!(i.node.is_none()),
+            other => panic!("{other:?}"),
+        }
     }
 }

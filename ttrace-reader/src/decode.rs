@@ -2,11 +2,24 @@
 //!
 //! A line is `<seconds since the device was created> cpu<N> <pid>/<tid> (<thread name>)
 //! <tracepoint>(<arguments>)`, the arguments rendered with the tracepoint's format string.
+//!
+//! **Span paths** (`dump --spans`, [`SpanPaths`]): a line can also show, before the
+//! tracepoint, the `tracing` span instances its thread was in when it was recorded, as
+//! `tracing`'s fmt shows them: `svc::request{method="GET" uri="/work/1"}:svc::work{id=1}: `.
+//! A thread is in an instance from its `enter` to the `exit` of the same thread that follows
+//! (innermost last); the path of an `enter` or `exit` line is the one around that instance
+//! (the instance itself left out), that of every other line all its thread is in. Each
+//! instance shows as its name (its tracepoint's, `target::name`) and the fields its `new`
+//! and the `record`s before the line gave (as dump shows arguments; a field with no value
+//! is left out; `{?}` when its `new` is not in the trace). A path is what the trace shows:
+//! an `enter` overwritten before the read, or before `--since`, is missing from it.
 
 use crate::append::{self, Text};
 use crate::format::{self, Piece, Spec};
 use crate::merge::{Filter, Item, Merge};
 use crate::ordered;
+use devttrace::incarnation::{Thread, Threads};
+use devttrace::Role;
 use devttrace::{
     AuxSnapshots, Clock, Event, Metadata, Snapshot, Status, TaskIndex, TracepointInfo, Version,
     View,
@@ -129,6 +142,8 @@ pub struct Decoder<'s> {
     /// Per ring: the last writer seen (writers come in runs), the times its record is
     /// current for, and its index in `writers`.
     recent: Vec<Option<(u64, Range<u64>, usize)>>,
+    /// The span paths each line shows, when asked ([`Decoder::with_spans`]).
+    spans: Option<Box<SpanPaths<'s>>>,
 }
 
 impl<'s> Decoder<'s> {
@@ -159,6 +174,24 @@ impl<'s> Decoder<'s> {
             threads: TaskIndex::threads(ctx.meta),
             unnamed: FoldHashMap::default(),
             recent: vec![None; cpus + 1],
+            spans: None,
+        }
+    }
+
+    /// Each line shows its span path (see the module's documentation): the items must then
+    /// come to [`Decoder::line`] one by one, in time order, from the first; a trace written
+    /// in one go ([`Decoder::write_counted`]) is formatted on this thread.
+    pub fn with_spans(mut self, ctx: impl Into<Context<'s>>) -> Decoder<'s> {
+        self.spans = Some(Box::new(SpanPaths::new(ctx)));
+        self
+    }
+
+    /// Feeds `item`, an item not shown, to the span paths (a no-op without them): what
+    /// [`dump`] does with the items its filter leaves out, so that the paths of those it
+    /// shows are whole.
+    pub fn pass(&mut self, item: &Item<'_>) {
+        if let Some(s) = &mut self.spans {
+            s.step(item);
         }
     }
 
@@ -193,6 +226,10 @@ impl<'s> Decoder<'s> {
             }
         };
         append::put_text(out, &self.writers[writer]);
+        if let Some(s) = &mut self.spans {
+            s.path(item, out);
+            s.step(item);
+        }
         self.text(item, out);
         out.push(b'\n');
     }
@@ -282,7 +319,7 @@ impl<'s> Decoder<'s> {
         limit: Option<u64>,
         out: &mut impl Write,
     ) -> std::io::Result<Tally> {
-        if limit.is_some() || items.len() < 2 * PART_ITEMS {
+        if limit.is_some() || items.len() < 2 * PART_ITEMS || self.spans.is_some() {
             return self.write_part(items, limit, out);
         }
         let parts = items.split(items.len() / PART_ITEMS);
@@ -372,9 +409,26 @@ pub fn dump(
     limit: Option<u64>,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
+    dump_with(view, filter, time, limit, false, out)
+}
+
+/// [`dump`], each line with its span path if `spans` (`dump --spans`: see the module's
+/// documentation). The paths are built from every event of the rings read in the time
+/// window, whatever `--cpu` and `--filter` leave out of the lines.
+pub fn dump_with(
+    view: &View<'_>,
+    filter: &Filter,
+    time: TimeFormat,
+    limit: Option<u64>,
+    spans: bool,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     writeln!(out, "{}", header_line(view))?;
-    let mut tally =
-        Decoder::new(view, time).write_counted(Merge::view(view, filter), limit, out)?;
+    let mut decoder = Decoder::new(view, time);
+    let mut tally = match spans {
+        false => decoder.write_counted(Merge::view(view, filter), limit, out)?,
+        true => write_with_spans(decoder.with_spans(view), view, filter, limit, out)?,
+    };
     for (ring, r) in view.cpus.iter().enumerate() {
         if shown(ring, r, view.version.num_cpus, filter) {
             let name = ring_name(ring, view.version.num_cpus);
@@ -384,6 +438,349 @@ pub fn dump(
     tally.losses(view, filter);
     writeln!(out, "{}", aux_line(view))?;
     writeln!(out, "# {}", tally.line())
+}
+
+/// Whether `a` and `b` are the same item of a trace (one ring's event, or one message).
+fn same(a: &Item<'_>, b: &Item<'_>) -> bool {
+    match (a, b) {
+        (Item::Point { cpu: c, event: e }, Item::Point { cpu: d, event: f }) => {
+            c == d && e.slot == f.slot && e.stamp == f.stamp
+        }
+        (Item::Message(m), Item::Message(n)) => m.timestamp == n.timestamp && m.ctx == n.ctx,
+        _ => false,
+    }
+}
+
+/// The lines of the items of `view` that `filter` keeps, each with its span path, built
+/// from every item of the rings in the filter's time window: those the filter leaves out
+/// (another CPU's ring, another name) are fed to the paths as they come, in time order.
+fn write_with_spans(
+    mut decoder: Decoder<'_>,
+    view: &View<'_>,
+    filter: &Filter,
+    limit: Option<u64>,
+    out: &mut impl Write,
+) -> std::io::Result<Tally> {
+    if filter.cpus.is_empty() && filter.name.is_none() {
+        return decoder.write_counted(Merge::view(view, filter), limit, out);
+    }
+    let every = Filter {
+        cpus: Vec::new(),
+        name: None,
+        ..filter.clone()
+    };
+    // The shown items are a subsequence of these: both merges order by time, then ring.
+    let mut all = Merge::view(view, &every).peekable();
+    let mut shown = Merge::view(view, filter);
+    let mut buf = Vec::with_capacity(1 << 17);
+    let mut n = Tally::default();
+    let walked = shown.try_for_each_ref(|item| {
+        if limit.is_some_and(|l| n.events() >= l) {
+            return Err(None);
+        }
+        while let Some(a) = all.peek() {
+            if same(a, item) {
+                all.next();
+                break;
+            }
+            if a.timestamp() > item.timestamp() {
+                break;
+            }
+            if let Some(a) = all.next() {
+                decoder.pass(&a);
+            }
+        }
+        n.count(item);
+        decoder.line(item, &mut buf);
+        if buf.len() >= 1 << 16 {
+            out.write_all(&buf).map_err(Some)?;
+            buf.clear();
+        }
+        Ok(())
+    });
+    if let Err(Some(e)) = walked {
+        return Err(e);
+    }
+    out.write_all(&buf)?;
+    n.strings_lost = shown.strings_lost();
+    Ok(n)
+}
+
+/// A field of a span instance: its name, how it shows, its word.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// Its name.
+    pub name: String,
+    /// How its word shows (as `dump` shows an argument).
+    pub spec: Spec,
+    /// Its word.
+    pub word: u64,
+}
+
+/// What a span's steps name and hold: each tracepoint's name, and for a `new` or `record`
+/// step, its fields (the arguments after the instance's id, and after the parent's for a
+/// `new`).
+#[derive(Clone)]
+pub struct SpanFields<'s> {
+    aux: &'s AuxSnapshots,
+    /// Per tracepoint id.
+    tracepoints: Vec<StepFields>,
+}
+
+/// What [`SpanFields`] knows of one tracepoint.
+#[derive(Clone)]
+struct StepFields {
+    name: String,
+    /// The index of its first field (a step that gives no field: its arguments are none).
+    first: usize,
+    /// The names and specs of its arguments.
+    args: Vec<(String, Spec)>,
+}
+
+impl<'s> SpanFields<'s> {
+    /// The span steps of a snapshot's or view's tracepoints.
+    pub fn new(ctx: impl Into<Context<'s>>) -> SpanFields<'s> {
+        let ctx = ctx.into();
+        let tracepoints = ctx
+            .meta
+            .tracepoints
+            .iter()
+            .map(|t| {
+                let first = match t.role {
+                    Role::SpanNew => 2,
+                    Role::SpanRecord => 1,
+                    _ => {
+                        return StepFields {
+                            name: t.name.clone(),
+                            first: 0,
+                            args: Vec::new(),
+                        }
+                    }
+                };
+                let specs = format::pieces(t, ctx.meta)
+                    .into_iter()
+                    .filter_map(|p| match p {
+                        Piece::Arg(_, spec) => Some(spec),
+                        Piece::Text(_) => None,
+                    });
+                let args = devttrace::arguments::names(&t.format)
+                    .into_iter()
+                    .zip(specs)
+                    .collect();
+                StepFields {
+                    name: t.name.clone(),
+                    first,
+                    args,
+                }
+            })
+            .collect();
+        SpanFields {
+            aux: ctx.aux,
+            tracepoints,
+        }
+    }
+
+    /// The name of tracepoint `id` (`tracepoint#ID` for one the metadata does not define).
+    pub fn name(&self, id: u16) -> String {
+        match self.tracepoints.get(id as usize) {
+            Some(t) => t.name.clone(),
+            None => format!("tracepoint#{id}"),
+        }
+    }
+
+    /// Sets in `fields` those that `e` (a span's `new` or `record`) gives a value: a later
+    /// value of a field replaces the earlier one. A string field with no value (a `tracing`
+    /// field declared `Empty`, and not recorded) has the word 0, and is left out.
+    pub fn set(&self, e: &Event, fields: &mut Vec<Field>) {
+        let Some(t) = self.tracepoints.get(e.type_word.tracepoint() as usize) else {
+            return;
+        };
+        let words = e.args().iter().zip(&t.args).skip(t.first);
+        for (&word, (name, spec)) in words {
+            if word == 0 && *spec == Spec::Str {
+                continue;
+            }
+            match fields.iter_mut().find(|f| f.name == *name) {
+                Some(f) => {
+                    f.spec = spec.clone();
+                    f.word = word;
+                }
+                None => fields.push(Field {
+                    name: name.clone(),
+                    spec: spec.clone(),
+                    word,
+                }),
+            }
+        }
+    }
+
+    /// Writes `field`'s value as `dump` shows an argument.
+    pub fn value(&self, out: &mut Vec<u8>, field: &Field) {
+        format::word(out, &field.spec, field.word, self.aux);
+    }
+
+    /// Writes an instance as a path shows it: `name{a=1 b="x"}`; `name` with no field;
+    /// `name{?}` when its fields are not known (`None`: its `new` is not in the trace).
+    pub fn scope(&self, out: &mut Vec<u8>, tracepoint: u16, fields: Option<&[Field]>) {
+        out.extend_from_slice(self.name(tracepoint).as_bytes());
+        match fields {
+            None => out.extend_from_slice(b"{?}"),
+            Some([]) => {}
+            Some(fields) => {
+                out.push(b'{');
+                for (i, f) in fields.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b' ');
+                    }
+                    out.extend_from_slice(f.name.as_bytes());
+                    out.push(b'=');
+                    self.value(out, f);
+                }
+                out.push(b'}');
+            }
+        }
+    }
+}
+
+/// An instance a span path can show.
+#[derive(Clone)]
+struct PathScope {
+    tracepoint: u16,
+    /// `None`: its `new` is not in the trace.
+    fields: Option<Vec<Field>>,
+    /// How it shows, with the `:` after it.
+    text: Vec<u8>,
+}
+
+/// The span paths of `dump --spans` (see the module's documentation), built from the items
+/// fed in time order.
+#[derive(Clone)]
+pub struct SpanPaths<'s> {
+    fields: SpanFields<'s>,
+    /// Per tracepoint id, its role.
+    roles: Vec<Role>,
+    threads: Threads,
+    /// The instances open, by pid and id.
+    open: FoldHashMap<(u32, u64), PathScope>,
+    /// Per thread, the instances it entered and has not exited, innermost last.
+    stacks: FoldHashMap<Thread, Vec<(u32, u64)>>,
+}
+
+impl<'s> SpanPaths<'s> {
+    /// Paths of a snapshot's or view's spans.
+    pub fn new(ctx: impl Into<Context<'s>>) -> SpanPaths<'s> {
+        let ctx = ctx.into();
+        SpanPaths {
+            fields: SpanFields::new(ctx),
+            roles: ctx.meta.tracepoints.iter().map(|t| t.role).collect(),
+            threads: Threads::new(ctx.meta),
+            open: FoldHashMap::default(),
+            stacks: FoldHashMap::default(),
+        }
+    }
+
+    /// The span step `item` is, if it is one: its role and instance.
+    fn step_of(&self, item: &Item<'_>) -> Option<(Role, (u32, u64), Event)> {
+        let Item::Point { event, .. } = item else {
+            return None;
+        };
+        let role = *self.roles.get(event.type_word.tracepoint() as usize)?;
+        let id = *event.args().first()?;
+        role.is_span()
+            .then_some((role, ((event.ctx >> 32) as u32, id), *event))
+    }
+
+    /// Writes the span path of `item` (nothing if its thread is in no instance), then `: `.
+    pub fn path(&mut self, item: &Item<'_>, out: &mut Vec<u8>) {
+        let (ctx, stamp) = match item {
+            Item::Point { event, .. } => (event.ctx, event.stamp),
+            Item::Message(m) => (m.ctx, m.timestamp),
+        };
+        let thread = self.threads.of(ctx, stamp);
+        let Some(stack) = self.stacks.get(&thread).filter(|s| !s.is_empty()) else {
+            return;
+        };
+        // An enter's or exit's path is the one around its instance.
+        let own = match self.step_of(item) {
+            Some((Role::SpanEnter | Role::SpanExit, key, _)) => {
+                stack.iter().rposition(|k| *k == key)
+            }
+            _ => None,
+        };
+        let before = out.len();
+        for (i, key) in stack.iter().enumerate() {
+            if Some(i) == own {
+                continue;
+            }
+            if let Some(s) = self.open.get(key) {
+                out.extend_from_slice(&s.text);
+            }
+        }
+        if out.len() > before {
+            out.push(b' ');
+        }
+    }
+
+    /// Feeds `item`, the next in time order: what it does to the instances and the threads.
+    pub fn step(&mut self, item: &Item<'_>) {
+        let Some((role, key, event)) = self.step_of(item) else {
+            return;
+        };
+        let tracepoint = event.type_word.tracepoint();
+        match role {
+            Role::SpanNew => {
+                let mut fields = Vec::new();
+                self.fields.set(&event, &mut fields);
+                let scope = self.scope(tracepoint, Some(fields));
+                self.open.insert(key, scope);
+            }
+            Role::SpanRecord => {
+                if let Some(mut s) = self.open.remove(&key) {
+                    if let Some(f) = &mut s.fields {
+                        self.fields.set(&event, f);
+                    }
+                    s = self.scope(s.tracepoint, s.fields);
+                    self.open.insert(key, s);
+                }
+            }
+            Role::SpanEnter => {
+                if !self.open.contains_key(&key) {
+                    let scope = self.scope(tracepoint, None);
+                    self.open.insert(key, scope);
+                }
+                let thread = self.threads.of(event.ctx, event.stamp);
+                self.stacks.entry(thread).or_default().push(key);
+            }
+            Role::SpanExit => {
+                let thread = self.threads.of(event.ctx, event.stamp);
+                if let Some(stack) = self.stacks.get_mut(&thread) {
+                    // Usually the innermost; `tracing` allows exits out of order.
+                    if let Some(at) = stack.iter().rposition(|k| *k == key) {
+                        stack.remove(at);
+                    }
+                }
+            }
+            Role::SpanClose => {
+                self.open.remove(&key);
+                // A thread still in it (its exit lost) is not in the next instance of its id.
+                for stack in self.stacks.values_mut() {
+                    stack.retain(|k| *k != key);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn scope(&self, tracepoint: u16, fields: Option<Vec<Field>>) -> PathScope {
+        let mut text = Vec::new();
+        self.fields.scope(&mut text, tracepoint, fields.as_deref());
+        text.push(b':');
+        PathScope {
+            tracepoint,
+            fields,
+            text,
+        }
+    }
 }
 
 /// What a trace's events were and what it lost: the totals `dump`'s last line, `stats`,

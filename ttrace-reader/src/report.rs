@@ -1,12 +1,30 @@
 //! `ttrace-reader report`: how often each point fired, and where the time went: the
 //! durations of entry/exit pairs (paired as the exports pair them: never across events that
 //! may be missing, so a duration is only ever real) and of start/stop pairs of one name stem
-//! (`request_start` .. `request_done`), as counts, percentiles and log2 histograms.
+//! (`request_start` .. `request_done`), and the lifetimes of `tracing` span instances, as
+//! counts, percentiles and log2 histograms; the slowest of each, with their fields.
+//!
+//! **Rates** are over the time each ring covers: a ring that lost its oldest entries holds
+//! every event from its oldest one kept on, one that lost none every event of the trace; so a
+//! point's events per second are the sum, over the rings, of its events there divided by the
+//! time from the ring's start (its oldest event kept if it lost entries, else the first event
+//! reported) to the last event reported. A trace whose rings lost nothing has one span for
+//! all; a busy ring that wrapped is not divided by the time an idle ring goes back.
+//!
+//! **Spans split** (`--by`) as pairs do: by the thread, process or CPU of the instance's
+//! `new`, or by a field: the instance's own (its `new`'s or a later `record`'s, the last
+//! value), else its nearest ancestor's that has it (so `--by uri` splits the `work` spans of
+//! the `request` spans that hold the uri), as they were when the instance closed (a field an
+//! ancestor records later does not count). `--slowest` shows every field as it was last
+//! recorded, an ancestor's too.
 
+use crate::decode::{Field, SpanFields};
 use crate::export::{Closes, Pairing, Schema, Stems};
+use crate::format::Spec;
 use crate::merge::{Filter, Item, Merge};
+use devttrace::aux::AuxSnapshots;
 use devttrace::incarnation::{Thread, Threads};
-use devttrace::spans::{Added, Instance, Spans};
+use devttrace::spans::{Added, Instance, Node, Spans};
 use devttrace::Kind;
 use devttrace::{Event, TaskIndex, View};
 use std::collections::{BTreeMap, HashMap};
@@ -66,8 +84,14 @@ pub struct Options {
     pub sort: SortBy,
     /// Only the first rows of the latency table.
     pub top: Option<usize>,
-    /// Draw the log2 histogram of the pairs of this name.
+    /// Draw the log2 histogram of the pairs of this name, or of the lifetimes of the
+    /// instances of the span of this name.
     pub histogram: Option<String>,
+    /// List the slowest of each span name (by lifetime) and of each pair name (by duration):
+    /// this many of each.
+    pub slowest: Option<usize>,
+    /// Only the slowest of this span or pair name.
+    pub slowest_name: Option<String>,
 }
 
 /// How often a point fired.
@@ -77,7 +101,7 @@ pub struct PointRow {
     pub name: String,
     /// Events.
     pub count: u64,
-    /// Events per second over the time the report covers.
+    /// Events per second over the time their rings cover (see the module's documentation).
     pub rate: f64,
     /// Share of all events, 0 to 1.
     pub share: f64,
@@ -165,6 +189,8 @@ impl Dist {
 pub struct SpanRow {
     /// The span's name.
     pub name: String,
+    /// The thread, process, CPU or field value, when split.
+    pub group: Option<String>,
     /// Instances measured (closed, and whole in the trace).
     pub instances: u64,
     /// New to close.
@@ -192,10 +218,70 @@ pub struct SpansUnmeasured {
 /// A log2 histogram of durations.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Histogram {
-    /// The pairs' name.
+    /// The pairs' or span's name.
     pub name: String,
+    /// Pairs counted.
+    pub pairs: u64,
+    /// Span instances counted (their lifetimes).
+    pub instances: u64,
     /// `(low, high, count)`: durations in `low..=high` nanoseconds.
     pub buckets: Vec<(u64, u64, u64)>,
+}
+
+/// A field of a slow instance (or an argument of a slow pair's entry).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlowField {
+    /// Its name.
+    pub name: String,
+    /// Its value as `dump` shows it.
+    pub text: String,
+    /// Its value for JSON: a number, a bool, or a string (`<lost>` for a string the aux
+    /// buffer no longer held).
+    pub value: serde_json::Value,
+}
+
+/// An ancestor of a slow span instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scope {
+    /// Its span's name.
+    pub name: String,
+    /// Its fields; `None` if its `new` is not in the trace.
+    pub fields: Option<Vec<SlowField>>,
+}
+
+/// One of the slowest span instances or pairs of a name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slow {
+    /// A span instance (else a pair).
+    pub span: bool,
+    /// The span's name, or the pair's (its entry's or start's).
+    pub name: String,
+    /// Its lifetime (new to close), or the pair's duration, ns.
+    pub duration: u64,
+    /// A span instance's busy time (its polls), idle time (the rest) and polls.
+    pub busy_idle_polls: Option<(u64, u64, u64)>,
+    /// When it began (its `new`, or the pair's entry), as `dump`'s time column shows it.
+    pub begin: String,
+    /// When it began, ns since the device was created.
+    pub begin_ns: i64,
+    /// Its process.
+    pub pid: u32,
+    /// A span instance's id in its process.
+    pub id: Option<u64>,
+    /// The threads that polled it (the pair's thread; an instance never polled: the one
+    /// that created it), `pid/tid (name)`, in the order they first did.
+    pub threads: Vec<String>,
+    /// Its fields (its `new`'s and its `record`s', the last value of each), or the pair's
+    /// entry's arguments.
+    pub fields: Vec<SlowField>,
+    /// A span instance's ancestors, the root first, as far as the trace has them.
+    pub ancestors: Vec<Scope>,
+    /// Whether the ancestors reach a root (else the furthest one's parent is not in the
+    /// trace).
+    pub rooted: bool,
+    /// How it shows: a span's ancestors and itself, `svc::request{uri="/a"} > svc::work{id=1}`
+    /// (`? > ` first when not rooted); a pair's entry as `dump` shows it, `call(fd=3)`.
+    pub path: String,
 }
 
 /// The counts of one ring, as the footer of `dump` and of the text report show them.
@@ -225,6 +311,10 @@ pub struct RingCounts {
     pub after_cut: u64,
     /// Entries hidden by a clear.
     pub cleared: u64,
+    /// The time it covers, ns: from its oldest event kept (if it lost older entries; else
+    /// from the first event reported) to the last event reported. Its events' rates are over
+    /// this time.
+    pub covered_ns: u64,
 }
 
 /// A report of a trace.
@@ -248,6 +338,11 @@ pub struct Report {
     pub spans_unmeasured: SpansUnmeasured,
     /// The histogram asked for.
     pub histogram: Option<Histogram>,
+    /// How many of each name `--slowest` asked for.
+    pub slowest_each: Option<usize>,
+    /// The slowest span instances and pairs asked for: by name, the name of the slowest
+    /// first; each name's slowest first.
+    pub slowest: Vec<Slow>,
     /// Why the snapshot file reported on was taken, if it says.
     pub snapshot: Option<crate::cause::Taken>,
     /// The counts of the rings reported on (those the filter selects; a shared ring only
@@ -256,13 +351,32 @@ pub struct Report {
 }
 
 /// The names of the arguments of the pairs' entries and starts, sorted (what `--by` takes
-/// beside `thread`, `process` and `cpu`).
+/// beside `thread`, `process` and `cpu`, with the spans' fields: [`span_fields`]).
 pub fn pair_arguments(meta: &devttrace::Metadata) -> Vec<String> {
     let schemas = Schema::all(meta);
     let stems = Stems::new(&meta.tracepoints);
     let mut names: Vec<String> = (0..schemas.len())
         .filter(|&id| stems.opens_pair(&meta.tracepoints, id))
         .flat_map(|id| schemas[id].args.iter().map(|(name, _)| name.clone()))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The names of the fields of the trace's spans (those their `new` and `record` steps
+/// give), sorted: what `--by` takes too.
+pub fn span_fields(meta: &devttrace::Metadata) -> Vec<String> {
+    let mut names: Vec<String> = Schema::all(meta)
+        .into_iter()
+        .flat_map(|s| {
+            let first = match s.role {
+                devttrace::Role::SpanNew => 2,
+                devttrace::Role::SpanRecord => 1,
+                _ => s.args.len(),
+            };
+            s.args.into_iter().skip(first).map(|(name, _)| name)
+        })
         .collect();
     names.sort();
     names.dedup();
@@ -280,11 +394,116 @@ struct SpanTimes {
     drops: u64,
 }
 
+/// The slowest `n` of one name so far, offered as they come: kept loosely (up to `2n`),
+/// trimmed now and then, sorted at the end (longest first, then earliest).
+struct Slowest<T> {
+    n: usize,
+    /// `(duration, begin stamp, what)`.
+    kept: Vec<(u64, u64, T)>,
+    /// Once `n` are kept, the shortest of them: a shorter one is not kept.
+    floor: u64,
+}
+
+impl<T> Slowest<T> {
+    fn new(n: usize) -> Slowest<T> {
+        Slowest {
+            n,
+            kept: Vec::new(),
+            floor: 0,
+        }
+    }
+
+    fn offer(&mut self, duration: u64, begin: u64, what: impl FnOnce() -> T) {
+        if self.kept.len() >= self.n && duration < self.floor {
+            return;
+        }
+        self.kept.push((duration, begin, what()));
+        if self.kept.len() >= 2 * self.n {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        self.kept
+            .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        self.kept.truncate(self.n);
+        if self.kept.len() == self.n {
+            self.floor = self.kept.last().map_or(0, |k| k.0);
+        }
+    }
+
+    fn into_sorted(mut self) -> Vec<(u64, u64, T)> {
+        self.trim();
+        self.kept
+    }
+}
+
+/// A word as JSON: a number, a bool, or text (a string's text, `<lost>` when the aux buffer
+/// no longer held it; a value table's names; a character).
+fn json_value(spec: &Spec, w: u64, aux: &AuxSnapshots) -> serde_json::Value {
+    match spec {
+        Spec::Bool => serde_json::json!(w != 0),
+        Spec::Unsigned => serde_json::json!(w),
+        Spec::Signed => serde_json::json!(w as i64),
+        Spec::Float => {
+            let f = f64::from_bits(w);
+            match f.is_finite() {
+                true => serde_json::json!(f),
+                false => serde_json::json!(f.to_string()),
+            }
+        }
+        Spec::Str => serde_json::json!(match crate::format::string_arg(aux, w) {
+            Some(r) => {
+                let dots = if r.truncated { "..." } else { "" };
+                format!("{}{dots}", String::from_utf8_lossy(r.bytes))
+            }
+            None => "<lost>".to_string(),
+        }),
+        _ => {
+            let mut text = Vec::new();
+            crate::format::word(&mut text, spec, w, aux);
+            serde_json::json!(String::from_utf8_lossy(&text))
+        }
+    }
+}
+
+/// The fields of `node` (its `new`'s, then its `record`s', the last value of each).
+fn node_fields(fields: &SpanFields<'_>, node: &Node) -> Vec<Field> {
+    let mut f = Vec::new();
+    for e in node.field_steps() {
+        fields.set(&e, &mut f);
+    }
+    f
+}
+
 /// Reports the events `view` holds that `filter` keeps.
 pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     let schemas = Schema::all(&view.meta);
     let clock = view.version.clock;
     let n = schemas.len();
+    let num_cpus = view.version.num_cpus;
+    let span_text = SpanFields::new(view);
+    let threads = TaskIndex::threads(&view.meta);
+    let processes = TaskIndex::processes(&view.meta);
+    let task_name = |index: &TaskIndex, list: &[devttrace::TaskInfo], id: u64, stamp: u64| {
+        index
+            .at(id, stamp)
+            .map_or("?".to_string(), |c| list[c.index].name.clone())
+    };
+    let thread_label = |ctx: u64, stamp: u64| {
+        format!(
+            "{}/{} ({})",
+            ctx >> 32,
+            ctx as u32,
+            task_name(&threads, &view.meta.threads, ctx, stamp)
+        )
+    };
+    let process_label = |pid: u64, stamp: u64| {
+        format!(
+            "{pid} ({})",
+            task_name(&processes, &view.meta.processes, pid << 32, stamp)
+        )
+    };
     let Stems {
         of: stem_of,
         paired,
@@ -338,24 +557,52 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             }
         }
     };
+    // The group of a span instance measured (its `new` is `new`).
+    let span_group = |i: &Instance, new: &Event| -> Option<String> {
+        Some(match opts.by.as_ref()? {
+            By::Thread => thread_label(new.ctx, new.stamp),
+            By::Process => process_label(i.pid as u64, new.stamp),
+            By::Cpu => format!("cpu{}", new.type_word.cpu()),
+            By::Arg(name) => {
+                // Its own field, else its nearest ancestor's.
+                let own = i.node.iter().cloned();
+                let chain = own.chain(i.node.iter().flat_map(|n| n.ancestors()));
+                for node in chain {
+                    let fields = node_fields(&span_text, &node);
+                    if let Some(f) = fields.iter().find(|f| f.name == *name) {
+                        let mut t = format!("{name}=").into_bytes();
+                        span_text.value(&mut t, f);
+                        return Some(String::from_utf8_lossy(&t).into_owned());
+                    }
+                }
+                format!("(no {name})")
+            }
+        })
+    };
+    let wanted =
+        |name: &str| opts.slowest.is_some() && opts.slowest_name.as_ref().is_none_or(|w| w == name);
     let mut pairing = Pairing::new(&view.cpus, &view.meta).across_losses();
     let horizon = pairing.horizon();
     let mut instances = Spans::new(&view.meta, horizon);
-    let mut spans: BTreeMap<String, SpanTimes> = BTreeMap::new();
+    // Fields and parents, for what needs them.
+    if opts.slowest.is_some() || matches!(opts.by, Some(By::Arg(_))) {
+        instances = instances.keep_fields();
+    }
+    let mut spans: BTreeMap<(String, Option<String>), SpanTimes> = BTreeMap::new();
     let mut spans_un = SpansUnmeasured::default();
+    let mut slow_spans: BTreeMap<String, Slowest<Instance>> = BTreeMap::new();
     let mut ended = |i: Instance| {
-        let Some(lifetime) = i.lifetime() else {
+        let (Some(lifetime), Some(new)) = (i.lifetime(), i.new) else {
             match i.close {
                 None => spans_un.open_at_end += 1,
                 Some(_) => spans_un.not_whole += 1,
             }
             return;
         };
-        let name = schemas.get(i.tracepoint as usize).map_or_else(
-            || format!("tracepoint#{}", i.tracepoint),
-            |s| s.name.clone(),
-        );
-        let e = spans.entry(name).or_default();
+        let name = span_text.name(i.tracepoint);
+        let e = spans
+            .entry((name.clone(), span_group(&i, &new)))
+            .or_default();
         let (lifetime, busy) = (clock.ticks_to_ns(lifetime), clock.ticks_to_ns(i.busy()));
         e.lifetime.push(lifetime);
         e.busy.push(busy);
@@ -366,13 +613,27 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
                 .map(|p| clock.ticks_to_ns(p.exit.saturating_sub(p.enter))),
         );
         e.drops += i.dropped.is_some() as u64;
+        if wanted(&name) {
+            let k = opts.slowest.unwrap_or(1);
+            slow_spans
+                .entry(name)
+                .or_insert_with(|| Slowest::new(k))
+                .offer(lifetime, new.stamp, || i);
+        }
     };
-    // Events by tracepoint id (the last: ids the metadata does not know), and messages.
+    // Events by tracepoint id (the last: ids the metadata does not know), and messages; the
+    // same per ring, for the rates.
     let mut counts = vec![0u64; n + 1];
     let mut unknown: BTreeMap<usize, u64> = BTreeMap::new();
     let mut messages = 0u64;
+    let mut in_ring: Vec<Vec<u64>> = vec![Vec::new(); view.cpus.len()];
+    let mut unknown_in_ring: BTreeMap<(usize, usize), u64> = BTreeMap::new();
+    let mut messages_in_ring = vec![0u64; view.cpus.len()];
     // Durations by (tracepoint id, group), with an event of the group to name it by.
     let mut durations: HashMap<(usize, u64), (Vec<u64>, Event)> = HashMap::new();
+    // The slowest pairs asked for, by tracepoint id: their entries (starts).
+    let slow_pair_ids: Vec<bool> = schemas.iter().map(|s| wanted(&s.name)).collect();
+    let mut slow_pairs: BTreeMap<usize, Slowest<Event>> = BTreeMap::new();
     // Open starts, per thread and stem; the stems some stop closes (a start whose stem no
     // stop has is a point of its own, not an open pair).
     let mut starts: HashMap<(Thread, usize), Vec<Event>> = HashMap::new();
@@ -381,22 +642,36 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     let (mut first, mut last, mut events) = (None, 0u64, 0u64);
     let mut add = |open: &Event, close: &Event| {
         let ns = clock.ticks_to_ns(close.stamp.saturating_sub(open.stamp));
+        let id = open.type_word.tracepoint() as usize;
         durations
-            .entry((open.type_word.tracepoint() as usize, group_key(open)))
+            .entry((id, group_key(open)))
             .or_insert_with(|| (Vec::new(), *open))
             .0
             .push(ns);
+        if slow_pair_ids.get(id).copied().unwrap_or(false) {
+            let k = opts.slowest.unwrap_or(1);
+            slow_pairs
+                .entry(id)
+                .or_insert_with(|| Slowest::new(k))
+                .offer(ns, open.stamp, || *open);
+        }
     };
+    let rings = view.cpus.len();
     let _ = Merge::view(view, filter).try_for_each_ref(|item| {
-        let event = match item {
+        let (event, ring) = match item {
             Item::Message(r) => {
                 messages += 1;
                 events += 1;
                 first.get_or_insert(r.timestamp);
                 last = last.max(r.timestamp);
+                // Its ring is not known here: that of its CPU's restartable ring.
+                let ring = r.cpu as usize % (num_cpus.max(1) as usize);
+                if let Some(c) = messages_in_ring.get_mut(ring) {
+                    *c += 1;
+                }
                 return Ok::<(), ()>(());
             }
-            Item::Point { event, .. } => event,
+            Item::Point { event, cpu } => (event, *cpu),
         };
         events += 1;
         first.get_or_insert(event.stamp);
@@ -404,9 +679,17 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
         let id = event.type_word.tracepoint() as usize;
         let Some(schema) = schemas.get(id) else {
             *unknown.entry(id).or_default() += 1;
+            *unknown_in_ring.entry((id, ring)).or_default() += 1;
             return Ok(());
         };
         counts[id] += 1;
+        if ring < rings {
+            let r = &mut in_ring[ring];
+            if r.is_empty() {
+                r.resize(n, 0);
+            }
+            r[id] += 1;
+        }
         match instances.add(event) {
             Added::NotAStep => {}
             Added::Step => return Ok(()),
@@ -451,10 +734,32 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     for i in instances.into_open() {
         ended(i);
     }
+    let histogram = opts.histogram.as_ref().map(|h| {
+        let mut all: Vec<u64> = durations
+            .iter()
+            .filter(|((id, _), _)| schemas[*id].name == *h)
+            .flat_map(|(_, (v, _))| v.iter().copied())
+            .collect();
+        let pairs = all.len() as u64;
+        all.extend(
+            spans
+                .iter()
+                .filter(|((name, _), _)| name == h)
+                .flat_map(|(_, t)| t.lifetime.iter().copied()),
+        );
+        all.sort_unstable();
+        Histogram {
+            name: h.clone(),
+            pairs,
+            instances: all.len() as u64 - pairs,
+            buckets: log2_buckets(&all),
+        }
+    });
     let mut spans: Vec<SpanRow> = spans
         .into_iter()
-        .map(|(name, t)| SpanRow {
+        .map(|((name, group), t)| SpanRow {
             name,
+            group,
             instances: t.lifetime.len() as u64,
             lifetime: Dist::of(t.lifetime),
             busy: Dist::of(t.busy),
@@ -463,11 +768,17 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             drop_reentries: t.drops,
         })
         .collect();
+    let span_key = |r: &SpanRow| match opts.sort {
+        SortBy::Count => r.instances,
+        SortBy::Total => r.lifetime.total,
+        SortBy::P99 => r.lifetime.p99,
+        SortBy::Max => r.lifetime.max,
+    };
     spans.sort_by(|a, b| {
-        b.lifetime
-            .total
-            .cmp(&a.lifetime.total)
+        span_key(b)
+            .cmp(&span_key(a))
             .then(a.name.cmp(&b.name))
+            .then(a.group.cmp(&b.group))
     });
     un.open_at_end += pairing.into_open().len() as u64;
     un.open_at_end += starts
@@ -476,44 +787,69 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
         .map(|(_, v)| v.len() as u64)
         .sum::<u64>();
     let covered_ns = first.map_or(0, |f| clock.ticks_to_ns(last - f));
+    // The time each ring covers: from its oldest event kept if it lost older entries (and
+    // none was left out as older than --since), else from the first event reported; to the
+    // last event reported.
+    let ring_covered: Vec<u64> = view
+        .cpus
+        .iter()
+        .map(|r| {
+            let Some(f) = first else { return 0 };
+            let from = match (r.lost > 0 && r.older == 0, r.events.first()) {
+                (true, Some(m)) => m.stamp.max(f),
+                (true, None) => last,
+                (false, _) => f,
+            };
+            clock.ticks_to_ns(last.saturating_sub(from))
+        })
+        .collect();
     let secs = covered_ns as f64 / 1e9;
-    let row = |name: String, count: u64| PointRow {
+    // Events per second of a row whose events are `in_ring(ring)` on each ring: each ring's
+    // over its time (over the whole span for a ring that covers no time).
+    let rate = |in_ring: &dyn Fn(usize) -> u64| -> f64 {
+        (0..rings)
+            .map(|ring| {
+                let c = in_ring(ring);
+                let t = ring_covered[ring] as f64 / 1e9;
+                match (c, t > 0.0, secs > 0.0) {
+                    (0, _, _) => 0.0,
+                    (c, true, _) => c as f64 / t,
+                    (c, false, true) => c as f64 / secs,
+                    _ => 0.0,
+                }
+            })
+            .sum()
+    };
+    let row = |name: String, count: u64, rate: f64| PointRow {
         name,
         count,
-        rate: if secs > 0.0 { count as f64 / secs } else { 0.0 },
+        rate,
         share: count as f64 / events.max(1) as f64,
     };
-    let mut points: Vec<PointRow> = schemas
-        .iter()
-        .zip(&counts)
-        .zip(&view.meta.tracepoints)
-        .filter(|((_, &c), _)| c > 0)
-        .map(|((_, &c), t)| row(crate::format::marked_name(t), c))
-        .chain(
-            unknown
-                .iter()
-                .map(|(id, &c)| row(format!("tracepoint#{id}"), c)),
-        )
-        .chain((messages > 0).then(|| row("info".into(), messages)))
+    let mut points: Vec<PointRow> = (0..n)
+        .filter(|&id| counts[id] > 0)
+        .map(|id| {
+            let r = rate(&|ring| in_ring[ring].get(id).copied().unwrap_or(0));
+            row(
+                crate::format::marked_name(&view.meta.tracepoints[id]),
+                counts[id],
+                r,
+            )
+        })
+        .chain(unknown.iter().map(|(&id, &c)| {
+            let r = rate(&|ring| unknown_in_ring.get(&(id, ring)).copied().unwrap_or(0));
+            row(format!("tracepoint#{id}"), c, r)
+        }))
+        .chain((messages > 0).then(|| {
+            let r = rate(&|ring| messages_in_ring[ring]);
+            row("info".into(), messages, r)
+        }))
         .collect();
     points.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
-    let threads = TaskIndex::threads(&view.meta);
-    let processes = TaskIndex::processes(&view.meta);
     let group_name = |e: &Event, key: u64| -> Option<String> {
-        let (pid, tid) = (e.ctx >> 32, e.ctx as u32);
-        let name = |i: &TaskIndex, list: &[devttrace::TaskInfo], id: u64| {
-            i.at(id, e.stamp)
-                .map_or("?".to_string(), |c| list[c.index].name.clone())
-        };
         Some(match opts.by.as_ref()? {
-            By::Thread => format!(
-                "{pid}/{tid} ({})",
-                name(&threads, &view.meta.threads, e.ctx)
-            ),
-            By::Process => format!(
-                "{pid} ({})",
-                name(&processes, &view.meta.processes, pid << 32)
-            ),
+            By::Thread => thread_label(e.ctx, e.stamp),
+            By::Process => process_label(e.ctx >> 32, e.stamp),
             By::Cpu => format!("cpu{}", e.type_word.cpu()),
             By::Arg(ref name) => match key {
                 0 => format!("(no {name})"),
@@ -521,18 +857,6 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             },
         })
     };
-    let histogram = opts.histogram.as_ref().map(|h| {
-        let mut all: Vec<u64> = durations
-            .iter()
-            .filter(|((id, _), _)| schemas[*id].name == *h)
-            .flat_map(|(_, (v, _))| v.iter().copied())
-            .collect();
-        all.sort_unstable();
-        Histogram {
-            name: h.clone(),
-            buckets: log2_buckets(&all),
-        }
-    });
     let mut latencies: Vec<LatencyRow> = durations
         .into_iter()
         .map(|((id, key), (v, example))| LatencyRow {
@@ -556,8 +880,16 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     if let Some(n) = opts.top {
         latencies.truncate(n);
         points.truncate(n);
+        spans.truncate(n);
     }
-    let num_cpus = view.version.num_cpus;
+    let slowest = slowest_of(
+        view,
+        &span_text,
+        &schemas,
+        slow_spans,
+        slow_pairs,
+        &thread_label,
+    );
     let rings = (view.cpus.iter().enumerate())
         .filter(|&(ring, r)| crate::decode::shown(ring, r, num_cpus, filter))
         .map(|(ring, r)| RingCounts {
@@ -573,6 +905,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             damaged: r.damaged,
             after_cut: r.after_cut,
             cleared: r.cleared,
+            covered_ns: ring_covered[ring],
         })
         .collect();
     Report {
@@ -586,9 +919,144 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
         spans,
         spans_unmeasured: spans_un,
         histogram,
+        slowest_each: opts.slowest,
+        slowest,
         snapshot: crate::cause::Taken::of(view.reader())
             .map(|t| t.holding(crate::cause::Held::of_view(view))),
     }
+}
+
+/// The slowest span instances and pairs kept, as the report lists them: by name, the name
+/// whose slowest is the longest first (then by name); each name's longest first.
+fn slowest_of(
+    view: &View<'_>,
+    span_text: &SpanFields<'_>,
+    schemas: &[Schema],
+    spans: BTreeMap<String, Slowest<Instance>>,
+    pairs: BTreeMap<usize, Slowest<Event>>,
+    thread_label: &dyn Fn(u64, u64) -> String,
+) -> Vec<Slow> {
+    let clock = view.version.clock;
+    let slow_field = |name: &str, spec: &Spec, w: u64| {
+        let mut text = Vec::new();
+        crate::format::word(&mut text, spec, w, &view.aux);
+        SlowField {
+            name: name.to_string(),
+            text: String::from_utf8_lossy(&text).into_owned(),
+            value: json_value(spec, w, &view.aux),
+        }
+    };
+    let of_fields = |fields: &[Field]| -> Vec<SlowField> {
+        fields
+            .iter()
+            .map(|f| slow_field(&f.name, &f.spec, f.word))
+            .collect()
+    };
+    let mut groups: Vec<Vec<Slow>> = Vec::new();
+    for (name, kept) in spans {
+        let group = kept.into_sorted().into_iter().map(|(lifetime, begin, i)| {
+            // Its ancestors, the root first, then itself: (tracepoint, fields if known).
+            let mut chain: Vec<(u16, Option<Vec<Field>>)> = Vec::new();
+            let mut rooted = false;
+            if let Some(node) = &i.node {
+                for a in node.ancestors().iter().rev() {
+                    let fields = a.new.map(|_| node_fields(span_text, a));
+                    chain.push((a.tracepoint, fields));
+                }
+                rooted = node.rooted();
+                chain.push((i.tracepoint, Some(node_fields(span_text, node))));
+            } else {
+                chain.push((i.tracepoint, None));
+            }
+            let mut path = Vec::new();
+            if !rooted {
+                path.extend_from_slice(b"? > ");
+            }
+            for (k, (tp, fields)) in chain.iter().enumerate() {
+                if k > 0 {
+                    path.extend_from_slice(b" > ");
+                }
+                span_text.scope(&mut path, *tp, fields.as_deref());
+            }
+            let own = chain.pop().and_then(|c| c.1).unwrap_or_default();
+            let mut threads: Vec<String> = Vec::new();
+            let mut seen: Vec<u64> = Vec::new();
+            for p in &i.polls {
+                if !seen.contains(&p.ctx) {
+                    seen.push(p.ctx);
+                    threads.push(thread_label(p.ctx, p.enter));
+                }
+            }
+            if threads.is_empty() {
+                if let Some(new) = &i.new {
+                    threads.push(thread_label(new.ctx, new.stamp));
+                }
+            }
+            let busy = clock.ticks_to_ns(i.busy());
+            Slow {
+                span: true,
+                name: name.clone(),
+                duration: lifetime,
+                busy_idle_polls: Some((busy, lifetime.saturating_sub(busy), i.polls.len() as u64)),
+                begin: crate::decode::seconds(&clock, begin),
+                begin_ns: clock.since_anchor_ns(begin),
+                pid: i.pid,
+                id: Some(i.id),
+                threads,
+                fields: of_fields(&own),
+                ancestors: chain
+                    .iter()
+                    .map(|(tp, fields)| Scope {
+                        name: span_text.name(*tp),
+                        fields: fields.as_deref().map(of_fields),
+                    })
+                    .collect(),
+                rooted,
+                path: String::from_utf8_lossy(&path).into_owned(),
+            }
+        });
+        groups.push(group.collect());
+    }
+    let decoder = crate::decode::Decoder::new(view, crate::decode::TimeFormat::Relative);
+    for (id, kept) in pairs {
+        let group = kept.into_sorted().into_iter().map(|(ns, begin, open)| {
+            let mut path = Vec::new();
+            decoder.text(
+                &Item::Point {
+                    cpu: 0,
+                    event: open,
+                },
+                &mut path,
+            );
+            let args = open.args().iter().zip(&schemas[id].args);
+            Slow {
+                span: false,
+                name: schemas[id].name.clone(),
+                duration: ns,
+                busy_idle_polls: None,
+                begin: crate::decode::seconds(&clock, begin),
+                begin_ns: clock.since_anchor_ns(begin),
+                pid: (open.ctx >> 32) as u32,
+                id: None,
+                threads: vec![thread_label(open.ctx, open.stamp)],
+                fields: args
+                    .map(|(&w, (name, spec))| slow_field(name, spec, w))
+                    .collect(),
+                ancestors: Vec::new(),
+                rooted: true,
+                path: String::from_utf8_lossy(&path).into_owned(),
+            }
+        });
+        groups.push(group.collect());
+    }
+    groups.retain(|g| !g.is_empty());
+    groups.sort_by(|a, b| {
+        b[0].duration
+            .cmp(&a[0].duration)
+            .then(a[0].name.cmp(&b[0].name))
+            .then(b[0].span.cmp(&a[0].span))
+    });
+    groups.into_iter().flatten().collect()
 }
 
 /// Buckets `[0]`, `[1]`, `[2, 3]`, `[4, 7]` ... from the first to the last that holds a
@@ -657,6 +1125,21 @@ pub fn text(r: &Report) -> String {
         r.events,
         r.covered_ns as f64 / 1e9
     );
+    // Where a ring lost older entries, the rates are over less time than that.
+    if r.rings
+        .iter()
+        .any(|c| c.events > 0 && c.covered_ns < r.covered_ns)
+    {
+        let each: Vec<String> = (r.rings.iter())
+            .filter(|c| c.events > 0)
+            .map(|c| format!("{} {:.6} s", c.ring, c.covered_ns as f64 / 1e9))
+            .collect();
+        let _ = writeln!(
+            s,
+            "# rates: per second of the time each ring covers (a ring that lost older entries: from its oldest kept): {}",
+            each.join(", ")
+        );
+    }
     let _ = writeln!(
         s,
         "{:>10} {:>12} {:>7}  point",
@@ -708,7 +1191,7 @@ pub fn text(r: &Report) -> String {
     if !r.spans.is_empty() || r.spans_unmeasured != SpansUnmeasured::default() {
         let _ = writeln!(
             s,
-            "# spans: lifetime (new to close) = busy (its polls) + idle; each poll"
+            "# spans: lifetime (new to close) = busy (its polls) + idle; each poll{split}"
         );
         let _ = writeln!(
             s,
@@ -722,7 +1205,11 @@ pub fn text(r: &Report) -> String {
                 ("idle", &sp.idle),
                 ("poll", &sp.polls),
             ] {
-                dist_line(&mut s, d, &format!("{} {what}", sp.name));
+                let group = sp
+                    .group
+                    .as_ref()
+                    .map_or(String::new(), |g| format!("  [{g}]"));
+                dist_line(&mut s, d, &format!("{} {what}{group}", sp.name));
             }
         }
         let u = r.spans_unmeasured;
@@ -733,9 +1220,39 @@ pub fn text(r: &Report) -> String {
             u.open_at_end, u.not_whole
         );
     }
+    if let Some(k) = r.slowest_each {
+        let _ = writeln!(
+            s,
+            "# slowest: the {k} longest of each span (lifetime = busy + idle, polls; begun at, as dump shows time; on the threads that polled it) and of each pair"
+        );
+        if r.slowest.is_empty() {
+            let _ = writeln!(s, "# (no span instance or pair measured)");
+        }
+        for w in &r.slowest {
+            let _ = write!(s, "{}  {}", w.name, dur(w.duration));
+            if let Some((busy, idle, polls)) = w.busy_idle_polls {
+                let _ = write!(
+                    s,
+                    " = busy {} + idle {}, {polls} polls",
+                    dur(busy),
+                    dur(idle)
+                );
+            }
+            let _ = write!(s, "  begun {}", w.begin);
+            if let Some(id) = w.id {
+                let _ = write!(s, "  span {id:#x} of pid {}", w.pid);
+            }
+            let _ = writeln!(s, "  on {}", w.threads.join(", "));
+            let _ = writeln!(s, "    {}", w.path);
+        }
+    }
     if let Some(h) = &r.histogram {
-        let total: u64 = h.buckets.iter().map(|b| b.2).sum();
-        let _ = writeln!(s, "# {}: {total} pairs", h.name);
+        let what = match (h.pairs, h.instances) {
+            (p, 0) => format!("{p} pairs"),
+            (0, i) => format!("{i} span instances (lifetime)"),
+            (p, i) => format!("{p} pairs, {i} span instances (lifetime)"),
+        };
+        let _ = writeln!(s, "# {}: {what}", h.name);
         let _ = writeln!(s, "{:>24} : {:<9} distribution", "nsecs", "count");
         let most = h.buckets.iter().map(|b| b.2).max().unwrap_or(1).max(1);
         for &(lo, hi, n) in &h.buckets {
@@ -776,6 +1293,7 @@ pub fn json(r: &Report) -> String {
                 "orphaned_continuations": c.orphans, "malformed": c.malformed,
                 "damaged": c.damaged,
                 "written_while_reading": c.after_cut, "cleared": c.cleared,
+                "covered_ns": c.covered_ns,
             })
         })
         .collect();
@@ -803,7 +1321,7 @@ pub fn json(r: &Report) -> String {
         },
         "measured_across_losses": u.across_losses,
         "spans": r.spans.iter().map(|sp| serde_json::json!({
-            "name": sp.name, "instances": sp.instances, "lifetime": sp.lifetime.json(),
+            "name": sp.name, "group": sp.group, "instances": sp.instances, "lifetime": sp.lifetime.json(),
             "busy": sp.busy.json(), "idle": sp.idle.json(), "polls": sp.polls.json(),
             "drop_reentries": sp.drop_reentries,
         })).collect::<Vec<_>>(),
@@ -815,13 +1333,65 @@ pub fn json(r: &Report) -> String {
     if let Some(t) = &r.snapshot {
         v["snapshot"] = t.json();
     }
+    if r.slowest_each.is_some() {
+        v["slowest"] = r.slowest.iter().map(slow_json).collect();
+    }
     if let Some(h) = &r.histogram {
         v["histogram"] = serde_json::json!({
-            "name": h.name,
+            "name": h.name, "pairs": h.pairs, "instances": h.instances,
             "buckets": h.buckets.iter().map(|&(lo, hi, n)| serde_json::json!({"low_ns": lo, "high_ns": hi, "count": n})).collect::<Vec<_>>(),
         });
     }
     v.to_string()
+}
+
+/// Fields as a JSON object, by name.
+fn fields_json(fields: &[SlowField]) -> serde_json::Value {
+    let map: serde_json::Map<String, serde_json::Value> = fields
+        .iter()
+        .map(|f| (f.name.clone(), f.value.clone()))
+        .collect();
+    serde_json::Value::Object(map)
+}
+
+/// One of the slowest as JSON: `kind` `span` (its `lifetime_ns`, `busy_ns`, `idle_ns`,
+/// `polls`, `id`, `fields`, `ancestors` root first) or `pair` (its `duration_ns`, `args`).
+fn slow_json(w: &Slow) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "kind": if w.span { "span" } else { "pair" },
+        "name": w.name,
+        "begin": w.begin,
+        "begin_ns": w.begin_ns,
+        "pid": w.pid,
+        "threads": w.threads,
+        "path": w.path,
+    });
+    match w.busy_idle_polls {
+        Some((busy, idle, polls)) => {
+            v["lifetime_ns"] = serde_json::json!(w.duration);
+            v["busy_ns"] = serde_json::json!(busy);
+            v["idle_ns"] = serde_json::json!(idle);
+            v["polls"] = serde_json::json!(polls);
+            v["id"] = serde_json::json!(w.id);
+            v["fields"] = fields_json(&w.fields);
+            v["ancestors"] = w
+                .ancestors
+                .iter()
+                .map(|a| {
+                    serde_json::json!({
+                        "name": a.name,
+                        "fields": a.fields.as_deref().map(fields_json),
+                    })
+                })
+                .collect();
+            v["rooted"] = serde_json::json!(w.rooted);
+        }
+        None => {
+            v["duration_ns"] = serde_json::json!(w.duration);
+            v["args"] = fields_json(&w.fields);
+        }
+    }
+    v
 }
 
 #[cfg(test)]

@@ -17,5 +17,6 @@ mod mount;
 mod not_regular;
 mod reader_cli;
 mod snapshots;
+mod spans;
 mod report;
 mod watch;

@@ -385,3 +385,146 @@ fn a_dead_threads_open_entry_is_not_closed_by_the_next_thread_with_its_tid() {
         "{text}"
     );
 }
+
+#[test]
+fn rates_are_over_the_time_each_ring_covers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = device(&dir, 16);
+    let hot = define_kind(&dev, "hot", Kind::Start, "");
+    let idle = define_kind(&dev, "idle", Kind::Start, "");
+    // One `idle` event on CPU 1, long before a busy second on CPU 0 wraps its 16-slot ring
+    // (40 `hot` events 1 us apart): the trace goes back a second (and the device further),
+    // but CPU 0's ring holds only its last 15 us.
+    let base = (dev.now() + 1_000_000) & !1;
+    dev.mapping()
+        .ring(1)
+        .write(base, 1, &[on(idle, 1), 1 << 32 | 3, 0, 0, 0, 0, 0])
+        .unwrap();
+    let busy = base + 1_000_000_000;
+    for i in 0..40 {
+        put(&dev, busy + i * 1000, on(hot, 0), 1 << 32 | 2);
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&reader!("report", &dir, "--json").ok()).unwrap();
+    let rings = json["rings"].as_array().unwrap();
+    assert!(rings[0]["lost"].as_u64().unwrap() > 0, "{json}");
+    let kept = rings[0]["events"].as_u64().unwrap();
+    // Ring 0 covers its oldest event kept to the last; ring 1 lost nothing: the whole trace.
+    let last = busy + 39 * 1000;
+    let covered0 = (kept - 1) * 1000;
+    assert_eq!(rings[0]["covered_ns"], covered0, "{json}");
+    assert_eq!(rings[1]["covered_ns"], last - base, "{json}");
+    assert_eq!(json["covered_ns"], last - base);
+    let rate = |name: &str| {
+        let p = json["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap();
+        p["per_second"].as_f64().unwrap()
+    };
+    let close = |got: f64, want: f64| (got - want).abs() <= want * 1e-9;
+    let want_hot = kept as f64 / (covered0 as f64 / 1e9);
+    assert!(close(rate("hot"), want_hot), "{} {want_hot}", rate("hot"));
+    let want_idle = 1.0 / ((last - base) as f64 / 1e9);
+    assert!(
+        close(rate("idle"), want_idle),
+        "{} {want_idle}",
+        rate("idle")
+    );
+    // The text says over what each ring's rates are.
+    let text = reader!("report", &dir).ok();
+    let line = format!(
+        "# rates: per second of the time each ring covers (a ring that lost older entries: from \
+         its oldest kept): cpu0 {:.6} s, cpu1 {:.6} s",
+        covered0 as f64 / 1e9,
+        (last - base) as f64 / 1e9
+    );
+    assert!(text.lines().any(|l| l == line), "{text}");
+    let hot_line = text.lines().find(|l| l.ends_with("  hot")).unwrap();
+    let shown: f64 = hot_line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!((shown - want_hot).abs() < 0.1, "{hot_line}");
+    // A trace whose rings lost nothing has one time for all, and no such line.
+    let whole = tmp.path().join("whole");
+    let dev = device(&whole, 1024);
+    let hot = define_kind(&dev, "hot", Kind::Start, "");
+    let t = dev.now() & !1;
+    for i in 0..10 {
+        put(&dev, t + i * 1000, on(hot, 0), 1 << 32 | 2);
+    }
+    let text = reader!("report", &whole).ok();
+    assert!(!text.contains("# rates:"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&reader!("report", &whole, "--json").ok()).unwrap();
+    let p = &json["points"][0];
+    assert!(
+        close(p["per_second"].as_f64().unwrap(), 10.0 / 9e-6),
+        "{json}"
+    );
+}
+
+#[test]
+fn slowest_lists_the_longest_pairs_of_each_name_with_their_arguments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = device(&dir, 1024);
+    let (enter, exit) = (
+        define_kind(&dev, "call", Kind::Entry, "fd={fd}"),
+        define_kind(&dev, "call_done", Kind::Exit, ""),
+    );
+    dev.note_thread(1, 2, "fast").unwrap();
+    dev.note_thread(1, 3, "slow").unwrap();
+    let base = dev.now() & !1;
+    // Fast calls on fd 4, slow ones on fd 9 (the entry's argument is the fd).
+    let call = |ring: usize, ctx: u64, t: u64, d: u64, fd: u64| {
+        let m = dev.mapping();
+        m.ring(ring)
+            .write(t, 1, &[on(enter, ring), ctx, fd, 0, 0, 0, 0])
+            .unwrap();
+        m.ring(ring)
+            .write(t + d, 1, &[on(exit, ring), ctx, 0, 0, 0, 0, 0])
+            .unwrap();
+    };
+    for i in 0..10 {
+        call(0, 1 << 32 | 2, base + i * 1000, 100 + 2 * i, 4);
+    }
+    call(1, 1 << 32 | 3, base + 100_000, 70_000, 9);
+    call(1, 1 << 32 | 3, base + 200_000, 90_000, 9);
+    let json: serde_json::Value =
+        serde_json::from_str(&reader!("report", &dir, "--slowest", "2", "--json").ok()).unwrap();
+    let slowest = json["slowest"].as_array().unwrap();
+    let got: Vec<(u64, &str, u64)> = slowest
+        .iter()
+        .map(|w| {
+            assert_eq!((&w["kind"], &w["name"]), (&"pair".into(), &"call".into()));
+            (
+                w["duration_ns"].as_u64().unwrap(),
+                w["threads"][0].as_str().unwrap(),
+                w["args"]["fd"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [(90_000, "1/3 (slow)", 9), (70_000, "1/3 (slow)", 9)]);
+    // Each begins as dump shows its entry's time; its text is the entry as dump shows it.
+    let dump = reader!("dump", &dir).ok();
+    let entries: Vec<&str> = dump.lines().filter(|l| l.contains(" call(fd=9)")).collect();
+    assert_eq!(
+        slowest[0]["begin"],
+        entries[1].split_whitespace().next().unwrap()
+    );
+    assert_eq!(
+        slowest[1]["begin"],
+        entries[0].split_whitespace().next().unwrap()
+    );
+    assert_eq!(slowest[0]["path"], "call(fd=9)");
+    let text = reader!("report", &dir, "--slowest", "1").ok();
+    let at = text
+        .lines()
+        .position(|l| l.starts_with("call  90.0us  begun "))
+        .unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[at].ends_with("  on 1/3 (slow)"), "{text}");
+    assert_eq!(lines[at + 1], "    call(fd=9)");
+}

@@ -63,6 +63,12 @@ enum Command {
         /// Show wall-clock UTC time instead of seconds since the device was created.
         #[arg(long)]
         utc: bool,
+        /// Show before each event the `tracing` span instances its thread was in (entered
+        /// and not exited), outermost first, as fmt does: `svc::request{uri="/a"}:svc::work{id=1}: `
+        /// (an enter's or exit's line: those around its instance). Built from every event of
+        /// the rings read, whatever --cpu and --filter show.
+        #[arg(long)]
+        spans: bool,
     },
     /// Print events as they are written, until interrupted; says how many were lost when the
     /// writers overwrite entries before they could be read. A snapshot file never changes:
@@ -247,8 +253,10 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
         #[arg(long)]
         json: bool,
     },
-    /// Where the time went: how often each point fired, and the durations of entry/exit
-    /// and start/stop pairs (count, min, p50, p90, p99, p99.9, max, total).
+    /// Where the time went: how often each point fired (per second of the time each ring
+    /// covers), the durations of entry/exit and start/stop pairs and the lifetimes of
+    /// `tracing` span instances (count, min, p50, p90, p99, p99.9, max, total), and the
+    /// slowest of each, with their fields.
     Report {
         /// The device directory.
         device: Option<PathBuf>,
@@ -256,22 +264,36 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
         select: Select,
         #[command(flatten)]
         window: Window,
-        /// Split the durations by thread, process, CPU, or the value of the entry's
-        /// argument named ARG (`--by flags`; `arg:NAME` for an argument named like a
-        /// keyword), shown as dump shows it; an argument no pair's entry has is an error
-        /// that names those they have.
+        /// Split the durations and the spans by thread, process, CPU (a span instance's:
+        /// those of its `new`), or the value of the entry's argument named ARG (`--by flags`;
+        /// `arg:NAME` for an argument named like a keyword), or of a span's field named ARG
+        /// (its own, else its nearest ancestor's, as they were when it closed: `--by uri`
+        /// splits the spans under the requests that hold a uri), shown as dump shows it; a
+        /// name no pair's entry and no span has is an error that names those they have.
         #[arg(long, value_name = "thread|process|cpu|ARG")]
         by: Option<crate::report::By>,
-        /// Sort the durations by count, total, p99 or max (largest first).
+        /// Sort the durations and the spans by count, total, p99 or max (largest first; a
+        /// span's lifetime).
         #[arg(long, value_enum, default_value = "total")]
         sort: ReportSort,
-        /// Only the first N rows.
+        /// Only the first N rows of each table.
         #[arg(long, value_name = "N")]
         top: Option<usize>,
         /// Draw the log2 histogram of the durations of the pairs named NAME (an entry's or a
-        /// start's name; another is an error that names the pairs).
+        /// start's name), or of the lifetimes of the instances of the span NAME; another is
+        /// an error that names the pairs and spans.
         #[arg(long, value_name = "NAME")]
         histogram: Option<String>,
+        /// List the N slowest instances of each span (by lifetime) and the N slowest pairs of
+        /// each name (by duration), longest first: each with its fields (a pair: its entry's
+        /// arguments), a span's ancestors with theirs (`svc::request{uri="/a"} >
+        /// svc::work{id=1}`), when it began (as dump shows times), the threads that ran it,
+        /// and a span's busy and idle time.
+        #[arg(long, value_name = "N")]
+        slowest: Option<String>,
+        /// With --slowest: only those of the span or pair named NAME.
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
         /// The same figures as JSON, the loss counts of each ring included.
         #[arg(long)]
         json: bool,
@@ -339,7 +361,8 @@ fn run(cli: Cli) -> Result<(), Error> {
             select,
             window,
             utc,
-        } => dump::run(device, select, window, utc),
+            spans,
+        } => dump::run(device, select, window, utc, spans),
         Command::Follow {
             device,
             select,
@@ -401,6 +424,8 @@ fn run(cli: Cli) -> Result<(), Error> {
             sort,
             top,
             histogram,
+            slowest,
+            name,
             json,
         } => {
             let opts = crate::report::Options {
@@ -408,6 +433,8 @@ fn run(cli: Cli) -> Result<(), Error> {
                 sort: sort.into(),
                 top,
                 histogram,
+                slowest: slowest.as_deref().map(report::slowest_count).transpose()?,
+                slowest_name: name,
             };
             report::run(device, select, window, opts, json)
         }

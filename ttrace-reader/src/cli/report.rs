@@ -34,6 +34,22 @@ impl From<ReportSort> for SortBy {
     }
 }
 
+/// The count `--slowest` was given: a whole number, at least 1.
+pub(super) fn slowest_count(text: &str) -> Result<usize, Error> {
+    match text.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        // error.rs has no variant for these yet: the message is the whole line.
+        _ => Err(usage(format!(
+            "report --slowest {text:?}: not a count; give how many of each span and pair to list (1 or more)"
+        ))),
+    }
+}
+
+/// A mistake on the command line, said in one line.
+fn usage(line: String) -> Error {
+    Error::Io(std::io::Error::other(line))
+}
+
 /// Prints the report of `device`, as `opts` says, in JSON with `json`.
 pub(super) fn run(
     device: Option<PathBuf>,
@@ -55,8 +71,28 @@ pub(super) fn run(
             });
         }
     }
+    if let Some(name) = &opts.slowest_name {
+        let names = crate::report::pair_names(&view.meta);
+        if opts.slowest.is_none() {
+            return Err(usage(format!(
+                "report --name {name}: --name chooses what --slowest lists; give --slowest N too"
+            )));
+        }
+        if !names.contains(name) {
+            return Err(usage(format!(
+                "report --name {name}: no span or pair of this name; {}",
+                match names.is_empty() {
+                    true => "this trace has none".to_string(),
+                    false => format!("they are {}", names.join(", ")),
+                }
+            )));
+        }
+    }
     if let Some(By::Arg(name)) = &opts.by {
-        let args = crate::report::pair_arguments(&view.meta);
+        let mut args = crate::report::pair_arguments(&view.meta);
+        args.extend(crate::report::span_fields(&view.meta));
+        args.sort();
+        args.dedup();
         if !args.contains(name) {
             return Err(Error::NoSuchArgument {
                 name: name.clone(),
