@@ -60,9 +60,13 @@ pub enum Asked {
 /// `policy`'s retention.
 pub fn save_as(dev: &Device, store: &Store, policy: &Policy, mut cause: Cause) -> Result<SaveInfo> {
     cause.pid = std::process::id();
-    let at = moment(&dev.version().clock, &cause, devttrace::clock::realtime_ns());
-    let saved = name(store, at, &cause)
-        .and_then(|path| Ok((dev.save_because(&path, &cause)?, path)));
+    let at = moment(
+        &dev.version().clock,
+        &cause,
+        devttrace::clock::realtime_ns(),
+    );
+    let saved =
+        name(store, at, &cause).and_then(|path| Ok((dev.save_because(&path, &cause)?, path)));
     kept(dev, store, policy, saved, cause)
 }
 
@@ -359,8 +363,7 @@ impl Saver {
         for image in copies {
             let cause = *image.cause();
             let at = moment(&s.dev.version().clock, &cause, image.taken_realtime_ns());
-            let saved = name(&s.store, at, &cause)
-                .and_then(|path| Ok((image.write(&path)?, path)));
+            let saved = name(&s.store, at, &cause).and_then(|path| Ok((image.write(&path)?, path)));
             drop(image);
             if let Err(e) = kept(s.dev, &s.store, &s.policy, saved, cause) {
                 eprintln!("ttrace: snapshot not saved: {e}");

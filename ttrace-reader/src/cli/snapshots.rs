@@ -36,9 +36,9 @@ fn read(path: &Path) -> Result<Read, Error> {
     // One time for the snapshot: its trigger's where it has one (as its file's name and
     // the line that announced it say), else when it was taken.
     let taken = dev.taken_realtime_ns().unwrap_or_default();
-    let at = dev.cause().map_or(taken, |c| {
-        ttrace_trigger::saver::moment(&clock, c, taken)
-    });
+    let at = dev
+        .cause()
+        .map_or(taken, |c| ttrace_trigger::saver::moment(&clock, c, taken));
     Ok(Read {
         taken: decode::utc(at),
         cause,
