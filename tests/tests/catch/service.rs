@@ -1,0 +1,293 @@
+//! The slow request of a real service, caught with the default sizes: `ttrace-test-service`
+//! (axum behind tower-http's `TraceLayer`, an `#[instrument]`ed `work`, `fmt` logging beside
+//! ttrace) serves 50,000 requests on loopback, ten of them slow (a 30 ms timer). Every
+//! snapshot taken for a slow request — by the program's `trigger`, by a `watch` started
+//! before it, by a rule installed with `ctl on` and applied by the program — holds that
+//! request whole, with its `request` span's uri, and `report --slowest` names it; the
+//! service's own log is complete, whatever ttrace does.
+//!
+//! Nothing here depends on the machine's speed: the program serves its requests one after
+//! another on each connection, and each snapshot is checked for what it says it holds (its
+//! trigger's request, or the interval its rule matched), not for a count of what happened
+//! around it. A preemption of over 20 ms makes another request slow too: its snapshots are
+//! kept and checked like the others (`KEEP`, `MAX_BYTES`).
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use ttrace_tests::cli::Cli;
+use ttrace_tests::reader;
+
+/// Requests served: ten slow ones among them.
+const REQUESTS: u64 = 50_000;
+/// One request in this many is slow (`ttrace-test-service`'s `SLOW_EVERY`).
+const SLOW_EVERY: u64 = 5000;
+/// The span every request's work is done in.
+const WORK: &str = "ttrace_test_service::work";
+/// The rule the watcher and the installed rules apply.
+const RULE: &str = "latency ttrace_test_service::work > 20ms";
+
+/// Snapshot files and bytes kept: every snapshot a run can make.
+const KEEP: &str = "1000";
+const MAX_BYTES: &str = "64g";
+
+/// How long a line may take before the test gives up (a bound on failure, not a way to
+/// order anything).
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The slow requests: ids `SLOW_EVERY / 2`, then every `SLOW_EVERY`.
+fn slow_ids() -> BTreeSet<u64> {
+    (0..REQUESTS)
+        .filter(|id| id % SLOW_EVERY == SLOW_EVERY / 2)
+        .collect()
+}
+
+/// The service on the device `dev`, its snapshots into `snaps`, its log into `log`, with
+/// every snapshot allowed and kept (no rate limit: each slow request is its own).
+fn service(dev: &Path, mode: &str, snaps: &Path, log: &Path) -> Cli {
+    Cli::new(env!("CARGO_BIN_EXE_ttrace-test-service"))
+        .arg(dev)
+        .arg(mode)
+        .arg(REQUESTS.to_string())
+        .arg(log)
+        .env("TTRACE_SNAPSHOT_DIR", snaps)
+        .env("TTRACE_SNAPSHOT_INTERVAL", "0s")
+        .env("TTRACE_SNAPSHOT_KEEP", KEEP)
+        .env("TTRACE_SNAPSHOT_BYTES", MAX_BYTES)
+        .within(PATIENCE)
+}
+
+/// The ids of the requests the program printed as slow (over 20 ms).
+fn printed_slow(stdout: &str) -> BTreeSet<u64> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("slow ")?.parse().ok())
+        .collect()
+}
+
+/// The snapshot files of `dir`.
+fn snapshots(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ttrace"))
+        .collect();
+    found.sort();
+    found
+}
+
+/// One `work` instance as `report --slowest` gives it: its id, its request's uri, when it
+/// began (as dump shows time) and its lifetime.
+#[derive(Debug)]
+struct Work {
+    id: u64,
+    uri: String,
+    begin: String,
+    lifetime_ns: u64,
+}
+
+/// What `report --json` says of the snapshot `file`: the `n` slowest `work` instances and
+/// the cause.
+fn report(file: &Path, n: usize) -> (Vec<Work>, serde_json::Value) {
+    let json: serde_json::Value = serde_json::from_str(
+        &reader!(
+            "report",
+            "--json",
+            "--slowest",
+            n.to_string(),
+            "--name",
+            WORK,
+            file
+        )
+        .ok(),
+    )
+    .unwrap();
+    let works = json["slowest"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}: no slowest: {json}", file.display()))
+        .iter()
+        .map(|w| Work {
+            id: w["fields"]["id"].as_u64().unwrap(),
+            uri: w["ancestors"][0]["fields"]["uri"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+            begin: w["begin"].as_str().unwrap().to_string(),
+            lifetime_ns: w["lifetime_ns"].as_u64().unwrap(),
+        })
+        .collect();
+    (works, json["snapshot"].clone())
+}
+
+/// Checks that the snapshot `file` holds the slow request `id` whole (its `work` instance,
+/// lasting `at_least_ns` or more, one of the 20 slowest, under its `request` span with uri
+/// `/work/<id>`); returns the error otherwise.
+fn holds(file: &Path, id: u64, at_least_ns: u64) -> Result<(), String> {
+    let name = file.display();
+    let (works, _) = report(file, 20);
+    match works.iter().find(|w| w.id == id) {
+        Some(w) if w.uri == format!("/work/{id}") && w.lifetime_ns >= at_least_ns => Ok(()),
+        Some(w) => Err(format!("{name}: request {id} is not whole: {w:?}")),
+        None => Err(format!("{name}: no request {id} among {works:?}")),
+    }
+}
+
+/// Checks a snapshot a rule took: its cause names the matched interval, which is whole in
+/// it, and is a slow request's `work` (by its begin time), named with its uri.
+fn holds_its_match(file: &Path) {
+    let name = file.display();
+    let (works, cause) = report(file, 20);
+    assert_eq!(cause["kind"], "rule", "{name}: {cause}");
+    assert!(
+        cause["reason"].as_str().unwrap().starts_with(RULE),
+        "{name}: {cause}"
+    );
+    assert_eq!(cause["interval_whole"], true, "{name}: {cause}");
+    let begin = cause["interval_begin"].as_str().unwrap();
+    let w = works
+        .iter()
+        .find(|w| w.begin == begin)
+        .unwrap_or_else(|| panic!("{name}: the matched interval at {begin} is none of {works:?}"));
+    assert!(
+        w.uri == format!("/work/{}", w.id) && w.lifetime_ns > 20_000_000,
+        "{name}: {w:?}"
+    );
+}
+
+/// Checks that the service's own log holds every request (the fmt layer beside ttrace saw
+/// everything): a `work done` line for each id, and `extra` more (a held service's first).
+fn log_is_complete(log: &Path, extra: u64) {
+    let text = std::fs::read_to_string(log).unwrap();
+    let done = text
+        .lines()
+        .filter(|l| l.contains("ttrace_test_service: work done"))
+        .count() as u64;
+    assert_eq!(done, REQUESTS + extra, "the service's log lost lines");
+    assert!(text.lines().any(|l| l.contains(" listening ")), "no listening line");
+}
+
+#[test]
+fn each_slow_request_triggers_a_snapshot_that_holds_it_whole() {
+    let _turn = ttrace_tests::turn("service-trigger");
+    let tmp = tempfile::tempdir().unwrap();
+    let (dev, snaps, log) = (
+        tmp.path().join("dev"),
+        tmp.path().join("snapshots"),
+        tmp.path().join("log"),
+    );
+    let ran = service(&dev, "trigger", &snaps, &log).succeeds();
+    let slow = printed_slow(&ran.stdout);
+    assert!(slow.is_superset(&slow_ids()), "{}", ran.stdout);
+    log_is_complete(&log, 0);
+    // Each slow request's snapshot, named for its trigger, holds it whole; a trigger within
+    // the `after` window of another's (a request a preemption made slow) is merged into
+    // that one's snapshot, which then holds both.
+    let files = snapshots(&snaps);
+    for id in slow_ids() {
+        let mark = format!("-trigger-slow-request-{id}-");
+        let named: Vec<&PathBuf> = files
+            .iter()
+            .filter(|p| p.to_string_lossy().contains(&mark))
+            .collect();
+        match named[..] {
+            [f] => holds(f, id, 30_000_000).unwrap(),
+            [] => held_in_one(&files, id),
+            _ => panic!("request {id}: {named:?}"),
+        }
+    }
+    // Every snapshot's slowest request is named with its uri.
+    for f in &files {
+        let (works, _) = report(f, 1);
+        assert!(
+            works.first().is_some_and(|w| w.uri == format!("/work/{}", w.id)),
+            "{}: {works:?}",
+            f.display()
+        );
+    }
+}
+
+/// Checks that every slow request is whole in one of `files`.
+fn each_slow_request_is_in_one(files: &[PathBuf]) {
+    for id in slow_ids() {
+        held_in_one(files, id);
+    }
+}
+
+/// Checks that the slow request `id` is whole in one of `files`.
+fn held_in_one(files: &[PathBuf], id: u64) {
+    let found: Vec<_> = files.iter().map(|f| holds(f, id, 30_000_000)).collect();
+    assert!(found.iter().any(Result::is_ok), "request {id}: {found:#?}");
+}
+
+#[test]
+fn a_watcher_started_before_the_service_keeps_each_slow_request() {
+    let _turn = ttrace_tests::turn("service-watch");
+    let tmp = tempfile::tempdir().unwrap();
+    let (dev, snaps, log) = (
+        tmp.path().join("dev"),
+        tmp.path().join("snapshots"),
+        tmp.path().join("log"),
+    );
+    let mut watcher = reader!(
+        "watch", &dev, "--wait", "--on", RULE, "-o", &snaps, "--interval", "0s", "--keep",
+        KEEP, "--max-bytes", MAX_BYTES
+    )
+    .start();
+    watcher.until("the waiting line", PATIENCE, |l| {
+        l.starts_with("# waiting for ")
+    });
+    // The service answers one request, then waits until the watcher follows its device.
+    let mut program = service(&dev, "none", &tmp.path().join("unused"), &log)
+        .env("TTRACE_TEST_HOLD", "1")
+        .start_talking();
+    program.until("its ready line", PATIENCE, |l| l == "ready");
+    watcher.until("the watching line", PATIENCE, |l| {
+        l.starts_with("# watching ")
+    });
+    program.stdin.as_mut().unwrap().write_all(b"!").unwrap();
+    while program.next("its output", PATIENCE).is_some() {}
+    let status = program.child.wait().unwrap();
+    assert!(status.success(), "{status}: {:#?}", program.seen);
+    let slow = printed_slow(&program.seen.join("\n"));
+    assert!(slow.is_superset(&slow_ids()), "{:#?}", program.seen);
+    log_is_complete(&log, 1);
+    // Ended as Ctrl-C would: it saves what is pending, then prints its footer.
+    // SAFETY: our own child, not yet reaped (`Running` waits for it only when dropped).
+    unsafe { libc::kill(watcher.child.id() as i32, libc::SIGTERM) };
+    let mut files = Vec::new();
+    while let Some(line) = watcher.next("a line", PATIENCE) {
+        if let Some((_, after)) = line.split_once(" -> ") {
+            files.push(PathBuf::from(after.rsplit_once(": ").unwrap().0));
+        }
+        if line.starts_with("# watch:") {
+            break;
+        }
+    }
+    for f in &files {
+        holds_its_match(f);
+    }
+    each_slow_request_is_in_one(&files);
+}
+
+#[test]
+fn rules_installed_with_ctl_keep_each_slow_request() {
+    let _turn = ttrace_tests::turn("service-rules");
+    let tmp = tempfile::tempdir().unwrap();
+    let (dev, snaps, log) = (
+        tmp.path().join("dev"),
+        tmp.path().join("snapshots"),
+        tmp.path().join("log"),
+    );
+    // Installed before the program runs (ctl creates the device, with the default sizes).
+    let ctl = reader!("ctl", &dev, "on", RULE).ok();
+    assert!(ctl.lines().any(|l| l == format!("on {RULE}")), "{ctl}");
+    let ran = service(&dev, "rules", &snaps, &log).succeeds();
+    let slow = printed_slow(&ran.stdout);
+    assert!(slow.is_superset(&slow_ids()), "{}", ran.stdout);
+    log_is_complete(&log, 0);
+    let files = snapshots(&snaps);
+    for f in &files {
+        holds_its_match(f);
+    }
+    each_slow_request_is_in_one(&files);
+}
