@@ -7,10 +7,13 @@ Usage: check_perfetto.py TRACE
 Every packet is checked: each track an event or a track names is described before it;
 each packet sequence clears its incremental state in its first packet and needs it in the
 others; every interned string is defined on its sequence before it is used, and once;
-the slices of each track nest (an end closes a slice begun on its track). On success it
-prints the track events as JSON, one object per event (time, writer, track, name,
-category, typed arguments, flows, counter value), for the test to compare with `dump`;
-on a failure, one line on stderr and exit status 1.
+the slices of each track nest (an end closes a slice begun on its track); the trace's
+clock is named by its first clock snapshot, every snapshot ties its clocks to REALTIME, and
+an event's clock is the trace's or one a snapshot on its sequence defined before it. On
+success it prints the track events as JSON, one object per event (time, its wall-clock time
+through the snapshots, writer, track, name, category, typed arguments, flows, counter
+value), for the test to compare with `dump`; on a failure, one line on stderr and exit
+status 1.
 """
 
 import json
@@ -20,6 +23,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 NEEDS = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+REALTIME = pb.BUILTIN_CLOCK_REALTIME
 BEGIN, END, INSTANT, COUNTER = (
     pb.TrackEvent.TYPE_SLICE_BEGIN,
     pb.TrackEvent.TYPE_SLICE_END,
@@ -54,10 +58,30 @@ def check(path):
     with open(path, "rb") as f:
         trace.ParseFromString(f.read())
     tracks = {}  # uuid -> descriptor
-    sequences = {}  # id -> {"default": uuid, "strings": {(kind, iid): text}}
+    sequences = {}  # id -> {"default": uuid, "strings": {(kind, iid): text}, "clock": id}
+    # Clock id (a sequence's own, 64 to 127, as (sequence, id)) -> (its time, REALTIME then).
+    clocks = {}
+    trace_clock = None
     events = []
     for n, p in enumerate(trace.packet):
         where = f"packet {n}"
+        if p.HasField("clock_snapshot"):
+            c = p.clock_snapshot
+            if trace_clock is None:
+                if c.primary_trace_clock != REALTIME:
+                    raise Bad(f"{where}: the first clock snapshot names no REALTIME trace clock")
+                trace_clock = REALTIME
+            elif c.HasField("primary_trace_clock") and c.primary_trace_clock != trace_clock:
+                raise Bad(f"{where}: a clock snapshot names another trace clock")
+            times = {k.clock_id: k.timestamp for k in c.clocks}
+            if REALTIME not in times or len(times) != len(c.clocks) or len(times) < 2:
+                raise Bad(f"{where}: a clock snapshot of {sorted(times)}, not a clock and REALTIME")
+            for k, t in times.items():
+                if 64 <= k < 128:
+                    if not p.HasField("trusted_packet_sequence_id"):
+                        raise Bad(f"{where}: a sequence's clock {k} on no sequence")
+                    clocks[(p.trusted_packet_sequence_id, k)] = (t, times[REALTIME])
+            continue
         if p.HasField("track_descriptor"):
             d = p.track_descriptor
             if d.HasField("parent_uuid") and d.parent_uuid not in tracks:
@@ -78,10 +102,12 @@ def check(path):
         if seq is None:
             if not p.sequence_flags & CLEARED:
                 raise Bad(f"{where}: sequence {sid} does not clear its state first")
-            seq = sequences[sid] = {"default": None, "strings": {}}
+            seq = sequences[sid] = {"default": None, "strings": {}, "clock": None}
             defaults = p.trace_packet_defaults.track_event_defaults
             if defaults.HasField("track_uuid"):
                 seq["default"] = defaults.track_uuid
+            if p.trace_packet_defaults.HasField("timestamp_clock_id"):
+                seq["clock"] = p.trace_packet_defaults.timestamp_clock_id
         elif p.sequence_flags != NEEDS:
             raise Bad(f"{where}: sequence {sid} flags {p.sequence_flags} after its first packet")
         elif p.HasField("trace_packet_defaults"):
@@ -110,8 +136,20 @@ def check(path):
         thread = tracks.get(seq["default"])
         if thread is None or not thread.HasField("thread"):
             raise Bad(f"{where}: sequence {sid}'s default track is no thread's")
+        # The event's time on the wall clock, through the snapshot of its clock.
+        clock = p.timestamp_clock_id if p.HasField("timestamp_clock_id") else seq["clock"]
+        if clock is None or clock == trace_clock:
+            realtime = p.timestamp if trace_clock == REALTIME else None
+        elif 64 <= clock < 128 and (sid, clock) in clocks:
+            at, wall = clocks[(sid, clock)]
+            realtime = wall + p.timestamp - at
+        else:
+            raise Bad(f"{where}: an event of clock {clock}, which no snapshot on {sid} defined")
+        if realtime is None:
+            raise Bad(f"{where}: an event whose wall-clock time no snapshot tells")
         out = {
             "ns": p.timestamp,
+            "realtime": realtime,
             "kind": e.type,
             "track": track,
             "pid": thread.thread.pid,

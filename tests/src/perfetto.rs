@@ -2,7 +2,8 @@
 //! every machine checks an export's content without Perfetto's tools: the protobuf wire
 //! format decoded field by field, the packets' sequences followed (interned strings defined
 //! before use, incremental state cleared first), tracks resolved to their process and
-//! thread. It reads the fields ttrace writes and fails loudly on a malformed message.
+//! thread, each event's time put on the wall clock through the clock snapshots. It reads
+//! the fields ttrace writes and fails loudly on a malformed message.
 
 use std::collections::HashMap;
 
@@ -81,11 +82,28 @@ pub enum Value {
     Pointer(u64),
 }
 
+/// `BUILTIN_CLOCK_REALTIME`.
+pub const REALTIME: u64 = 1;
+
+/// A `ClockSnapshot` packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClockSnapshot {
+    /// The sequence it is on, if any.
+    pub sequence: Option<u64>,
+    /// Its clocks: (id, time).
+    pub clocks: Vec<(u64, u64)>,
+    /// The trace's clock it names, if it does.
+    pub primary: Option<u64>,
+}
+
 /// One track event, resolved.
 #[derive(Clone, Debug)]
 pub struct Event {
     /// Nanoseconds since the device was created (the packet's timestamp).
     pub ns: u64,
+    /// Its time on the wall clock (ns since the Unix epoch), through the snapshot of its
+    /// clock.
+    pub realtime: u64,
     /// `1` slice begin, `2` slice end, `3` instant, `4` counter.
     pub kind: u64,
     /// Its name and category (a counter's: its track's name, and none).
@@ -131,10 +149,59 @@ impl Trace {
     }
 }
 
+/// A slice: a begin and the end that closes it on its track (in time order, packets of
+/// the same time in file order), or an instant.
+#[derive(Clone, Debug)]
+pub struct Slice {
+    pub track: u64,
+    /// Indexes in [`Trace::events`] of its begin (or instant) and of its end, if any.
+    pub begin: usize,
+    pub end: Option<usize>,
+    /// The slices open on its track when it began, outermost first (indexes in what
+    /// [`Trace::slices`] returns).
+    pub under: Vec<usize>,
+}
+
+impl Trace {
+    /// The slices of every track, in order of their beginning.
+    pub fn slices(&self) -> Vec<Slice> {
+        let mut order: Vec<usize> = (0..self.events.len()).collect();
+        order.sort_by_key(|&i| self.events[i].ns);
+        let mut open: HashMap<u64, Vec<usize>> = HashMap::new();
+        let mut out: Vec<Slice> = Vec::new();
+        for i in order {
+            let e = &self.events[i];
+            let stack = open.entry(e.track).or_default();
+            match e.kind {
+                1 | 3 => {
+                    out.push(Slice {
+                        track: e.track,
+                        begin: i,
+                        end: None,
+                        under: stack.clone(),
+                    });
+                    if e.kind == 1 {
+                        stack.push(out.len() - 1);
+                    }
+                }
+                2 => {
+                    if let Some(s) = stack.pop() {
+                        out[s].end = Some(i);
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
 /// A Perfetto trace as this reader reads it.
 #[derive(Debug, Default)]
 pub struct Trace {
     pub events: Vec<Event>,
+    /// The clock snapshots, in order.
+    pub snapshots: Vec<ClockSnapshot>,
     /// Thread tracks: uuid -> (pid, tid, name).
     pub threads: HashMap<u64, (u64, u64, Option<String>)>,
     /// Process tracks: uuid -> (pid, name).
@@ -149,14 +216,60 @@ pub fn read(data: &[u8]) -> Result<Trace, String> {
     let mut trace = Trace::default();
     // Per sequence: interned strings by (kind, iid).
     let mut interned: HashMap<u64, HashMap<(u32, u64), String>> = HashMap::new();
-    // Per sequence: its default track.
+    // Per sequence: its default track, and its clock.
     let mut default_track: HashMap<u64, u64> = HashMap::new();
+    let mut default_clock: HashMap<u64, u64> = HashMap::new();
+    // The trace's clock, and per clock of a sequence ((sequence, id)): its time and the
+    // wall clock's then.
+    let mut trace_clock = None;
+    let mut clocks: HashMap<(u64, u64), (u64, u64)> = HashMap::new();
     let mut pending = Vec::new();
     for (n, w) in fields(data)? {
         let (1, Wire::Bytes(packet)) = (n, w) else {
             return Err(format!("field {n} in Trace"));
         };
         let p = fields(packet)?;
+        if let Some(c) = bytes(&p, 6) {
+            let c = fields(c)?;
+            let mut snapshot = ClockSnapshot {
+                sequence: varint(&p, 10),
+                clocks: Vec::new(),
+                primary: varint(&c, 2),
+            };
+            for (k, w) in &c {
+                if let (1, Wire::Bytes(clock)) = (k, w) {
+                    let clock = fields(clock)?;
+                    let id = varint(&clock, 1).ok_or("a clock without an id")?;
+                    snapshot
+                        .clocks
+                        .push((id, varint(&clock, 2).ok_or("a clock without a time")?));
+                }
+            }
+            match (trace_clock, snapshot.primary) {
+                (None, Some(c)) => trace_clock = Some(c),
+                (None, None) => return Err("the first clock snapshot names no trace clock".into()),
+                (Some(t), Some(c)) if t != c => {
+                    return Err(format!("a clock snapshot names clock {c}, not {t}"))
+                }
+                _ => {}
+            }
+            let wall = snapshot
+                .clocks
+                .iter()
+                .find(|c| c.0 == REALTIME)
+                .ok_or("a clock snapshot without REALTIME")?
+                .1;
+            for &(id, at) in &snapshot.clocks {
+                if (64..128).contains(&id) {
+                    let seq = snapshot
+                        .sequence
+                        .ok_or("a sequence's clock on no sequence")?;
+                    clocks.insert((seq, id), (at, wall));
+                }
+            }
+            trace.snapshots.push(snapshot);
+            continue;
+        }
         if let Some(d) = bytes(&p, 60) {
             let d = fields(d)?;
             let uuid = varint(&d, 1).ok_or("a track without a uuid")?;
@@ -179,7 +292,7 @@ pub fn read(data: &[u8]) -> Result<Trace, String> {
             continue;
         }
         let Some(e) = bytes(&p, 11) else {
-            return Err("a packet with neither a track nor an event".into());
+            return Err("a packet with neither a track, a clock snapshot nor an event".into());
         };
         let seq = varint(&p, 10).ok_or("an event without a sequence")?;
         let flags = varint(&p, 13).unwrap_or(0);
@@ -193,12 +306,16 @@ pub fn read(data: &[u8]) -> Result<Trace, String> {
             if flags != 1 {
                 return Err(format!("defaults on {seq} without its state cleared"));
             }
-            let track = bytes(&fields(d)?, 11)
+            let d = fields(d)?;
+            let track = bytes(&d, 11)
                 .map(fields)
                 .transpose()?
                 .and_then(|t| varint(&t, 11));
             if let Some(track) = track {
                 default_track.insert(seq, track);
+            }
+            if let Some(clock) = varint(&d, 58) {
+                default_clock.insert(seq, clock);
             }
         }
         if let Some(d) = bytes(&p, 12) {
@@ -265,10 +382,23 @@ pub fn read(data: &[u8]) -> Result<Trace, String> {
         let thread = *default_track
             .get(&seq)
             .ok_or("a sequence without a default track")?;
+        let ns = varint(&p, 8).ok_or("an event without a timestamp")?;
+        let clock = varint(&p, 58).or(default_clock.get(&seq).copied());
+        let realtime = match clock {
+            None => (trace_clock == Some(REALTIME)).then_some(ns),
+            Some(c) if Some(c) == trace_clock && c == REALTIME => Some(ns),
+            Some(c) => clocks
+                .get(&(seq, c))
+                .and_then(|&(at, wall)| (wall + ns).checked_sub(at)),
+        }
+        .ok_or(format!(
+            "an event on {seq} whose clock no snapshot before it ties to REALTIME"
+        ))?;
         pending.push((
             thread,
             Event {
-                ns: varint(&p, 8).ok_or("an event without a timestamp")?,
+                ns,
+                realtime,
                 kind,
                 name,
                 category,

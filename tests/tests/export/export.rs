@@ -170,7 +170,7 @@ fn babeltrace_event(line: &str) -> Event {
 /// Checks that `got` holds the events of `want` (a dump) and is in time order. Events of
 /// one instant may be merged in another order than dump's, so the two are compared sorted
 /// by (time, thread, text).
-fn assert_same_events(got: Vec<Event>, mut want: Vec<Event>) {
+pub(crate) fn assert_same_events(got: Vec<Event>, mut want: Vec<Event>) {
     assert!(want.len() > 100, "{} events", want.len());
     assert_eq!(got.len(), want.len());
     assert!(got.windows(2).all(|p| p[0].time <= p[1].time));
@@ -217,14 +217,10 @@ fn ctf_as_dump(e: &ctf::Event) -> Event {
 }
 
 /// A Perfetto track event as the event `dump --utc` shows (its CPU is not in the trace: 0),
-/// its time on the device's wall clock anchored at `anchor_ns`: its arguments put in the
+/// at its wall-clock time as the trace's clock snapshots tell it: its arguments put in the
 /// format of its tracepoint (the one of its name and argument names in `meta`), as dump
 /// shows them (value tables' names, and lost strings, unquoted).
-fn perfetto_as_dump(
-    e: &ttrace_tests::perfetto::Event,
-    anchor_ns: u64,
-    meta: &devttrace::Metadata,
-) -> Event {
+fn perfetto_as_dump(e: &ttrace_tests::perfetto::Event, meta: &devttrace::Metadata) -> Event {
     use ttrace_reader::format::{Piece, Spec};
     use ttrace_tests::perfetto::Value;
     let value = |v: &Value, spec: Option<&Spec>| match v {
@@ -271,7 +267,7 @@ fn perfetto_as_dump(
         _ => panic!("{e:?}: no tracepoint of this name and these arguments"),
     };
     Event {
-        time: ttrace_reader::decode::utc(anchor_ns + e.ns),
+        time: ttrace_reader::decode::utc(e.realtime),
         cpu: 0,
         pid: e.pid as u32,
         tid: e.tid as u32,
@@ -279,24 +275,38 @@ fn perfetto_as_dump(
     }
 }
 
-/// The Perfetto trace `file`, as our reader reads it, its slices nesting per track.
-fn read_perfetto(file: &Path) -> ttrace_tests::perfetto::Trace {
+/// The Perfetto trace `file`, as our reader reads it, its slices nesting per track, its
+/// clock the wall clock, tied to the sequences' own by a snapshot at the device's anchor.
+pub(crate) fn read_perfetto(file: &Path) -> ttrace_tests::perfetto::Trace {
     let trace = ttrace_tests::perfetto::read(&std::fs::read(file).unwrap())
         .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     trace.check_nesting().unwrap();
+    let first = trace.snapshots.first().expect("a clock snapshot");
+    assert_eq!(first.primary, Some(ttrace_tests::perfetto::REALTIME));
     trace
 }
 
+/// Whether a Perfetto track event is a half of a span instance's slice moved to another
+/// lane (not an event of the trace).
+pub(crate) fn moved(e: &ttrace_tests::perfetto::Event) -> bool {
+    let (name, value) = ttrace_reader::export::perfetto::MOVED;
+    e.args
+        == [(
+            name.to_string(),
+            ttrace_tests::perfetto::Value::Str(value.into()),
+        )]
+}
+
 /// The events of a Perfetto export that are events of the trace (not a counter's value,
-/// not a ring's losses), as `dump --utc` shows them (see [`perfetto_as_dump`]).
-fn perfetto_events(trace: &ttrace_tests::perfetto::Trace, dev: &str) -> Vec<Event> {
-    let reader = devttrace::Reader::open(dev).unwrap();
-    let (anchor, meta) = (reader.version().clock.anchor_realtime_ns, reader.metadata());
+/// not a ring's losses, not a moved slice's halves), as `dump --utc` shows them (see
+/// [`perfetto_as_dump`]).
+pub(crate) fn perfetto_events(trace: &ttrace_tests::perfetto::Trace, dev: &str) -> Vec<Event> {
+    let meta = devttrace::Reader::open(dev).unwrap().metadata();
     let mut got: Vec<Event> = trace
         .events
         .iter()
-        .filter(|e| e.kind != 4 && e.category != "loss")
-        .map(|e| perfetto_as_dump(e, anchor, &meta))
+        .filter(|e| e.kind != 4 && e.category != "loss" && !moved(e))
+        .map(|e| perfetto_as_dump(e, &meta))
         .collect();
     got.sort_by(|a, b| a.time.cmp(&b.time));
     got
@@ -304,7 +314,7 @@ fn perfetto_events(trace: &ttrace_tests::perfetto::Trace, dev: &str) -> Vec<Even
 
 /// The events of `dump --utc`, as a Perfetto export names them: by tracepoint, without
 /// the level and the step a `tracing` callsite's name shows with, and no CPU.
-fn dump_as_perfetto(dev: &str) -> Vec<Event> {
+pub(crate) fn dump_as_perfetto(dev: &str) -> Vec<Event> {
     const LEVELS: [&str; 5] = ["TRACE ", "DEBUG ", "INFO ", "WARN ", "ERROR "];
     const STEPS: [&str; 7] = [
         " new(",
@@ -483,26 +493,64 @@ pub(crate) fn spans_device(dir: &Path) -> String {
 }
 
 #[test]
-fn the_perfetto_export_of_a_tokio_service_shows_each_span_on_its_track_and_each_poll_on_its_thread()
-{
+fn the_perfetto_export_of_a_tokio_service_shows_each_span_on_a_lane_and_each_poll_on_its_thread() {
     let tmp = tempfile::tempdir().unwrap();
     let dev = &spans_device(tmp.path());
     let file = tmp.path().join("trace.pftrace");
     export("perfetto", dev, &file);
     let trace = read_perfetto(&file);
     assert_same_events(perfetto_events(&trace, dev), dump_as_perfetto(dev));
-    // Each call is a slice of its own track, under the process.
-    let calls: Vec<_> = trace
-        .events
+    // Each call a slice on a lane of the calls' group, under the process: as many lanes as
+    // calls were ever open at once (the program spawns them all before awaiting any).
+    let slices = trace.slices();
+    let calls: Vec<_> = slices
         .iter()
-        .filter(|e| e.name == "ttrace_test_spans::call" && !e.on_thread)
+        .filter(|s| {
+            let e = &trace.events[s.begin];
+            e.name == "ttrace_test_spans::call" && !e.on_thread && e.kind == 1
+        })
         .collect();
-    let begun = calls.iter().filter(|e| e.kind == 1);
-    let tracks: std::collections::HashSet<u64> = begun.map(|e| e.track).collect();
-    assert_eq!(tracks.len(), 40);
-    assert!(tracks
+    assert_eq!(calls.len(), 40);
+    let tracks: std::collections::HashSet<u64> = calls.iter().map(|s| s.track).collect();
+    assert!(tracks.iter().all(|t| {
+        let (parent, name) = &trace.tracks[t];
+        trace.processes.contains_key(parent) && name.as_deref() == Some("ttrace_test_spans::call")
+    }));
+    let mut edges: Vec<(u64, i32)> = calls
         .iter()
-        .all(|t| trace.processes.contains_key(&trace.tracks[t].0)));
+        .flat_map(|s| {
+            let end = trace.events[s.end.expect("each call closed")].ns;
+            [(trace.events[s.begin].ns, 1), (end, -1)]
+        })
+        .collect();
+    edges.sort_by_key(|&(ns, d)| (ns, d));
+    let peak = edges
+        .iter()
+        .scan(0, |open, &(_, d)| {
+            *open += d;
+            Some(*open)
+        })
+        .max();
+    assert_eq!(Some(tracks.len() as i32), peak);
+    // Each request nested in its call: on its lane, in its time.
+    let requests: Vec<_> = slices
+        .iter()
+        .filter(|s| {
+            let e = &trace.events[s.begin];
+            e.name == "ttrace_test_spans::request" && !e.on_thread && e.kind == 1
+        })
+        .collect();
+    assert_eq!(requests.len(), 40);
+    for r in requests {
+        let parent = r.under.last().map(|&p| &slices[p]).expect("under its call");
+        let (call, request) = (&trace.events[parent.begin], &trace.events[r.begin]);
+        assert_eq!(
+            call.args[0].1, request.args[1].1,
+            "{request:?} under {call:?}"
+        );
+        let ends = |s: &ttrace_tests::perfetto::Slice| trace.events[s.end.unwrap()].ns;
+        assert!(call.ns <= request.ns && ends(r) <= ends(parent));
+    }
     // Polls on the worker threads.
     let polled: std::collections::HashSet<u64> = trace
         .events
@@ -533,9 +581,11 @@ fn the_perfetto_export_of_a_tokio_service_shows_each_span_on_its_track_and_each_
 
 /// Checks the Perfetto trace `file` of device `dev` with the official schema (the
 /// `perfetto` Python package's `perfetto_trace_pb2`): every packet (tracks described before
-/// use, sequence flags, interning, slices nesting per track), and every event of `dump`
-/// there once, as our reader reads it.
-fn official_perfetto_check(dev: &str, file: &Path) {
+/// use, sequence flags, interning, slices nesting per track, clock snapshots), and every
+/// event of `dump` there once, as our reader reads it: at the same time (and wall-clock
+/// time), on the same track, with the same flows, so that what a test finds nested or linked
+/// through our reader is so in the official reading too.
+pub(crate) fn official_perfetto_check(dev: &str, file: &Path) {
     let printed = viewer::python("check_perfetto.py", "perfetto protobuf", &[file]);
     let official: Vec<serde_json::Value> = serde_json::from_str(&printed).unwrap();
     let ours = read_perfetto(file);
@@ -543,8 +593,14 @@ fn official_perfetto_check(dev: &str, file: &Path) {
     for (o, e) in official.iter().zip(&ours.events) {
         let value = |v: &serde_json::Value| -> String { v.to_string() };
         assert_eq!(o["ns"], e.ns, "{o}");
+        assert_eq!(o["realtime"], e.realtime, "{o}");
         assert_eq!(o["kind"], e.kind, "{o}");
         assert_eq!(o["name"], e.name.as_str(), "{o}");
+        assert_eq!(o["category"], e.category.as_str(), "{o}");
+        // On the same track, with the same flows: what nests where, and what is linked.
+        assert_eq!(o["track"], e.track, "{o}");
+        assert_eq!(o["on_thread"], e.on_thread, "{o}");
+        assert_eq!(o["flows"], serde_json::json!(e.flows), "{o}");
         assert_eq!(
             (o["pid"].as_u64(), o["tid"].as_u64()),
             (Some(e.pid), Some(e.tid)),
@@ -717,7 +773,7 @@ fn ctf_exports(tmp: &Path) -> Vec<std::path::PathBuf> {
 }
 
 /// Microseconds as Chrome JSON gives them, to nanoseconds.
-fn json_ns(v: &serde_json::Value) -> i64 {
+pub(crate) fn json_ns(v: &serde_json::Value) -> i64 {
     // Three decimals exactly: parse the text, not through a float.
     let s = v.to_string();
     let (us, frac) = s.split_once('.').unwrap_or((&s, "0"));
@@ -726,7 +782,7 @@ fn json_ns(v: &serde_json::Value) -> i64 {
 }
 
 /// Relative seconds as dump shows them, to nanoseconds.
-fn dump_ns(t: &str) -> i64 {
+pub(crate) fn dump_ns(t: &str) -> i64 {
     let (s, frac) = t.split_once('.').unwrap();
     s.parse::<i64>().unwrap() * 1_000_000_000 + frac.parse::<i64>().unwrap()
 }

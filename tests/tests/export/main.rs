@@ -1,5 +1,6 @@
 //! The exports (CTF, Chrome JSON, uftrace, Perfetto, OTLP) against what `dump` shows, and value tables and
-//! typed arguments through `dump`, `report` and every export.
+//! typed arguments through `dump`, `report` and every export; `tracing` span instances in
+//! the Perfetto and Chrome exports (`spans`).
 //!
 //! `values` writes its device through the process's writer (`ttrace_core::init` and
 //! `point!`); no other test of this binary may use the process's writer, which a process
@@ -9,5 +10,6 @@
 mod export;
 mod otlp;
 mod parts;
+mod spans;
 mod threads;
 mod values;

@@ -12,8 +12,9 @@
 //! - A `tracing` span instance ([`devttrace::spans`]) is an async slice (`"ph":"b"`/`"e"`,
 //!   category `span`, `id` its pid and id) from its new to its close, with its fields, and
 //!   each of its polls a complete slice on the thread that polled it (argument `span`, the
-//!   id); the drop re-entry is left out. Written once the instance closes (or at the end,
-//!   with `"open":true`).
+//!   id); the drop re-entry is left out. Its begin is on the thread of its new, its end on
+//!   the thread that closed it. Written once the instance closes (or at the end, with
+//!   `"open":true`, its end on the thread of its beginning).
 //! - Other trace points, and messages, are instant events (`"ph":"i"`) on their thread;
 //!   a `tracing` event's category is its level (`info`).
 //! - `ts` is in microseconds since the device was created, with three decimals: to the
@@ -233,7 +234,8 @@ impl Writer<'_> {
     }
 
     /// The start of an edge `ph` (`b` or `e`) of a span instance's async slice: its name,
-    /// category, id, time `at` and writer (`ctx` at `since`); the caller closes it.
+    /// category, id, time `at` and writer (`ctx` at `since`: the thread that wrote it); the
+    /// caller closes it.
     fn span_edge(&mut self, tp: usize, ph: char, id: &str, at: u64, ctx: u64, since: u64) {
         self.element();
         self.buf.extend_from_slice(b"{\"name\":");
@@ -378,7 +380,7 @@ impl Writer<'_> {
                 string(stem)
             );
             self.ts(e.stamp);
-            self.who(start.ctx, e.stamp);
+            self.who(e.ctx, e.stamp);
             self.buf.push(b'}');
         }
         self.written.pairs += 1;
@@ -435,8 +437,9 @@ impl Writer<'_> {
     }
 
     /// A span instance: an async slice from its beginning to its close (or `end`), its
-    /// polls inside as complete slices on their threads.
-    fn instance(&mut self, i: &Instance, end: u64) {
+    /// polls inside as complete slices on their threads; `closer`, the writer (`ctx`) of
+    /// its close, when it closed.
+    fn instance(&mut self, i: &Instance, end: u64, closer: Option<u64>) {
         let tp = i.tracepoint as usize;
         if tp >= self.tracepoints.len() {
             return;
@@ -484,7 +487,11 @@ impl Writer<'_> {
             let _ = write!(self.buf, ",\"args\":{{\"span\":\"{:#x}\"}}}}", i.id);
             self.written.pairs += 1;
         }
-        self.span_edge(tp, 'e', &id, i.close.unwrap_or(end), ctx, begin);
+        // The end on the thread that closed it; one the trace lacks, on its beginning's.
+        match (i.close, closer) {
+            (Some(close), Some(closer)) => self.span_edge(tp, 'e', &id, close, closer, close),
+            (close, _) => self.span_edge(tp, 'e', &id, close.unwrap_or(end), ctx, begin),
+        }
         self.buf.push(b'}');
     }
 
@@ -559,7 +566,8 @@ pub fn write(
             Item::Point { event, .. } => match spans.add(event) {
                 Added::NotAStep => w.point(event, &schemas, &stems, horizon, first, &mut starts),
                 Added::Step => {}
-                Added::Ended(i) => w.instance(&i, last),
+                // Ended by its close (by a new of its id, it is not closed).
+                Added::Ended(i) => w.instance(&i, last, Some(event.ctx)),
             },
             Item::Message(r) => {
                 w.element();
@@ -577,7 +585,7 @@ pub fn write(
     })?;
     w.written.strings_lost = items.strings_lost();
     for i in spans.into_open() {
-        w.instance(&i, last);
+        w.instance(&i, last, None);
     }
     for open in std::mem::take(&mut w.pairing).into_open() {
         w.unpaired(&open.event, open.event.stamp, last, "exit");

@@ -11,14 +11,32 @@
 //!   the event's time.
 //! - **Slices.** An entry and the exit that closes it ([`Pairing`]) begin and end a slice
 //!   on the thread track; a start and the stop of its name stem on the same thread begin
-//!   and end one on an async track of that stem under the thread's; a `tracing` span
-//!   instance is a slice on an async track of its own under its process's, from its new to
-//!   its close, and each poll (an enter and its exit) a slice on the thread that polled.
+//!   and end one on an async track of that stem under the thread's. Each poll of a
+//!   `tracing` span (an enter and its exit) is a slice on the thread that polled.
 //!   What cannot be paired exactly (its other half lost or before the horizon) is an
 //!   instant, in the category `unpaired`; a slice whose end is not in the trace is left
 //!   open (Perfetto shows it as not ended).
-//! - **Instants:** every other event; a span's records and `follows_from` on its track,
-//!   each `follows_from` a flow to the close of the span it names (a flow id for each).
+//! - **Span instances** are slices from their new to their close on *lanes*: async tracks
+//!   under the process's, grouped per process and name of the root span (a `request` group
+//!   holds `request` instances and everything under them), all of a group named as its
+//!   root, so that the UI shows a group as one track. A child instance is a slice on the
+//!   lane of its parent, nested in it, when its parent is the innermost slice open there; a
+//!   root takes the group's first free lane (a lane is free when nothing is open on it), so
+//!   a group has as many lanes as trees were ever open at once in it, whatever the number of
+//!   instances. A child whose parent's lane holds a sibling still open (children run at
+//!   once) takes a free lane of the group, and a flow goes from it to its parent's close. An
+//!   instance still open on a lane when an instance under it there closes (a subscriber that
+//!   does not keep parents alive) ends there and goes on on a free lane, from that moment, a
+//!   flow joining the two (both halves carry the argument `moved`). An instance whose new is
+//!   not in the trace has no slice: its steps are instants on the thread.
+//! - **The drop re-entry** (`tracing` enters a span once more to drop its future, then
+//!   closes it: [`devttrace::spans`]) is no poll: its enter and exit are instants of the
+//!   category `drop` on the instance's lane. The enter of a span is written at its thread's
+//!   next event, which tells (with the instance's close, as [`Spans`] recognises it) whether
+//!   it is one.
+//! - **Instants:** every other event; a span's records and `follows_from` on its lane
+//!   (on the thread where a slice under it is open there), each `follows_from` a flow to
+//!   the close of the span it names (a flow id for each).
 //! - **Counters:** the arguments the user marks (`--counter NAME.ARG`) also set a counter
 //!   track of that name under the process's, at each event.
 //! - **Losses:** a ring's lost, dropped and damaged entries are an instant `lost` on the
@@ -28,24 +46,32 @@
 //!   so thread events name no track; the others need that state. Event names, categories
 //!   and argument names are interned per sequence, defined in the packet that first uses
 //!   them.
-//! - **Time** is nanoseconds since the device was created (small numbers, short varints),
-//!   on the trace's default clock.
+//! - **Time** is nanoseconds since the device was created (small numbers, short varints):
+//!   a clock of the sequence's own ([`TRACE_CLOCK`], set as its default), which a
+//!   `ClockSnapshot` before its first event ties to `CLOCK_REALTIME` at the device's
+//!   anchor; the first snapshot makes `CLOCK_REALTIME` the trace's clock, so the UI shows
+//!   wall-clock time, as `dump --utc` does.
 //!
 //! Memory holds the tracks and interned strings seen and what is open (entries, starts,
-//! span instances, flows), never the events: the trace is written as it is read.
+//! span instances and their lanes, flows, per thread at most an enter and an exit not yet
+//! written), never the events: the trace is written as it is read.
 
 use super::proto::{bytes, close, double, fixed64, message, open, uint};
 use super::{Closes, Identities, Pairing, Schema, Stems, Written};
 use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
+use devttrace::spans::{Added, Spans};
 use devttrace::{AuxSnapshots, Clock, Event, RingIndex, Role};
 use foldhash::HashMap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::Write;
 use ttrace_layouts::entry::Kind;
 
 /// `TracePacket` fields.
 mod packet {
+    pub const CLOCK_SNAPSHOT: u32 = 6;
     pub const TIMESTAMP: u32 = 8;
     pub const SEQUENCE_ID: u32 = 10;
     pub const TRACK_EVENT: u32 = 11;
@@ -55,6 +81,8 @@ mod packet {
     /// `trace_packet_defaults`, and its `TracePacketDefaults.track_event_defaults`.
     pub const DEFAULTS: u32 = 59;
     pub const TRACK_EVENT_DEFAULTS: u32 = 11;
+    /// `TracePacketDefaults.timestamp_clock_id`.
+    pub const TIMESTAMP_CLOCK_ID: u32 = 58;
     /// `SequenceFlags`.
     pub const INCREMENTAL_STATE_CLEARED: u64 = 1;
     pub const NEEDS_INCREMENTAL_STATE: u64 = 2;
@@ -89,6 +117,21 @@ mod track {
     pub const PROCESS_NAME: u32 = 6;
     pub const THREAD_NAME: u32 = 5;
 }
+
+/// `ClockSnapshot` and `ClockSnapshot.Clock` fields.
+mod clock {
+    pub const CLOCKS: u32 = 1;
+    pub const PRIMARY_TRACE_CLOCK: u32 = 2;
+    pub const ID: u32 = 1;
+    pub const TIMESTAMP: u32 = 2;
+    /// `BUILTIN_CLOCK_REALTIME`.
+    pub const REALTIME: u64 = 1;
+}
+
+/// The clock of every packet's timestamp: nanoseconds since the device's anchor (its
+/// creation), a clock of each sequence's own (ids 64 to 127 are), tied to `CLOCK_REALTIME`
+/// by a snapshot on the sequence.
+pub const TRACE_CLOCK: u64 = 64;
 
 /// `InternedData` fields (each entry: `iid = 1`, `name = 2`), in the order of [`Strings`].
 const INTERNED: [u32; 3] = [1, 2, 3];
@@ -158,7 +201,12 @@ enum Args<'e> {
     Message(&'e str),
     /// A loss: the CPU, then the entries lost, dropped and damaged ([`LOSS_ARGS`]).
     Loss([u64; 4]),
+    /// A half of an instance moved to another lane: the argument `moved` ([`MOVED`]).
+    Moved,
 }
+
+/// The argument of both halves of an instance moved to another lane: its name and value.
+pub const MOVED: (&str, &str) = ("moved", "a span under it closed first");
 
 /// A track event to write.
 struct TrackEvent<'a> {
@@ -189,12 +237,49 @@ type Recent = (u64, core::ops::Range<u64>, Seq);
 
 /// A `tracing` span instance open in the trace.
 struct Instance {
-    /// Its async track.
-    track: u64,
-    /// Whether its slice began (its new is in the trace).
-    began: bool,
+    /// What its lane knows it by.
+    serial: u64,
+    /// Its lane while its slice is open there: group and lane (`None`: no slice, its new
+    /// is not in the trace).
+    lane: Option<(usize, usize)>,
     /// Its polls begun and not yet ended: the thread of each.
     polls: Vec<(u64, u64)>,
+}
+
+/// An instance's slice open on a lane.
+#[derive(Clone, Copy)]
+struct Open {
+    serial: u64,
+    /// Its process and span id.
+    key: (u32, u64),
+    /// The tracepoint of its new: its name and category.
+    point: u16,
+}
+
+/// One async track of a group, and the slices open on it, outermost first: a root and
+/// the chain of its descendants nested in it.
+struct Lane {
+    track: u64,
+    open: Vec<Open>,
+}
+
+/// The lanes of a process for the trees of one root span name.
+struct Group {
+    /// The process's track, and the name every lane has.
+    process: u64,
+    name: String,
+    lanes: Vec<Lane>,
+    /// The lanes with nothing open, lowest first.
+    free: BinaryHeap<Reverse<usize>>,
+}
+
+/// Span steps of a thread not written yet: what its next event tells them apart by.
+enum Held {
+    /// An enter: a poll begins, unless its exit follows at once, then its close.
+    Enter(Event, (u32, u64)),
+    /// An enter and the exit right after it: a poll, or the drop re-entry if the close
+    /// follows at once (as [`Spans`] tells).
+    Poll(Event, Event, (u32, u64)),
 }
 
 /// An argument the user marks as a counter: tracepoint `point`'s argument `arg`, a counter
@@ -321,11 +406,23 @@ struct Writer<'s> {
     stems: Stems,
     /// Per thread and stem: its async track, and the starts open on it.
     starts: HashMap<((u64, u64), usize), (u64, u32)>,
+    /// Span instances as `devttrace::spans` rebuilds them (what tells the drop re-entry).
+    spans: Spans,
     /// Span instances open, by process and span id.
     instances: HashMap<(u32, u64), Instance>,
+    next_serial: u64,
+    /// Lanes: groups, by the process's id and the root's name.
+    groups: Vec<Group>,
+    by_group: HashMap<(u64, usize), usize>,
+    /// Per tracepoint id, its name as a small number (the names of groups).
+    names: Vec<usize>,
+    /// Per writer (`ctx`), its span steps not yet written.
+    held: HashMap<u64, Held>,
     /// The flows waiting for the close of a span (by process and span id).
     flows: HashMap<(u32, u64), Vec<u64>>,
     next_flow: u64,
+    /// Whether a clock snapshot was written (the first names the trace's clock).
+    clocked: bool,
     /// Per tracepoint id, the counters its events set.
     counters: Vec<Vec<Counter>>,
     /// Counter tracks: (process, tracepoint, argument) -> uuid.
@@ -498,13 +595,36 @@ impl<'s> Writer<'s> {
             false => packet::INCREMENTAL_STATE_CLEARED,
             true => packet::NEEDS_INCREMENTAL_STATE,
         };
+        let realtime = self.clock.anchor_realtime_ns;
+        let first = flags == packet::INCREMENTAL_STATE_CLEARED
+            && !std::mem::replace(&mut self.clocked, true);
         let p = &mut self.buf;
+        if flags == packet::INCREMENTAL_STATE_CLEARED {
+            // The sequence's clock, tied to the wall clock at the device's anchor (0 there).
+            message(p, TRACE_PACKET, |s| {
+                uint(s, packet::SEQUENCE_ID, seq.id);
+                message(s, packet::CLOCK_SNAPSHOT, |c| {
+                    message(c, clock::CLOCKS, |k| {
+                        uint(k, clock::ID, TRACE_CLOCK);
+                        uint(k, clock::TIMESTAMP, 0);
+                    });
+                    message(c, clock::CLOCKS, |k| {
+                        uint(k, clock::ID, clock::REALTIME);
+                        uint(k, clock::TIMESTAMP, realtime);
+                    });
+                    if first {
+                        uint(c, clock::PRIMARY_TRACE_CLOCK, clock::REALTIME);
+                    }
+                })
+            });
+        }
         let at = open(p, TRACE_PACKET);
         uint(p, packet::TIMESTAMP, ts);
         uint(p, packet::SEQUENCE_ID, seq.id);
         uint(p, packet::SEQUENCE_FLAGS, flags);
         if flags == packet::INCREMENTAL_STATE_CLEARED {
             message(p, packet::DEFAULTS, |d| {
+                uint(d, packet::TIMESTAMP_CLOCK_ID, TRACE_CLOCK);
                 message(d, packet::TRACK_EVENT_DEFAULTS, |t| {
                     uint(t, event::TRACK_UUID, seq.track);
                 })
@@ -544,6 +664,7 @@ impl<'s> Writer<'s> {
                     *iid = Self::iid(sequence, strings::ANNOTATION, name, &mut new);
                 }
             }
+            Args::Moved => own[0] = Self::iid(sequence, strings::ANNOTATION, MOVED.0, &mut new),
         }
         let (name_iid, category_iid) = match e.name {
             Name::Point(id) => {
@@ -596,6 +717,10 @@ impl<'s> Writer<'s> {
                         });
                     }
                 }
+                Args::Moved => message(t, event::DEBUG_ANNOTATIONS, |a| {
+                    uint(a, annotation::NAME_IID, own[0]);
+                    bytes(a, annotation::STRING, MOVED.1.as_bytes());
+                }),
             }
         });
         close(&mut self.buf, at);
@@ -646,7 +771,23 @@ impl<'s> Writer<'s> {
     /// A trace point: a slice's half, an instant, a span's step.
     fn point(&mut self, event: &Event) {
         let id = event.type_word.tracepoint();
-        let Some(s) = self.schemas.get(id as usize) else {
+        // Every event, for the instance model's count of what each thread recorded.
+        let added = self.spans.add(event);
+        if self.took(event, &added) {
+            // An exit held with its enter.
+        } else if let Some(s) = self.schemas.get(id as usize) {
+            let (kind, role) = (s.kind, s.role);
+            if role.is_span() {
+                self.step(event, role);
+            } else {
+                match kind {
+                    Kind::Entry if role == Role::Point => self.entry(event),
+                    Kind::Exit if role == Role::Point => self.exit(event),
+                    Kind::Start | Kind::Stop if role == Role::Point => self.start_stop(event, kind),
+                    _ => self.own(event, None, event::INSTANT, &[]),
+                }
+            }
+        } else {
             let name = format!("tracepoint#{id}");
             return self.track_event(TrackEvent {
                 ctx: event.ctx,
@@ -657,17 +798,6 @@ impl<'s> Writer<'s> {
                 args: Args::Of(event),
                 flows: &[],
             });
-        };
-        let (kind, role) = (s.kind, s.role);
-        if role.is_span() {
-            self.step(event, role);
-        } else {
-            match kind {
-                Kind::Entry if role == Role::Point => self.entry(event),
-                Kind::Exit if role == Role::Point => self.exit(event),
-                Kind::Start | Kind::Stop if role == Role::Point => self.start_stop(event, kind),
-                _ => self.own(event, None, event::INSTANT, &[]),
-            }
         }
         if self
             .counters
@@ -741,47 +871,117 @@ impl<'s> Writer<'s> {
         }
     }
 
-    /// A step of a `tracing` span: its new and close begin and end its slice on its own
-    /// track, an enter and its exit a poll on the thread.
+    /// What `event`'s thread held (see [`Held`]) is written before it, as what `event`
+    /// tells it is; whether `event` is held with it (an exit right after its enter).
+    fn took(&mut self, event: &Event, added: &Added) -> bool {
+        if self.held.is_empty() {
+            return false;
+        }
+        let Some(held) = self.held.remove(&event.ctx) else {
+            return false;
+        };
+        match held {
+            Held::Enter(enter, key) if self.exits(event, key) => {
+                self.held.insert(event.ctx, Held::Poll(enter, *event, key));
+                return true;
+            }
+            Held::Poll(enter, exit, key) => {
+                let dropped = match added {
+                    Added::Ended(i) => i.dropped.is_some_and(|p| {
+                        (p.enter, p.exit, p.ctx) == (enter.stamp, exit.stamp, enter.ctx)
+                    }),
+                    _ => false,
+                };
+                match dropped {
+                    // Instants on its lane (where the instance is innermost, as at its
+                    // close), else on the thread.
+                    true => {
+                        let track = self.innermost(key);
+                        for e in [&enter, &exit] {
+                            let label = self.labels[e.type_word.tracepoint() as usize].0.clone();
+                            self.track_event(TrackEvent {
+                                ctx: e.ctx,
+                                stamp: e.stamp,
+                                track,
+                                kind: event::INSTANT,
+                                name: Name::Given(&label, "drop"),
+                                args: Args::Of(e),
+                                flows: &[],
+                            });
+                        }
+                    }
+                    false => self.release(Held::Poll(enter, exit, key)),
+                }
+            }
+            held => self.release(held),
+        }
+        false
+    }
+
+    /// Whether `event` is an exit of the span `key`.
+    fn exits(&self, event: &Event, key: (u32, u64)) -> bool {
+        self.spans.role(event.type_word.tracepoint()) == Role::SpanExit
+            && event.args().first() == Some(&key.1)
+            && (event.ctx >> 32) as u32 == key.0
+    }
+
+    /// Writes what a thread held as what it is: a poll begun, or a whole poll.
+    fn release(&mut self, held: Held) {
+        match held {
+            Held::Enter(enter, key) => {
+                let thread = self.sequence(enter.ctx, enter.stamp).key;
+                self.instance(key).polls.push(thread);
+                self.own(&enter, None, event::SLICE_BEGIN, &[]);
+            }
+            Held::Poll(enter, exit, _) => {
+                self.written.pairs += 1;
+                self.own(&enter, None, event::SLICE_BEGIN, &[]);
+                self.own(&exit, None, event::SLICE_END, &[]);
+            }
+        }
+    }
+
+    /// A step of a `tracing` span: its new and close begin and end its slice on a lane,
+    /// an enter and its exit a poll on the thread.
     fn step(&mut self, event: &Event, role: Role) {
         let Some(&span) = event.args().first() else {
             return self.own(event, None, event::INSTANT, &[]);
         };
         let key = ((event.ctx >> 32) as u32, span);
         match role {
-            Role::SpanNew => {
-                // A new instance with the id of one open: that one's close was lost.
-                self.instances.remove(&key);
-                let track = self.instance_track(event);
-                self.instances.insert(
-                    key,
-                    Instance {
-                        track,
-                        began: true,
-                        polls: Vec::new(),
-                    },
-                );
-                self.own(event, Some(track), event::SLICE_BEGIN, &[]);
-            }
+            Role::SpanNew => self.new_instance(event, key),
             Role::SpanClose => {
                 let flows = self.flows.remove(&key).unwrap_or_default();
-                match self.instances.remove(&key) {
-                    Some(i) if i.began => self.own(event, Some(i.track), event::SLICE_END, &flows),
-                    Some(i) => self.own(event, Some(i.track), event::INSTANT, &flows),
-                    None => {
-                        let track = self.instance_track(event);
-                        self.own(event, Some(track), event::INSTANT, &flows)
-                    }
+                let lane = self
+                    .instances
+                    .remove(&key)
+                    .and_then(|i| Some((i.lane?, i.serial)));
+                let Some(((g, l), serial)) = lane else {
+                    return self.own(event, None, event::INSTANT, &flows);
+                };
+                let open = &self.groups[g].lanes[l].open;
+                let Some(at) = open.iter().rposition(|o| o.serial == serial) else {
+                    return self.own(event, None, event::INSTANT, &flows);
+                };
+                if at + 1 < open.len() {
+                    self.move_above(g, l, at + 1, event);
                 }
+                let lane = &mut self.groups[g].lanes[l];
+                lane.open.pop();
+                let track = lane.track;
+                if lane.open.is_empty() {
+                    self.groups[g].free.push(Reverse(l));
+                }
+                self.own(event, Some(track), event::SLICE_END, &flows);
             }
             Role::SpanEnter if event.stamp >= self.horizon => {
-                let thread = self.sequence(event.ctx, event.stamp).key;
-                self.instance(event, key).polls.push(thread);
-                self.own(event, None, event::SLICE_BEGIN, &[]);
+                // Written at the thread's next event, which tells whether it is a poll.
+                self.instance(key);
+                self.held.insert(event.ctx, Held::Enter(*event, key));
             }
             Role::SpanExit => {
                 let thread = self.sequence(event.ctx, event.stamp).key;
-                let polls = &mut self.instance(event, key).polls;
+                let polls = &mut self.instance(key).polls;
                 match polls.iter().rposition(|&t| t == thread) {
                     Some(at) => {
                         polls.remove(at);
@@ -795,16 +995,16 @@ impl<'s> Writer<'s> {
                 }
             }
             Role::SpanFollows => {
-                let track = self.instance(event, key).track;
+                let track = self.innermost(key);
                 let follows = event.args().get(1).copied().unwrap_or(0);
                 self.next_flow += 1;
                 let flow = self.next_flow;
                 self.flows.entry((key.0, follows)).or_default().push(flow);
-                self.own(event, Some(track), event::INSTANT, &[flow]);
+                self.own(event, track, event::INSTANT, &[flow]);
             }
             Role::SpanRecord => {
-                let track = self.instance(event, key).track;
-                self.own(event, Some(track), event::INSTANT, &[]);
+                let track = self.innermost(key);
+                self.own(event, track, event::INSTANT, &[]);
             }
             _ => {
                 self.written.uncertain += u64::from(role == Role::SpanEnter);
@@ -813,14 +1013,119 @@ impl<'s> Writer<'s> {
         }
     }
 
-    /// The open span instance of `key`, which `event` is a step of (made, with its
-    /// track, if its new is not in the trace).
-    fn instance(&mut self, event: &Event, key: (u32, u64)) -> &mut Instance {
+    /// A new instance: its slice begins on its parent's lane, nested in it, if its parent
+    /// is the innermost slice there; else on a free lane of its parent's group (a flow
+    /// from it to its parent's close), or of the group of its own name for a root (or an
+    /// instance whose parent has no slice).
+    fn new_instance(&mut self, event: &Event, key: (u32, u64)) {
+        // One with the id of one open: that one's close was lost; its slice stays open.
+        self.instances.remove(&key);
+        let parent = event.args().get(1).copied().unwrap_or(0);
+        let under = match parent {
+            0 => None,
+            p => self
+                .instances
+                .get(&(key.0, p))
+                .and_then(|i| Some((i.lane?, i.serial))),
+        };
+        let mut flow = None;
+        let (g, l) = match under {
+            Some(((g, l), serial))
+                if self.groups[g].lanes[l].open.last().map(|o| o.serial) == Some(serial) =>
+            {
+                (g, l)
+            }
+            Some(((g, _), _)) => {
+                self.next_flow += 1;
+                flow = Some(self.next_flow);
+                self.flows
+                    .entry((key.0, parent))
+                    .or_default()
+                    .push(self.next_flow);
+                (g, self.free_lane(g))
+            }
+            None => {
+                let g = self.group(event);
+                (g, self.free_lane(g))
+            }
+        };
+        self.next_serial += 1;
+        let serial = self.next_serial;
+        let point = event.type_word.tracepoint();
+        let lane = &mut self.groups[g].lanes[l];
+        lane.open.push(Open { serial, key, point });
+        let track = lane.track;
+        let instance = Instance {
+            serial,
+            lane: Some((g, l)),
+            polls: Vec::new(),
+        };
+        self.instances.insert(key, instance);
+        let flows: &[u64] = match &flow {
+            Some(f) => std::slice::from_ref(f),
+            None => &[],
+        };
+        self.own(event, Some(track), event::SLICE_BEGIN, flows);
+    }
+
+    /// The slices open on lane `l` of group `g` from index `from` on (instances under one
+    /// that closes now, at `at`, on that lane) end there and go on on a free lane of the
+    /// group, each half joined to the other by a flow and marked [`MOVED`].
+    fn move_above(&mut self, g: usize, l: usize, from: usize, at: &Event) {
+        let chain = self.groups[g].lanes[l].open.split_off(from);
+        let to = self.free_lane(g);
+        let (old, new) = (
+            self.groups[g].lanes[l].track,
+            self.groups[g].lanes[to].track,
+        );
+        let first = self.next_flow + 1;
+        self.next_flow += chain.len() as u64;
+        for (k, o) in chain.iter().enumerate().rev() {
+            self.moved(o, at, old, event::SLICE_END, first + k as u64);
+        }
+        for (k, o) in chain.iter().enumerate() {
+            let flow = first + k as u64;
+            self.moved(o, at, new, event::SLICE_BEGIN, flow);
+            if let Some(i) = self.instances.get_mut(&o.key) {
+                if i.serial == o.serial {
+                    i.lane = Some((g, to));
+                }
+            }
+        }
+        self.groups[g].lanes[to].open = chain;
+    }
+
+    /// A half of the moved slice `o`: its end on `track` or its beginning there, at `at`.
+    fn moved(&mut self, o: &Open, at: &Event, track: u64, kind: u64, flow: u64) {
+        let (name, category) = self.labels[o.point as usize].clone();
+        self.track_event(TrackEvent {
+            ctx: at.ctx,
+            stamp: at.stamp,
+            track: Some(track),
+            kind,
+            name: Name::Given(&name, &category),
+            args: Args::Moved,
+            flows: &[flow],
+        });
+    }
+
+    /// The lane of `key` if its slice is the innermost open there (what an instant of its
+    /// own nests in); else its thread's track (`None`).
+    fn innermost(&mut self, key: (u32, u64)) -> Option<u64> {
+        let i = self.instance(key);
+        let (lane, serial) = (i.lane?, i.serial);
+        let lane = &self.groups[lane.0].lanes[lane.1];
+        (lane.open.last()?.serial == serial).then_some(lane.track)
+    }
+
+    /// The open span instance of `key` (made, with no slice, if its new is not in the
+    /// trace).
+    fn instance(&mut self, key: (u32, u64)) -> &mut Instance {
         if !self.instances.contains_key(&key) {
-            let track = self.instance_track(event);
+            self.next_serial += 1;
             let i = Instance {
-                track,
-                began: false,
+                serial: self.next_serial,
+                lane: None,
                 polls: Vec::new(),
             };
             self.instances.insert(key, i);
@@ -828,11 +1133,37 @@ impl<'s> Writer<'s> {
         self.instances.get_mut(&key).expect("made above")
     }
 
-    /// A new async track for the span instance `event` is a step of, under its process's.
-    fn instance_track(&mut self, event: &Event) -> u64 {
-        let process = self.sequence(event.ctx, event.stamp).process;
-        let name = self.labels[event.type_word.tracepoint() as usize].0.clone();
-        self.child_track(process, &name)
+    /// The group of the root instance whose new is `event`: its process's and its name's.
+    fn group(&mut self, event: &Event) -> usize {
+        let seq = self.sequence(event.ctx, event.stamp);
+        let point = event.type_word.tracepoint() as usize;
+        let key = (seq.key.0, self.names[point]);
+        if let Some(&g) = self.by_group.get(&key) {
+            return g;
+        }
+        self.groups.push(Group {
+            process: seq.process,
+            name: self.labels[point].0.clone(),
+            lanes: Vec::new(),
+            free: BinaryHeap::new(),
+        });
+        self.by_group.insert(key, self.groups.len() - 1);
+        self.groups.len() - 1
+    }
+
+    /// The first free lane of group `g` (a new one if none is).
+    fn free_lane(&mut self, g: usize) -> usize {
+        if let Some(Reverse(l)) = self.groups[g].free.pop() {
+            return l;
+        }
+        let (process, name) = (self.groups[g].process, self.groups[g].name.clone());
+        let track = self.child_track(process, &name);
+        let lanes = &mut self.groups[g].lanes;
+        lanes.push(Lane {
+            track,
+            open: Vec::new(),
+        });
+        lanes.len() - 1
     }
 
     /// The counters of `event`: each argument marked as one sets its track.
@@ -922,6 +1253,7 @@ pub fn write(
     mut progress: impl FnMut(u64),
 ) -> std::io::Result<Written> {
     let pairing = Pairing::new(rings, ctx.meta);
+    let horizon = pairing.horizon();
     let schemas = Schema::all(ctx.meta);
     let mut by_point = vec![Vec::new(); schemas.len()];
     for c in counters {
@@ -936,10 +1268,19 @@ pub fn write(
             any.then_some(counts)
         })
         .collect();
+    let labels: Vec<(String, String)> = schemas.iter().map(label).collect();
+    let mut numbers: HashMap<&str, usize> = HashMap::default();
+    let names = labels
+        .iter()
+        .map(|(n, _)| {
+            let next = numbers.len();
+            *numbers.entry(n.as_str()).or_insert(next)
+        })
+        .collect();
     let mut w = Writer {
         aux: ctx.aux,
         clock: ctx.version.clock,
-        labels: schemas.iter().map(label).collect(),
+        labels,
         schemas,
         recent: None,
         identities: Identities::new(ctx.meta),
@@ -947,13 +1288,20 @@ pub fn write(
         by_thread: HashMap::default(),
         processes: HashMap::default(),
         next_uuid: 0,
-        horizon: pairing.horizon(),
+        horizon,
         pairing,
         stems: Stems::new(&ctx.meta.tracepoints),
         starts: HashMap::default(),
+        spans: Spans::new(ctx.meta, horizon),
         instances: HashMap::default(),
+        next_serial: 0,
+        groups: Vec::new(),
+        by_group: HashMap::default(),
+        names,
+        held: HashMap::default(),
         flows: HashMap::default(),
         next_flow: 0,
+        clocked: false,
         counters: by_point,
         counter_tracks: HashMap::default(),
         losses,
@@ -989,6 +1337,12 @@ pub fn write(
         super::spill(&mut w.buf, out, || progress(w.written.events))
     })?;
     w.written.strings_lost = items.strings_lost();
+    // What threads held at the end: polls (begun, or whole).
+    let mut held: Vec<(u64, Held)> = w.held.drain().collect();
+    held.sort_unstable_by_key(|h| h.0);
+    for (_, h) in held {
+        w.release(h);
+    }
     // Rings whose every entry was lost: their losses at the trace's first event.
     let rest: Vec<[u64; 4]> = w.losses.iter_mut().filter_map(Option::take).collect();
     if let Some((stamp, ctx)) = first {
