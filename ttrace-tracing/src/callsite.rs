@@ -7,10 +7,17 @@
 //! and `record` per signature (their fields follow the id, and for `new` the parent), and
 //! `enter`, `exit`, `close` and `follows`, whose arguments are ids only, registered when the
 //! callsite is: whether they are enabled is whether the span is.
+//!
+//! A field not recorded (declared `Empty`, or left as it was by a span's `record`) makes a
+//! signature of its own, whose format shows it as `name=<unset>` (an event, a span's `new`)
+//! or leaves it out (`record`), without a word: readers never see it as a lost string.
+//!
+//! An event without a name of its own is named by its message at its first event
+//! ([`crate::name`]); until then its callsite's interest is its level's.
 
 use crate::fields::{Shape, Ty};
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use tracing_core::Metadata;
 use ttrace_core::{Definition, Kind, Level, Role, Writer};
 
@@ -96,7 +103,11 @@ impl Signatures {
                     .args
                     .iter()
                     .zip(tys)
-                    .map(|(a, t)| format!("{a}={{{a}{}}}", t.spec()))
+                    .filter_map(|(a, t)| match t {
+                        Ty::Absent if self.role == Role::SpanRecord => None,
+                        Ty::Absent => Some(format!("{a}=<unset>")),
+                        _ => Some(format!("{a}={{{a}{}}}", t.spec())),
+                    })
                     .collect::<Vec<_>>()
                     .join(" ");
                 let w = register(dev, cs, self.role, format);
@@ -128,8 +139,9 @@ pub(crate) struct Steps {
 pub(crate) struct Callsite {
     /// Its metadata.
     pub(crate) meta: &'static Metadata<'static>,
-    /// The tracepoint name (see [`crate::name`]).
-    name: &'static str,
+    /// The tracepoint name (see [`crate::name`]): set when made, or, for an event named by
+    /// its message, at its first event.
+    name: OnceLock<&'static str>,
     classes: u64,
     /// An event's tracepoints, or a span's `new` ones.
     pub(crate) fields: Signatures,
@@ -145,9 +157,13 @@ static NEVER: AtomicU64 = AtomicU64::new(0);
 impl Callsite {
     fn new(dev: &'static Writer, meta: &'static Metadata<'static>) -> Callsite {
         let fields: Vec<&'static str> = meta.fields().iter().map(|f| f.name()).collect();
+        let name = OnceLock::new();
+        if let Some(n) = crate::name::of(meta) {
+            let _ = name.set(&*Box::leak(n.into_boxed_str()));
+        }
         let mut cs = Callsite {
             meta,
-            name: Box::leak(crate::name::of(meta).into_boxed_str()),
+            name,
             classes: level_class(meta.level()),
             fields: Signatures::new(Role::Event, Shape::new(&[], &fields)),
             record: None,
@@ -189,9 +205,46 @@ impl Callsite {
     }
 
     /// Whether the device's mask and rules enable this callsite now (what `tracing`'s
-    /// interest cache is rebuilt from: [`crate::interest`]).
+    /// interest cache is rebuilt from: [`crate::interest`]): for an event not named yet, the
+    /// mask alone (its first event names it, registers its tracepoint and reads its word,
+    /// so that rules apply from that first event; then the name decides, from the next
+    /// rebuild on).
     pub(crate) fn device_enables(&self, dev: &'static Writer) -> bool {
-        dev.device().reader().enables(self.name, self.classes)
+        let reader = dev.device().reader();
+        match self.name.get() {
+            Some(name) => reader.enables(name, self.classes),
+            None => reader.mask() & self.classes != 0,
+        }
+    }
+
+    /// Whether this is an event whose name waits for its first message.
+    #[inline]
+    pub(crate) fn unnamed(&self) -> bool {
+        self.name.get().is_none()
+    }
+
+    /// The tracepoint name (an event is named before its first registration: if one were
+    /// not, it is named as an event without a message word).
+    fn name(&self) -> &'static str {
+        self.name.get_or_init(|| {
+            Box::leak(crate::name::of_message(self.meta.target(), None).into_boxed_str())
+        })
+    }
+
+    /// Names an event by `message`, the text of its first event up to the first value,
+    /// unless another thread's first event named it already. If the device's rules disable
+    /// that name, `tracing` is asked to ask again for the callsite's interest (which was
+    /// its level's alone: [`Callsite::device_enables`]).
+    #[cold]
+    pub(crate) fn name_by(&self, dev: &'static Writer, message: Option<&str>) {
+        let mut named = false;
+        self.name.get_or_init(|| {
+            named = true;
+            Box::leak(crate::name::of_message(self.meta.target(), message).into_boxed_str())
+        });
+        if named && !self.device_enables(dev) {
+            crate::interest::stale();
+        }
     }
 
     /// The word of a span's step of `role` (0: disabled, or not a span).
@@ -214,12 +267,13 @@ impl Callsite {
 /// enabled if the device refuses it.
 fn register(dev: &'static Writer, cs: &Callsite, role: Role, format: String) -> &'static AtomicU64 {
     let format: &'static str = Box::leak(format.into_boxed_str());
-    let def = Definition::untyped(cs.name, Kind::Start, cs.classes, format).with_role(role);
+    let name = cs.name();
+    let def = Definition::untyped(name, Kind::Start, cs.classes, format).with_role(role);
     match dev.register_tracepoint(&def) {
         Ok((id, _)) => dev.tracepoint_word(id),
         Err(e) => {
             static WARNED: std::sync::Once = std::sync::Once::new();
-            WARNED.call_once(|| eprintln!("ttrace-tracing: {} not recorded: {e}", cs.name));
+            WARNED.call_once(|| eprintln!("ttrace-tracing: {name} not recorded: {e}"));
             &NEVER
         }
     }
@@ -251,20 +305,30 @@ fn slot(key: usize) -> usize {
 /// time.
 #[inline]
 pub(crate) fn of(dev: &'static Writer, meta: &'static Metadata<'static>) -> &'static Callsite {
-    let key = meta as *const Metadata<'static> as usize;
+    match find(meta) {
+        Some(c) => c,
+        None => insert(dev, meta),
+    }
+}
+
+/// The callsite of `meta` if it was made (in the lock-free table: one of the few past its
+/// capacity is not found).
+#[inline]
+pub(crate) fn find(meta: &Metadata<'_>) -> Option<&'static Callsite> {
+    let key = meta as *const Metadata<'_> as usize;
     let mut i = slot(key);
     for _ in 0..TABLE {
         // Acquire: pairs with the Release store of the key, after its value.
         match CALLSITES.keys[i].load(Acquire) {
             k if k == key => {
                 // SAFETY: values are leaked Boxes, stored before their key.
-                return unsafe { &*CALLSITES.values[i].load(Relaxed) };
+                return Some(unsafe { &*CALLSITES.values[i].load(Relaxed) });
             }
-            0 => break,
+            0 => return None,
             _ => i = (i + 1) % TABLE,
         }
     }
-    insert(dev, meta)
+    None
 }
 
 #[cold]

@@ -5,7 +5,7 @@ use std::fmt::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use tracing_core::field::{Field, Visit};
 use ttrace_core::Writer;
-use ttrace_layouts::aux::AuxTag;
+use ttrace_layouts::aux::{AuxTag, AUX_NONE};
 
 /// Longest `Debug` rendering kept, in bytes; a longer one is cut, ends with `…`, and is
 /// counted.
@@ -59,7 +59,10 @@ impl Shape {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum Ty {
-    /// Not recorded (an `Empty` field): shown as a lost string.
+    /// Not recorded: a field declared `Empty` and not recorded yet, or one a span's `record`
+    /// leaves as it was. It has no word ([`Words::compact`]): a tracepoint's format shows it
+    /// as `name=<unset>` (an event's, a span's `new`), or leaves it out (`record`), so readers
+    /// never take it for a string the aux buffer lost.
     Absent = 0,
     /// `u64`: decimal.
     U = 1,
@@ -124,15 +127,32 @@ impl Words {
     }
 
     /// The words ready to record in `shape` (the dropped count in the last one if it has
-    /// more fields than words), and their signature.
+    /// more fields than words): their signature, and whether a field was not recorded (then
+    /// [`Words::compact`] before recording).
     #[inline]
-    pub(crate) fn finish(&mut self, shape: &Shape) -> u64 {
+    pub(crate) fn finish(&mut self, shape: &Shape) -> (u64, bool) {
         let n = shape.nargs();
         if shape.overflow {
             self.words[n - 1] = self.dropped;
             self.tys[n - 1] = Ty::U;
         }
-        signature(&self.tys[..n])
+        let tys = &self.tys[..n];
+        (signature(tys), tys.contains(&Ty::Absent))
+    }
+
+    /// Leaves out the words of the fields not recorded, keeping the others in order (as
+    /// the tracepoint's format names them: [`Ty::Absent`]); returns how many are left of
+    /// the first `n`.
+    #[inline]
+    pub(crate) fn compact(&mut self, n: usize) -> usize {
+        let mut kept = 0;
+        for i in 0..n {
+            if self.tys[i] != Ty::Absent {
+                self.words[kept] = self.words[i];
+                kept += 1;
+            }
+        }
+        kept
     }
 }
 
@@ -143,6 +163,9 @@ pub(crate) struct Visitor<'a> {
     pub(crate) ctx: u64,
     pub(crate) shape: &'a Shape,
     pub(crate) out: &'a mut Words,
+    /// Where to keep the `message` field's text up to its first value (what names an event
+    /// without a name of its own: [`crate::name`]); `None` once the callsite is named.
+    pub(crate) message: Option<&'a mut Option<String>>,
 }
 
 impl Visitor<'_> {
@@ -167,12 +190,25 @@ impl Visitor<'_> {
         }
     }
 
+    /// Keeps `text` if `field` is the message and the callsite's name waits for it.
+    #[cold]
+    fn message(&mut self, field: &Field, text: &[u8]) {
+        if let Some(m) = self.message.as_deref_mut() {
+            if field.name() == "message" {
+                *m = Some(String::from_utf8_lossy(text).into_owned());
+            }
+        }
+    }
+
+    /// Writes a string to the aux buffer; one it refuses is [`AUX_NONE`], which readers
+    /// show as `<lost>` and count (and the damage check accepts, as it does in `info`
+    /// messages).
     fn string(&mut self, i: usize, bytes: &[u8]) {
         let word = match self.dev.aux_write(AuxTag::String, self.ctx, bytes) {
             Some(r) => r,
             None => {
                 STRINGS_DROPPED.fetch_add(1, Relaxed);
-                0
+                AUX_NONE
             }
         };
         self.out.words[i] = word;
@@ -213,6 +249,9 @@ impl Visit for Visitor<'_> {
 
     fn record_str(&mut self, field: &Field, value: &str) {
         if let Some(i) = self.slot(field) {
+            if self.message.is_some() {
+                self.message(field, value.as_bytes());
+            }
             self.string(i, value.as_bytes());
         }
     }
@@ -221,6 +260,12 @@ impl Visit for Visitor<'_> {
         if let Some(i) = self.slot(field) {
             let mut buf = Bounded::new();
             let _ = write!(buf, "{value:?}");
+            if self.message.is_some() {
+                // A message is `format_args!`: its first write is the format's text up to
+                // its first value (or that value, if the format starts with one).
+                let first = buf.first;
+                self.message(field, &buf.buf[..first]);
+            }
             self.string(i, buf.finish());
         }
     }
@@ -231,6 +276,8 @@ struct Bounded {
     buf: [u8; DEBUG_BYTES],
     len: usize,
     cut: bool,
+    /// The length after the first write.
+    first: usize,
 }
 
 impl Bounded {
@@ -239,6 +286,7 @@ impl Bounded {
             buf: [0; DEBUG_BYTES],
             len: 0,
             cut: false,
+            first: 0,
         }
     }
 
@@ -265,6 +313,9 @@ impl Write for Bounded {
         if s.len() <= room {
             self.buf[self.len..self.len + s.len()].copy_from_slice(s.as_bytes());
             self.len += s.len();
+            if self.first == 0 {
+                self.first = self.len;
+            }
             Ok(())
         } else {
             let mut n = room;
@@ -273,6 +324,9 @@ impl Write for Bounded {
             }
             self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
             self.len += n;
+            if self.first == 0 {
+                self.first = self.len;
+            }
             self.cut = true;
             // Stop formatting: nothing more is kept.
             Err(fmt::Error)
@@ -296,5 +350,40 @@ mod tests {
         let mut short = Bounded::new();
         let _ = write!(short, "{:?}", (1, "a"));
         assert_eq!(short.finish(), b"(1, \"a\")");
+    }
+
+    #[test]
+    fn a_message_s_first_write_is_its_text_up_to_its_first_value() {
+        let first = |args: fmt::Arguments<'_>| {
+            let mut b = Bounded::new();
+            let _ = write!(b, "{args:?}");
+            String::from_utf8(b.buf[..b.first].to_vec()).unwrap()
+        };
+        let addr = "127.0.0.1:80";
+        assert_eq!(first(format_args!("listening on {addr}")), "listening on ");
+        // (Values of variables: the compiler writes literal ones into the format.)
+        let (who, n) = (String::from("ann"), 7);
+        assert_eq!(first(format_args!("user {who} logged in")), "user ");
+        assert_eq!(first(format_args!("request done")), "request done");
+        assert_eq!(first(format_args!("{n} connected")), "7");
+    }
+
+    #[test]
+    fn unrecorded_fields_are_left_out_in_order() {
+        let mut w = Words::with_ids(&[9]);
+        let shape = Shape::new(&["span"], &["a", "b", "c", "d"]);
+        (w.words[2], w.tys[2]) = (20, Ty::U);
+        (w.words[4], w.tys[4]) = (40, Ty::I);
+        let (sig, absent) = w.finish(&shape);
+        assert!(absent);
+        assert_eq!(
+            sig,
+            signature(&[Ty::Id, Ty::Absent, Ty::U, Ty::Absent, Ty::I])
+        );
+        assert_eq!(w.compact(shape.nargs()), 3);
+        assert_eq!(w.words[..3], [9, 20, 40]);
+        let mut all = Words::with_ids(&[]);
+        (all.words[0], all.tys[0]) = (1, Ty::B);
+        assert!(!all.finish(&Shape::new(&[], &["x"])).1);
     }
 }

@@ -6,7 +6,9 @@
 //! `ttrace-reader ctl` change, from any process, moves the device's control generation; a
 //! thread of the process (`ttrace-interest`, started with the first layer that records)
 //! reads it every [`POLL`] and, when it moved, has `tracing` ask every callsite again
-//! ([`rebuild_interest_cache`](tracing_core::callsite::rebuild_interest_cache)).
+//! ([`rebuild_interest_cache`](tracing_core::callsite::rebuild_interest_cache)). It does so
+//! too when an event named at its first event ([`crate::name`]) took a name the rules
+//! disable ([`stale`]): its interest was its level's until then.
 //!
 //! Correct at every moment: a callsite `ctl` disables stops recording at once (the layer
 //! tests the tracepoint's word before it records), and costs a little more until the
@@ -15,6 +17,7 @@
 //! (Acquire, paired with the Release increment that ends a change), so a rebuild sees at
 //! least the change that moved it; a change during the rebuild moves it again.
 
+use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::Once;
 use std::time::Duration;
 use ttrace_core::Writer;
@@ -41,12 +44,25 @@ pub(crate) fn follow(dev: &'static Writer) {
     });
 }
 
+/// Whether a callsite's interest changed without a control change.
+static STALE: AtomicBool = AtomicBool::new(false);
+
+/// Has the thread rebuild the interest cache at its next poll: a callsite's interest
+/// changed (an event took a name the rules disable).
+pub(crate) fn stale() {
+    // Release: pairs with the thread's Acquire swap, so that its rebuild sees the change
+    // made before this (the callsite's name).
+    STALE.store(true, Release);
+}
+
 fn run(dev: &'static Writer, mut seen: u64) {
     let reader = dev.device().reader();
     loop {
         std::thread::sleep(POLL);
         let now = reader.ctl_generation();
-        if now != seen {
+        // Acquire: pairs with the Release store in `stale`.
+        let stale = STALE.swap(false, Acquire);
+        if now != seen || stale {
             seen = now;
             tracing_core::callsite::rebuild_interest_cache();
         }

@@ -9,13 +9,15 @@
 //! tracing::info!(bytes = 512u64, path = "/srv/a", "request done");
 //! ```
 //!
-//! - **Each callsite** becomes ttrace tracepoints named `target::name` (an event without
-//!   a name of its own: `target::file:line`, the file relative to its crate, so the name is
-//!   the same on every machine), its fields the argument names, typed from the values seen
-//!   (a field seen with another type gets a second tracepoint of the same name), and its
-//!   level a class bit ([`CLASS_ERROR`] .. [`CLASS_TRACE`]). So `ttrace-reader ctl level
-//!   info` (or `ctl disable DEBUG`) stops DEBUG and TRACE, and `ctl disable 'hyper::*'` a
-//!   crate, in every process at once. Readers show the level of each event.
+//! - **Each callsite** becomes ttrace tracepoints named `target::name` (an event without a
+//!   name of its own: `target::` and its message's first words, `tower_http::trace::
+//!   on_request::started_processing_request`, decided at its first event: the same on every
+//!   machine and after every edit of the file), its fields the argument names, typed from
+//!   the values seen (a field seen with another type gets a second tracepoint of the same
+//!   name; a field not recorded, declared `Empty`, shows as `name=<unset>`), and its level a
+//!   class bit ([`CLASS_ERROR`] .. [`CLASS_TRACE`]). So `ttrace-reader ctl level info` (or
+//!   `ctl disable DEBUG`) stops DEBUG and TRACE, and `ctl disable 'hyper::*'` a crate, in
+//!   every process at once. Readers show the level of each event.
 //! - **Each event** costs `tracing`'s dispatch, one load, and ttrace's write: integers,
 //!   floats and bools are argument words, `&str` goes to the aux buffer, a `Debug` value
 //!   (the message too) is formatted into a [`DEBUG_BYTES`] buffer (longer: cut, ending `…`,
@@ -32,7 +34,8 @@
 //! - **Control**: a callsite the device's mask or rules disable is of no interest to
 //!   `tracing`, which then skips it as a disabled level; a `ctl` change is followed within
 //!   [`interest::POLL`] by a thread of the process ([`interest`]), or at once after
-//!   [`sync_interest`].
+//!   [`sync_interest`]. An event named by its message follows the rules from its first
+//!   event.
 //! - **Snapshots on errors**: [`TtraceLayer::snapshot_on`]`(Level::ERROR)` asks for a
 //!   snapshot ([`ttrace_core::trigger`]) at every ERROR event, its message the reason.
 //! - **`log` records**: install `tracing_log::LogTracer` and they arrive as events (fields

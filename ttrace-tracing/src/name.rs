@@ -1,82 +1,176 @@
-//! Tracepoint names for `tracing` callsites, the same on every machine that builds the
-//! program: `target::name`, and for an event without a name of its own (`tracing` names it
-//! `event <file>:<line>`, the file as the compiler saw it: an absolute path for a crate
-//! from the registry) `target::<file>:<line>` with the file relative to its crate.
+//! Tracepoint names for `tracing` callsites, stable across machines, builds and edits of
+//! the program, so that a `ctl` or `watch` rule written for a name keeps working:
+//!
+//! - a span, or an event with a name of its own (`info!(name: "flushed", ..)`):
+//!   `target::name`;
+//! - an event without one (`tracing` names it `event <file>:<line>`, which moves whenever
+//!   the file is edited above it): `target::` and its message's first words, joined with
+//!   `_` ([`words`]): `info!("started processing request")` in `tower_http::trace::on_request`
+//!   is `tower_http::trace::on_request::started_processing_request`, `info!("listening on
+//!   {}", addr)` is `app::listening_on`; `target::event` when the message gives no word
+//!   (no message, or one that starts with a value).
+//!
+//! The message is only known when the event happens, so such an event's name is decided at
+//! its first event (the first to record it, if several threads race), and kept for the
+//! callsite's life ([`crate::callsite`]).
+//!
+//! Names are one word for `ctl` patterns and readers' columns: whitespace is made `_`.
 
 use tracing_core::Metadata;
 
-/// The directories of a crate that hold sources, as they appear in paths.
-const CRATE_DIRS: [&str; 5] = ["src", "examples", "tests", "benches", "build"];
+/// The most words of a message that a name keeps.
+pub(crate) const WORDS: usize = 4;
 
-/// The tracepoint name of the callsite `meta` (whitespace made `_`, so that the name is one
-/// word for `ctl` patterns and readers' columns).
-pub(crate) fn of(meta: &Metadata<'_>) -> String {
-    let name = match (
-        meta.is_event(),
-        meta.name().starts_with("event "),
-        meta.file(),
-    ) {
-        (true, true, Some(file)) => format!(
-            "{}::{}:{}",
-            meta.target(),
-            crate_relative(file),
-            meta.line().unwrap_or(0)
-        ),
-        _ => format!("{}::{}", meta.target(), meta.name()),
-    };
+/// The most bytes of words that a name keeps: a longer word is more likely a value than
+/// text.
+const WORDS_BYTES: usize = 48;
+
+/// Marks that end a phrase (`error: ..`, `done.`): the word they end is kept, and is the
+/// last.
+const ENDS: [char; 6] = [':', ',', '.', ';', '!', '?'];
+
+/// The tracepoint name of the callsite `meta`, or `None` for an event named by its message
+/// at its first event ([`of_message`]).
+pub(crate) fn of(meta: &Metadata<'_>) -> Option<String> {
+    if meta.is_event() && meta.name().starts_with("event ") {
+        return None;
+    }
+    Some(one_word(format!("{}::{}", meta.target(), meta.name())))
+}
+
+/// The name of an event of `target` without a name of its own, from its message's first
+/// text ([`words`]).
+pub(crate) fn of_message(target: &str, message: Option<&str>) -> String {
+    let words = message.map(words).unwrap_or_default();
+    let words = if words.is_empty() { "event" } else { &words };
+    one_word(format!("{target}::{words}"))
+}
+
+/// The first words of `message`, joined with `_`: up to [`WORDS`], stopping before the
+/// first word that holds anything but letters, `_` and `-` (a digit, a path, an address,
+/// a quote: a value, which would make the name differ from one event to the next); a word
+/// that ends with `:`, `,`, `.`, `;`, `!` or `?` is kept without it and is the last. Empty
+/// if the first word is such a value.
+pub(crate) fn words(message: &str) -> String {
+    let mut out = String::new();
+    for word in message.split_whitespace().take(WORDS) {
+        let (word, last) = match word.strip_suffix(ENDS) {
+            Some(w) => (w, true),
+            None => (word, false),
+        };
+        let text = word.chars().next().is_some_and(char::is_alphabetic)
+            && word
+                .chars()
+                .all(|c| c.is_alphabetic() || c == '_' || c == '-');
+        if !text || out.len() + 1 + word.len() > WORDS_BYTES {
+            break;
+        }
+        if !out.is_empty() {
+            out.push('_');
+        }
+        out.push_str(word);
+        if last {
+            break;
+        }
+    }
+    out
+}
+
+/// `name` with its whitespace made `_`.
+fn one_word(name: String) -> String {
+    if !name.contains(char::is_whitespace) {
+        return name;
+    }
     name.chars()
         .map(|c| if c.is_whitespace() { '_' } else { c })
         .collect()
 }
 
-/// `file` from its crate's source directory on (`src/server.rs`): the part that names
-/// the same file on every machine. A path with no such directory keeps its last two
-/// components; a relative path without `..` is kept as it is (the workspace's own crates).
-pub(crate) fn crate_relative(file: &str) -> &str {
-    let file_rel = !file.starts_with(['/', '\\']) && file.get(1..2) != Some(":");
-    if file_rel && !file.contains("..") {
-        return file;
-    }
-    let parts: Vec<(usize, &str)> = file
-        .match_indices(['/', '\\'])
-        .map(|(i, _)| i + 1)
-        .scan(0, |start, end| {
-            let part = (*start, &file[*start..end - 1]);
-            *start = end;
-            Some(part)
-        })
-        .collect();
-    if let Some(&(at, _)) = parts.iter().rev().find(|(_, p)| CRATE_DIRS.contains(p)) {
-        return &file[at..];
-    }
-    match parts.last() {
-        Some(&(at, _)) => &file[at..],
-        None => file,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::crate_relative;
+    use super::*;
 
     #[test]
-    fn machine_paths_are_cut_to_the_crate() {
+    fn a_message_names_an_event_by_its_first_words() {
         let cases = [
+            ("started processing request", "started_processing_request"),
+            ("listening on 127.0.0.1:8080", "listening_on"),
+            ("retrying after 3 attempts", "retrying_after"),
+            ("request done", "request_done"),
             (
-                "/home/ann/.cargo/registry/src/index.crates.io-6f17d22bba15001f/mini-redis-0.4.1/src/server.rs",
-                "src/server.rs",
+                "failed to read the configuration file",
+                "failed_to_read_the",
             ),
-            ("/build/ttrace/ttrace-tracing/examples/tokio.rs", "examples/tokio.rs"),
-            ("C:\\Users\\ann\\app\\src\\main.rs", "src\\main.rs"),
-            ("/opt/gen/out/bindings.rs", "out/bindings.rs"),
-            ("/main.rs", "/main.rs"),
-            ("ttrace-tracing/tests/spans.rs", "ttrace-tracing/tests/spans.rs"),
-            ("../vendored/src/lib.rs", "src/lib.rs"),
-            // A crate's own `src` inside a registry `src`: the innermost.
-            ("/r/src/x-1.0/src/a/src.rs", "src/a/src.rs"),
+            ("error: connection refused", "error"),
+            ("done.", "done"),
+            ("closed", "closed"),
+            ("cache_miss for key-space", "cache_miss_for_key-space"),
+            ("  leading   spaces\tand tabs ", "leading_spaces_and_tabs"),
+            ("reading /srv/data.bin", "reading"),
+            ("got \"quoted\" value", "got"),
+            ("é déjà vu", "é_déjà_vu"),
+            ("42 requests", ""),
+            ("/srv/a opened", ""),
+            ("-flag given", ""),
+            ("", ""),
+            (&"a".repeat(60), ""),
         ];
-        for (path, relative) in cases {
-            assert_eq!(crate_relative(path), relative, "{path}");
+        for (message, words) in cases {
+            assert_eq!(super::words(message), words, "{message:?}");
         }
+    }
+
+    #[test]
+    fn an_event_without_a_message_word_is_target_event() {
+        assert_eq!(of_message("app::db", Some("7 rows")), "app::db::event");
+        assert_eq!(of_message("app::db", None), "app::db::event");
+        assert_eq!(
+            of_message(
+                "tower_http::trace::on_request",
+                Some("started processing request")
+            ),
+            "tower_http::trace::on_request::started_processing_request"
+        );
+    }
+
+    struct Cs;
+    impl tracing_core::Callsite for Cs {
+        fn set_interest(&self, _: tracing_core::Interest) {}
+        fn metadata(&self) -> &Metadata<'_> {
+            unimplemented!()
+        }
+    }
+    static CS: Cs = Cs;
+
+    fn meta(name: &'static str, kind: tracing_core::metadata::Kind) -> Metadata<'static> {
+        Metadata::new(
+            name,
+            "app::server",
+            tracing_core::Level::INFO,
+            Some("/home/ann/app/src/server.rs"),
+            Some(12),
+            Some("app::server"),
+            tracing_core::field::FieldSet::new(&[], tracing_core::identify_callsite!(&CS)),
+            kind,
+        )
+    }
+
+    #[test]
+    fn spans_and_named_events_keep_their_names() {
+        use tracing_core::metadata::Kind;
+        assert_eq!(
+            of(&meta("handle request", Kind::SPAN)).as_deref(),
+            Some("app::server::handle_request")
+        );
+        assert_eq!(
+            of(&meta("flushed", Kind::EVENT)).as_deref(),
+            Some("app::server::flushed")
+        );
+        // A span may be called `event ...`: only events are named by their message.
+        assert_eq!(
+            of(&meta("event loop", Kind::SPAN)).as_deref(),
+            Some("app::server::event_loop")
+        );
+        assert_eq!(of(&meta("event src/server.rs:12", Kind::EVENT)), None);
     }
 }

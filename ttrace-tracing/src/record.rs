@@ -24,7 +24,9 @@ fn emit(dev: &'static Writer, word: u64, ctx: u64, w: &Words, n: usize) {
 }
 
 /// Records the words `ids`, then the fields `visit` gives, with `cs`'s tracepoint of
-/// `sigs` for their types (an event: no ids; a span's `new` or `record`).
+/// `sigs` for their types (an event: no ids; a span's `new` or `record`); the fields not
+/// recorded have no word (their tracepoint's format says so). An event not named yet is
+/// named by its message first ([`crate::name`]).
 #[inline]
 fn with_fields(
     dev: &'static Writer,
@@ -35,15 +37,22 @@ fn with_fields(
 ) {
     let ctx = ttrace_core::thread_context(dev);
     let mut w = Words::with_ids(ids);
+    let unnamed = cs.unnamed();
+    let mut message = None;
     visit(&mut Visitor {
         dev,
         ctx,
         shape: &sigs.shape,
         out: &mut w,
+        message: unnamed.then_some(&mut message),
     });
-    let sig = w.finish(&sigs.shape);
+    if unnamed {
+        cs.name_by(dev, message.as_deref());
+    }
+    let (sig, absent) = w.finish(&sigs.shape);
     let n = sigs.shape.nargs();
     let word = sigs.word(cs, dev, sig, &w.tys[..n]);
+    let n = if absent { w.compact(n) } else { n };
     emit(dev, word, ctx, &w, n);
 }
 

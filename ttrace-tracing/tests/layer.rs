@@ -440,12 +440,8 @@ fn spans_export_to_uftrace_as_a_call_tree() {
     // Each span's enter and exit a call; its new and close, and the event, calls of their
     // point functions where they happened.
     let call = |name, depth| [(name, depth, "entry"), (name, depth, "exit")];
-    // The event's point, named by its file (relative: the same on every machine) and line.
-    let leaf = names.get(6).map_or("", |n| n.0);
-    assert!(
-        leaf.starts_with("ttrace:tree::ttrace_tracing_tests_layer_rs:"),
-        "{names:#?}"
-    );
+    // The event's point, named by its message.
+    let leaf = "ttrace:tree::leaf";
     let expected: Vec<(&str, u32, &str)> = [
         call("ttrace:tree::outer_new", 0).as_slice(),
         &[("tree::outer", 0, "entry")],
@@ -463,7 +459,7 @@ fn spans_export_to_uftrace_as_a_call_tree() {
 
 /// A callsite as a crate from the registry has it: its event has no name of its own, and
 /// `tracing` names it by its file as the compiler saw it, an absolute path of the machine
-/// that built it.
+/// that built it, and its line.
 struct RegistryCrate;
 
 /// Where cargo unpacks a registry crate.
@@ -493,36 +489,126 @@ impl tracing_core::Callsite for RegistryCrate {
 }
 
 #[test]
-fn no_name_holds_a_path_of_the_machine_that_built_the_program() {
+fn no_name_holds_a_path_or_a_line() {
     dir();
     tracing_core::callsite::register(&REGISTRY_CRATE);
     let message = REGISTRY_META.fields().field("message").unwrap();
-    let text = format_args!("flushed");
+    let bytes = 512;
+    let text = format_args!("flushed {bytes} bytes");
     tracing_core::Event::dispatch(
         &REGISTRY_META,
         &REGISTRY_META
             .fields()
             .value_set(&[(&message, Some(&text as &dyn tracing::Value))]),
     );
-    // Named by the file from its crate's root on, the same on every machine.
-    let lines = dumped("message=\"flushed\"");
+    // Named by its message's words up to its first value: the same on every machine, and
+    // after any edit of the file.
+    let lines = dumped("message=\"flushed 512 bytes\"");
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(
-        lines[0].contains(" INFO hyper::proto::h1::conn::src/proto/h1/conn.rs:369(message="),
+        lines[0].contains(" INFO hyper::proto::h1::conn::flushed(message="),
         "{}",
         lines[0]
     );
-    // And no other name of the device holds a path of this machine either (this test
-    // file's events are named by their path in the workspace).
+    // And no other name of the device holds a path or a line either.
     info!(target: "paths", "an event without a name");
     let dev = devttrace::Reader::open(device()).unwrap();
     let here = env!("CARGO_MANIFEST_DIR");
     for t in dev.metadata().tracepoints {
         assert!(
-            !t.name.contains(here) && !t.name.contains("/home/") && !t.name.contains("::/"),
+            !t.name.contains(here)
+                && !t.name.contains("/home/")
+                && !t.name.contains("::/")
+                && !t.name.contains(".rs"),
             "{}",
             t.name
         );
     }
-    assert!(dumped("paths::ttrace-tracing/tests/layer.rs:").len() == 1);
+    assert_eq!(dumped(" INFO paths::an_event_without_a(").len(), 1);
+}
+
+#[derive(Debug)]
+struct Addr;
+
+#[test]
+fn events_are_named_by_their_message_and_spans_by_their_name() {
+    dir();
+    let addr = "127.0.0.1:8080";
+    info!(target: "named", "started processing request");
+    info!(target: "named", "listening on {}", addr);
+    info!(target: "named", "listening on {:?}", Addr);
+    info!(target: "named", "{} connected", addr);
+    info!(target: "named", n = 3u64);
+    info!(name: "explicit", target: "named", n = 4u64, "a message");
+    info_span!(target: "named", "a span", n = 5u64).in_scope(|| {});
+    let dev = devttrace::Reader::open(device()).unwrap();
+    let names: Vec<(String, devttrace::Role)> = dev
+        .metadata()
+        .tracepoints
+        .iter()
+        .filter(|t| t.name.starts_with("named::"))
+        .map(|t| (t.name.to_string(), t.role))
+        .collect();
+    use devttrace::Role::*;
+    let expected = [
+        // Neither a message that starts with a value nor none at all gives a word: both
+        // are `event` (one name, the fields apart: two tracepoints).
+        ("named::a_span", SpanNew),
+        ("named::a_span", SpanEnter),
+        ("named::a_span", SpanExit),
+        ("named::a_span", SpanClose),
+        ("named::a_span", SpanFollows),
+        ("named::event", Event),
+        ("named::event", Event),
+        ("named::explicit", Event),
+        // Two callsites, one name (and format): one tracepoint.
+        ("named::listening_on", Event),
+        ("named::started_processing_request", Event),
+    ];
+    let mut got: Vec<(&str, devttrace::Role)> =
+        names.iter().map(|(n, r)| (n.as_str(), *r)).collect();
+    got.sort_by_key(|(n, r)| (*n, format!("{r:?}")));
+    let mut want = expected.to_vec();
+    want.sort_by_key(|(n, r)| (*n, format!("{r:?}")));
+    assert_eq!(got, want);
+    let lines = dumped(" INFO named::");
+    assert_eq!(lines.len(), 10, "{lines:#?}");
+    assert!(lines
+        .iter()
+        .any(|l| l.contains(" INFO named::listening_on(message=\"listening on Addr\")")));
+}
+
+#[test]
+fn a_rule_applies_to_an_event_named_by_its_message_from_its_first_event() {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    dir();
+    let control = devttrace::Device::attach(&device()).unwrap();
+    control.apply_text("disable first_event::quiet*").unwrap();
+    ttrace_tracing::sync_interest();
+    let quiet = || info!(target: "first_event", n = counted(&CALLS), "quiet please");
+    let loud = || info!(target: "first_event", "loud noise");
+    // Its first event names it: until then its interest was its level's, so `tracing`
+    // computes its fields, but the rule keeps it out of the device.
+    quiet();
+    loud();
+    assert_eq!(CALLS.load(Relaxed), 1);
+    // From the next rebuild of the interest cache on (the layer's thread has it done
+    // within its poll; at once here), `tracing` skips it.
+    ttrace_tracing::sync_interest();
+    quiet();
+    loud();
+    assert_eq!(CALLS.load(Relaxed), 1);
+    assert!(dumped("first_event::quiet").is_empty());
+    assert_eq!(dumped(" INFO first_event::loud_noise(").len(), 2);
+    // And `ctl` turns it on by its name.
+    control
+        .apply_text("enable first_event::quiet_please")
+        .unwrap();
+    ttrace_tracing::sync_interest();
+    quiet();
+    assert_eq!(CALLS.load(Relaxed), 2);
+    let recorded = dumped(" INFO first_event::quiet_please(");
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert!(recorded[0].contains("n=2"), "{}", recorded[0]);
 }
