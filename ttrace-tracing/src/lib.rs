@@ -5,10 +5,19 @@
 //!
 //! ```no_run
 //! use tracing_subscriber::prelude::*;
-//! tracing_subscriber::registry().with(ttrace_tracing::layer()).init();
+//! tracing_subscriber::registry()
+//!     .with(ttrace_tracing::layer())
+//!     .with(tracing_subscriber::fmt::layer())
+//!     .init();
 //! tracing::info!(bytes = 512u64, path = "/srv/a", "request done");
 //! ```
 //!
+//! - **The layer never changes what the other layers see.** What ttrace does not record
+//!   (a level or a name `ctl` turned off, `TTRACE_DISABLED`, no device, a device it cannot
+//!   use) is filtered by the layer's own per-layer filter: `fmt` and any other layer of the
+//!   registry get every event and span they get without it, whichever order the layers
+//!   are in. In a registry with no other layer, `tracing` skips what ttrace disables at the
+//!   cost of a disabled level ([`TtraceLayer`]).
 //! - **Each callsite** becomes ttrace tracepoints named `target::name` (an event without a
 //!   name of its own: `target::` and its message's first words, `tower_http::trace::
 //!   on_request::started_processing_request`, decided at its first event: the same on every
@@ -31,11 +40,11 @@
 //!   export draws an async slice per instance with its polls inside, on their threads;
 //!   `dump` marks each step. The re-entry `tracing` makes when an instrumented future is
 //!   dropped is recognised by readers and not counted as a poll. `#[instrument]` works.
-//! - **Control**: a callsite the device's mask or rules disable is of no interest to
-//!   `tracing`, which then skips it as a disabled level; a `ctl` change is followed within
-//!   [`interest::POLL`] by a thread of the process ([`interest`]), or at once after
-//!   [`sync_interest`]. An event named by its message follows the rules from its first
-//!   event.
+//! - **Control**: a callsite the device's mask or rules disable is of no interest to the
+//!   layer (to the subscriber: to `tracing`, which then skips it as a disabled level); a
+//!   `ctl` change is followed within [`interest::POLL`] by a thread of the process
+//!   ([`interest`]), or at once after [`sync_interest`]. An event named by its message
+//!   follows the rules from its first event.
 //! - **Snapshots on errors**: [`TtraceLayer::snapshot_on`]`(Level::ERROR)` asks for a
 //!   snapshot ([`ttrace_core::trigger`]) at every ERROR event, its message the reason.
 //! - **`log` records**: install `tracing_log::LogTracer` and they arrive as events (fields
@@ -93,6 +102,8 @@ pub fn stats() -> Stats {
 /// Has `tracing` ask every callsite again whether the layer records it, as the device's
 /// control now says (the `ttrace-interest` thread does it within [`interest::POLL`] of a
 /// `ctl` change; a program or a test that changed the control itself can do it at once).
+/// It asks with the subscriber the layer was last made part of as the thread's default
+/// while that subscriber lives, else under the calling thread's default ([`interest`]).
 pub fn sync_interest() {
-    tracing_core::callsite::rebuild_interest_cache();
+    interest::rebuild(false);
 }

@@ -37,23 +37,23 @@ pub struct TtraceSubscriber {
 }
 
 /// The subscriber recording into the process's device ([`ttrace_core::device_or_init`]).
-/// If no device can be opened, it records nothing and says why once on stderr.
+/// If no device can be opened, it records nothing and says why on stderr. Being the whole
+/// subscriber, what it does not record no one sees.
 pub fn subscriber() -> TtraceSubscriber {
-    let layer = crate::layer::layer();
     TtraceSubscriber {
-        dev: layer.dev,
-        max: layer.max,
-        snapshot_on: layer.snapshot_on,
+        dev: crate::layer::process_device(),
+        max: LevelFilter::TRACE,
+        snapshot_on: LevelFilter::OFF,
     }
 }
 
 /// The subscriber recording into `dev`.
 pub fn subscriber_into(dev: &'static Writer) -> TtraceSubscriber {
-    let layer = crate::layer::layer_into(dev);
+    crate::interest::follow(dev);
     TtraceSubscriber {
-        dev: layer.dev,
-        max: layer.max,
-        snapshot_on: layer.snapshot_on,
+        dev: Some(dev),
+        max: LevelFilter::TRACE,
+        snapshot_on: LevelFilter::OFF,
     }
 }
 
@@ -81,6 +81,10 @@ impl TtraceSubscriber {
 }
 
 impl Subscriber for TtraceSubscriber {
+    fn on_register_dispatch(&self, subscriber: &tracing_core::Dispatch) {
+        crate::interest::note_subscriber(subscriber);
+    }
+
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
         crate::layer::interest(self.dev, self.max, meta)
     }
