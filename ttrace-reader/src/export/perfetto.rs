@@ -406,8 +406,10 @@ struct Writer<'s> {
     stems: Stems,
     /// Per thread and stem: its async track, and the starts open on it.
     starts: HashMap<((u64, u64), usize), (u64, u32)>,
-    /// Span instances as `devttrace::spans` rebuilds them (what tells the drop re-entry).
+    /// Span instances as `devttrace::spans` rebuilds them (what tells the drop re-entry),
+    /// and whether the trace has any.
     spans: Spans,
+    any_spans: bool,
     /// Span instances open, by process and span id.
     instances: HashMap<(u32, u64), Instance>,
     next_serial: u64,
@@ -771,8 +773,12 @@ impl<'s> Writer<'s> {
     /// A trace point: a slice's half, an instant, a span's step.
     fn point(&mut self, event: &Event) {
         let id = event.type_word.tracepoint();
-        // Every event, for the instance model's count of what each thread recorded.
-        let added = self.spans.add(event);
+        // Every event, for the instance model's count of what each thread recorded (none
+        // in a trace without spans).
+        let added = match self.any_spans {
+            true => self.spans.add(event),
+            false => Added::NotAStep,
+        };
         if self.took(event, &added) {
             // An exit held with its enter.
         } else if let Some(s) = self.schemas.get(id as usize) {
@@ -1293,6 +1299,7 @@ pub fn write(
         stems: Stems::new(&ctx.meta.tracepoints),
         starts: HashMap::default(),
         spans: Spans::new(ctx.meta, horizon),
+        any_spans: Spans::any(ctx.meta),
         instances: HashMap::default(),
         next_serial: 0,
         groups: Vec::new(),
