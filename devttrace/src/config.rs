@@ -18,12 +18,14 @@ pub const ENV_MASK: &str = "TTRACE_MASK";
 /// until `ttrace-reader ctl` turns it on ([`Config::from_env`]).
 pub const ENV_DISABLED: &str = "TTRACE_DISABLED";
 
-/// The default of [`Config::ring_slots`].
-pub const DEFAULT_RING_SLOTS: u64 = 16384;
-/// The aux buffer of the default rings ([`aux_bytes_for`] of [`DEFAULT_RING_SLOTS`]).
-pub const DEFAULT_AUX_BYTES: u64 = 256 << 10;
+/// The bytes of trace a device keeps by default, rings and aux buffers of every CPU
+/// together ([`Config::ring_slots`] 0): 64 MiB, what a service instrumented with `tracing`
+/// writes in a second or more at 25,000 requests a second (about 17 entries and 290 bytes
+/// of strings a request: `docs/BENCHMARKS.md`). Memory is taken as it is written: a CPU
+/// that records nothing costs nothing, and pages of a ring are touched once it laps.
+pub const DEFAULT_BUFFER_BYTES: u64 = 64 << 20;
 /// The variable that sizes the rings and their aux buffers together: the bytes of trace the
-/// device keeps ([`Config::from_env`]).
+/// device keeps ([`Config::from_env`]; default [`DEFAULT_BUFFER_BYTES`]).
 pub const ENV_BUFFER: &str = "TTRACE_BUFFER";
 /// Thread names each half of the names area has room for, at most: what the events in the
 /// rings can refer to is bounded by the threads that wrote them, not by the slots
@@ -39,12 +41,13 @@ pub const DEFAULT_MAX_TRACEPOINTS: u32 = 4096;
 pub struct Config {
     /// The device directory; `None` means [`default_dir`].
     pub dir: Option<PathBuf>,
-    /// Slots per ring: a power of two, at least 2 (default 16384 = 1 MiB).
+    /// Slots per ring: a power of two, at least 2; `0` (the default) sizes the rings and
+    /// their aux buffers to keep [`DEFAULT_BUFFER_BYTES`] over the device's CPUs
+    /// ([`Config::sized`]: on 2 CPUs, rings of 262,144 slots, 16 MiB).
     pub ring_slots: u64,
     /// Bytes of each ring's aux buffer: a power of two; `0` (the default) grows it with the
-    /// rings, a quarter of a ring's bytes ([`aux_bytes_for`]: 256 KiB for the default
-    /// rings). The `aux` file holds one per ring, two rings per CPU, and pages never written
-    /// cost nothing.
+    /// rings, half a ring's bytes ([`aux_bytes_for`]). The `aux` file holds one per ring,
+    /// two rings per CPU, and pages never written cost nothing.
     pub aux_bytes: u64,
     /// Bytes of the metadata file; `0` (the default) sizes it for the rings
     /// ([`meta_bytes_for`]). Untouched pages cost nothing.
@@ -68,7 +71,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             dir: None,
-            ring_slots: DEFAULT_RING_SLOTS,
+            ring_slots: 0,
             aux_bytes: 0,
             meta_bytes: 0,
             max_tracepoints: DEFAULT_MAX_TRACEPOINTS,
@@ -107,7 +110,7 @@ impl Config {
     ///
     /// ```
     /// let c = devttrace::Config::from_env()?;
-    /// assert!(c.ring_slots.is_power_of_two());
+    /// assert!(c.resolved_ring_slots().is_power_of_two());
     /// # Ok::<(), devttrace::Error>(())
     /// ```
     pub fn from_env() -> Result<Config> {
@@ -177,40 +180,44 @@ impl Config {
 
     /// This configuration with rings and aux buffers that keep `bytes` of trace over all
     /// the CPUs (`cpus`, else the configured ones): per CPU, the largest ring whose bytes
-    /// and its aux buffer's (a quarter as many) fit its share. An error says why if even
-    /// the smallest does not fit, or the largest is too small.
+    /// and its aux buffer's (half as many) fit its share. An error says why if even the
+    /// smallest does not fit.
     ///
     /// ```
     /// let c = devttrace::Config { cpus: Some(4), ..Default::default() }.sized(64 << 20).unwrap();
-    /// // 16 MiB per CPU: rings of 8 MiB, aux buffers of 2 MiB.
-    /// assert_eq!((c.ring_slots, c.resolved_aux_bytes()), (1 << 17, 2 << 20));
+    /// // 16 MiB per CPU: rings of 8 MiB, aux buffers of 4 MiB.
+    /// assert_eq!((c.ring_slots, c.resolved_aux_bytes()), (1 << 17, 4 << 20));
     /// ```
     pub fn sized(self, bytes: u64) -> std::result::Result<Config, String> {
         let cpus = self.cpus.unwrap_or_else(configured_cpus).max(1) as u64;
-        let per_cpu = bytes / cpus;
-        // A ring of 64-byte slots and its aux buffer, a quarter of its bytes: 80 per slot.
-        let fits = per_cpu / 80;
-        let slots = match fits.checked_ilog2() {
-            Some(log) => 1u64 << log,
-            None => 0,
-        };
-        if slots < 2 {
-            return Err(format!(
+        match slots_for(bytes, cpus) {
+            Some(slots) => Ok(Config {
+                ring_slots: slots,
+                aux_bytes: 0,
+                ..self
+            }),
+            None => Err(format!(
                 "too small: {cpus} CPUs need at least {} bytes",
-                cpus * 160
-            ));
+                cpus * 2 * BYTES_PER_SLOT
+            )),
         }
-        Ok(Config {
-            ring_slots: slots.min(layout::MAX_RING_SLOTS),
-            aux_bytes: 0,
-            ..self
-        })
+    }
+
+    /// The slots per ring this configuration makes ([`Config::ring_slots`]).
+    pub fn resolved_ring_slots(&self) -> u64 {
+        match self.ring_slots {
+            0 => {
+                let cpus = self.cpus.unwrap_or_else(configured_cpus).max(1) as u64;
+                slots_for(DEFAULT_BUFFER_BYTES, cpus).unwrap_or(2)
+            }
+            n => n,
+        }
     }
 
     /// The aux bytes per ring this configuration makes ([`Config::aux_bytes`]).
     pub fn resolved_aux_bytes(&self) -> u64 {
         match self.aux_bytes {
-            0 => aux_bytes_for(self.ring_slots),
+            0 => aux_bytes_for(self.resolved_ring_slots()),
             n => n,
         }
     }
@@ -292,14 +299,28 @@ pub fn default_dir() -> PathBuf {
     base.join(format!("ttrace-{uid}"))
 }
 
-/// The aux bytes per ring that grow with rings of `ring_slots` slots: a quarter of a ring's
-/// bytes, within the bounds of an aux buffer.
+/// The bytes a slot of a ring takes with its share of the aux buffer: 64, and 32 of strings
+/// ([`aux_bytes_for`]).
+const BYTES_PER_SLOT: u64 = 96;
+
+/// The slots per ring of rings that, with their aux buffers, keep `bytes` over `cpus` CPUs:
+/// the largest power of two whose slots fit a CPU's share (`None` if not even 2 fit).
+fn slots_for(bytes: u64, cpus: u64) -> Option<u64> {
+    let fits = bytes / cpus.max(1) / BYTES_PER_SLOT;
+    let slots = 1u64 << fits.checked_ilog2()?;
+    (slots >= 2).then_some(slots.min(layout::MAX_RING_SLOTS))
+}
+
+/// The aux bytes per ring that grow with rings of `ring_slots` slots: half a ring's bytes,
+/// within the bounds of an aux buffer. (A service's `tracing` events hold about 17 bytes of
+/// strings per entry: a quarter, 16, lost the strings of the oldest events before the
+/// events themselves.)
 ///
 /// ```
-/// assert_eq!(devttrace::config::aux_bytes_for(16384), devttrace::config::DEFAULT_AUX_BYTES);
+/// assert_eq!(devttrace::config::aux_bytes_for(16384), 512 << 10);
 /// ```
 pub fn aux_bytes_for(ring_slots: u64) -> u64 {
-    (ring_slots.saturating_mul(ttrace_layouts::entry::SLOT_BYTES as u64) / 4)
+    (ring_slots.saturating_mul(ttrace_layouts::entry::SLOT_BYTES as u64) / 2)
         .clamp(layout::MIN_AUX_BYTES, layout::MAX_AUX_BYTES)
 }
 
@@ -353,19 +374,29 @@ mod tests {
             cpus: Some(2),
             ..from(&[(ENV_BUFFER, "64m")]).unwrap()
         };
-        // 32 MiB per CPU: rings of 2^18 slots (16 MiB) and aux of 4 MiB fit, twice as large
+        // 32 MiB per CPU: rings of 2^18 slots (16 MiB) and aux of 8 MiB fit, twice as large
         // would not.
         let c = c.sized(64 << 20).unwrap();
         assert_eq!(c.ring_slots, 1 << 18);
-        assert_eq!(c.resolved_aux_bytes(), 4 << 20);
-        assert!(c.ring_slots * 80 <= 32 << 20 && c.ring_slots * 2 * 80 > 32 << 20);
+        assert_eq!(c.resolved_aux_bytes(), 8 << 20);
+        assert!(c.ring_slots * 96 <= 32 << 20 && c.ring_slots * 2 * 96 > 32 << 20);
         // The rings alone: the aux buffers grow with them.
         let c = from(&[(ENV_RING_SLOTS, "1048576")]).unwrap();
-        assert_eq!(c.resolved_aux_bytes(), 16 << 20);
+        assert_eq!(c.resolved_aux_bytes(), 32 << 20);
         // A given aux size stays.
         let c = from(&[(ENV_RING_SLOTS, "1048576"), (ENV_AUX_SIZE, "64k")]).unwrap();
         assert_eq!(c.resolved_aux_bytes(), 64 << 10);
-        assert_eq!(Config::default().resolved_aux_bytes(), DEFAULT_AUX_BYTES);
+        // Nothing set: the default buffer, over the device's CPUs.
+        let two = Config {
+            cpus: Some(2),
+            ..Config::default()
+        };
+        assert_eq!(two.resolved_ring_slots(), 1 << 18);
+        let many = Config {
+            cpus: Some(64),
+            ..Config::default()
+        };
+        assert_eq!(many.resolved_ring_slots(), 1 << 13);
     }
 
     #[test]

@@ -196,11 +196,11 @@ pub(crate) fn create(dir: &Path, config: &Config) -> Result<bool> {
     h.shared_data_version = layout::SHARED_DATA_VERSION;
     h.percpu_data_version = layout::PERCPU_DATA_VERSION;
     h.num_cpus = cpus;
-    h.ring_slots = config.ring_slots;
+    h.ring_slots = config.resolved_ring_slots();
     h.aux_size = config.resolved_aux_bytes();
     h.aux_mask = h.aux_size.wrapping_sub(1);
     h.meta_size = match config.meta_bytes {
-        0 => meta_bytes_for(cpus, config.ring_slots, config.max_tracepoints),
+        0 => meta_bytes_for(cpus, h.ring_slots, config.max_tracepoints),
         n => n,
     };
     h.max_tracepoints = config.max_tracepoints;

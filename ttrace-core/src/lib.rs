@@ -39,8 +39,8 @@ pub mod snapshots;
 pub use args::{Arg, Args};
 pub use devttrace::clock;
 pub use devttrace::config::{
-    default_dir, DEFAULT_AUX_BYTES, DEFAULT_MAX_TRACEPOINTS, DEFAULT_RING_SLOTS, ENV_AUX_SIZE,
-    ENV_BUFFER, ENV_DIR, ENV_DISABLED, ENV_MASK, ENV_RING_SLOTS,
+    default_dir, DEFAULT_BUFFER_BYTES, DEFAULT_MAX_TRACEPOINTS, ENV_AUX_SIZE, ENV_BUFFER, ENV_DIR,
+    ENV_DISABLED, ENV_MASK, ENV_RING_SLOTS,
 };
 pub use devttrace::{
     Config, Definition, Error, Level, Problem, Result, Role, Trust, ValueTable, ValuesKind,

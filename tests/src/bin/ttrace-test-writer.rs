@@ -8,7 +8,7 @@
 //! by construction (each has written before the test lets any go on, and writes after).
 //!
 //! It opens the device with the default ring size and CPUs, so it accepts an existing
-//! device's (and creates one of 16384-slot rings for every CPU of this machine).
+//! device's (and creates one of the default size for every CPU of this machine).
 
 use ttrace_core::{point, tracepoint};
 
@@ -27,8 +27,8 @@ fn main() {
     };
     let (events, tag): (u64, u64) = (events.parse().expect("events"), tag.parse().expect("tag"));
     let config = ttrace_core::Config {
-        cpus: None,
-        ..ttrace_tests::config(dir.as_ref(), 16384, 1)
+        calibration: std::time::Duration::from_millis(2),
+        ..ttrace_core::Config::at(dir)
     };
     match ttrace_core::init(&config) {
         Ok(dev) if dev.restartable() => println!("restartable"),

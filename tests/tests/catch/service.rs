@@ -163,7 +163,10 @@ fn log_is_complete(log: &Path, extra: u64) {
         .filter(|l| l.contains("ttrace_test_service: work done"))
         .count() as u64;
     assert_eq!(done, REQUESTS + extra, "the service's log lost lines");
-    assert!(text.lines().any(|l| l.contains(" listening ")), "no listening line");
+    assert!(
+        text.lines().any(|l| l.contains(" listening ")),
+        "no listening line"
+    );
 }
 
 #[test]
@@ -199,7 +202,9 @@ fn each_slow_request_triggers_a_snapshot_that_holds_it_whole() {
     for f in &files {
         let (works, _) = report(f, 1);
         assert!(
-            works.first().is_some_and(|w| w.uri == format!("/work/{}", w.id)),
+            works
+                .first()
+                .is_some_and(|w| w.uri == format!("/work/{}", w.id)),
             "{}: {works:?}",
             f.display()
         );
@@ -229,8 +234,19 @@ fn a_watcher_started_before_the_service_keeps_each_slow_request() {
         tmp.path().join("log"),
     );
     let mut watcher = reader!(
-        "watch", &dev, "--wait", "--on", RULE, "-o", &snaps, "--interval", "0s", "--keep",
-        KEEP, "--max-bytes", MAX_BYTES
+        "watch",
+        &dev,
+        "--wait",
+        "--on",
+        RULE,
+        "-o",
+        &snaps,
+        "--interval",
+        "0s",
+        "--keep",
+        KEEP,
+        "--max-bytes",
+        MAX_BYTES
     )
     .start();
     watcher.until("the waiting line", PATIENCE, |l| {
