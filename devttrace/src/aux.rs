@@ -495,6 +495,17 @@ pub struct AuxSnapshot {
 }
 
 impl AuxSnapshot {
+    /// The words it copied, as the copy it was parsed from ([`AuxCopy`]): what a snapshot
+    /// of a follower's shadow saves ([`crate::shadow`]).
+    pub(crate) fn as_copy(&self) -> AuxCopy {
+        AuxCopy {
+            words: self.words.clone(),
+            base: self.base,
+            first: self.first,
+            last: self.last,
+        }
+    }
+
     /// The complete records, oldest first.
     pub fn records(&self) -> impl Iterator<Item = AuxRecord<'_>> + '_ {
         self.located.iter().map(|r| self.record(r))

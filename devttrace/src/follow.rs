@@ -223,6 +223,26 @@ impl<'d> Follower<'d> {
         self.dev
     }
 
+    /// A copy of the rings as this follower reads them ([`crate::shadow`]): made before its
+    /// first poll, it holds the rings as they were (what the follower had not to read),
+    /// then records each event released ([`Shadow::record`](crate::Shadow::record)), and is
+    /// told how far the follower reached before it is saved ([`Follower::reached`]).
+    pub fn shadow(&self) -> crate::Shadow {
+        let map = self.dev.mapping();
+        let mut shadow = crate::Shadow::new(self.rings.len(), self.dev.version().ring_slots);
+        for (r, c) in self.rings.iter().enumerate() {
+            shadow.copy_ring(r, &map.ring(r), c.totals.from);
+        }
+        shadow
+    }
+
+    /// Tells `shadow` (made by [`Follower::shadow`]) how far this follower reached: the
+    /// positions it looked at, and its copies of the aux buffers (the strings of the events
+    /// it read).
+    pub fn reached(&self, shadow: &mut crate::Shadow) {
+        shadow.reached(self.rings.iter().map(|c| c.next), &self.aux);
+    }
+
     /// The events committed and the messages written since the last poll, released in time
     /// order (see the module documentation).
     pub fn poll(&mut self) -> Result<Poll> {

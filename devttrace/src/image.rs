@@ -15,6 +15,7 @@ use crate::damaged_extent::DamagedExtent;
 use crate::error::{bad, Error, Problem, Result};
 use crate::mapping::Mapping;
 use crate::ring::SlotRead;
+use crate::shadow::Shadow;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::io::{BufRead, Read, Seek, Write};
@@ -85,6 +86,7 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
 /// [`Image`] ([`copy`]) holds them all in memory instead, so that no I/O delays the copy.
 pub(crate) fn save(
     map: &Mapping,
+    shadow: Option<&Shadow>,
     path: &Path,
     cause: &Cause,
     latest_stamp: impl FnOnce() -> u64,
@@ -96,7 +98,7 @@ pub(crate) fn save(
             .seek(std::io::SeekFrom::Start(EXTENTS_AT))
             .map_err(io(tmp))?;
         let out = std::io::BufWriter::with_capacity(1 << 16, &file);
-        let (out, tail) = emit(map, tmp, out, cause, latest_stamp)?;
+        let (out, tail) = emit(map, shadow, tmp, out, cause, latest_stamp)?;
         out.into_inner()
             .map_err(|e| io(tmp)(e.into_error()))?
             .flush()
@@ -162,7 +164,7 @@ pub(crate) fn copy(
     if let Some(layout) = Layout::of(map.header()) {
         let _ = body.try_reserve_exact(layout.file_len as usize);
     }
-    let (body, tail) = emit(map, map.dir(), body, cause, latest_stamp)?;
+    let (body, tail) = emit(map, None, map.dir(), body, cause, latest_stamp)?;
     Ok(Image { body, tail })
 }
 
@@ -232,8 +234,11 @@ impl Tail {
 /// Copies the device `map` as the extents of a version 4 snapshot into `out` (the file
 /// from [`EXTENTS_AT`] on; `path` names it in errors), and returns what the file holds
 /// besides.
+/// Writes the extents of `map`'s image, its rings (slots, heads and aux buffers) taken from
+/// `shadow` where given ([`crate::shadow`]), else copied from the device.
 fn emit<W: Write>(
     map: &Mapping,
+    shadow: Option<&Shadow>,
     path: &Path,
     out: W,
     cause: &Cause,
@@ -267,13 +272,24 @@ fn emit<W: Write>(
     let mut aux_part = vec![0u8; aux_size as usize];
     let mut part = vec![0u8; RING_HEADER_BYTES + map.ring_slots() as usize * SLOT_WORDS * 8];
     for r in 0..map.num_rings() {
-        let aux = map.aux(r);
-        let release = |w| map.release_aux_words(r, w);
-        let aux = crate::aux::copy_releasing(aux.first, aux.last, aux.words, release)
-            .unwrap_or_else(|e| {
-                saved.aux_error.get_or_insert(e);
-                Default::default()
-            });
+        let aux = match shadow {
+            Some(s) => s
+                .aux
+                .buffers
+                .get(r)
+                .map(crate::aux::AuxSnapshot::as_copy)
+                .unwrap_or_default(),
+            None => {
+                let aux = map.aux(r);
+                let release = |w| map.release_aux_words(r, w);
+                crate::aux::copy_releasing(aux.first, aux.last, aux.words, release).unwrap_or_else(
+                    |e| {
+                        saved.aux_error.get_or_insert(e);
+                        Default::default()
+                    },
+                )
+            }
+        };
         aux_part.fill(0);
         aux.place_into(&mut aux_part);
         put(layout.aux_at + r as u64 * aux_size, &aux_part)?;
@@ -293,10 +309,13 @@ fn emit<W: Write>(
             .chunks_exact_mut(SLOT_WORDS * 8)
             .enumerate()
         {
-            let read = (0..4)
-                .map(|_| ring.read(i))
-                .find(|r| *r != SlotRead::Changed)
-                .unwrap_or(SlotRead::Changed);
+            let read = match shadow {
+                Some(s) => s.read(r, i),
+                None => (0..4)
+                    .map(|_| ring.read(i))
+                    .find(|r| *r != SlotRead::Changed)
+                    .unwrap_or(SlotRead::Changed),
+            };
             match read {
                 SlotRead::Committed(w) => {
                     slot.copy_from_slice(w.as_bytes());
@@ -315,6 +334,10 @@ fn emit<W: Write>(
         // The aux lock saved free, the offsets those of the records copied.
         let mut set = |at: usize, v: u64| part[at..at + 8].copy_from_slice(&v.to_ne_bytes());
         set(core::mem::offset_of!(RingHeader, aux_lock), 0);
+        if let Some(s) = shadow {
+            // The follower's cut: where it had read to.
+            set(core::mem::offset_of!(RingHeader, head), s.heads[r]);
+        }
         set(core::mem::offset_of!(RingHeader, aux_first), aux.first);
         let last = aux.last.max(aux.first);
         set(core::mem::offset_of!(RingHeader, aux_last), last);

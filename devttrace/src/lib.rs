@@ -56,6 +56,7 @@ pub mod triggers;
 mod files;
 pub mod mapping;
 pub mod damaged_extent;
+pub mod shadow;
 pub mod image;
 // What readers get, and the roles.
 pub mod version;
@@ -90,6 +91,7 @@ pub use mapping::Mapping;
 pub use meta::{Definition, Metadata, TaskIndex, TaskInfo, TracepointInfo};
 pub use reader::Reader;
 pub use ring::{event_at, Keep, SlotRead};
+pub use shadow::Shadow;
 pub use sigbus::survives_sigbus;
 pub use snapshot::Snapshot;
 pub use status::Status;

@@ -483,7 +483,31 @@ impl Reader {
         path: impl AsRef<Path>,
         cause: &Cause,
     ) -> Result<crate::image::Saved> {
-        let saved = crate::image::save(&self.map, path.as_ref(), cause, || *self.stamps().end())?;
+        let saved = crate::image::save(&self.map, None, path.as_ref(), cause, || {
+            *self.stamps().end()
+        })?;
+        self.check_intact()?;
+        Ok(saved)
+    }
+
+    /// [`Reader::save_because`], the rings (their slots, heads and aux buffers) taken from
+    /// `shadow`, what a follower of this device read ([`crate::shadow`]), the rest (header,
+    /// counters, metadata) from the device now. An error if `shadow` is of another shape.
+    pub fn save_shadow(
+        &self,
+        path: impl AsRef<Path>,
+        cause: &Cause,
+        shadow: &crate::Shadow,
+    ) -> Result<crate::image::Saved> {
+        if shadow.rings() != self.cpus() {
+            return Err(crate::error::bad(
+                self.dir(),
+                crate::error::Problem::Mismatch,
+            ));
+        }
+        let saved = crate::image::save(&self.map, Some(shadow), path.as_ref(), cause, || {
+            *self.stamps().end()
+        })?;
         self.check_intact()?;
         Ok(saved)
     }

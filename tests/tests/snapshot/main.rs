@@ -3,5 +3,6 @@
 
 mod bit_flips;
 mod fuzz_regressions;
+mod shadow;
 mod snapshot;
 mod triggers;

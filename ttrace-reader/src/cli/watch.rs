@@ -5,8 +5,12 @@
 //! It follows as `follow` does ([`devttrace::Follower`]: each poll reads only what is new,
 //! idle polls back off) and gives each poll to a [`ttrace_trigger::Matcher`]. A match opens
 //! a snapshot that waits `--after` (in the device's clock, from the matching event) so that
-//! its consequences are in it, then saves the device into the snapshot directory with the
-//! rule and what matched as its cause, applies the retention limits and prints one line.
+//! its consequences are in it, then saves what the watcher read into the snapshot directory
+//! with the rule and what matched as its cause, applies the retention limits and prints one
+//! line. What it saves is its own copy of the rings ([`devttrace::Shadow`]: every event it
+//! read, in its slot, with the strings it copied), not the device as it is when the snapshot
+//! is due: a watcher that fell behind the writers still saves the moment it matched, up to
+//! a ring's worth before it (what `--before` can hold), with what it lost counted lost.
 //! Rate: at most one snapshot per `--interval`, measured between the matching events;
 //! matches while a snapshot waits are merged into it, matches sooner after the last one
 //! are refused; all are counted, in the footer and in the device's snapshot counters (as
@@ -178,8 +182,11 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
     // what every saver of the device did): through a handle that may change the device,
     // where this user may (else the counts stay the watcher's own, in its footer).
     let counters = devttrace::Device::attach_with(dev.dir(), trust()).ok();
+    // Following begins here: what came before is the device's past, not the watch's.
+    let follower = Follower::new(&dev);
     let mut watcher = Watcher {
         dev: &dev,
+        shadow: follower.shadow(),
         counters,
         rules: rules.iter().map(Rule::to_string).collect(),
         matcher: Matcher::new(rules),
@@ -192,7 +199,7 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
         pending: None,
         last_granted: None,
     };
-    watcher.watch(&opts)
+    watcher.watch(&opts, follower)
 }
 
 /// Opens the device at `dir`, waiting while there is none (`--wait`: the program that
@@ -268,6 +275,8 @@ fn wait_for_tracepoints(
 /// A running watch.
 struct Watcher<'d> {
     dev: &'d Reader,
+    /// What the follower read, each event in its slot: what a snapshot is saved from.
+    shadow: devttrace::Shadow,
     /// The device, to count its snapshots in ([`Watcher::count`]), where it can be changed.
     counters: Option<devttrace::Device>,
     /// The rules in their canonical words.
@@ -287,12 +296,11 @@ struct Watcher<'d> {
 }
 
 impl Watcher<'_> {
-    fn watch(&mut self, opts: &WatchOptions) -> Result<(), Error> {
+    fn watch(&mut self, opts: &WatchOptions, mut follower: Follower<'_>) -> Result<(), Error> {
         let dev = self.dev;
         let clock = dev.version().clock;
         let ticks = |d: Duration| clock.ns_to_ticks(d.as_nanos().min(u64::MAX as u128) as u64);
         let (after, interval) = (ticks(self.policy.after), ticks(self.policy.interval));
-        let mut follower = Follower::new(dev);
         say(format!(
             "# watching {} for {} (snapshots into {})",
             dev.dir().display(),
@@ -307,6 +315,11 @@ impl Watcher<'_> {
                 true => follower.finish()?,
                 false => follower.poll()?,
             };
+            for (r, ring) in poll.snapshot.cpus.iter().enumerate() {
+                for e in &ring.events {
+                    self.shadow.record(r, e);
+                }
+            }
             let now = dev.mapping().now();
             for f in self.matcher.poll(&poll, now) {
                 self.counts.matches += 1;
@@ -333,8 +346,14 @@ impl Watcher<'_> {
                     });
                 }
             }
+            // Due, and everything up to its due time read and released (in the copy).
             let now = dev.mapping().now();
-            if let Some(p) = self.pending.take_if(|p| stopping || now >= p.due) {
+            let released = poll.released_through;
+            if let Some(p) = self
+                .pending
+                .take_if(|p| stopping || (now >= p.due && released >= p.due))
+            {
+                follower.reached(&mut self.shadow);
                 self.save(p)?;
             }
             self.reap();
@@ -381,7 +400,7 @@ impl Watcher<'_> {
             .store
             .path_for(at, CauseKind::Rule, &reason, cause.pid)
             .map_err(Error::from)
-            .and_then(|path| Ok((dev.save_because(&path, &cause)?, path)));
+            .and_then(|path| Ok((dev.save_shadow(&path, &cause, &self.shadow)?, path)));
         let path = match saved {
             Ok((_, path)) => path,
             Err(e) => {

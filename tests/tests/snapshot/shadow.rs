@@ -1,0 +1,117 @@
+//! A follower's own copy of the rings (`devttrace::Shadow`, what `watch` saves): saved after
+//! the device's rings have moved on, it holds what the rings held when the follower began
+//! and what the follower read since — every event in its slot, with its strings — and counts
+//! lost only what the follower lost.
+
+use devttrace::{Follower, Reader};
+use std::path::Path;
+use ttrace_layouts::snapshot::{Cause, CauseKind};
+
+/// `dump`'s event lines of the device or snapshot at `path`.
+fn lines(path: &Path) -> Vec<String> {
+    let (lines, _) = ttrace_tests::typed::dumped(&Reader::open(path).unwrap());
+    lines
+}
+
+/// `dump`'s footer of the device or snapshot at `path`.
+fn footer(path: &Path) -> Vec<String> {
+    let (_, footer) = ttrace_tests::typed::dumped(&Reader::open(path).unwrap());
+    footer
+}
+
+/// The events of `write_pinned`'s writer of CPU `cpu`, `range` of them, as dump ends them.
+fn written(cpu: usize, range: std::ops::Range<u64>) -> Vec<String> {
+    range
+        .flat_map(|i| {
+            [
+                format!("one(i={i})"),
+                format!("five(a={i} b=0xff c=3 d=4 s=\"s{cpu}-{i}\")"),
+            ]
+        })
+        .collect()
+}
+
+/// The texts of dump's event lines (what follows the thread).
+fn texts(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|l| {
+            l.split_once(") ")
+                .map_or(l.as_str(), |(_, t)| t)
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn a_shadow_saved_after_the_rings_moved_on_holds_what_its_follower_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    // 64-slot rings: 32 events of two entries each fill one.
+    let dev = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
+    ttrace_tests::write_pinned(&dev, 0, 0..4, false);
+    // Following from here: the four events before are the device's past, in the copy too.
+    let reader = Reader::open(&dir).unwrap();
+    let mut follower = Follower::new(&reader);
+    let mut shadow = follower.shadow();
+    let record = |follower: &mut Follower<'_>, shadow: &mut devttrace::Shadow| {
+        let poll = follower.finish().unwrap();
+        for (r, ring) in poll.snapshot.cpus.iter().enumerate() {
+            for e in &ring.events {
+                shadow.record(r, e);
+            }
+        }
+    };
+    ttrace_tests::write_pinned(&dev, 0, 4..20, false);
+    record(&mut follower, &mut shadow);
+    // The rings move on: three laps the follower never reads.
+    ttrace_tests::write_pinned(&dev, 0, 20..116, false);
+    follower.reached(&mut shadow);
+    let file = tmp.path().join("shadow.ttrace");
+    reader
+        .save_shadow(&file, &Cause::new(CauseKind::Rule, "test"), &shadow)
+        .unwrap();
+    // It holds exactly what the rings held and what the follower read, strings resolved;
+    // the device now holds only the last lap.
+    assert_eq!(texts(&lines(&file)), written(0, 0..20));
+    assert_eq!(texts(&lines(&dir)), written(0, 84..116));
+    // Nothing lost: the positions written since it last read are past its cut.
+    let total = footer(&file).last().unwrap().clone();
+    assert!(total.contains(" 0 entries lost,"), "{total}");
+    assert!(total.starts_with("# 40 events"), "{total}");
+
+    // What the follower lost, the copy counts lost: a follower that reads again now finds
+    // the three laps gone but the last.
+    record(&mut follower, &mut shadow);
+    follower.reached(&mut shadow);
+    let file = tmp.path().join("behind.ttrace");
+    reader
+        .save_shadow(&file, &Cause::new(CauseKind::Rule, "test"), &shadow)
+        .unwrap();
+    assert_eq!(texts(&lines(&file)), written(0, 84..116));
+    // The follower lost the laps between its reads; the copy, as a ring does, counts every
+    // position it no longer holds: all but the last lap's 64.
+    assert_eq!(
+        follower.totals().iter().map(|t| t.lost).sum::<u64>(),
+        2 * (84 - 20),
+        "the follower's own count"
+    );
+    let total = footer(&file).last().unwrap().clone();
+    assert!(total.contains(&format!(" {} entries lost,", 2 * 116 - 64)), "{total}");
+}
+
+#[test]
+fn a_shadow_of_another_device_shape_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    drop(ttrace_core::Writer::open(&ttrace_tests::config(&a, 64, 2)).unwrap());
+    drop(ttrace_core::Writer::open(&ttrace_tests::config(&b, 64, 1)).unwrap());
+    let (ra, rb) = (Reader::open(&a).unwrap(), Reader::open(&b).unwrap());
+    let shadow = Follower::new(&ra).shadow();
+    let refused = rb.save_shadow(
+        tmp.path().join("x.ttrace"),
+        &Cause::new(CauseKind::Rule, "test"),
+        &shadow,
+    );
+    assert!(refused.is_err());
+}
