@@ -327,8 +327,9 @@ pub fn aux_bytes_for(ring_slots: u64) -> u64 {
 /// The size of a `meta` file for rings of `ring_slots` slots on `cpus` CPUs: each half of
 /// the names area holds a name (of up to 15 bytes, as the kernel keeps them) for as many
 /// threads as the rings have slots, up to [`NAMES_BUDGET`] (a name is kept while an event
-/// of its thread is in a ring, and compaction reclaims the others; one that does not fit
-/// is counted dropped); at least 4 MiB, at most `MAX_META_BYTES`. So metadata is sized by
+/// of its thread is in a ring, and compaction reclaims the others; past the budget the
+/// oldest names still needed are evicted, their events counted unnamed: see
+/// [`crate::names`]); at least 4 MiB, at most `MAX_META_BYTES`. So metadata is sized by
 /// what it holds: a device of large rings does not get a metadata file to match.
 ///
 /// ```

@@ -217,6 +217,12 @@ pub struct Metadata {
     pub error: Option<layout::MetaError>,
     /// The generation of the names area the names were copied from.
     pub names_generation: u64,
+    /// Names still needed by events were evicted from the names area (see
+    /// [`crate::names`]), each of whose events is stamped before this: an event before it
+    /// whose id has no record at or before it shows unnamed. 0 if none was.
+    pub names_evicted_before: u64,
+    /// Names evicted so far (all compactions of the device).
+    pub names_evicted: u64,
 }
 
 impl Metadata {
@@ -248,6 +254,8 @@ impl Metadata {
     /// Adds the names of `other` that this copy does not have (a copy taken before a
     /// compaction reclaimed them).
     pub fn merge_names(&mut self, other: &Metadata) {
+        self.names_evicted_before = self.names_evicted_before.max(other.names_evicted_before);
+        self.names_evicted = self.names_evicted.max(other.names_evicted);
         for (mine, theirs) in [
             (&mut self.threads, &other.threads),
             (&mut self.processes, &other.processes),
@@ -317,6 +325,11 @@ impl Metadata {
                 Ok(Record::Process { task, name }) => {
                     m.processes.push(task_info(&task, text(name)))
                 }
+                Ok(Record::Evicted { evicted }) => {
+                    // A copy joined from two (`names::union`) may hold two: the later wins.
+                    m.names_evicted_before = m.names_evicted_before.max(evicted.before);
+                    m.names_evicted = m.names_evicted.max(evicted.count);
+                }
                 Ok(Record::Unknown { .. }) => {}
                 Err(e) => m.error = m.error.or(Some(e)),
             }
@@ -324,8 +337,9 @@ impl Metadata {
     }
 
     /// The name thread `tid` of process `pid` had at `timestamp`: that of its latest record
-    /// at or before it (its first, for an earlier time). A reused tid has one record per
-    /// thread, so each event gets its own writer's name.
+    /// at or before it (its first, for an earlier time, unless names were evicted after it:
+    /// [`Metadata::names_evicted_before`]). A reused tid has one record per thread, so each
+    /// event gets its own writer's name.
     ///
     /// ```
     /// use devttrace::meta::{Metadata, TaskInfo};
@@ -338,12 +352,18 @@ impl Metadata {
     /// assert_eq!(meta.thread_name_at(1, 3, 200), None);
     /// ```
     pub fn thread_name_at(&self, pid: u32, tid: u32, timestamp: u64) -> Option<&str> {
-        at(&self.threads, timestamp, |t| t.pid == pid && t.tid == tid).map(|t| t.name.as_str())
+        at(&self.threads, timestamp, self.names_evicted_before, |t| {
+            t.pid == pid && t.tid == tid
+        })
+        .map(|t| t.name.as_str())
     }
 
     /// The name process `pid` had at `timestamp` (as [`Metadata::thread_name_at`]).
     pub fn process_name_at(&self, pid: u32, timestamp: u64) -> Option<&str> {
-        at(&self.processes, timestamp, |t| t.pid == pid).map(|t| t.name.as_str())
+        at(&self.processes, timestamp, self.names_evicted_before, |t| {
+            t.pid == pid
+        })
+        .map(|t| t.name.as_str())
     }
 
     /// The latest name recorded for thread `tid` of process `pid`.
@@ -366,17 +386,23 @@ impl Metadata {
 }
 
 /// The latest of `tasks` (in time order) matching `id` at or before `timestamp`, else the
-/// first matching.
-fn at(tasks: &[TaskInfo], timestamp: u64, id: impl Fn(&TaskInfo) -> bool) -> Option<&TaskInfo> {
+/// first matching, unless `timestamp` is before `evicted_before` (the record it needed may
+/// have been evicted: it has none).
+fn at(
+    tasks: &[TaskInfo],
+    timestamp: u64,
+    evicted_before: u64,
+    id: impl Fn(&TaskInfo) -> bool,
+) -> Option<&TaskInfo> {
     let mut found = None;
     for t in tasks.iter().filter(|t| id(t)) {
-        if t.timestamp > timestamp && found.is_some() {
+        if t.timestamp > timestamp {
+            if found.is_none() && timestamp >= evicted_before {
+                found = Some(t);
+            }
             break;
         }
         found = Some(t);
-        if t.timestamp > timestamp {
-            break;
-        }
     }
     found
 }
@@ -387,6 +413,9 @@ fn at(tasks: &[TaskInfo], timestamp: u64, id: impl Fn(&TaskInfo) -> bool) -> Opt
 pub struct TaskIndex {
     /// Per id, in time order: `(timestamp, index in the list, incarnation)`.
     by_id: HashMap<u64, Vec<(u64, usize, u32)>>,
+    /// [`Metadata::names_evicted_before`]: an event before it that precedes all of its id's
+    /// records has none.
+    evicted_before: u64,
 }
 
 /// The record of an id current at some time ([`TaskIndex::at`]).
@@ -405,15 +434,15 @@ pub struct Current {
 impl TaskIndex {
     /// The index of `meta.threads`.
     pub fn threads(meta: &Metadata) -> TaskIndex {
-        TaskIndex::of(&meta.threads)
+        TaskIndex::of(&meta.threads, meta.names_evicted_before)
     }
 
     /// The index of `meta.processes`.
     pub fn processes(meta: &Metadata) -> TaskIndex {
-        TaskIndex::of(&meta.processes)
+        TaskIndex::of(&meta.processes, meta.names_evicted_before)
     }
 
-    fn of(tasks: &[TaskInfo]) -> TaskIndex {
+    fn of(tasks: &[TaskInfo], evicted_before: u64) -> TaskIndex {
         let mut by_id: HashMap<u64, Vec<(u64, usize, u32)>> = HashMap::new();
         for (i, t) in tasks.iter().enumerate() {
             let list = by_id
@@ -425,10 +454,16 @@ impl TaskIndex {
             };
             list.push((t.timestamp, i, incarnation));
         }
-        TaskIndex { by_id }
+        TaskIndex {
+            by_id,
+            evicted_before,
+        }
     }
 
-    /// The record of `id` current at `timestamp`.
+    /// The record of `id` current at `timestamp`, or `None` if it has none: no record of
+    /// the id at all, or none at or before `timestamp` while that is before
+    /// [`Metadata::names_evicted_before`] (its record may have been evicted; otherwise the
+    /// id's first record also covers earlier times).
     ///
     /// ```
     /// use devttrace::meta::{Metadata, TaskIndex, TaskInfo};
@@ -440,15 +475,44 @@ impl TaskIndex {
     /// assert_eq!(index.at(1 << 32 | 2, 150).unwrap().during, 0..200);
     /// let later = index.at(1 << 32 | 2, 250).unwrap();
     /// assert_eq!((later.index, later.during, later.incarnation), (1, 200..u64::MAX, 1));
+    /// // Names evicted before 50: an event at 40 has none, one at 60 takes the first.
+    /// let evicted = Metadata { names_evicted_before: 50, ..meta };
+    /// let index = TaskIndex::threads(&evicted);
+    /// assert_eq!(index.at(1 << 32 | 2, 40), None);
+    /// assert_eq!(index.at(1 << 32 | 2, 60).unwrap().during, 50..200);
     /// ```
     pub fn at(&self, id: u64, timestamp: u64) -> Option<Current> {
-        let list = self.by_id.get(&id)?;
-        let k = list
-            .partition_point(|&(t, _, _)| t <= timestamp)
-            .saturating_sub(1);
-        let from = if k == 0 { 0 } else { list[k].0 };
+        self.resolve(id, timestamp).ok()
+    }
+
+    /// [`TaskIndex::at`], or, where it has no record, the times around `timestamp` for which
+    /// the id has none.
+    ///
+    /// ```
+    /// use devttrace::meta::{Metadata, TaskIndex, TaskInfo};
+    /// let task = TaskInfo { pid: 1, tid: 2, timestamp: 100, ..Default::default() };
+    /// let meta = Metadata { threads: vec![task], names_evicted_before: 150, ..Default::default() };
+    /// let index = TaskIndex::threads(&meta);
+    /// assert_eq!(index.resolve(1 << 32 | 2, 40), Err(0..100));
+    /// assert_eq!(index.resolve(1 << 32 | 3, 40), Err(0..u64::MAX));
+    /// ```
+    pub fn resolve(&self, id: u64, timestamp: u64) -> Result<Current, core::ops::Range<u64>> {
+        let Some(list) = self.by_id.get(&id) else {
+            return Err(0..u64::MAX);
+        };
+        let first = list[0].0;
+        let k = list.partition_point(|&(t, _, _)| t <= timestamp);
+        if k == 0 && timestamp < self.evicted_before {
+            return Err(0..first.min(self.evicted_before));
+        }
+        let k = k.saturating_sub(1);
+        let from = if k == 0 {
+            first.min(self.evicted_before)
+        } else {
+            list[k].0
+        };
         let until = list.get(k + 1).map_or(u64::MAX, |&(t, _, _)| t);
-        Some(Current {
+        Ok(Current {
             index: list[k].1,
             during: from..until,
             incarnation: list[k].2,
@@ -537,5 +601,67 @@ pub(crate) fn store_record(words: &[AtomicU64], at: u64, rec: &[u8]) {
         let w = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
         // Relaxed: published by the caller's Release store of the area's used count.
         words[at as usize / 8 + i].store(w, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ttrace_layouts::meta::EvictedRecord;
+
+    fn thread(tid: u32, name: &str, timestamp: u64) -> Vec<u8> {
+        task_record(RecordKind::Thread, 1, tid, name, false, timestamp)
+    }
+
+    fn evicted(before: u64, count: u64) -> Vec<u8> {
+        let e = EvictedRecord {
+            before,
+            count,
+            quiet_until_dropped: 0,
+        };
+        record(RecordKind::Evicted, e.as_bytes(), &[])
+    }
+
+    #[test]
+    fn an_event_before_the_evictions_with_no_record_before_it_has_no_name() {
+        // Tid 2's thread "old" (from 100) was evicted; "new" got the tid at 300. Tid 3's
+        // only record is at 250, after the evictions' 200.
+        let names = [
+            evicted(200, 5),
+            thread(2, "new", 300),
+            thread(3, "late", 250),
+        ]
+        .concat();
+        let m = Metadata::parse_parts(&[], &names, 7);
+        assert_eq!((m.names_evicted_before, m.names_evicted), (200, 5));
+        // The evicted thread's event: no name, not the later thread's.
+        assert_eq!(m.thread_name_at(1, 2, 150), None);
+        assert_eq!(m.thread_name_at(1, 2, 300), Some("new"));
+        // At or after `before`, an event that precedes its thread's record takes it.
+        assert_eq!(m.thread_name_at(1, 3, 220), Some("late"));
+        assert_eq!(m.thread_name_at(1, 3, 190), None);
+        let index = TaskIndex::threads(&m);
+        assert_eq!(index.resolve(1 << 32 | 2, 150), Err(0..200));
+        assert_eq!(
+            index.at(1 << 32 | 2, 250).map(|c| c.during),
+            Some(200..u64::MAX)
+        );
+        assert_eq!(index.resolve(1 << 32 | 3, 100), Err(0..200));
+        // Without evictions the first record stands for every earlier time, as before.
+        let m = Metadata::parse_parts(&[], &thread(2, "new", 300), 7);
+        assert_eq!(m.thread_name_at(1, 2, 150), Some("new"));
+    }
+
+    #[test]
+    fn joined_copies_keep_the_later_evictions() {
+        // A copy before an eviction has the name; the later one has the evictions.
+        let mut later = Metadata::parse_parts(&[], &[evicted(200, 5), evicted(90, 1)].concat(), 8);
+        assert_eq!(later.names_evicted_before, 200, "the later record wins");
+        let earlier =
+            Metadata::parse_parts(&[], &[evicted(90, 1), thread(2, "old", 100)].concat(), 7);
+        later.merge_names(&earlier);
+        assert_eq!((later.names_evicted_before, later.names_evicted), (200, 5));
+        // The name the earlier copy had names its event again.
+        assert_eq!(later.thread_name_at(1, 2, 150), Some("old"));
     }
 }

@@ -9,28 +9,45 @@
 //! uptime*): liveness is decided before the rings are scanned, so a record is reclaimed only
 //! if its thread is dead and no event in the rings resolves to it; a reader that finds the
 //! same generation before and after its copy of the rings has every name they need.
+//!
+//! When the records still needed would leave less than a quarter of the half free, the
+//! appender's compaction *evicts* the oldest of them (never a live thread's or process's
+//! latest record) and writes an [`EvictedRecord`] first in the new half: every event of an
+//! evicted record is stamped before its `before`, and readers show an event before it whose
+//! id has no record at or before it unnamed (and count it) instead of taking the id's first
+//! record. A compaction thus always leaves a quarter free, or, when live threads' names fill
+//! the half, records that it could not, and writers drop names without compacting until a
+//! quarter of a half's worth more were dropped: never a compaction per new thread.
 
 use crate::error::{Error, Result};
 use crate::lock::Guard;
-use crate::meta::{copy_words, store_record};
+use crate::meta::{copy_words, record, store_record};
 use crate::ring::{Ring, SlotRead};
 use crate::sync::Ordering::*;
 use core::sync::atomic::{fence, AtomicU64};
 use std::collections::HashMap;
 use ttrace_layouts::device::DeviceHeader;
 use ttrace_layouts::entry::{Slot, Stamp};
-use ttrace_layouts::meta::{self as layout, Record};
+use ttrace_layouts::meta::{self as layout, EvictedRecord, Record, RecordHeader, RecordKind};
+use zerocopy::{FromBytes, IntoBytes};
 
 /// What one compaction did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Compaction {
     /// Records kept.
     pub kept: u64,
-    /// Records reclaimed.
+    /// Records reclaimed (no event in the rings needed them, their thread gone).
     pub reclaimed: u64,
+    /// Records evicted though events in the rings still needed them (the oldest, to leave
+    /// a quarter of the half free): those events show unnamed.
+    pub evicted: u64,
     /// Bytes in use afterwards.
     pub used: u64,
 }
+
+/// Bytes of the [`EvictedRecord`] that starts a half after an eviction. A half keeps room for
+/// it: records are appended only up to its capacity less these bytes.
+const EVICTED_BYTES: u64 = layout::record_bytes(0);
 
 /// The position of a record in the area, and the facts compaction needs.
 struct Found {
@@ -63,6 +80,16 @@ impl<'a> Names<'a> {
         &self.area[half * n..(half + 1) * n]
     }
 
+    /// Bytes of a half.
+    fn capacity(&self) -> u64 {
+        (self.area.len() / 2) as u64 * 8
+    }
+
+    /// Bytes of a half that records may take (the rest is kept for an [`EvictedRecord`]).
+    fn space(&self) -> u64 {
+        self.capacity().saturating_sub(EVICTED_BYTES)
+    }
+
     /// The generation of the names area: how many compactions it has had. A reader that
     /// copies the rings and then the names, and finds the same generation before and after,
     /// has every name its events need.
@@ -93,9 +120,29 @@ impl<'a> Names<'a> {
         }
     }
 
-    /// Appends a name record; the caller holds the metadata lock. Compacts when the half in
-    /// use is full (keeping what the events in `rings` need); a record that does not fit even
-    /// then is dropped and counted.
+    /// The [`EvictedRecord`] that starts half `half`, holding `used` bytes, if it has one;
+    /// the caller holds the metadata lock.
+    fn evictions(&self, half: usize, used: u64) -> Option<EvictedRecord> {
+        if used < EVICTED_BYTES {
+            return None;
+        }
+        // Only a compaction writes it, under the lock the caller holds (and before the
+        // Release store that made the half current): the lock ordered us after it.
+        let bytes = copy_words(
+            &self.half(half)[..EVICTED_BYTES as usize / 8],
+            EVICTED_BYTES,
+        );
+        let (head, body) = RecordHeader::read_from_prefix(&bytes).ok()?;
+        (head.kind == RecordKind::Evicted as u16 && head.len as u64 == EVICTED_BYTES)
+            .then(|| EvictedRecord::read_from_prefix(body).ok().map(|(e, _)| e))
+            .flatten()
+    }
+
+    /// Appends a name record; the caller holds the metadata lock. When the half in use is
+    /// full, compacts (keeping what the events in `rings` need, evicting the oldest of that
+    /// if a quarter of the half would not be free) unless the last compaction could not
+    /// free a quarter and too few names were dropped since; a record that does not fit then
+    /// is dropped and counted.
     pub(crate) fn append(
         &self,
         guard: &Guard<'_>,
@@ -106,32 +153,50 @@ impl<'a> Names<'a> {
         // Relaxed: only holders of the metadata lock change these; the lock ordered us.
         let half = (h.names_generation.load(Relaxed) & 1) as usize;
         let used = h.names_used[half].load(Relaxed);
-        let capacity = self.half(half).len() as u64 * 8;
-        let (half, used) = if used + rec.len() as u64 <= capacity {
+        let len = rec.len() as u64;
+        // The last compaction could not free a quarter (live names fill the half): not again
+        // before enough names more were dropped.
+        let quiet = || {
+            self.evictions(half, used)
+                // Relaxed: a counter that only holders of the lock change, as we are.
+                .is_some_and(|e| h.names_dropped.load(Relaxed) < e.quiet_until_dropped)
+        };
+        let (half, used) = if used + len <= self.space() || quiet() {
             (half, used)
         } else {
-            let c = self.compact(guard, rings);
+            let c = self.compact_for(guard, rings, len);
             (1 - half, c.used)
         };
-        if used + rec.len() as u64 > capacity {
+        if used + len > self.space() {
             h.names_dropped.fetch_add(1, Relaxed);
             return Err(Error::MetadataFull);
         }
         store_record(self.half(half), used, rec);
         // Release: publishes the record to readers that acquire the count.
-        h.names_used[half].store(used + rec.len() as u64, Release);
+        h.names_used[half].store(used + len, Release);
         Ok(())
     }
 
     /// Copies the records that a live thread or an event in `rings` may still need into
     /// the other half and makes it the half in use; the caller holds the metadata lock.
-    pub fn compact(&self, _guard: &Guard<'_>, rings: &[Ring<'_, Slot>]) -> Compaction {
+    /// Evicts nothing: the half is left as full as what is needed makes it.
+    pub fn compact(&self, guard: &Guard<'_>, rings: &[Ring<'_, Slot>]) -> Compaction {
+        self.compact_for(guard, rings, 0)
+    }
+
+    /// [`Names::compact`], for an appender that needs `room` bytes (0: none). With `room`,
+    /// the oldest records still needed are evicted until a quarter of the half (and
+    /// `room`) is free, except live threads' (processes') latest records; if those alone
+    /// leave less than a quarter free, writers are told not to compact again until a
+    /// quarter of a half's worth of names more were dropped.
+    fn compact_for(&self, _guard: &Guard<'_>, rings: &[Ring<'_, Slot>], room: u64) -> Compaction {
         let h = self.header;
         // Relaxed: only holders of the metadata lock change these.
         let g = h.names_generation.load(Relaxed);
         let from = (g & 1) as usize;
         let to = 1 - from;
         let bytes = copy_words(self.half(from), h.names_used[from].load(Relaxed));
+        let mut evictions = EvictedRecord::default();
         let mut found = Vec::new();
         let mut walk = layout::records(&bytes);
         loop {
@@ -140,6 +205,10 @@ impl<'a> Names<'a> {
             let (thread, task) = match r {
                 Record::Thread { task, .. } => (true, task),
                 Record::Process { task, .. } => (false, task),
+                Record::Evicted { evicted } => {
+                    evictions = evicted;
+                    continue;
+                }
                 _ => continue,
             };
             found.push(Found {
@@ -161,6 +230,8 @@ impl<'a> Names<'a> {
             list.sort_by_key(|&i| found[i].timestamp);
         }
         let mut keep = vec![false; found.len()];
+        // A live thread's (process's) latest record: kept, never evicted.
+        let mut live = vec![false; found.len()];
         // Liveness first (see the module's comment for why the order matters): one listing
         // of `/proc/<pid>/task` per process named.
         let mut tasks: HashMap<u32, Tasks> = HashMap::new();
@@ -172,21 +243,27 @@ impl<'a> Names<'a> {
                 Tasks::Gone => false,
             };
             if alive {
-                keep[*list.last().expect("an id has a record")] = true;
+                let latest = *list.last().expect("an id has a record");
+                keep[latest] = true;
+                live[latest] = true;
             }
         }
-        // Then every record an event in the rings resolves to: the id's latest record at
-        // or before the event (its first, for an event that precedes them all).
+        // Then every record an event in the rings resolves to, as readers resolve it: the
+        // id's latest record at or before the event, or its first for an event that
+        // precedes them all, unless the event is older than the evictions' `before` (it
+        // shows unnamed whatever is kept). The latest such event of each record is noted:
+        // if the record is evicted, `before` moves past it.
+        let before = evictions.before;
         let pick = |list: &Vec<usize>, stamp: u64| {
-            list[list
-                .partition_point(|&i| found[i].timestamp <= stamp)
-                .saturating_sub(1)]
+            let k = list.partition_point(|&i| found[i].timestamp <= stamp);
+            (k > 0 || stamp >= before).then(|| list[k.saturating_sub(1)])
         };
+        let mut latest_event = vec![0u64; found.len()];
         // Entries come in runs from one writer: its lists are looked up once per run.
         type Lists<'a> = (Option<&'a Vec<usize>>, Option<&'a Vec<usize>>);
         let mut last: Option<(u64, Lists<'_>)> = None;
         for ring in rings {
-            for i in 0..ring.slots.len() {
+            for i in 0..scanned(ring) {
                 let SlotRead::Committed(w) = ring.read(i) else {
                     continue;
                 };
@@ -207,19 +284,65 @@ impl<'a> Names<'a> {
                     }
                 };
                 for list in [threads, processes].into_iter().flatten() {
-                    keep[pick(list, stamp.0)] = true;
+                    if let Some(k) = pick(list, stamp.0) {
+                        keep[k] = true;
+                        latest_event[k] = latest_event[k].max(stamp.0);
+                    }
                 }
             }
         }
+        let space = self.space();
+        let quarter = self.capacity() / 4;
+        let mut kept_bytes: u64 = (found.iter().zip(&keep))
+            .filter(|(_, &k)| k)
+            .map(|(f, _)| f.len as u64)
+            .sum();
+        let mut evicted = 0;
+        // Evict (oldest first, so that an id's evicted records all precede its kept ones)
+        // until a quarter and `room` are free, the record of the evictions included.
+        let target = space.saturating_sub(room.max(quarter));
+        if room > 0 && kept_bytes + EVICTED_BYTES > target {
+            let mut oldest: Vec<usize> =
+                (0..found.len()).filter(|&i| keep[i] && !live[i]).collect();
+            oldest.sort_by_key(|&i| (found[i].timestamp, i));
+            for i in oldest {
+                if kept_bytes + EVICTED_BYTES <= target {
+                    break;
+                }
+                keep[i] = false;
+                kept_bytes -= found[i].len as u64;
+                evicted += 1;
+                evictions.before = evictions.before.max(latest_event[i].saturating_add(1));
+            }
+        }
+        evictions.count += evicted;
+        let marked = evictions.before > 0 || evictions.count > 0;
+        let used_after = kept_bytes + if marked { EVICTED_BYTES } else { 0 };
+        if used_after + quarter > space {
+            if room > 0 {
+                // In vain: live names fill the half. Not again before a quarter of a half's
+                // worth of names more were dropped.
+                let names = (quarter / layout::record_bytes(15)).max(1);
+                // Relaxed: a counter; writers that change it hold the lock, as we do.
+                evictions.quiet_until_dropped = h.names_dropped.load(Relaxed) + names;
+            }
+        } else {
+            evictions.quiet_until_dropped = 0;
+        }
         let words = self.half(to);
         let mut used = 0u64;
+        if marked || evictions.quiet_until_dropped > 0 {
+            let rec = record(RecordKind::Evicted, evictions.as_bytes(), &[]);
+            store_record(words, used, &rec);
+            used += rec.len() as u64;
+        }
         let mut kept = 0;
         for (f, _) in found.iter().zip(&keep).filter(|(_, &k)| k) {
             store_record(words, used, &bytes[f.start..f.start + f.len]);
             used += f.len as u64;
             kept += 1;
         }
-        let reclaimed = found.len() as u64 - kept;
+        let reclaimed = found.len() as u64 - kept - evicted;
         h.names_used[to].store(used, Relaxed);
         h.names_reclaimed.fetch_add(reclaimed, Relaxed);
         // Release: the new half and its count are complete before a reader that acquires
@@ -228,9 +351,23 @@ impl<'a> Names<'a> {
         Compaction {
             kept,
             reclaimed,
+            evicted,
             used,
         }
     }
+}
+
+/// The slots of `ring` that can hold an entry: all of them once its positions wrapped, else
+/// those below its head (and the two above, which a restartable writer stopped between its
+/// commit and its head store may have filled). A ring written by few events is not read to
+/// its end (nor its untouched pages brought in).
+fn scanned(ring: &Ring<'_, Slot>) -> usize {
+    // Acquire: pairs with a restartable writer's Release store of the head (a shared
+    // ring's positions are taken before their slots are claimed, so its head is already
+    // past every slot written).
+    let head = ring.head.load(Acquire);
+    let n = ring.slots.len();
+    usize::try_from(head.saturating_add(2)).map_or(n, |h| h.min(n))
 }
 
 /// What `/proc` says of a process's threads.

@@ -25,6 +25,11 @@
 //! need into the other half and bumps the generation (a compaction, see `docs/DESIGN.md`):
 //! names do not grow with uptime. A reader copies the half of the generation it loaded and
 //! checks afterwards that the generation did not move.
+//!
+//! When the records still needed fill too much of a half, the compaction *evicts* the oldest
+//! of them (never a live thread's or process's latest) and says so in an [`EvictedRecord`]
+//! at the start of the new half: events stamped before its `before` whose id has no record
+//! at or before them show no name (rather than the id's first record's), and are counted.
 
 use static_assertions::{assert_eq_size, const_assert_eq};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -117,6 +122,9 @@ pub enum RecordKind {
     Process = 3,
     /// A [`ValuesRecord`]: a table of names for an argument's values (layouts 3.1).
     Values = 4,
+    /// An [`EvictedRecord`]: the names area's evictions (names area only; readers before it
+    /// skip it).
+    Evicted = 5,
 }
 
 /// Header of every metadata record.
@@ -343,10 +351,35 @@ pub struct TaskRecord {
 /// [`TaskRecord::flags`]: the record renames the thread of the id's previous record.
 pub const TASK_RENAMED: u8 = 1;
 
+/// The names area's evictions, the first record of a half once a compaction has evicted a
+/// name still needed (see the module docs): what readers need to show no wrong name, and
+/// what writers need to not compact in vain.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+#[repr(C)]
+pub struct EvictedRecord {
+    /// Every event of an evicted record is stamped before this: an event before it whose
+    /// id has no record at or before it is shown unnamed (an event at or after it takes
+    /// its id's first record, as always).
+    pub before: u64,
+    /// Records evicted so far (all compactions).
+    pub count: u64,
+    /// Writers do not compact again while the device's `names_dropped` is below this: the
+    /// last compaction could not free a quarter of the half (live threads' names fill it).
+    pub quiet_until_dropped: u64,
+}
+
 assert_eq_size!(RecordHeader, u64);
 assert_eq_size!(TracepointRecord, [u8; 24]);
 assert_eq_size!(TaskRecord, [u8; 24]);
 assert_eq_size!(ValuesRecord, [u8; 24]);
+assert_eq_size!(EvictedRecord, [u8; 24]);
+const_assert_eq!(core::mem::offset_of!(EvictedRecord, count), 8);
+const_assert_eq!(
+    core::mem::offset_of!(EvictedRecord, quiet_until_dropped),
+    16
+);
 const_assert_eq!(core::mem::offset_of!(TracepointRecord, types), 18);
 const_assert_eq!(core::mem::offset_of!(ValuesRecord, count), 4);
 const_assert_eq!(core::mem::offset_of!(ValuesRecord, names_len), 8);
@@ -407,6 +440,11 @@ pub enum Record<'a> {
         task: TaskRecord,
         /// Name bytes.
         name: &'a [u8],
+    },
+    /// The names area's evictions.
+    Evicted {
+        /// Fixed part.
+        evicted: EvictedRecord,
     },
     /// A record of a kind this reader does not know; skipped.
     Unknown {
@@ -604,6 +642,11 @@ impl<'a> Records<'a> {
                 } else {
                     Record::Process { task, name }
                 }
+            }
+            k if k == RecordKind::Evicted as u16 => {
+                let (evicted, _) = EvictedRecord::read_from_prefix(body)
+                    .map_err(|_| MetaError::Truncated { offset })?;
+                Record::Evicted { evicted }
             }
             kind => Record::Unknown { kind },
         };

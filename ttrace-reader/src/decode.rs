@@ -139,6 +139,8 @@ pub struct Decoder<'s> {
     threads: TaskIndex,
     /// `pid << 32 | tid` of a writer with no record → index in `writers`.
     unnamed: FoldHashMap<u64, usize>,
+    /// The writers from here on in `writers` have no record.
+    named: usize,
     /// Per ring: the last writer seen (writers come in runs), the times its record is
     /// current for, and its index in `writers`.
     recent: Vec<Option<(u64, Range<u64>, usize)>>,
@@ -173,6 +175,7 @@ impl<'s> Decoder<'s> {
             writers,
             threads: TaskIndex::threads(ctx.meta),
             unnamed: FoldHashMap::default(),
+            named: ctx.meta.threads.len(),
             recent: vec![None; cpus + 1],
             spans: None,
         }
@@ -195,8 +198,9 @@ impl<'s> Decoder<'s> {
         }
     }
 
-    /// Appends the line of `item`, newline included, to `out`.
-    pub fn line(&mut self, item: &Item<'_>, out: &mut Vec<u8>) {
+    /// Appends the line of `item`, newline included, to `out`; false if its writer shows
+    /// unnamed (no record of its thread names it at its time).
+    pub fn line(&mut self, item: &Item<'_>, out: &mut Vec<u8>) -> bool {
         let (ctx, cpu, slot) = match item {
             Item::Point { event, cpu } => (event.ctx, event.type_word.cpu(), (*cpu).min(self.cpus)),
             Item::Message(r) => (r.ctx, r.cpu, self.cpus),
@@ -208,9 +212,9 @@ impl<'s> Decoder<'s> {
         let writer = match &self.recent[slot] {
             Some((c, during, i)) if *c == ctx && during.contains(&stamp) => *i,
             _ => {
-                let (i, during) = match self.threads.at(ctx, stamp) {
-                    Some(found) => (found.index, found.during),
-                    None => {
+                let (i, during) = match self.threads.resolve(ctx, stamp) {
+                    Ok(found) => (found.index, found.during),
+                    Err(during) => {
                         let writers = &mut self.writers;
                         let i = *self.unnamed.entry(ctx).or_insert_with(|| {
                             writers.push(Text::new(
@@ -218,7 +222,7 @@ impl<'s> Decoder<'s> {
                             ));
                             writers.len() - 1
                         });
-                        (i, 0..u64::MAX)
+                        (i, during)
                     }
                 };
                 self.recent[slot] = Some((ctx, during, i));
@@ -232,6 +236,7 @@ impl<'s> Decoder<'s> {
         }
         self.text(item, out);
         out.push(b'\n');
+        writer < self.named
     }
 
     /// Appends what a line shows of `item` after its writer: `name(arguments)` of a trace
@@ -378,7 +383,7 @@ impl<'s> Decoder<'s> {
                 return Err(Stop::Limit);
             }
             n.count(item);
-            self.line(item, &mut buf);
+            n.unnamed += !self.line(item, &mut buf) as u64;
             if buf.len() >= 1 << 16 {
                 out.write_all(&buf).map_err(Stop::Write)?;
                 buf.clear();
@@ -491,7 +496,7 @@ fn write_with_spans(
             }
         }
         n.count(item);
-        decoder.line(item, &mut buf);
+        n.unnamed += !decoder.line(item, &mut buf) as u64;
         if buf.len() >= 1 << 16 {
             out.write_all(&buf).map_err(Some)?;
             buf.clear();
@@ -807,6 +812,9 @@ pub struct Tally {
     /// Ring entries left out as damaged (`devttrace::damage`: a field no writer of the
     /// device can have written, or a snapshot's damaged extent).
     pub damaged: u64,
+    /// Events counted whose thread shows unnamed (`(?)`): no record names it at the
+    /// event's time (its name was dropped, or evicted, from a full names area).
+    pub unnamed: u64,
 }
 
 impl Tally {
@@ -823,6 +831,7 @@ impl Tally {
         self.dropped += other.dropped;
         self.strings_lost += other.strings_lost;
         self.damaged += other.damaged;
+        self.unnamed += other.unnamed;
     }
 
     /// Counts `item`.
@@ -846,7 +855,8 @@ impl Tally {
     }
 
     /// `298 events (290 trace points, 8 messages); 6 entries lost, 0 events dropped, 2
-    /// strings lost` (and `, 2 entries damaged` where some were).
+    /// strings lost` (and `, 3 events of unnamed threads`, `, 2 entries damaged` where
+    /// some were).
     pub fn line(&self) -> String {
         let mut line = format!(
             "{} events ({} trace points, {} messages); {} entries lost, {} events dropped, {} strings lost",
@@ -857,6 +867,9 @@ impl Tally {
             self.dropped,
             self.strings_lost
         );
+        if self.unnamed > 0 {
+            line += &format!(", {} events of unnamed threads", self.unnamed);
+        }
         if self.damaged > 0 {
             line += &format!(", {} entries damaged", self.damaged);
         }

@@ -6,11 +6,19 @@
 //!   names area).
 //! - A process's first event also attaches the device and registers the tracepoint and the
 //!   process's name; it is measured in fresh child processes (`births --child DIR`).
+//! - Many more threads than the names area can name while their events are all in the
+//!   rings (a thread-per-connection server): 150,000 short-lived threads, one event each,
+//!   into 2 CPUs of 1,048,576-slot rings, in a child process of its own (`births
+//!   --many-child DIR N`). It must take less than a minute (a compaction per thread would
+//!   take hours), and each event must show its own thread's name or be counted unnamed in
+//!   `dump`'s footer: both are checked.
 //!
-//! `cargo run --release -p ttrace-benches --bin births [-- --quick] [--threads N]`
+//! `cargo run --release -p ttrace-benches --bin births [-- --quick] [--threads N] [--many N]`
 
 use std::time::Instant;
 use ttrace_core::{point, tracepoint};
+use ttrace_reader::decode::{dump, TimeFormat};
+use ttrace_reader::merge::Filter;
 
 tracepoint!(static BORN: Start = "born", "i={i}");
 
@@ -44,11 +52,163 @@ fn child(dir: &str) {
     println!("{attach} {first} {second}");
 }
 
+/// Slots of each ring of the device of [`many`].
+const MANY_RING_SLOTS: u64 = 1 << 20;
+
+/// Threads of [`many`] alive at once (started together, then joined).
+const MANY_WAVE: u64 = 16;
+
+/// `threads` short-lived threads, [`MANY_WAVE`] alive at a time, each named `b<i>` and
+/// running `f(i)`; the seconds they took.
+fn waves(threads: u64, f: fn(u64)) -> f64 {
+    let t = Instant::now();
+    for wave in (0..threads).step_by(MANY_WAVE as usize) {
+        let handles: Vec<_> = (wave..threads.min(wave + MANY_WAVE))
+            .map(|i| {
+                std::thread::Builder::new()
+                    .name(format!("b{i}"))
+                    .spawn(move || f(i))
+                    .expect("thread")
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("thread");
+        }
+    }
+    t.elapsed().as_secs_f64()
+}
+
+/// In a child: a tenth as many threads that record nothing (the bare cost of a thread),
+/// then `threads` short-lived threads each writing one event
+/// `born(i=<i>)` ([`waves`]) into a device of 2 CPUs of [`MANY_RING_SLOTS`]-slot rings at
+/// `dir`; prints the seconds of each, then the names area's compactions, names evicted and
+/// dropped, and the slowest first event in ns (one that compacted), on one line.
+fn many(dir: &str, threads: u64) {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static SLOWEST: AtomicU64 = AtomicU64::new(0);
+    let bare = waves(threads / 10, |i| {
+        std::hint::black_box(i);
+    }) * 10.0;
+    let dev = ttrace_core::init(&ttrace_core::Config {
+        ring_slots: MANY_RING_SLOTS,
+        cpus: Some(2),
+        ..config(dir.as_ref())
+    })
+    .expect("device");
+    let secs = waves(threads, |i| {
+        // Relaxed: a maximum, read once every thread was joined.
+        SLOWEST.fetch_max(ns(|| point!(BORN, i)) as u64, Relaxed);
+    });
+    let h = dev.mapping().header();
+    println!(
+        "{bare} {secs} {} {} {} {}",
+        h.names_generation.load(Relaxed),
+        dev.metadata().names_evicted,
+        h.names_dropped.load(Relaxed),
+        SLOWEST.load(Relaxed)
+    );
+}
+
+/// Runs [`many`] in a child process and checks what `dump` shows of it; prints its row.
+fn many_case(exe: &str, threads: u64) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("many");
+    let t = Instant::now();
+    let out = std::process::Command::new(exe)
+        .arg("--many-child")
+        .arg(&dir)
+        .arg(threads.to_string())
+        .output()
+        .expect("child");
+    let wall = t.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8_lossy(&out.stdout);
+    let v: Vec<f64> = line
+        .split_whitespace()
+        .map(|w| w.parse().expect("number"))
+        .collect();
+    let (bare, secs) = (v[0], v[1]);
+    let (compactions, evicted, dropped) = (v[2] as u64, v[3] as u64, v[4] as u64);
+    let slowest = v[5] / 1e6;
+    // What a reader shows: every event, each named as its own thread or counted unnamed.
+    let t = Instant::now();
+    let reader = devttrace::Reader::open(&dir).expect("reader");
+    let view = devttrace::View::of(&reader, 0).expect("view");
+    let mut text = Vec::new();
+    dump(
+        &view,
+        &Filter::default(),
+        TimeFormat::Relative,
+        None,
+        &mut text,
+    )
+    .expect("dump");
+    let dumped = t.elapsed().as_secs_f64();
+    let text = String::from_utf8(text).expect("text");
+    let (mut events, mut named, mut unnamed) = (0u64, 0u64, 0u64);
+    for l in text.lines().filter(|l| l.contains(" born(i=")) {
+        let name = &l[l.find(" (").expect("name") + 2..l.find(") born").expect("name")];
+        let i = &l[l.find("(i=").expect("i") + 3..l.rfind(')').expect("i")];
+        events += 1;
+        if name == "?" {
+            unnamed += 1;
+        } else {
+            assert_eq!(
+                name,
+                format!("b{i}"),
+                "an event shows another thread's name"
+            );
+            named += 1;
+        }
+    }
+    let footer = text.lines().last().expect("footer");
+    let counted = |what: &str| -> u64 {
+        footer
+            .split(", ")
+            .find_map(|p| p.strip_suffix(what)?.parse().ok())
+            .unwrap_or(0)
+    };
+    let total: u64 = footer
+        .trim_start_matches("# ")
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("the footer's events");
+    assert_eq!(
+        (events, total),
+        (threads, threads),
+        "every event read: {footer}"
+    );
+    assert_eq!(counted(" events of unnamed threads"), unnamed, "{footer}");
+    assert_eq!(named + unnamed, total);
+    assert!(wall < 60.0, "{threads} threads took {wall:.1} s");
+    let us = |s: f64| s * 1e6 / threads as f64;
+    println!(
+        "# many threads: {threads} threads ({MANY_WAVE} at a time), one event each, into 2 CPUs \
+         x {MANY_RING_SLOTS} slots: {secs:.1} s ({:.1} us a thread; {:.1} us a bare thread), \
+         {wall:.1} s with the child's start and device; {compactions} compactions (slowest \
+         first event {slowest:.1} ms), {evicted} names evicted, {dropped} dropped; dump \
+         {dumped:.1} s: {named} events named as their thread, {unnamed} counted unnamed; \
+         footer: {footer}",
+        us(secs),
+        us(bare)
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let [_, flag, dir] = args.as_slice() {
         if flag == "--child" {
             return child(dir);
+        }
+    }
+    if let [_, flag, dir, n] = args.as_slice() {
+        if flag == "--many-child" {
+            return many(dir, n.parse().expect("threads"));
         }
     }
     let quick = args.iter().any(|a| a == "--quick");
@@ -129,8 +289,15 @@ fn main() {
     row("process: second event", &mut psecond);
     println!("# threads' first events: mean {mean:.0} ns, slowest {slowest:.0} ns (a compaction)");
     println!(
-        "# names area: {compactions} compactions, {} names reclaimed, {} dropped",
+        "# names area: {compactions} compactions, {} names reclaimed, {} evicted, {} dropped",
         h.names_reclaimed.load(std::sync::atomic::Ordering::Relaxed),
+        dev.metadata().names_evicted,
         h.names_dropped.load(std::sync::atomic::Ordering::Relaxed)
     );
+    let many = args
+        .iter()
+        .position(|a| a == "--many")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or(if quick { 20_000 } else { 150_000 });
+    many_case(&args[0], many);
 }

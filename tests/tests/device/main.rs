@@ -11,6 +11,7 @@ mod config;
 mod damaged;
 mod entry_damage;
 mod info_control;
+mod names_full;
 mod reader_api;
 mod security;
 mod small_stamps;

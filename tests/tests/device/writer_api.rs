@@ -348,33 +348,41 @@ fn a_live_threads_name_survives_compactions_and_a_dead_ones_does_not() {
 }
 
 #[test]
-fn names_still_needed_by_events_are_kept_and_a_full_half_drops_and_counts() {
+fn names_still_needed_by_events_are_kept_until_the_oldest_are_evicted() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = small(tmp.path());
     cfg.meta_bytes = ttrace_layouts::meta::records_offset(64) + 4096;
     cfg.ring_slots = 256;
     let dev = Device::open(&cfg).unwrap();
     let word = dev.register_tracepoint(&def("ev", 1, 1)).unwrap().1;
-    // Each dead thread writes one event that stays in the rings: its name is needed.
-    let (mut named, mut dropped) = (0u32, 0u32);
+    // Each dead thread writes one event that stays in the rings: its name is needed. A
+    // half holds about 20 of them: a full one evicts the oldest, never drops the new.
     for tid in 0..100u32 {
-        match dev.note_thread(4_000_000, tid, "needed-name") {
-            Ok(()) => named += 1,
-            Err(ttrace_core::Error::MetadataFull) => dropped += 1,
-            Err(e) => panic!("{e}"),
-        }
+        dev.note_thread(4_000_000, tid, "needed-name").unwrap();
         assert!(dev.emit(word, 4_000_000u64 << 32 | tid as u64, &[tid as u64]));
     }
     let h = dev.mapping().header();
-    assert!(
-        dropped > 0 && named > 10,
-        "{named} named, {dropped} dropped"
-    );
-    assert_eq!(h.names_dropped.load(Relaxed), dropped as u64);
-    // Every name kept is one an event needs: none was reclaimed while its event was there.
-    let m = dev.metadata();
-    assert_eq!(m.threads.len() as u32, named);
+    assert_eq!(h.names_dropped.load(Relaxed), 0);
+    // None was reclaimed while its event was there: each is kept, or evicted and counted.
     assert_eq!(h.names_reclaimed.load(Relaxed), 0);
+    let m = dev.metadata();
+    assert!(m.names_evicted > 0 && m.threads.len() > 10);
+    assert_eq!(m.threads.len() as u64 + m.names_evicted, 100);
+    // The newest are kept; an evicted one's event shows no name (not another's).
+    assert_eq!(m.thread_name(4_000_000, 99), Some("needed-name"));
+    let events = dev.snapshot().unwrap();
+    let index = devttrace::TaskIndex::threads(&m);
+    let (mut named, mut unnamed) = (0, 0);
+    for e in events.cpus.iter().flat_map(|r| &r.events) {
+        match index.at(e.ctx, e.stamp) {
+            Some(c) => {
+                assert_eq!(m.threads[c.index].tid as u64, e.args()[0]);
+                named += 1;
+            }
+            None => unnamed += 1,
+        }
+    }
+    assert_eq!((named, named + unnamed), (m.threads.len(), 100));
 }
 
 #[test]

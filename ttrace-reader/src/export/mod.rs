@@ -133,6 +133,7 @@ impl Written {
             dropped: self.dropped,
             strings_lost: self.strings_lost,
             damaged: self.damaged,
+            unnamed: 0,
         }
     }
 }
