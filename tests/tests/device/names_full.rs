@@ -2,6 +2,11 @@
 //! the rings than a half can name): new names go in at a bounded cost, the oldest needed
 //! ones are evicted, and each event's thread shows its own name or is counted unnamed in
 //! the footer; a compaction never runs per new thread.
+//!
+//! Atomics here are loaded and stored Relaxed: the device's counters are read by the thread
+//! that made the calls that changed them, or after joining the threads that did; the test's
+//! own counters only pace the threads (what they pace is read through the device's
+//! protocol, whose orderings are its own).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Barrier};
