@@ -377,6 +377,45 @@ impl Running {
     }
 }
 
+impl Running {
+    /// Runs `program`, started held (`TTRACE_TEST_HOLD=1`: it prints `ready` once its
+    /// tracepoints are registered, then waits for a byte on its standard input), once the
+    /// `watch` running as `watcher` follows the device (its `# watching` line): what the
+    /// watcher sees begins where it starts following, so the program's events must come
+    /// after. Waits for the program to end, successfully; returns what it printed.
+    pub fn run_watched(program: Cli, watcher: &mut Running, patience: Duration) -> Vec<String> {
+        let mut program = program.env("TTRACE_TEST_HOLD", "1").start_talking();
+        program.until("its ready line", patience, |l| l == "ready");
+        watcher.until("the watching line", patience, |l| {
+            l.starts_with("# watching ")
+        });
+        let stdin = program.stdin.as_mut().expect("started talking");
+        stdin.write_all(b"!").expect("its input");
+        while program.next("its output", patience).is_some() {}
+        let status = program.child.wait().expect("its status");
+        assert!(status.success(), "{status}: {:#?}", program.seen);
+        std::mem::take(&mut program.seen)
+    }
+
+    /// Ends this `watch` as Ctrl-C would (it saves what is pending, then prints its
+    /// footer), and returns the snapshot files its lines announced (`... -> FILE: N events`).
+    pub fn stop_watch(mut self, patience: Duration) -> Vec<std::path::PathBuf> {
+        // SAFETY: our own child, not yet reaped (`Running` waits for it only when dropped).
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let mut files = Vec::new();
+        while let Some(line) = self.next("a line", patience) {
+            if let Some((_, after)) = line.split_once(" -> ") {
+                let (file, _) = after.rsplit_once(": ").expect("FILE: N events");
+                files.push(file.into());
+            }
+            if line.starts_with("# watch:") {
+                break;
+            }
+        }
+        files
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -417,6 +417,35 @@ pub fn dump(
     dump_with(view, filter, time, limit, false, out)
 }
 
+/// All of the device (or snapshot file) `dev` as `ttrace-reader dump` prints it, times
+/// relative to its creation: a program's way to read a device as text.
+///
+/// ```
+/// # let tmp = tempfile::tempdir().unwrap();
+/// # let dir = tmp.path().join("dev");
+/// # drop(devttrace::Device::open(&devttrace::Config { ring_slots: 64, cpus: Some(1), ..devttrace::Config::at(&dir) }).unwrap());
+/// let dev = devttrace::Reader::open(&dir)?;
+/// let text = ttrace_reader::decode::text(&dev)?;
+/// assert!(text.starts_with("# ttrace "));
+/// # Ok::<(), devttrace::Error>(())
+/// ```
+pub fn text(dev: &devttrace::Reader) -> devttrace::Result<String> {
+    let view = View::of(dev, 0)?;
+    let mut out = Vec::new();
+    dump(
+        &view,
+        &Filter::default(),
+        TimeFormat::Relative,
+        None,
+        &mut out,
+    )
+    .map_err(|e| devttrace::Error::Io {
+        path: dev.dir().to_path_buf(),
+        source: e,
+    })?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
 /// [`dump`], each line with its span path if `spans` (`dump --spans`: see the module's
 /// documentation). The paths are built from every event of the rings read in the time
 /// window, whatever `--cpu` and `--filter` leave out of the lines.
@@ -562,16 +591,7 @@ impl<'s> SpanFields<'s> {
                         }
                     }
                 };
-                let specs = format::pieces(t, ctx.meta)
-                    .into_iter()
-                    .filter_map(|p| match p {
-                        Piece::Arg(_, spec) => Some(spec),
-                        Piece::Text(_) => None,
-                    });
-                let args = devttrace::arguments::names(&t.format)
-                    .into_iter()
-                    .zip(specs)
-                    .collect();
+                let args = format::named_specs(t, ctx.meta);
                 StepFields {
                     name: t.name.clone(),
                     first,

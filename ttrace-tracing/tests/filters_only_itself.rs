@@ -163,18 +163,8 @@ fn captured_alike_up_to(state: &str, max: LevelFilter) -> Vec<String> {
 /// is cleared.
 fn recorded(dir: &Path) -> Vec<String> {
     let dev = devttrace::Reader::open(dir).unwrap();
-    let view = devttrace::View::of(&dev, 0).unwrap();
-    let mut out = Vec::new();
-    ttrace_reader::decode::dump(
-        &view,
-        &ttrace_reader::merge::Filter::default(),
-        ttrace_reader::decode::TimeFormat::Relative,
-        None,
-        &mut out,
-    )
-    .unwrap();
-    let mut steps: Vec<String> = String::from_utf8(out)
-        .unwrap()
+    let out = ttrace_reader::decode::text(&dev).unwrap();
+    let mut steps: Vec<String> = out
         .lines()
         .filter_map(|l| {
             let step = &l[l.find(" w::")? + 1..];

@@ -36,17 +36,7 @@ fn device() -> PathBuf {
 /// `dump`'s event lines that contain `needle`.
 fn dumped(needle: &str) -> Vec<String> {
     let dev = devttrace::Reader::open(device()).unwrap();
-    let view = devttrace::View::of(&dev, 0).unwrap();
-    let mut out = Vec::new();
-    ttrace_reader::decode::dump(
-        &view,
-        &ttrace_reader::merge::Filter::default(),
-        ttrace_reader::decode::TimeFormat::Relative,
-        None,
-        &mut out,
-    )
-    .unwrap();
-    String::from_utf8(out)
+    ttrace_reader::decode::text(&dev)
         .unwrap()
         .lines()
         .filter(|l| l.contains(needle))
@@ -365,17 +355,7 @@ fn two_processes_share_a_device_each_event_its_writer() {
         5,
         "new, enter, exit, close, follows, each once, shared by both processes: {handle:?}"
     );
-    let view = devttrace::View::of(&reader, 0).unwrap();
-    let mut out = Vec::new();
-    ttrace_reader::decode::dump(
-        &view,
-        &Default::default(),
-        ttrace_reader::decode::TimeFormat::Relative,
-        None,
-        &mut out,
-    )
-    .unwrap();
-    let text = String::from_utf8(out).unwrap();
+    let text = ttrace_reader::decode::text(&reader).unwrap();
     for pid in pids {
         let done = text
             .lines()

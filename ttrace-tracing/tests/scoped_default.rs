@@ -68,17 +68,8 @@ fn a_rebuild_on_another_thread_is_for_the_scoped_subscriber() {
     );
     // And ttrace took the change: the second quiet event is not in the device.
     let dev = devttrace::Reader::open(&dir).unwrap();
-    let view = devttrace::View::of(&dev, 0).unwrap();
-    let mut out = Vec::new();
-    ttrace_reader::decode::dump(
-        &view,
-        &ttrace_reader::merge::Filter::default(),
-        ttrace_reader::decode::TimeFormat::Relative,
-        None,
-        &mut out,
-    )
-    .unwrap();
-    let text = String::from_utf8(out).unwrap();
+    let out = ttrace_reader::decode::text(&dev).unwrap();
+    let text = out;
     let count = |name: &str| text.lines().filter(|l| l.contains(name)).count();
     assert_eq!(count(" scoped::quiet_please("), 1, "{text}");
     assert_eq!(count(" scoped::before("), 1, "{text}");

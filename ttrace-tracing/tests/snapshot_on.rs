@@ -31,17 +31,8 @@ fn an_error_event_takes_a_snapshot_with_its_message_and_a_warning_does_not() {
     assert_eq!(cause.reason(), "payment service unreachable");
     assert_eq!(cause.pid, std::process::id());
     // The error event itself is in it, before the trigger.
-    let view = devttrace::View::of(&snap, 0).unwrap();
-    let mut out = Vec::new();
-    ttrace_reader::decode::dump(
-        &view,
-        &ttrace_reader::merge::Filter::default(),
-        ttrace_reader::decode::TimeFormat::Relative,
-        None,
-        &mut out,
-    )
-    .unwrap();
-    let dump = String::from_utf8(out).unwrap();
+    let out = ttrace_reader::decode::text(&snap).unwrap();
+    let dump = out;
     let error = dump.find("code=503").expect(&dump);
     let trigger = dump
         .find("trigger(\"payment service unreachable\")")

@@ -9,17 +9,8 @@ use tracing_subscriber::prelude::*;
 /// `dump` of the device in `dir`: its event lines, and its footer.
 fn dump(dir: &std::path::Path) -> (Vec<String>, String) {
     let dev = devttrace::Reader::open(dir).unwrap();
-    let view = devttrace::View::of(&dev, 0).unwrap();
-    let mut out = Vec::new();
-    ttrace_reader::decode::dump(
-        &view,
-        &ttrace_reader::merge::Filter::default(),
-        ttrace_reader::decode::TimeFormat::Relative,
-        None,
-        &mut out,
-    )
-    .unwrap();
-    let text = String::from_utf8(out).unwrap();
+    let out = ttrace_reader::decode::text(&dev).unwrap();
+    let text = out;
     let footer = text
         .lines()
         .rfind(|l| l.contains(" strings lost"))

@@ -13,9 +13,8 @@
 //! kept and checked like the others (`KEEP`, `MAX_BYTES`).
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use ttrace_tests::cli::Cli;
+use ttrace_tests::cli::{Cli, Running};
 use ttrace_tests::reader;
 
 /// Requests served: ten slow ones among them.
@@ -313,32 +312,12 @@ fn a_watcher_started_before_the_service_keeps_each_slow_request() {
         l.starts_with("# waiting for ")
     });
     // The service answers one request, then waits until the watcher follows its device.
-    let mut program = service(&dev, "none", REQUESTS, &tmp.path().join("unused"), &log)
-        .env("TTRACE_TEST_HOLD", "1")
-        .start_talking();
-    program.until("its ready line", PATIENCE, |l| l == "ready");
-    watcher.until("the watching line", PATIENCE, |l| {
-        l.starts_with("# watching ")
-    });
-    program.stdin.as_mut().unwrap().write_all(b"!").unwrap();
-    while program.next("its output", PATIENCE).is_some() {}
-    let status = program.child.wait().unwrap();
-    assert!(status.success(), "{status}: {:#?}", program.seen);
-    let slow = printed_slow(&program.seen.join("\n"));
-    assert!(slow.is_superset(&slow_ids()), "{:#?}", program.seen);
+    let program = service(&dev, "none", REQUESTS, &tmp.path().join("unused"), &log);
+    let seen = Running::run_watched(program, &mut watcher, PATIENCE);
+    let slow = printed_slow(&seen.join("\n"));
+    assert!(slow.is_superset(&slow_ids()), "{seen:#?}");
     log_is_complete(&log, 1);
-    // Ended as Ctrl-C would: it saves what is pending, then prints its footer.
-    // SAFETY: our own child, not yet reaped (`Running` waits for it only when dropped).
-    unsafe { libc::kill(watcher.child.id() as i32, libc::SIGTERM) };
-    let mut files = Vec::new();
-    while let Some(line) = watcher.next("a line", PATIENCE) {
-        if let Some((_, after)) = line.split_once(" -> ") {
-            files.push(PathBuf::from(after.rsplit_once(": ").unwrap().0));
-        }
-        if line.starts_with("# watch:") {
-            break;
-        }
-    }
+    let files = watcher.stop_watch(PATIENCE);
     for f in &files {
         holds_its_match(f);
     }

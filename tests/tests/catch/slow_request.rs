@@ -13,8 +13,8 @@
 //! rings that wrap every few milliseconds) the same program is measured, not tested
 //! (`docs/BENCHMARKS.md`, *Catching the slow request*).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use ttrace_tests::cli::Running;
 use ttrace_tests::{reader, requests};
 
 /// Requests served, by two threads.
@@ -189,36 +189,22 @@ fn a_watcher_started_before_the_program_keeps_the_slow_request() {
         l.starts_with("# waiting for ")
     });
     // The program opens its device and registers its tracepoints, then waits until the
-    // watcher follows them: what the watcher sees begins where it starts following, so the
-    // requests must come after.
-    let mut program = requests(&dev, "none", &tmp.path().join("unused"))
-        .env("TTRACE_TEST_HOLD", "1")
-        .start_talking();
-    program.until("its ready line", PATIENCE, |l| l == "ready");
-    watcher.until("the watching line", PATIENCE, |l| {
-        l.starts_with("# watching ")
-    });
-    program.stdin.as_mut().unwrap().write_all(b"!").unwrap();
-    while program.next("its output", PATIENCE).is_some() {}
-    let status = program.child.wait().unwrap();
-    assert!(status.success(), "{status}: {:#?}", program.seen);
+    // watcher follows them.
+    let program = requests(&dev, "none", &tmp.path().join("unused"));
+    let seen = Running::run_watched(program, &mut watcher, PATIENCE);
     assert!(
-        program.seen.iter().any(|l| *l == format!("slow {SLOW}")),
-        "{:#?}",
-        program.seen
+        seen.iter().any(|l| *l == format!("slow {SLOW}")),
+        "{seen:#?}"
     );
-    // Ended as Ctrl-C would: it saves what is pending, then prints its footer.
-    // SAFETY: our own child, not yet reaped (`Running` waits for it only when dropped).
-    unsafe { libc::kill(watcher.child.id() as i32, libc::SIGTERM) };
-    let mut files = Vec::new();
-    while let Some(line) = watcher.next("a line", PATIENCE) {
-        if let Some((_, after)) = line.split_once(" -> ") {
-            assert!(line.contains(" latency request > 15ms ("), "{line}");
-            files.push(PathBuf::from(after.rsplit_once(": ").unwrap().0));
-        }
-        if line.starts_with("# watch:") {
-            break;
-        }
+    let files = watcher.stop_watch(PATIENCE);
+    for f in &files {
+        let cause = devttrace::Reader::open(f)
+            .unwrap()
+            .cause()
+            .unwrap()
+            .reason()
+            .to_string();
+        assert!(cause.starts_with("latency request > 15ms: "), "{cause}");
     }
     one_holds_the_slow_request(&files, "");
 }

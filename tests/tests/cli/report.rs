@@ -13,6 +13,14 @@ fn device(dir: &std::path::Path, slots: u64) -> Device {
     .unwrap()
 }
 
+/// The tracepoints of a call on a file descriptor: `call(fd)` and `call_done`, on `dev`.
+fn calls(dev: &Device) -> (u64, u64) {
+    (
+        define_kind(dev, "call", Kind::Entry, "fd={fd}"),
+        define_kind(dev, "call_done", Kind::Exit, ""),
+    )
+}
+
 /// Nearest-rank percentile of sorted `v`.
 fn rank(v: &[u64], q: f64) -> u64 {
     v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
@@ -273,10 +281,7 @@ fn the_durations_heading_says_how_they_are_split() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let dev = device(&dir, 1024);
-    let (enter, exit) = (
-        define_kind(&dev, "call", Kind::Entry, "fd={fd}"),
-        define_kind(&dev, "call_done", Kind::Exit, ""),
-    );
+    let (enter, exit) = calls(&dev);
     pairs(&dev, 0, 1 << 32 | 2, dev.now(), &[100, 200], enter, exit);
     for (by, heading) in [
         (None, "# durations: entry to exit, start to stop"),
@@ -470,10 +475,7 @@ fn slowest_lists_the_longest_pairs_of_each_name_with_their_arguments() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let dev = device(&dir, 1024);
-    let (enter, exit) = (
-        define_kind(&dev, "call", Kind::Entry, "fd={fd}"),
-        define_kind(&dev, "call_done", Kind::Exit, ""),
-    );
+    let (enter, exit) = calls(&dev);
     dev.note_thread(1, 2, "fast").unwrap();
     dev.note_thread(1, 3, "slow").unwrap();
     let base = dev.now() & !1;

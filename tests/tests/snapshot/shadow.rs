@@ -97,7 +97,10 @@ fn a_shadow_saved_after_the_rings_moved_on_holds_what_its_follower_read() {
         "the follower's own count"
     );
     let total = footer(&file).last().unwrap().clone();
-    assert!(total.contains(&format!(" {} entries lost,", 2 * 116 - 64)), "{total}");
+    assert!(
+        total.contains(&format!(" {} entries lost,", 2 * 116 - 64)),
+        "{total}"
+    );
 }
 
 #[test]

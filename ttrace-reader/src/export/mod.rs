@@ -14,7 +14,7 @@ pub mod post;
 pub mod uftrace;
 
 use crate::decode::Tally;
-use crate::format::{self, Piece, Spec};
+use crate::format::{self, Spec};
 use crate::merge::{Item, Merge};
 use devttrace::{Metadata, RingIndex};
 use ttrace_layouts::entry::Kind;
@@ -44,14 +44,7 @@ impl Schema {
         meta.tracepoints
             .iter()
             .map(|t| {
-                let specs = format::pieces(t, meta).into_iter().filter_map(|p| match p {
-                    Piece::Arg(_, spec) => Some(spec),
-                    Piece::Text(_) => None,
-                });
-                let args = devttrace::arguments::names(&t.format)
-                    .into_iter()
-                    .zip(specs)
-                    .collect();
+                let args = format::named_specs(t, meta);
                 Schema {
                     name: t.name.clone(),
                     kind: t.kind,
