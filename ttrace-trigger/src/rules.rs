@@ -121,6 +121,49 @@ impl RuleError {
             Problem::NoTracepoint { .. } | Problem::NoPair { .. }
         )
     }
+
+    /// The tracepoint or pair name the device lacks (empty for another problem).
+    pub fn name(&self) -> &str {
+        match &self.problem {
+            Problem::NoTracepoint { name, .. } | Problem::NoPair { name, .. } => name,
+            _ => "",
+        }
+    }
+
+    /// Of the names the device has, the one nearest the name it lacks, if one is near
+    /// enough to be what was meant (a typo: a few letters apart).
+    pub fn nearest(&self) -> Option<&str> {
+        let (name, known) = match &self.problem {
+            Problem::NoTracepoint { name, known } => (name, known),
+            Problem::NoPair { name, pairs } => (name, pairs),
+            _ => return None,
+        };
+        let near = (name.chars().count() / 4).max(2);
+        known
+            .iter()
+            .map(|k| (edit_distance(name, k), k))
+            .filter(|&(d, _)| d <= near)
+            .min()
+            .map(|(_, k)| k.as_str())
+    }
+}
+
+/// The edit distance (insertions, deletions, substitutions) between two short words.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
 }
 
 /// What is wrong with a rule.
@@ -692,6 +735,21 @@ mod tests {
                 })
             })
         );
+    }
+
+    #[test]
+    fn a_missing_name_is_matched_with_the_nearest_one_the_device_has() {
+        let e = |name: &str| RuleError {
+            rule: format!("latency {name} > 20ms"),
+            problem: Problem::NoPair {
+                name: name.into(),
+                pairs: vec!["svc::work".into(), "tower_http::request".into()],
+            },
+        };
+        assert_eq!(e("svc::wrok").nearest(), Some("svc::work"));
+        assert_eq!(e("svc::wrok").name(), "svc::wrok");
+        assert_eq!(e("db::query").nearest(), None);
+        assert_eq!(edit_distance("level", "levl"), 1);
     }
 
     #[test]

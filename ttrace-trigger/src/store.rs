@@ -106,9 +106,12 @@ impl Store {
     pub fn retain(&self, max_files: usize, max_bytes: u64) -> Result<u64> {
         let listed = self.list()?;
         let (mut files, mut bytes, mut removed) = (0usize, 0u64, 0u64);
+        // Newest first: once one does not fit, it and every older one go (a smaller,
+        // older file is never kept in place of newer ones).
+        let mut full = false;
         for l in listed.iter().rev() {
-            let keep = files == 0 || (files < max_files && bytes + l.bytes <= max_bytes);
-            if keep {
+            full |= files > 0 && (files >= max_files || bytes + l.bytes > max_bytes);
+            if !full {
                 files += 1;
                 bytes += l.bytes;
             } else if std::fs::remove_file(&l.path).is_ok() {
@@ -217,5 +220,27 @@ mod tests {
         assert_eq!(store.retain(100, 10).unwrap(), 1);
         assert_eq!(store.list().unwrap().len(), 1);
         assert!(tmp.path().join("other.txt").exists());
+    }
+
+    #[test]
+    fn a_smaller_older_file_never_stays_in_place_of_newer_ones() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::new(tmp.path());
+        // Oldest first: a small file, then three large ones.
+        let made: Vec<_> = [10usize, 100, 100, 100]
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| {
+                let at = 1_000_000_000_000 + i as u64 * 1_000_000;
+                let p = store.path_for(at, CauseKind::Trigger, "x", 1).unwrap();
+                std::fs::write(&p, vec![0u8; len]).unwrap();
+                p
+            })
+            .collect();
+        // 250 bytes: the two newest fit; the third newest does not, and the small oldest
+        // goes with it.
+        assert_eq!(store.retain(100, 250).unwrap(), 2);
+        let left: Vec<_> = store.list().unwrap().into_iter().map(|l| l.path).collect();
+        assert_eq!(left, made[2..]);
     }
 }

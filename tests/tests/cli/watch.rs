@@ -66,6 +66,64 @@ fn durations(dev: &Path, name: &str) -> std::collections::HashMap<String, u64> {
 }
 
 #[test]
+fn a_watcher_waiting_for_the_device_catches_the_first_event_of_its_rule() {
+    // Started before the device exists: it waits for the device, then for the rule's
+    // tracepoints, which the program registers with the very request the rule is to catch.
+    let tmp = tempfile::tempdir().unwrap();
+    let (dev, snaps) = (tmp.path().join("dev"), tmp.path().join("snaps"));
+    let mut watcher = reader!(
+        "watch",
+        &dev,
+        "--wait",
+        "-o",
+        &snaps,
+        "--interval-ms",
+        "2",
+        "--on",
+        "latency slow_request > 5ms",
+        "--count",
+        "1"
+    )
+    .start();
+    watcher.until("the waiting line", PATIENCE, |l| {
+        l.starts_with("# waiting for ")
+    });
+    let mut w = pairs_writer!(&dev).start_talking();
+    // The first slow request registers its pair: followed from the device's start, the
+    // watcher reads it all the same.
+    w.send("long 1 10", PATIENCE);
+    let line = watcher.until("the snapshot line", PATIENCE, |l| l.contains(" -> "));
+    assert!(line.contains(" latency slow_request > 5ms ("), "{line}");
+    let dump = reader!("dump", file_of(&line)).ok();
+    assert!(
+        dump.lines().any(|l| l.ends_with(" slow_request(id=1)")),
+        "{dump}"
+    );
+}
+
+#[test]
+fn a_rule_waiting_for_a_name_close_to_one_the_device_has_asks_if_it_was_meant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dev, snaps) = (tmp.path().join("dev"), tmp.path().join("snaps"));
+    let _w = writer(&dev);
+    let mut watcher = reader!(
+        "watch",
+        &dev,
+        "--wait",
+        "-o",
+        &snaps,
+        "--on",
+        "latency reqest > 5ms"
+    )
+    .start();
+    let line = watcher.until("the hint", PATIENCE, |l| l.contains("did you mean"));
+    assert_eq!(
+        line,
+        "# latency reqest > 5ms: no reqest yet; did you mean request?"
+    );
+}
+
+#[test]
 fn watch_saves_the_slow_request_with_its_entry_and_exit() {
     let tmp = tempfile::tempdir().unwrap();
     let (dev, snaps) = (tmp.path().join("dev"), tmp.path().join("snaps"));

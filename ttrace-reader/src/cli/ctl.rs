@@ -20,29 +20,16 @@ fn looks_like_command(word: &str) -> bool {
     !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphabetic())
 }
 
-/// The edit distance between two short words.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let next = (diagonal + usize::from(ca != cb))
-                .min(row[j] + 1)
-                .min(row[j + 1] + 1);
-            diagonal = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
-}
-
 /// The error for a word that is not a ctl command.
 fn not_a_command(word: &str) -> Error {
     let guess = CTL_COMMANDS
         .iter()
-        .map(|&c| (distance(&word.to_ascii_lowercase(), c), c))
+        .map(|&c| {
+            (
+                ttrace_trigger::rules::edit_distance(&word.to_ascii_lowercase(), c),
+                c,
+            )
+        })
         .min()
         .filter(|(d, _)| *d <= 2)
         .map(|(_, c)| c);

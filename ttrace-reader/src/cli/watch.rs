@@ -158,11 +158,11 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
         .transpose()?;
     crate::signals::take().on_signal(|_| STOPPED.store(true, Relaxed));
     let poll_interval = Duration::from_millis(opts.interval_ms);
-    let dev = match opts.wait {
-        false => open(device)?,
+    let (dev, created) = match opts.wait {
+        false => (open(device)?, false),
         true => {
             match wait_for_device(device.unwrap_or_else(devttrace::default_dir), poll_interval)? {
-                Some(dev) => dev,
+                Some(found) => found,
                 None => return Ok(()),
             }
         }
@@ -170,6 +170,15 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
     if dev.is_snapshot() {
         return Err(Error::WatchSnapshot(dev.dir().to_path_buf()));
     }
+    // Following begins here, before waiting for the rules' tracepoints: the event that
+    // registers one is the first of its kind (a first request that is slow), and must be
+    // read. A device created while the watcher waited for it is all new: followed from its
+    // start.
+    let follower = match created {
+        true => Follower::from_start(&dev, devttrace::DEFAULT_WINDOW_NS),
+        false => Follower::new(&dev),
+    };
+    let shadow = follower.shadow();
     if !wait_for_tracepoints(&dev, &rules, opts.wait, poll_interval)? {
         return Ok(());
     }
@@ -182,11 +191,9 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
     // what every saver of the device did): through a handle that may change the device,
     // where this user may (else the counts stay the watcher's own, in its footer).
     let counters = devttrace::Device::attach_with(dev.dir(), trust()).ok();
-    // Following begins here: what came before is the device's past, not the watch's.
-    let follower = Follower::new(&dev);
     let mut watcher = Watcher {
         dev: &dev,
-        shadow: follower.shadow(),
+        shadow,
         counters,
         rules: rules.iter().map(Rule::to_string).collect(),
         matcher: Matcher::new(rules),
@@ -203,14 +210,15 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
 }
 
 /// Opens the device at `dir`, waiting while there is none (`--wait`: the program that
-/// creates it may start after the watcher); `None` if an ending signal came first.
-fn wait_for_device(dir: PathBuf, interval: Duration) -> Result<Option<Reader>, Error> {
+/// creates it may start after the watcher), and says whether it waited (the device was
+/// created since); `None` if an ending signal came first.
+fn wait_for_device(dir: PathBuf, interval: Duration) -> Result<Option<(Reader, bool)>, Error> {
     let mut said = false;
     loop {
         match Reader::open_with(&dir, trust()) {
             Ok(dev) => {
                 announce(&dev);
-                return Ok(Some(dev));
+                return Ok(Some((dev, said)));
             }
             Err(e) if absent(&e) && !dir.is_file() => {
                 if !said {
@@ -246,7 +254,7 @@ fn wait_for_tracepoints(
         for r in rules {
             match r.check(&meta) {
                 Ok(()) => {}
-                Err(e) if wait && e.is_missing_tracepoint() => missing.push(r.to_string()),
+                Err(e) if wait && e.is_missing_tracepoint() => missing.push((r.to_string(), e)),
                 Err(error) => {
                     return Err(Error::RuleOn {
                         device: dev.dir().to_path_buf(),
@@ -259,10 +267,21 @@ fn wait_for_tracepoints(
             return Ok(true);
         }
         if !said {
+            let rules: Vec<&str> = missing.iter().map(|(r, _)| r.as_str()).collect();
             say(format!(
                 "# waiting for the tracepoints of {} to be registered (watch --wait)",
-                missing.join("; ")
+                rules.join("; ")
             ))?;
+            // A name the device already has something close to is more likely a typo
+            // than a tracepoint still to come: say so, and wait all the same.
+            for (rule, e) in &missing {
+                if let Some(near) = e.nearest() {
+                    say(format!(
+                        "# {rule}: no {} yet; did you mean {near}?",
+                        e.name()
+                    ))?;
+                }
+            }
             said = true;
         }
         if STOPPED.load(Relaxed) {
