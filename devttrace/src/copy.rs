@@ -57,7 +57,9 @@ pub struct RingCopy {
 impl RingCopy {
     /// Copies the slots of `ring` in use, oldest first; calls `release` with each range of
     /// slot indices once it is copied (a reader of a mapped file lets the kernel drop those
-    /// pages of its mapping: it will not read them again).
+    /// pages of its mapping: it will not read them again). Until the ring wraps, the slots
+    /// at or above its `head` were never written and are not read: a read of a page never
+    /// written would make a device on tmpfs allocate it.
     pub fn of(ring: &Ring<'_, Slot>, mut release: impl FnMut(Range<usize>)) -> RingCopy {
         let n = ring.slots.len();
         // Acquire: every entry below the cut was committed before, and is visible to, the

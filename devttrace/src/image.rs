@@ -17,7 +17,7 @@ use crate::mapping::Mapping;
 use crate::ring::SlotRead;
 use crate::shadow::Shadow;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{fence, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
 use std::io::{BufRead, Read, Seek, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -270,7 +270,13 @@ fn emit<W: Write>(
     // Rings: each one's aux records, its slots, then its header with the counters.
     let aux_size = h.aux_size;
     let mut aux_part = vec![0u8; aux_size as usize];
-    let mut part = vec![0u8; RING_HEADER_BYTES + map.ring_slots() as usize * SLOT_WORDS * 8];
+    let slot_bytes = SLOT_WORDS * 8;
+    let n = map.ring_slots() as usize;
+    // Zeroed lazily by the kernel: only the pages of the slots copied into it take room.
+    let mut part = vec![0u8; RING_HEADER_BYTES + n * slot_bytes];
+    // The bytes of `part` the ring before may have written (the rest are still zero), so
+    // that clearing it for the next takes no room either.
+    let mut dirty = 0;
     for r in 0..map.num_rings() {
         let aux = match shadow {
             Some(s) => s
@@ -294,7 +300,7 @@ fn emit<W: Write>(
         aux.place_into(&mut aux_part);
         put(layout.aux_at + r as u64 * aux_size, &aux_part)?;
         let ring = map.ring(r);
-        part.fill(0);
+        part[..dirty].fill(0);
         // The header (its `head`: the cut) before the slots: an entry committed while
         // they are copied lies at or above the cut, and a reader of the file then counts
         // it as neither shown nor lost; one it overwrote is lost, as it was.
@@ -305,8 +311,24 @@ fn emit<W: Write>(
             unsafe { words(rh.cast(), RING_HEADER_BYTES) },
             &mut part[..RING_HEADER_BYTES],
         );
-        for (i, slot) in part[RING_HEADER_BYTES..]
-            .chunks_exact_mut(SLOT_WORDS * 8)
+        // Acquire (with the Relaxed load of `head` above, as a scan's Acquire load of it):
+        // every entry below the cut was committed before, and is visible to, the copy.
+        fence(Acquire);
+        let at_head = core::mem::offset_of!(RingHeader, head);
+        let head = u64::from_ne_bytes(part[at_head..at_head + 8].try_into().expect("8 bytes"));
+        // The slots that can hold data: all of them once the ring's positions wrapped, else
+        // those below the cut. The others were never written when the cut was taken (what
+        // is written there since lies above it, and no reader of the file reads it), and
+        // are not read: a read of a page never written would make the device's file
+        // allocate it (tmpfs allocates a page for a read fault on a hole), so a snapshot
+        // would fill every ring it saves. A head beyond the ring (a damaged device) reads
+        // the whole ring, never more. A shadow is the follower's memory: read whole.
+        let used = match shadow {
+            Some(_) => n,
+            None => usize::try_from(head).map_or(n, |h| h.min(n)),
+        };
+        for (i, slot) in part[RING_HEADER_BYTES..RING_HEADER_BYTES + used * slot_bytes]
+            .chunks_exact_mut(slot_bytes)
             .enumerate()
         {
             let read = match shadow {
@@ -329,8 +351,9 @@ fn emit<W: Write>(
                 SlotRead::Empty => {}
             }
         }
+        dirty = RING_HEADER_BYTES + used * slot_bytes;
         // Copied: the copy is the only place the reader holds them.
-        map.release_slots(r, 0..map.ring_slots() as usize);
+        map.release_slots(r, 0..used);
         // The aux lock saved free, the offsets those of the records copied.
         let mut set = |at: usize, v: u64| part[at..at + 8].copy_from_slice(&v.to_ne_bytes());
         set(core::mem::offset_of!(RingHeader, aux_lock), 0);
@@ -343,8 +366,9 @@ fn emit<W: Write>(
         set(core::mem::offset_of!(RingHeader, aux_last), last);
         // The header in extents of its own: damage to the slots leaves it whole.
         let at = layout.rings_at + r as u64 * layout.ring_stride;
-        let (head, slots) = part.split_at(RING_HEADER_BYTES);
+        let (head, slots) = part[..dirty].split_at(RING_HEADER_BYTES);
         put(at, head)?;
+        // The slots not read are zero: no extent, as the whole part would give.
         put(at + RING_HEADER_BYTES as u64, slots)?;
     }
     // Metadata: the header page and the tracepoint words, then the records published,
@@ -359,7 +383,19 @@ fn emit<W: Write>(
     part[..META_HEADER_BYTES as usize].copy_from_slice(mh.as_bytes());
     let tp = map.registry().table();
     let table = META_HEADER_BYTES as usize + tp.len() * 8;
-    load(tp, &mut part[META_HEADER_BYTES as usize..table]);
+    // The words of the ids registered: those of the records copied, and any registered
+    // since (Acquire: with the `tp_count` its registration stored). A word of an id never
+    // registered was never written, and is not read (as a ring's unwritten slots are not);
+    // a count beyond the table (a damaged device) reads the whole table, never more.
+    let defined = crate::meta::Metadata::parse(&records)
+        .tracepoints
+        .iter()
+        .map(|t| u64::from(t.id) + 1)
+        .max()
+        .unwrap_or(0);
+    let ids = h.tp_count.load(Acquire).max(defined);
+    let ids = usize::try_from(ids).map_or(tp.len(), |n| n.min(tp.len()));
+    load(&tp[..ids], &mut part[META_HEADER_BYTES as usize..table]);
     let (head, table) = part.split_at(META_HEADER_BYTES as usize);
     put(layout.meta_at, head)?;
     put(layout.meta_at + META_HEADER_BYTES, table)?;

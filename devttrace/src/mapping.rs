@@ -336,7 +336,9 @@ impl Mapping {
     /// Lets the kernel drop this process's pages of slots `range` of ring `index`, which
     /// the caller has copied and will not read again soon, where the device's files are
     /// mapped read-only (elsewhere nothing is done): a reader that copied a ring does not
-    /// keep it twice in memory. Reading the slots again maps them again.
+    /// keep it twice in memory. Reading the slots again maps them again. A range may take
+    /// in slots never read (a scan tells a ring's unwritten slots done with the rest): it
+    /// touches nothing, so the device's file allocates nothing for them.
     pub fn release_slots(&self, index: usize, range: core::ops::Range<usize>) {
         let slots = self.ring(index).slots;
         if let Some(part) = slots.get(range) {
@@ -364,7 +366,8 @@ impl Mapping {
             // SAFETY: `[from, to)` lies within one of our read-only private file mappings
             // (a part of it), which nothing writes: MADV_DONTNEED drops this process's page
             // table entries for it, and a later read maps the file's pages again (or, for a
-            // page beyond a file cut since, faults into the SIGBUS watch as before).
+            // page beyond a file cut since, faults into the SIGBUS watch as before). It only
+            // unmaps: a page never mapped (a hole of a tmpfs file) stays unallocated.
             unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_DONTNEED) };
         }
     }
@@ -380,7 +383,10 @@ impl Mapping {
 
     /// Touches the last word of every file of the device, so that a file cut under a reader
     /// that reads only part of it (a follower reading only new positions) is found: its
-    /// watch counts the fault, and [`check_intact`](Mapping::check_intact) fails.
+    /// watch counts the fault, and [`check_intact`](Mapping::check_intact) fails. This is
+    /// the one read of a page that may never have been written: on tmpfs it allocates that
+    /// page of each file (once: a page, however large the file), the price of finding a cut
+    /// there without a system call per file and poll.
     pub fn probe(&self) {
         for m in &self.maps {
             if m.len() >= 8 {

@@ -15,4 +15,5 @@ mod names_full;
 mod reader_api;
 mod security;
 mod small_stamps;
+mod sparse;
 mod writer_api;
