@@ -7,22 +7,39 @@
 //! tracepoint, the `tracing` span instances its thread was in when it was recorded, as
 //! `tracing`'s fmt shows them: `svc::request{method="GET" uri="/work/1"}:svc::work{id=1}: `.
 //! A thread is in an instance from its `enter` to the `exit` of the same thread that follows
-//! (innermost last); the path of an `enter` or `exit` line is the one around that instance
+//! (innermost last; an exit takes its own instance off the thread's stack, wherever it is,
+//! and nothing else); the path of an `enter` or `exit` line is the one around that instance
 //! (the instance itself left out), that of every other line all its thread is in. Each
 //! instance shows as its name (its tracepoint's, `target::name`) and the fields its `new`
 //! and the `record`s before the line gave (as dump shows arguments; a field with no value
-//! is left out; `{?}` when its `new` is not in the trace). A path is what the trace shows:
-//! an `enter` overwritten before the read, or before `--since`, is missing from it.
+//! is left out; `{?}` when its `new` is not in the trace, below).
+//!
+//! A path is never guessed: it holds only instances the trace shows the thread in. A ring
+//! that lost entries may have held any thread's steps (threads migrate) from before its
+//! oldest one kept, so before the *horizon* ([`span_horizon`]: the latest oldest event of
+//! the rings that lost entries, as `devttrace::pairs` has it) no path can be told: such a
+//! line shows `?: ` in its place. From the horizon on every step is in the trace, and the
+//! paths are built from those steps alone: every thread's stack starts empty there, so a
+//! path leaves out an instance its thread entered before the horizon (as it leaves out one
+//! entered before `--since`), and an instance whose `new` is before it shows as `name{?}`
+//! (what was lost may have recorded its fields, or closed it and given its id to another
+//! instance). A `close` takes the instance off every thread's stack, even one whose exit
+//! the trace lacks (its callsite turned off meanwhile), and so does a step that shows its
+//! id free again: a `new` of the id, or a step of another span under it (an instance whose
+//! `new` was not recorded: `name{?}`). Losses whose time the trace cannot tell (events
+//! writers dropped, entries left out as damaged or malformed) put the horizon at the end:
+//! every line shows `?: `.
 
 use crate::append::{self, Text};
 use crate::format::{self, Piece, Spec};
 use crate::merge::{Filter, Item, Merge};
 use crate::ordered;
+use devttrace::event::Kept;
 use devttrace::incarnation::{Thread, Threads};
 use devttrace::Role;
 use devttrace::{
-    AuxSnapshots, Clock, Event, Metadata, Snapshot, Status, TaskIndex, TracepointInfo, Version,
-    View,
+    AuxSnapshots, Clock, Event, Metadata, RingSnapshot, Snapshot, Status, TaskIndex,
+    TracepointInfo, Version, View,
 };
 use foldhash::HashMap as FoldHashMap;
 use std::io::Write;
@@ -181,11 +198,12 @@ impl<'s> Decoder<'s> {
         }
     }
 
-    /// Each line shows its span path (see the module's documentation): the items must then
-    /// come to [`Decoder::line`] one by one, in time order, from the first; a trace written
-    /// in one go ([`Decoder::write_counted`]) is formatted on this thread.
-    pub fn with_spans(mut self, ctx: impl Into<Context<'s>>) -> Decoder<'s> {
-        self.spans = Some(Box::new(SpanPaths::new(ctx)));
+    /// Each line shows its span path (see the module's documentation), told from `horizon`
+    /// on ([`span_horizon`] of the rings read): the items must then come to
+    /// [`Decoder::line`] one by one, in time order, from the first; a trace written in one go
+    /// ([`Decoder::write_counted`]) is formatted on this thread.
+    pub fn with_spans(mut self, ctx: impl Into<Context<'s>>, horizon: u64) -> Decoder<'s> {
+        self.spans = Some(Box::new(SpanPaths::new(ctx, horizon)));
         self
     }
 
@@ -461,7 +479,10 @@ pub fn dump_with(
     let mut decoder = Decoder::new(view, time);
     let mut tally = match spans {
         false => decoder.write_counted(Merge::view(view, filter), limit, out)?,
-        true => write_with_spans(decoder.with_spans(view), view, filter, limit, out)?,
+        true => {
+            let decoder = decoder.with_spans(view, span_horizon(&view.cpus));
+            write_with_spans(decoder, view, filter, limit, out)?
+        }
     };
     for (ring, r) in view.cpus.iter().enumerate() {
         if shown(ring, r, view.version.num_cpus, filter) {
@@ -613,6 +634,12 @@ impl<'s> SpanFields<'s> {
         }
     }
 
+    /// Whether tracepoints `a` and `b` are steps of one span (they have one name).
+    fn same_span(&self, a: u16, b: u16) -> bool {
+        let name = |id: u16| self.tracepoints.get(id as usize).map(|t| t.name.as_str());
+        a == b || name(a).is_some_and(|n| Some(n) == name(b))
+    }
+
     /// Sets in `fields` those that `e` (a span's `new` or `record`) gives a value: a later
     /// value of a field replaces the earlier one. A string field with no value (a `tracing`
     /// field declared `Empty`, and not recorded) has the word 0, and is left out.
@@ -677,6 +704,57 @@ struct PathScope {
     text: Vec<u8>,
 }
 
+/// The time from which `dump --spans` tells paths (see the module's documentation), for
+/// the rings `rings` read: every ring holds every entry it was given from then on.
+///
+/// That of each ring that lost entries is its oldest event kept (the *horizon* of
+/// `devttrace::pairs`), or, where writers overwrote some of its oldest entries while it was
+/// copied (`after_cut`, `changed`), the event after as many as they may have overtaken
+/// (the entries lost then may lie between events kept); none for a ring whose losses are
+/// all older than an event left out by `--since` (`older`). A ring that kept no event after
+/// its losses, or lost entries whose time the trace cannot tell (events dropped by their
+/// writers, entries damaged or malformed), gives `u64::MAX`: no path can be told.
+///
+/// ```
+/// use devttrace::{Mark, RingIndex};
+/// use ttrace_reader::decode::span_horizon;
+/// let ring = |stamps: &[u64], lost| RingIndex {
+///     lost,
+///     events: stamps.iter().map(|&stamp| Mark { stamp, ..Mark::default() }).collect(),
+///     ..RingIndex::default()
+/// };
+/// assert_eq!(span_horizon(&[ring(&[10, 20], 0), ring(&[30, 40], 0)]), 0);
+/// assert_eq!(span_horizon(&[ring(&[10, 20], 0), ring(&[30, 40], 5)]), 30);
+/// let overtaken = RingIndex { after_cut: 1, ..ring(&[30, 40], 5) };
+/// assert_eq!(span_horizon(&[ring(&[10, 20], 0), overtaken]), 40);
+/// // Losses older than an event before `--since`: none after it.
+/// let since = RingIndex { older: 2, ..ring(&[30, 40], 5) };
+/// assert_eq!(span_horizon(&[ring(&[10, 20], 0), since]), 0);
+/// let dropped = RingIndex { dropped: 1, ..ring(&[10, 20], 0) };
+/// assert_eq!(span_horizon(&[dropped, ring(&[30, 40], 5)]), u64::MAX);
+/// ```
+pub fn span_horizon<T: Kept>(rings: &[RingSnapshot<T>]) -> u64 {
+    let of = |r: &RingSnapshot<T>| {
+        if r.dropped > 0 || r.damaged > 0 || r.malformed > 0 {
+            return u64::MAX;
+        }
+        if r.lost == 0 {
+            return 0;
+        }
+        // The events kept before the last entry overwritten while the copy ran: at most one
+        // per position written meanwhile, those of `--since` first.
+        let overtaken = r.after_cut.saturating_add(r.changed);
+        if r.older > overtaken {
+            return 0;
+        }
+        usize::try_from(overtaken - r.older)
+            .ok()
+            .and_then(|k| r.events.get(k))
+            .map_or(u64::MAX, Kept::stamp)
+    };
+    rings.iter().map(of).max().unwrap_or(0)
+}
+
 /// The span paths of `dump --spans` (see the module's documentation), built from the items
 /// fed in time order.
 #[derive(Clone)]
@@ -684,23 +762,33 @@ pub struct SpanPaths<'s> {
     fields: SpanFields<'s>,
     /// Per tracepoint id, its role.
     roles: Vec<Role>,
+    /// Whether any tracepoint is a span's step (else no line has a path to tell).
+    any: bool,
     threads: Threads,
+    /// Steps before it are not fed: paths are told from it on ([`span_horizon`]).
+    horizon: u64,
     /// The instances open, by pid and id.
     open: FoldHashMap<(u32, u64), PathScope>,
-    /// Per thread, the instances it entered and has not exited, innermost last.
+    /// Per thread in some instance, the instances it entered and has not exited, innermost
+    /// last.
     stacks: FoldHashMap<Thread, Vec<(u32, u64)>>,
+    /// Per instance on some stack, how many times it is there.
+    entered: FoldHashMap<(u32, u64), u32>,
 }
 
 impl<'s> SpanPaths<'s> {
-    /// Paths of a snapshot's or view's spans.
-    pub fn new(ctx: impl Into<Context<'s>>) -> SpanPaths<'s> {
+    /// Paths of a snapshot's or view's spans, told from `horizon` on ([`span_horizon`]).
+    pub fn new(ctx: impl Into<Context<'s>>, horizon: u64) -> SpanPaths<'s> {
         let ctx = ctx.into();
         SpanPaths {
             fields: SpanFields::new(ctx),
             roles: ctx.meta.tracepoints.iter().map(|t| t.role).collect(),
+            any: ctx.meta.tracepoints.iter().any(|t| t.role.is_span()),
             threads: Threads::new(ctx.meta),
+            horizon,
             open: FoldHashMap::default(),
             stacks: FoldHashMap::default(),
+            entered: FoldHashMap::default(),
         }
     }
 
@@ -715,26 +803,39 @@ impl<'s> SpanPaths<'s> {
             .then_some((role, ((event.ctx >> 32) as u32, id), *event))
     }
 
-    /// Writes the span path of `item` (nothing if its thread is in no instance), then `: `.
+    /// Writes the span path of `item` (nothing if its thread is in no instance), then `: `;
+    /// `?: ` before the horizon, where no path can be told.
     pub fn path(&mut self, item: &Item<'_>, out: &mut Vec<u8>) {
         let (ctx, stamp) = match item {
             Item::Point { event, .. } => (event.ctx, event.stamp),
             Item::Message(m) => (m.ctx, m.timestamp),
         };
+        if stamp < self.horizon {
+            if self.any {
+                out.extend_from_slice(b"?: ");
+            }
+            return;
+        }
         let thread = self.threads.of(ctx, stamp);
-        let Some(stack) = self.stacks.get(&thread).filter(|s| !s.is_empty()) else {
+        let Some(stack) = self.stacks.get(&thread) else {
             return;
         };
-        // An enter's or exit's path is the one around its instance.
-        let own = match self.step_of(item) {
-            Some((Role::SpanEnter | Role::SpanExit, key, _)) => {
-                stack.iter().rposition(|k| *k == key)
-            }
-            _ => None,
+        // An exit's path is the one around its instance (an enter's is the stack before it);
+        // a close's or new's leaves out every entry of its id (no thread is in an instance
+        // that closes, or in one whose id is given again), as does a step of another span
+        // than the one open under its id ([`SpanPaths::check_span`]).
+        let (own, gone) = match self.step_of(item) {
+            Some((role, key, e)) => match role {
+                _ if !self.fits(key, e.type_word.tracepoint()) => (None, Some(key)),
+                Role::SpanExit => (stack.iter().rposition(|k| *k == key), None),
+                Role::SpanClose | Role::SpanNew => (None, Some(key)),
+                _ => (None, None),
+            },
+            None => (None, None),
         };
         let before = out.len();
         for (i, key) in stack.iter().enumerate() {
-            if Some(i) == own {
+            if Some(i) == own || Some(*key) == gone {
                 continue;
             }
             if let Some(s) = self.open.get(key) {
@@ -746,14 +847,21 @@ impl<'s> SpanPaths<'s> {
         }
     }
 
-    /// Feeds `item`, the next in time order: what it does to the instances and the threads.
+    /// Feeds `item`, the next in time order: what it does to the instances and the threads
+    /// (nothing before the horizon).
     pub fn step(&mut self, item: &Item<'_>) {
+        if item.timestamp() < self.horizon {
+            return;
+        }
         let Some((role, key, event)) = self.step_of(item) else {
             return;
         };
         let tracepoint = event.type_word.tracepoint();
+        self.check_span(key, tracepoint);
         match role {
             Role::SpanNew => {
+                // Its id was free: an instance that had it closed, whatever a stack says.
+                self.leave_everywhere(key);
                 let mut fields = Vec::new();
                 self.fields.set(&event, &mut fields);
                 let scope = self.scope(tracepoint, Some(fields));
@@ -770,29 +878,71 @@ impl<'s> SpanPaths<'s> {
             }
             Role::SpanEnter => {
                 if !self.open.contains_key(&key) {
+                    // Its `new` is not in the trace (or is before the horizon): its name is
+                    // its enter's, its fields unknown.
                     let scope = self.scope(tracepoint, None);
                     self.open.insert(key, scope);
                 }
                 let thread = self.threads.of(event.ctx, event.stamp);
                 self.stacks.entry(thread).or_default().push(key);
+                *self.entered.entry(key).or_default() += 1;
             }
             Role::SpanExit => {
                 let thread = self.threads.of(event.ctx, event.stamp);
-                if let Some(stack) = self.stacks.get_mut(&thread) {
-                    // Usually the innermost; `tracing` allows exits out of order.
-                    if let Some(at) = stack.iter().rposition(|k| *k == key) {
-                        stack.remove(at);
+                let Some(stack) = self.stacks.get_mut(&thread) else {
+                    return;
+                };
+                // Usually the innermost; `tracing` allows exits out of order. An exit of an
+                // instance not on the stack (entered before the horizon) leaves it as it is.
+                let Some(at) = stack.iter().rposition(|k| *k == key) else {
+                    return;
+                };
+                stack.remove(at);
+                if stack.is_empty() {
+                    self.stacks.remove(&thread);
+                }
+                if let Some(n) = self.entered.get_mut(&key) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.entered.remove(&key);
                     }
                 }
             }
             Role::SpanClose => {
                 self.open.remove(&key);
-                // A thread still in it (its exit lost) is not in the next instance of its id.
-                for stack in self.stacks.values_mut() {
-                    stack.retain(|k| *k != key);
-                }
+                // A thread still in it (its exit not recorded) is not in the next instance
+                // of its id.
+                self.leave_everywhere(key);
             }
             _ => {}
+        }
+    }
+
+    /// Forgets what is open under `key`, and takes it off every stack, if it is another
+    /// span's than `tracepoint`'s: this is a step of another instance, whose `new` was not
+    /// recorded (its callsite off then), given the id of one whose close was not recorded.
+    fn check_span(&mut self, key: (u32, u64), tracepoint: u16) {
+        if !self.fits(key, tracepoint) {
+            self.leave_everywhere(key);
+            let scope = self.scope(tracepoint, None);
+            self.open.insert(key, scope);
+        }
+    }
+
+    /// Whether what is open under `key`, if anything, is an instance of `tracepoint`'s span.
+    fn fits(&self, key: (u32, u64), tracepoint: u16) -> bool {
+        self.open
+            .get(&key)
+            .is_none_or(|s| self.fields.same_span(s.tracepoint, tracepoint))
+    }
+
+    /// Takes instance `key` off every thread's stack.
+    fn leave_everywhere(&mut self, key: (u32, u64)) {
+        if self.entered.remove(&key).is_some() {
+            self.stacks.retain(|_, stack| {
+                stack.retain(|k| *k != key);
+                !stack.is_empty()
+            });
         }
     }
 
