@@ -19,11 +19,12 @@ pub const ENV_MASK: &str = "TTRACE_MASK";
 pub const ENV_DISABLED: &str = "TTRACE_DISABLED";
 
 /// The bytes of trace a device keeps by default, rings and aux buffers of every CPU
-/// together ([`Config::ring_slots`] 0): 64 MiB, what a service instrumented with `tracing`
-/// writes in a second or more at 25,000 requests a second (about 17 entries and 290 bytes
-/// of strings a request: `docs/BENCHMARKS.md`). Memory is taken as it is written: a CPU
-/// that records nothing costs nothing, and pages of a ring are touched once it laps.
-pub const DEFAULT_BUFFER_BYTES: u64 = 64 << 20;
+/// together ([`Config::ring_slots`] 0): 128 MiB, so that a service instrumented with
+/// `tracing` at 25,000 requests a second (about 17 entries and 290 bytes of strings a
+/// request) keeps a second or more on the busiest of its CPUs, when one takes twice its
+/// share (`docs/BENCHMARKS.md`). Memory is taken as it is written: a CPU that records
+/// nothing costs nothing, and pages of a ring are touched once it laps.
+pub const DEFAULT_BUFFER_BYTES: u64 = 128 << 20;
 /// The variable that sizes the rings and their aux buffers together: the bytes of trace the
 /// device keeps ([`Config::from_env`]; default [`DEFAULT_BUFFER_BYTES`]).
 pub const ENV_BUFFER: &str = "TTRACE_BUFFER";
@@ -43,7 +44,7 @@ pub struct Config {
     pub dir: Option<PathBuf>,
     /// Slots per ring: a power of two, at least 2; `0` (the default) sizes the rings and
     /// their aux buffers to keep [`DEFAULT_BUFFER_BYTES`] over the device's CPUs
-    /// ([`Config::sized`]: on 2 CPUs, rings of 262,144 slots, 16 MiB).
+    /// ([`Config::sized`]: on 2 CPUs, rings of 524,288 slots, 32 MiB).
     pub ring_slots: u64,
     /// Bytes of each ring's aux buffer: a power of two; `0` (the default) grows it with the
     /// rings, half a ring's bytes ([`aux_bytes_for`]). The `aux` file holds one per ring,
@@ -392,12 +393,12 @@ mod tests {
             cpus: Some(2),
             ..Config::default()
         };
-        assert_eq!(two.resolved_ring_slots(), 1 << 18);
+        assert_eq!(two.resolved_ring_slots(), 1 << 19);
         let many = Config {
             cpus: Some(64),
             ..Config::default()
         };
-        assert_eq!(many.resolved_ring_slots(), 1 << 13);
+        assert_eq!(many.resolved_ring_slots(), 1 << 14);
     }
 
     #[test]

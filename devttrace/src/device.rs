@@ -212,18 +212,20 @@ impl Device {
         crate::triggers::add(self.mapping().header(), counter, n);
     }
 
-    /// Claims a snapshot for a trigger at `now` (the device's clock) unless one was granted
-    /// by any process of the device less than `interval_ns` before it; true if granted
+    /// Claims a snapshot for a trigger at `now` (the device's clock): at once if no process
+    /// of the device was granted one less than `interval_ns` before it, else put off to an
+    /// interval after that one, or covered by one granted for a time at or after `now`
     /// ([`crate::triggers`]).
-    pub fn claim_snapshot(&self, now: u64, interval_ns: u64) -> bool {
+    pub fn claim_snapshot(&self, now: u64, interval_ns: u64) -> crate::triggers::Grant {
         let clock = self.version().clock;
         let interval = clock.ns_to_ticks(interval_ns);
         // A grant is a time a clock of the device read before now (a second's slack: the
-        // clocks of CPUs differ a little).
+        // clocks of CPUs differ a little), or one put off to an interval after such a time.
         let latest = self
             .mapping()
             .now()
-            .saturating_add(clock.ns_to_ticks(1_000_000_000));
+            .saturating_add(clock.ns_to_ticks(1_000_000_000))
+            .saturating_add(interval);
         crate::triggers::claim(self.mapping().header(), now, interval, latest)
     }
 }

@@ -95,7 +95,7 @@ pub use shadow::Shadow;
 pub use sigbus::survives_sigbus;
 pub use snapshot::Snapshot;
 pub use status::Status;
-pub use triggers::{Counter, SnapshotCounts};
+pub use triggers::{Counter, Grant, SnapshotCounts};
 pub use ttrace_layouts::entry::Kind;
 pub use ttrace_layouts::level::Level;
 pub use ttrace_layouts::meta::ArgType;

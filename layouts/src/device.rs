@@ -144,8 +144,9 @@ pub struct DeviceHeader {
     pub triggers: AtomicU64,
     /// Of those, triggers a snapshot already coming covered (asked for within its window).
     pub triggers_merged: AtomicU64,
-    /// Of those, triggers the rate policy refused (too soon after the last snapshot).
-    pub triggers_refused: AtomicU64,
+    /// Of those, triggers the rate policy put off (within an interval of the last snapshot:
+    /// granted a snapshot one interval after it).
+    pub triggers_put_off: AtomicU64,
     /// Snapshots saved by the device's processes.
     pub snapshots_saved: AtomicU64,
     /// Snapshots that could not be saved (the reason goes to the saver's standard error).

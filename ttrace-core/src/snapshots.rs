@@ -4,7 +4,9 @@
 //! Each records an event first (`trigger("reason")`, `panic("message", "file:line:col")`),
 //! so the moment is in the trace for every reader and export, then asks the process's
 //! saver ([`ttrace_trigger::Saver`]) for the snapshot. The snapshot directory is
-//! `$TTRACE_SNAPSHOT_DIR`, else `<device>.snapshots` beside the device; the window, rate
+//! `$TTRACE_SNAPSHOT_DIR`, else, for a device in memory (the default's `/dev/shm`),
+//! `/var/tmp/<name>.snapshots`, else `<device>.snapshots` beside the device
+//! ([`ttrace_trigger::policy::default_snapshot_dir`]); the window, rate
 //! and retention come from [`Policy::from_env`](ttrace_trigger::Policy::from_env).
 
 use crate::writer::{device, device_or_init, Writer};

@@ -135,8 +135,8 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
     };
     let c = &st.snapshots;
     s += &format!(
-        "snapshots: {} triggers ({} merged, {} refused), {} saved, {} failed, {} files removed\n",
-        c.triggers, c.merged, c.refused, c.saved, c.failed, c.removed
+        "snapshots: {} triggers ({} merged, {} put off), {} saved, {} failed, {} files removed\n",
+        c.triggers, c.merged, c.put_off, c.saved, c.failed, c.removed
     );
     s += &format!(
         "aux: {} of {} bytes in use ({} KiB per ring), {} records kept, {} incomplete; since creation {} bytes written, {} dropped\n",

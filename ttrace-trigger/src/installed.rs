@@ -8,8 +8,8 @@
 //! `watch` does (a [`Follower`] that reads only what is new, given to a [`Matcher`]) and
 //! turns each match into a [`Saver::trigger`] of kind [`CauseKind::Rule`], so the window,
 //! rate, retention and counts are the saver's. Several programs sharing a device each follow
-//! it; the device's rate policy grants one snapshot per interval among them, the others are
-//! counted refused.
+//! it; the device's rate policy grants one snapshot per interval among them (a match sooner
+//! put off to an interval after the last, or covered by one granted for a later time).
 //!
 //! The thread costs nothing while no rule is installed: it reads the device's control
 //! generation every [`IDLE`] and follows nothing. A change of the rules (a new generation

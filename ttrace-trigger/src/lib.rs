@@ -7,7 +7,7 @@
 //! - [`Saver`]: a program's own saver. [`Saver::trigger`] asks for a snapshot of a window
 //!   around now (what the rings hold before, plus [`Policy::after`] for the consequences),
 //!   which a background thread writes into the snapshot directory; the rate and the
-//!   triggers merged or refused are counted in the device header (`ttrace-reader stats`).
+//!   triggers merged or put off are counted in the device header (`ttrace-reader stats`).
 //!   [`Saver::save_now`] saves at once, on the calling thread.
 //! - [`Store`]: the snapshot directory: file names that say when and why, and the
 //!   retention limits (newest kept).

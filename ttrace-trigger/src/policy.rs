@@ -28,11 +28,11 @@ pub struct Policy {
     /// How long after a trigger the copy is taken, so that its consequences are in it.
     /// Triggers within this span of the first are merged into its snapshot.
     pub after: Duration,
-    /// What a snapshot keeps before its trigger, as asked (a device snapshot holds what its
-    /// rings hold; `watch` keeps this much itself).
+    /// What a snapshot keeps before its trigger, as asked, recorded in its cause (it holds
+    /// what the rings hold, or `watch`'s copy of them: readers say how much that is).
     pub before: Duration,
     /// At most one snapshot per interval, across every process of the device; a trigger
-    /// sooner is refused (and counted).
+    /// sooner is put off to an interval after the last one (and counted).
     pub interval: Duration,
     /// At most this many snapshot files in the directory (the oldest removed first).
     pub max_files: usize,
@@ -48,7 +48,7 @@ impl Default for Policy {
             before: Duration::from_secs(1),
             interval: Duration::from_secs(1),
             max_files: 16,
-            max_bytes: 256 << 20,
+            max_bytes: 1 << 30,
         }
     }
 }
@@ -83,13 +83,43 @@ impl Policy {
 const DURATION: &str = "not a duration (a number and a unit: ns, us, ms, s, m, h)";
 const BYTES: &str = "not a size (a number, with k, m or g for binary units)";
 
-/// The snapshot directory of the device at `device`: `$TTRACE_SNAPSHOT_DIR` if set, else
-/// `<device>.snapshots` beside it.
+/// The snapshot directory of the device at `device`: `$TTRACE_SNAPSHOT_DIR` if set; else,
+/// for a device in a file system held in memory (`/dev/shm`, the default's), on disk:
+/// `/var/tmp/<device name>.snapshots` (a snapshot is what is kept: it should not take the
+/// memory of the machine whose moment it keeps, nor go with its reboot), where `/var/tmp`
+/// is; else `<device>.snapshots` beside it.
 pub fn default_snapshot_dir(device: &Path) -> PathBuf {
     match std::env::var_os(ENV_SNAPSHOT_DIR).filter(|d| !d.is_empty()) {
         Some(dir) => PathBuf::from(dir),
+        None if in_memory(device) && Path::new(DISK_DIR).is_dir() => {
+            Path::new(DISK_DIR).join(beside(device).file_name().unwrap_or_default())
+        }
         None => beside(device),
     }
+}
+
+/// Where the snapshots of a device held in memory go: a directory of files kept across
+/// reboots.
+const DISK_DIR: &str = "/var/tmp";
+
+/// Whether the directory `device` is in (or would be) is in a file system held in memory
+/// (tmpfs, ramfs).
+fn in_memory(device: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let parent = device.parent().filter(|p| !p.as_os_str().is_empty());
+    let Ok(path) = std::ffi::CString::new(parent.unwrap_or(Path::new(".")).as_os_str().as_bytes())
+    else {
+        return false;
+    };
+    // SAFETY: a zeroed statfs is valid for statfs to fill; `path` is a NUL-terminated string
+    // that lives across the call.
+    let kind = unsafe {
+        let mut fs: libc::statfs = core::mem::zeroed();
+        (libc::statfs(path.as_ptr(), &mut fs) == 0).then_some(fs.f_type as i64)
+    };
+    matches!(kind, Some(TMPFS_MAGIC | RAMFS_MAGIC))
 }
 
 /// `<device>.snapshots`, beside the device directory `device`.
@@ -151,10 +181,17 @@ mod tests {
     }
 
     #[test]
-    fn the_default_directory_is_beside_the_device() {
+    fn the_default_directory_is_beside_the_device_or_on_disk() {
         assert_eq!(
             beside(Path::new("/dev/shm/ttrace-1000")),
             Path::new("/dev/shm/ttrace-1000.snapshots")
         );
+        // A device in memory keeps its snapshots on disk, where there is a /var/tmp.
+        if in_memory(Path::new("/dev/shm/ttrace-1000")) && Path::new(DISK_DIR).is_dir() {
+            assert_eq!(
+                default_snapshot_dir(Path::new("/dev/shm/ttrace-1000")),
+                Path::new("/var/tmp/ttrace-1000.snapshots")
+            );
+        }
     }
 }

@@ -2,11 +2,14 @@
 //!
 //! **Protocol.** [`Saver::trigger`] runs on the caller's thread and never waits for a save:
 //! it counts the trigger in the device header, then, under the saver's lock, either merges
-//! it into the snapshot already coming (one is *pending* until its `after` span has passed),
-//! or claims a snapshot from the device's rate policy ([`devttrace::triggers`]: at most one
-//! per interval across every process of the device) and makes it pending, or counts it
-//! refused. Every trigger is thus counted once as merged, refused or granted, and every
-//! granted one ends as a snapshot saved or failed (`ttrace-reader stats` shows the counts).
+//! it into the snapshot already coming (one is *pending* until it is due), or claims a
+//! snapshot from the device's rate policy ([`devttrace::triggers`]: at most one per
+//! interval across every process of the device) and makes it pending: due its `after` span
+//! past the trigger, or, put off to an interval after the last snapshot, its `after` span
+//! past then (it holds the trigger's moment if the rings keep an interval). A trigger that
+//! a snapshot granted for a later time covers is counted merged. Every trigger is thus
+//! counted once as merged or granted (some of those put off), and every granted one ends as
+//! a snapshot saved or failed (`ttrace-reader stats` shows the counts).
 //!
 //! Two threads, started at the first grant, do the work. The *copier* waits until the
 //! pending snapshot is due, takes it (a trigger from then on starts a new one, subject to
@@ -16,12 +19,12 @@
 //! moving while a file is written, and the next due snapshot is copied on time. At most
 //! [`IN_FLIGHT`] copies wait for the writer (memory: that many devices' used bytes); past
 //! that the copier waits. A trigger while a copy is made or written is not lost: it claims
-//! its own snapshot, or is counted refused.
+//! its own snapshot, or is merged into one.
 
 use crate::error::Result;
 use crate::policy::Policy;
 use crate::store::Store;
-use devttrace::{Counter, Device};
+use devttrace::{Counter, Device, Grant};
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -48,8 +51,9 @@ pub enum Asked {
     Granted,
     /// A snapshot already coming covers it.
     Merged,
-    /// The rate policy refused it: a snapshot was granted less than an interval ago.
-    Refused,
+    /// A snapshot will be saved for it, put off by the rate policy to an interval after the
+    /// last one (granted less than an interval before it).
+    PutOff,
     /// No snapshot can be taken (no device, or the settings are wrong: said once on
     /// standard error).
     Unavailable,
@@ -155,6 +159,9 @@ struct State {
     /// Copies handed to the writer and not yet written.
     writing: usize,
     started: bool,
+    /// Someone waits for the pending snapshot ([`Saver::settle`]): it is copied now, not
+    /// when due (a snapshot put off may be due an interval later).
+    hurry: bool,
 }
 
 impl State {
@@ -225,27 +232,39 @@ impl Saver {
             s.dev.count_snapshots(Counter::Merged, 1);
             return Asked::Merged;
         }
-        if !s
+        let grant = s
             .dev
-            .claim_snapshot(stamp, s.policy.interval.as_nanos() as u64)
-        {
-            drop(st);
-            s.dev.count_snapshots(Counter::Refused, 1);
-            return Asked::Refused;
-        }
+            .claim_snapshot(stamp, s.policy.interval.as_nanos() as u64);
+        let (asked, from) = match grant {
+            Grant::Covered => {
+                drop(st);
+                s.dev.count_snapshots(Counter::Merged, 1);
+                return Asked::Merged;
+            }
+            Grant::Now => (Asked::Granted, stamp),
+            Grant::At(at) => (Asked::PutOff, at),
+        };
         let mut cause = Cause::new(kind, reason);
         cause.trigger_stamp = stamp;
         cause.interval_stamp = begin.unwrap_or(0);
         cause.before_ns = s.policy.before.as_nanos() as u64;
         cause.after_ns = s.policy.after.as_nanos() as u64;
-        // Due `after` past the trigger's own time: a trigger made late (a rule that matched
-        // an event some time after it was written) is copied that much sooner.
+        // Due `after` past the trigger's own time (a trigger made late, a rule that matched
+        // an event some time after it was written, is copied that much sooner), or past
+        // the time it was put off to.
         let clock = s.dev.version().clock;
-        let since = clock.ticks_to_ns(s.dev.mapping().now().saturating_sub(stamp));
-        let after = s
-            .policy
-            .after
-            .saturating_sub(std::time::Duration::from_nanos(since));
+        let now = s.dev.mapping().now();
+        let after = match from.checked_sub(now) {
+            Some(ahead) => {
+                s.policy.after + std::time::Duration::from_nanos(clock.ticks_to_ns(ahead))
+            }
+            None => s
+                .policy
+                .after
+                .saturating_sub(std::time::Duration::from_nanos(
+                    clock.ticks_to_ns(now - from),
+                )),
+        };
         st.pending = Some(Pending {
             cause,
             due: Instant::now() + after,
@@ -262,8 +281,11 @@ impl Saver {
             }
         }
         drop(st);
+        if asked == Asked::PutOff {
+            s.dev.count_snapshots(Counter::PutOff, 1);
+        }
         s.wake.notify_one();
-        Asked::Granted
+        asked
     }
 
     /// Saves at once on the calling thread, as `kind` for `reason` (a panic's snapshot: the
@@ -287,15 +309,18 @@ impl Saver {
     }
 
     /// Waits until no snapshot is pending, being copied or being written (a program about
-    /// to exit calls it so that its last trigger's snapshot is written).
+    /// to exit calls it so that its last trigger's snapshot is written): a pending one is
+    /// copied at once, due or not.
     pub fn settle(&self) {
         let s = &*self.shared;
         let mut st = s.lock();
         while !st.quiet() {
-            // Wakes the copier, in case it waits for a due time: it copies, then says so.
+            // Wakes the copier, in case it waits for a due time: it copies now, then says so.
+            st.hurry = true;
             s.wake.notify_one();
             st = s.idle.wait(st).unwrap_or_else(|p| p.into_inner());
         }
+        st.hurry = false;
     }
 
     /// Starts the copier and the writer.
@@ -322,7 +347,7 @@ impl Saver {
                 continue;
             };
             let now = Instant::now();
-            if now < due {
+            if now < due && !st.hurry {
                 st = s
                     .wake
                     .wait_timeout(st, due - now)

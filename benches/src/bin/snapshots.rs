@@ -1,5 +1,5 @@
-//! What snapshots cost: `ttrace_core::trigger` on the caller's thread (refused by the
-//! rate, merged into a pending snapshot, or granted: the saver thread woken), next to a
+//! What snapshots cost: `ttrace_core::trigger` on the caller's thread (merged into a
+//! pending snapshot, or granted: the saver thread woken), next to a
 //! bare `rdtsc` of the same run; the time to save a full default device and a full
 //! 16 x 1,048,576-slot one; and what following rules costs (`ttrace-reader watch`, and a
 //! program's rules thread): the CPU a follower with a `latency request > 5ms` matcher uses,
@@ -24,10 +24,6 @@ fn main() {
         "ttrace_core::trigger on the caller's thread (median of 5 runs; each its own process):"
     );
     for (mode, what) in [
-        (
-            "refused",
-            "refused by the rate (a snapshot granted less than an interval ago)",
-        ),
         ("merged", "merged into the pending snapshot"),
         (
             "granted",
@@ -144,20 +140,18 @@ fn rdtsc_ns() -> f64 {
 /// Runs this program as a child measuring `mode`; its nanoseconds per trigger.
 fn child(mode: &str, quick: bool) -> f64 {
     let tmp = tempfile::tempdir().expect("a temporary directory");
-    let (after, interval) = match mode {
-        "refused" => ("0ms", "1h"),
-        "merged" => ("1h", "0s"),
-        _ => ("5ms", "0s"),
+    // Merged: the first trigger's snapshot stays pending for the hour, every later one
+    // merges into it.
+    let after = match mode {
+        "merged" => "3600s",
+        _ => "5ms",
     };
     let mut cmd = Command::new(std::env::current_exe().expect("this program"));
     cmd.args(["--trigger-cost", mode])
         .env("TTRACE_DIR", tmp.path().join("dev"))
         .env("TTRACE_SNAPSHOT_DIR", tmp.path().join("snapshots"))
         .env("TTRACE_SNAPSHOT_AFTER", after)
-        .env(
-            "TTRACE_SNAPSHOT_INTERVAL",
-            if interval == "1h" { "3600s" } else { interval },
-        )
+        .env("TTRACE_SNAPSHOT_INTERVAL", "0s")
         .env("TTRACE_SNAPSHOT_KEEP", "2");
     if quick {
         cmd.arg("--quick");
@@ -179,7 +173,6 @@ fn child(mode: &str, quick: bool) -> f64 {
 fn trigger_cost(mode: &str, quick: bool) {
     ttrace_core::init(&ttrace_core::Config::from_env().expect("config")).expect("device");
     let expect = match mode {
-        "refused" => ttrace_core::Asked::Refused,
         "merged" => ttrace_core::Asked::Merged,
         _ => ttrace_core::Asked::Granted,
     };
@@ -200,10 +193,6 @@ fn trigger_cost(mode: &str, quick: bool) {
         return;
     }
     assert_eq!(ttrace_core::trigger("first"), ttrace_core::Asked::Granted);
-    if mode == "refused" {
-        // Saved: no snapshot pending to merge into.
-        ttrace_core::settle_snapshots();
-    }
     let n = if quick { 10_000 } else { 200_000 };
     let start = Instant::now();
     for _ in 0..n {

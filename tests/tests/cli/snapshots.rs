@@ -142,13 +142,13 @@ fn stats_shows_the_snapshot_counters_of_a_live_device() {
     let stats = reader!("stats", &dir).ok();
     assert!(
         stats.lines().any(|l| l
-            == "snapshots: 0 triggers (0 merged, 0 refused), 0 saved, 0 failed, 0 files removed"),
+            == "snapshots: 0 triggers (0 merged, 0 put off), 0 saved, 0 failed, 0 files removed"),
         "{stats}"
     );
     for (counter, n) in [
         (Counter::Triggers, 7),
         (Counter::Merged, 3),
-        (Counter::Refused, 2),
+        (Counter::PutOff, 2),
         (Counter::Saved, 2),
         (Counter::Failed, 1),
         (Counter::Removed, 4),
@@ -158,7 +158,7 @@ fn stats_shows_the_snapshot_counters_of_a_live_device() {
     let stats = reader!("stats", &dir).ok();
     assert!(
         stats.lines().any(|l| l
-            == "snapshots: 7 triggers (3 merged, 2 refused), 2 saved, 1 failed, 4 files removed"),
+            == "snapshots: 7 triggers (3 merged, 2 put off), 2 saved, 1 failed, 4 files removed"),
         "{stats}"
     );
 }

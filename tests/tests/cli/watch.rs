@@ -146,7 +146,7 @@ fn watch_saves_the_slow_request_with_its_entry_and_exit() {
     assert!(line.ends_with(" events"), "{line}");
     let footer = watcher.until("the footer", PATIENCE, |l| l.starts_with("# watch:"));
     assert!(
-        footer.starts_with("# watch: 1 matches, 1 snapshots, 0 merged, 0 refused"),
+        footer.starts_with("# watch: 1 matches, 1 snapshots, 0 merged, 0 put off"),
         "{footer}"
     );
     let file = file_of(&line);
@@ -247,7 +247,7 @@ fn watch_event_if_fires_on_that_value_only_and_merges_what_the_snapshot_covers()
     );
     let footer = watcher.until("the footer", PATIENCE, |l| l.starts_with("# watch:"));
     assert!(
-        footer.starts_with("# watch: 2 matches, 1 snapshots, 1 merged, 0 refused"),
+        footer.starts_with("# watch: 2 matches, 1 snapshots, 1 merged, 0 put off"),
         "{footer}"
     );
 }
@@ -296,7 +296,7 @@ fn watch_latency_max_fires_on_new_maxima_only() {
 }
 
 #[test]
-fn watch_refuses_matches_within_the_interval_and_runs_exec() {
+fn watch_puts_off_a_match_within_the_interval_and_runs_exec() {
     let tmp = tempfile::tempdir().unwrap();
     let (dev, snaps) = (tmp.path().join("dev"), tmp.path().join("snaps"));
     let mut w = writer(&dev);
@@ -316,13 +316,26 @@ fn watch_refuses_matches_within_the_interval_and_runs_exec() {
     );
     w.send("failed 1 /a", PATIENCE);
     let line = watcher.until("the snapshot line", PATIENCE, |l| l.contains(" -> "));
-    // Saved: the next match is within the interval.
+    // Saved. The next match is within the interval: put off to an interval after the
+    // first (saved when the watch ends, an hour sooner); the third merged into it.
     w.send("failed 2 /b", PATIENCE);
     w.send("failed 3 /c", PATIENCE);
     let footer = stop(&mut watcher);
     assert!(
-        footer.starts_with("# watch: 3 matches, 1 snapshots, 0 merged, 2 refused"),
+        footer.starts_with("# watch: 3 matches, 2 snapshots, 1 merged, 1 put off"),
         "{footer}"
+    );
+    let second = watcher
+        .seen
+        .iter()
+        .filter(|l| l.contains(" -> "))
+        .map(|l| file_of(l))
+        .nth(1)
+        .expect("the snapshot put off");
+    let dump = reader!("dump", &second).ok();
+    assert!(
+        dump.contains("path=\"/b\"") && dump.contains("path=\"/c\""),
+        "{dump}"
     );
     // --exec ran (watch waits for it before its footer), with the file and the rule.
     let rule = std::fs::read_to_string(format!("{}.rule", file_of(&line))).unwrap();

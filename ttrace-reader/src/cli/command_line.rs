@@ -124,8 +124,8 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
         /// A rule (see RULES below); more than one: any of them.
         #[arg(long = "on", value_name = "RULE", required = true)]
         rules: Vec<String>,
-        /// The snapshot directory (default: $TTRACE_SNAPSHOT_DIR, else DEVICE.snapshots
-        /// beside the device).
+        /// The snapshot directory (default: $TTRACE_SNAPSHOT_DIR, else, for a device in
+        /// memory such as /dev/shm's, /var/tmp/NAME.snapshots, else DEVICE.snapshots).
         #[arg(short, long, value_name = "DIR")]
         output: Option<PathBuf>,
         /// The window before the match the snapshot is for, recorded in its cause (the
@@ -243,7 +243,8 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
     Snapshots {
         /// The snapshot directory, or a device directory (then its snapshot directory).
         /// Default: that of --device, else of the default device: $TTRACE_SNAPSHOT_DIR,
-        /// else `<device>.snapshots` beside the device.
+        /// else, for a device in memory, /var/tmp/<name>.snapshots, else
+        /// `<device>.snapshots` beside the device.
         #[arg(conflicts_with = "device")]
         dir: Option<PathBuf>,
         /// List the snapshot directory of this device.

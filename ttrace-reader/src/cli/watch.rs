@@ -12,8 +12,10 @@
 //! is due: a watcher that fell behind the writers still saves the moment it matched, up to
 //! a ring's worth before it (what `--before` can hold), with what it lost counted lost.
 //! Rate: at most one snapshot per `--interval`, measured between the matching events;
-//! matches while a snapshot waits are merged into it, matches sooner after the last one
-//! are refused; all are counted, in the footer and in the device's snapshot counters (as
+//! matches while a snapshot waits are merged into it, a match sooner after the last one is
+//! put off to an interval after it (its copy then holds the match if it keeps an
+//! interval), one older than the last is merged; all are counted, in the footer and in the
+//! device's snapshot counters (as
 //! a program's saver counts its own: `stats` shows them), where this user may change the
 //! device.
 //!
@@ -72,7 +74,7 @@ struct Counts {
     matches: u64,
     snapshots: u64,
     merged: u64,
-    refused: u64,
+    put_off: u64,
     failed: u64,
 }
 
@@ -343,26 +345,38 @@ impl Watcher<'_> {
             for f in self.matcher.poll(&poll, now) {
                 self.counts.matches += 1;
                 self.count(Counter::Triggers, 1);
-                if let Some(p) = &mut self.pending {
-                    p.merged += 1;
-                    self.counts.merged += 1;
-                    self.count(Counter::Merged, 1);
-                } else if self
-                    .last_granted
-                    .is_some_and(|last| f.stamp.saturating_sub(last) < interval)
-                {
-                    self.counts.refused += 1;
-                    self.count(Counter::Refused, 1);
-                } else {
-                    self.last_granted = Some(f.stamp);
-                    self.pending = Some(Pending {
-                        rule: f.rule,
-                        what: f.what,
-                        stamp: f.stamp,
-                        begin: f.begin,
-                        due: f.stamp.saturating_add(after),
-                        merged: 0,
-                    });
+                // The rate: one snapshot per interval; a match sooner is put off to an
+                // interval after the last one (which holds its moment if the copy keeps an
+                // interval), one older than the last is covered by it.
+                let at = match self.last_granted {
+                    _ if self.pending.is_some() => None,
+                    Some(last) if f.stamp < last => None,
+                    Some(last) if f.stamp - last < interval => Some(last + interval),
+                    _ => Some(f.stamp),
+                };
+                match (at, &mut self.pending) {
+                    (Some(at), None) => {
+                        if at != f.stamp {
+                            self.counts.put_off += 1;
+                            self.count(Counter::PutOff, 1);
+                        }
+                        self.last_granted = Some(at);
+                        self.pending = Some(Pending {
+                            rule: f.rule,
+                            what: f.what,
+                            stamp: f.stamp,
+                            begin: f.begin,
+                            due: at.saturating_add(after),
+                            merged: 0,
+                        });
+                    }
+                    (_, pending) => {
+                        if let Some(p) = pending {
+                            p.merged += 1;
+                        }
+                        self.counts.merged += 1;
+                        self.count(Counter::Merged, 1);
+                    }
                 }
             }
             // Due, and everything up to its due time read and released (in the copy).
@@ -492,8 +506,8 @@ impl Watcher<'_> {
         let lost: u64 = follower.totals().iter().map(|t| t.lost).sum();
         let c = &self.counts;
         say(format!(
-            "# watch: {} matches, {} snapshots, {} merged, {} refused, {} failed, {lost} entries lost by the follower",
-            c.matches, c.snapshots, c.merged, c.refused, c.failed
+            "# watch: {} matches, {} snapshots, {} merged, {} put off, {} failed, {lost} entries lost by the follower",
+            c.matches, c.snapshots, c.merged, c.put_off, c.failed
         ))
     }
 }
