@@ -150,6 +150,10 @@ pub struct Poll {
     pub snapshot: Snapshot,
     /// Per ring: entries found overwritten before they could be read, since the last poll.
     pub lost: Vec<u64>,
+    /// Per ring that lost entries in this poll: a time before which every one of them was
+    /// stamped (the gap this poll placed for that ring, [`Poll::gaps`] holds it once
+    /// released); 0 for a ring that lost none.
+    pub lost_before: Vec<u64>,
     /// Per ring: positions that left the ring never written (skipped by their writer, or
     /// reserved by one that died).
     pub gave_up: Vec<u64>,
@@ -272,7 +276,7 @@ impl<'d> Follower<'d> {
             let settled = cursor.walk(&core.ring(r), shared, |e| self.held.push((r, e)));
             read_any |= self.held.len() > taken;
             if settled.lost > 0 {
-                losses.push((taken..self.held.len(), shared));
+                losses.push((r, taken..self.held.len(), shared));
             }
             lost[r] = settled.lost;
             gave_up[r] = settled.gave_up;
@@ -334,17 +338,19 @@ impl<'d> Follower<'d> {
         // watermark that may not pass it for years, nor counted late for a time before the
         // device — and places no gap.
         let stamps = self.dev.stamps();
-        for (read, shared) in losses {
+        let mut lost_before = vec![0; rings];
+        for (r, read, shared) in losses {
             let times = self.held[read].iter().map(|(_, e)| e.stamp);
             // The entries lost were committed before those read after them (a per-CPU
             // ring's stamps grow with its positions; a shared ring's may be up to a window
             // apart), and before now if none was read.
-            self.held_gaps
-                .push(match (times.filter(|t| stamps.contains(t)).min(), shared) {
-                    (None, _) => now,
-                    (Some(f), true) => f.saturating_add(self.window),
-                    (Some(f), false) => f,
-                });
+            let gap = match (times.filter(|t| stamps.contains(t)).min(), shared) {
+                (None, _) => now,
+                (Some(f), true) => f.saturating_add(self.window),
+                (Some(f), false) => f,
+            };
+            self.held_gaps.push(gap);
+            lost_before[r] = gap;
         }
         // Release what the watermark passed, and anything late.
         let released_before = self.released;
@@ -456,6 +462,7 @@ impl<'d> Follower<'d> {
             released_before,
             released_through: watermark,
             gaps,
+            lost_before,
             active: read_any
                 || !self.held.is_empty()
                 || !self.held_messages.is_empty()

@@ -34,6 +34,8 @@ pub struct Shadow {
     slots: usize,
     /// Per ring: one past the last position the follower reached.
     pub(crate) heads: Vec<u64>,
+    /// Per ring: events stamped before this are not recorded (see [`Shadow::lost`]).
+    floors: Vec<u64>,
     /// The follower's copies of the aux buffers.
     pub(crate) aux: AuxSnapshots,
 }
@@ -45,6 +47,7 @@ impl Shadow {
             rings: vec![None; rings],
             slots: slots.max(1) as usize,
             heads: vec![0; rings],
+            floors: vec![0; rings],
             aux: AuxSnapshots::default(),
         }
     }
@@ -77,6 +80,9 @@ impl Shadow {
     /// Writes the event `e`, released from ring `ring`, back into its slot (and its
     /// continuation's, where it has one).
     pub fn record(&mut self, ring: usize, e: &Event) {
+        if self.floors.get(ring).is_some_and(|&f| e.stamp < f) {
+            return;
+        }
         let n = self.slots;
         let Some(slots) = self.rings.get_mut(ring) else {
             return;
@@ -94,6 +100,21 @@ impl Shadow {
             next[0] = e.stamp | Stamp::CONTINUATION;
             next[1..].copy_from_slice(&e.words[ENTRY_ARGS..]);
             slots[(i + 1) % n] = next;
+        }
+    }
+
+    /// Says that the follower lost entries of ring `ring`, each stamped before `before`
+    /// (its poll's gap: `Poll::gaps`): what the copy holds of that ring is forgotten, and
+    /// no event of it stamped before `before` is recorded from now on. So a ring of the
+    /// copy never has a hole between events it holds: its losses are all older than its
+    /// oldest event, as a device ring's are, which is what readers of a snapshot take them
+    /// to be (the horizon: `devttrace::pairs`).
+    pub fn lost(&mut self, ring: usize, before: u64) {
+        if let Some(slots) = self.rings.get_mut(ring).and_then(Option::as_mut) {
+            slots.fill([0; SLOT_WORDS]);
+        }
+        if let Some(f) = self.floors.get_mut(ring) {
+            *f = (*f).max(before);
         }
     }
 
@@ -157,9 +178,16 @@ mod tests {
         assert_eq!(c[1..], [105, 106, 107, 108, 109, 110, 111]);
         assert_eq!(s.read(0, 3), SlotRead::Empty);
         assert_eq!(s.read(1, 1), SlotRead::Empty);
+        // Lost entries of ring 1 before 2000: it is forgotten, and an older event is not
+        // recorded.
+        s.lost(1, 2000);
+        assert_eq!(s.read(1, 3), SlotRead::Empty);
+        s.record(1, &e);
+        assert_eq!(s.read(1, 3), SlotRead::Empty);
+        s.record(1, &Event { stamp: 2000, ..e });
         // Read back as a reader reads slots: the same event.
         let reads: Vec<SlotRead> = (0..4).map(|i| s.read(1, i)).collect();
         let (back, _) = crate::ring::event_at(&reads, 3).unwrap();
-        assert_eq!(back, e);
+        assert_eq!(back, Event { stamp: 2000, ..e });
     }
 }

@@ -56,6 +56,11 @@ fn a_shadow_saved_after_the_rings_moved_on_holds_what_its_follower_read() {
     let mut shadow = follower.shadow();
     let record = |follower: &mut Follower<'_>, shadow: &mut devttrace::Shadow| {
         let poll = follower.finish().unwrap();
+        for (r, &before) in poll.lost_before.iter().enumerate() {
+            if before != 0 {
+                shadow.lost(r, before);
+            }
+        }
         for (r, ring) in poll.snapshot.cpus.iter().enumerate() {
             for e in &ring.events {
                 shadow.record(r, e);

@@ -336,6 +336,13 @@ impl Watcher<'_> {
                 true => follower.finish()?,
                 false => follower.poll()?,
             };
+            // Into the copy: a ring whose entries the follower lost is forgotten up to the
+            // loss, so the copy's rings never hold a hole between their events.
+            for (r, &before) in poll.lost_before.iter().enumerate() {
+                if before != 0 {
+                    self.shadow.lost(r, before);
+                }
+            }
             for (r, ring) in poll.snapshot.cpus.iter().enumerate() {
                 for e in &ring.events {
                     self.shadow.record(r, e);
