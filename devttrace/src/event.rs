@@ -25,6 +25,30 @@ pub struct Event {
 }
 
 impl Event {
+    /// The event a writer of `type_word` (its argument count that of `args`, at most
+    /// [`MAX_ARGS`]: more are left out) records as `ctx` at `stamp`, whole, in slot `slot`:
+    /// what a model of events is tested with, without a ring.
+    pub fn new(
+        stamp: u64,
+        type_word: ttrace_layouts::entry::TypeWord,
+        ctx: u64,
+        args: &[u64],
+        slot: u32,
+    ) -> Event {
+        let n = args.len().min(MAX_ARGS);
+        let mut words = [0; MAX_ARGS];
+        words[..n].copy_from_slice(&args[..n]);
+        Event {
+            stamp,
+            type_word,
+            ctx,
+            words,
+            nargs: n as u8,
+            continuation_lost: false,
+            slot,
+        }
+    }
+
     /// The argument words: `type_word.nargs()` of them, or the first 5 if the continuation
     /// was lost.
     #[inline]

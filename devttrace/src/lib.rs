@@ -69,11 +69,6 @@ pub mod view;
 pub mod counts;
 pub mod follow;
 pub mod watch;
-// What events mean together: argument names, threads told apart, pairs.
-pub mod arguments;
-pub mod incarnation;
-pub mod pairs;
-pub mod spans;
 
 pub use aux::{AuxExtent, AuxRecord, AuxSnapshot, AuxSnapshots};
 pub use clock::Clock;

@@ -108,7 +108,7 @@ impl Shadow {
     /// no event of it stamped before `before` is recorded from now on. So a ring of the
     /// copy never has a hole between events it holds: its losses are all older than its
     /// oldest event, as a device ring's are, which is what readers of a snapshot take them
-    /// to be (the horizon: `devttrace::pairs`).
+    /// to be (the horizon: `ttrace_model::pairs`).
     pub fn lost(&mut self, ring: usize, before: u64) {
         if let Some(slots) = self.rings.get_mut(ring).and_then(Option::as_mut) {
             slots.fill([0; SLOT_WORDS]);

@@ -17,7 +17,7 @@
 //! A path is never guessed: it holds only instances the trace shows the thread in. A ring
 //! that lost entries may have held any thread's steps (threads migrate) from before its
 //! oldest one kept, so before the *horizon* ([`span_horizon`]: the latest oldest event of
-//! the rings that lost entries, as `devttrace::pairs` has it) no path can be told: such a
+//! the rings that lost entries, as `ttrace_model::pairs` has it) no path can be told: such a
 //! line shows `?: ` in its place. From the horizon on every step is in the trace, and the
 //! paths are built from those steps alone: every thread's stack starts empty there, so a
 //! path leaves out an instance its thread entered before the horizon (as it leaves out one
@@ -35,7 +35,6 @@ use crate::format::{self, Piece, Spec};
 use crate::merge::{Filter, Item, Merge};
 use crate::ordered;
 use devttrace::event::Kept;
-use devttrace::incarnation::{Thread, Threads};
 use devttrace::Role;
 use devttrace::{
     AuxSnapshots, Clock, Event, Metadata, RingSnapshot, Snapshot, Status, TaskIndex,
@@ -44,6 +43,7 @@ use devttrace::{
 use foldhash::HashMap as FoldHashMap;
 use std::io::Write;
 use std::ops::Range;
+use ttrace_model::incarnation::{Thread, Threads};
 
 use std::path::Path;
 use ttrace_layouts::ring::ring_name;
@@ -708,7 +708,7 @@ struct PathScope {
 /// the rings `rings` read: every ring holds every entry it was given from then on.
 ///
 /// That of each ring that lost entries is its oldest event kept (the *horizon* of
-/// `devttrace::pairs`), or, where writers overwrote some of its oldest entries while it was
+/// `ttrace_model::pairs`), or, where writers overwrote some of its oldest entries while it was
 /// copied (`after_cut`, `changed`), the event after as many as they may have overtaken
 /// (the entries lost then may lie between events kept); none for a ring whose losses are
 /// all older than an event left out by `--since` (`older`). A ring that kept no event after

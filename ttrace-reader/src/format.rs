@@ -111,13 +111,13 @@ pub fn parse(format: &str) -> Vec<Piece> {
 }
 
 /// The names of `t`'s arguments (`argN` for an unnamed one, names made unique:
-/// `devttrace::arguments::names`) with how each is shown.
+/// `ttrace_model::arguments::names`) with how each is shown.
 pub fn named_specs(t: &TracepointInfo, meta: &Metadata) -> Vec<(String, Spec)> {
     let specs = pieces(t, meta).into_iter().filter_map(|p| match p {
         Piece::Arg(_, spec) => Some(spec),
         Piece::Text(_) => None,
     });
-    devttrace::arguments::names(&t.format)
+    ttrace_model::arguments::names(&t.format)
         .into_iter()
         .zip(specs)
         .collect()

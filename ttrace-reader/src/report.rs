@@ -23,15 +23,15 @@ use crate::export::{Closes, Pairing, Schema, Stems};
 use crate::format::Spec;
 use crate::merge::{Filter, Item, Merge};
 use devttrace::aux::AuxSnapshots;
-use devttrace::incarnation::{Thread, Threads};
-use devttrace::spans::{Added, Instance, Node, Spans};
 use devttrace::Kind;
 use devttrace::{Event, TaskIndex, View};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
+use ttrace_model::incarnation::{Thread, Threads};
+use ttrace_model::spans::{Added, Instance, Node, Spans};
 
-/// The names of the pairs (the device's pairing: [`devttrace::pairs`]).
-pub use devttrace::pairs::pair_names;
+/// The names of the pairs (the device's pairing: [`ttrace_model::pairs`]).
+pub use ttrace_model::pairs::pair_names;
 
 /// How the latency table is split.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -184,7 +184,7 @@ impl Dist {
     }
 }
 
-/// The span instances of one name (`tracing` spans: [`devttrace::spans`]).
+/// The span instances of one name (`tracing` spans: [`ttrace_model::spans`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpanRow {
     /// The span's name.

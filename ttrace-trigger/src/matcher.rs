@@ -3,7 +3,7 @@
 //! rules fired, on which event. Its cost is proportional to the events released: each event
 //! is looked up in a plan made per tracepoint id (rebuilt only when tracepoints are added).
 //!
-//! **Pairs, exactly as `report` pairs them** ([`devttrace::pairs`]): an exit closes the
+//! **Pairs, exactly as `report` pairs them** ([`ttrace_model::pairs`]): an exit closes the
 //! innermost entry open on its thread (a thread told from a later one given its id), a stop
 //! the latest start of its stem open on its thread. Report leaves unpaired what precedes the
 //! horizon, from which every ring holds all it was given; a follower knows instead when it
@@ -13,14 +13,14 @@
 //! might not be its own. What follows the gap pairs among itself. A poll that released
 //! events older than some already released is a gap before all it released. A duration is
 //! thus only ever real. A `tracing` span's duration is its instance's lifetime, new to
-//! close ([`devttrace::spans`]); an instance open at a gap is given up the same way.
+//! close ([`ttrace_model::spans`]); an instance open at a gap is given up the same way.
 
 use crate::rules::{arguments, ArgKind, Limit, Op, Rule, Value};
-use devttrace::incarnation::Thread;
-use devttrace::pairs::{Closes, Pairing, Stems};
-use devttrace::spans::{Added, Spans};
 use devttrace::{Event, Kind, Metadata, Poll, Role};
 use std::collections::{HashMap, VecDeque};
+use ttrace_model::incarnation::Thread;
+use ttrace_model::pairs::{Closes, Pairing, Stems};
+use ttrace_model::spans::{Added, Spans};
 
 /// A rule that fired.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -580,7 +580,7 @@ impl ArgKind {
 }
 
 /// The arguments of tracepoint `t`: their names (as exports and `report --by` name them:
-/// [`devttrace::arguments::names`]) and kinds.
+/// [`ttrace_model::arguments::names`]) and kinds.
 pub fn arguments(t: &TracepointInfo) -> Vec<(String, ArgKind)> {
     let kinds = Tokens::new(&t.format).filter_map(|token| {
         let Token::Arg { index, spec, .. } = token else {
@@ -603,7 +603,7 @@ pub fn arguments(t: &TracepointInfo) -> Vec<(String, ArgKind)> {
             _ => ArgKind::Unsigned,
         })
     });
-    devttrace::arguments::names(&t.format)
+    ttrace_model::arguments::names(&t.format)
         .into_iter()
         .zip(kinds)
         .collect()
@@ -666,8 +666,8 @@ impl Rule {
             }
             Rule::Latency { name, .. } => {
                 // An entry's or a start's name, or the stem a start and a stop share.
-                let mut pairs = devttrace::pairs::pair_names(meta);
-                let stems = devttrace::pairs::Stems::new(&meta.tracepoints);
+                let mut pairs = ttrace_model::pairs::pair_names(meta);
+                let stems = ttrace_model::pairs::Stems::new(&meta.tracepoints);
                 let paired = stems.names.iter().zip(&stems.paired).filter(|s| *s.1);
                 pairs.extend(paired.map(|s| s.0.clone()));
                 pairs.sort();

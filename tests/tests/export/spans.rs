@@ -179,7 +179,7 @@ pub(crate) fn nested_device() -> &'static str {
     dev
 }
 
-/// An instance as the device holds it (`devttrace::spans`): its id, its parent's, when it
+/// An instance as the device holds it (`ttrace_model::spans`): its id, its parent's, when it
 /// began and closed (ns since the device's creation), and its drop re-entry's enter (ns
 /// and thread).
 #[derive(Debug)]
@@ -192,9 +192,9 @@ struct Instance {
     dropped: Option<(u64, u32)>,
 }
 
-/// The instances of `dev`, closed, as `devttrace::spans` rebuilds them.
+/// The instances of `dev`, closed, as `ttrace_model::spans` rebuilds them.
 fn instances(dev: &str) -> Vec<Instance> {
-    use devttrace::spans::{Added, Spans};
+    use ttrace_model::spans::{Added, Spans};
     let reader = devttrace::Reader::open(dev).unwrap();
     let view = devttrace::View::of(&reader, 0).unwrap();
     let clock = view.version.clock;

@@ -15,7 +15,9 @@ fn no_module_uses_one_listed_after_it() {
     for krate in [
         "layouts",
         "devttrace",
+        "model",
         "ttrace-core",
+        "ttrace-trigger",
         "ttrace-reader",
         "ttrace-tracing",
     ] {

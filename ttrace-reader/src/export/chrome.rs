@@ -9,7 +9,7 @@
 //!   exit, or from the entry to the end of the trace.
 //! - An entry or exit that cannot be paired, before the horizon, is an
 //!   instant event whose `unpaired` argument says why.
-//! - A `tracing` span instance ([`devttrace::spans`]) is an async slice (`"ph":"b"`/`"e"`,
+//! - A `tracing` span instance ([`ttrace_model::spans`]) is an async slice (`"ph":"b"`/`"e"`,
 //!   category `span`, `id` its pid and id) from its new to its close, with its fields, and
 //!   each of its polls a complete slice on the thread that polled it (argument `span`, the
 //!   id); the drop re-entry is left out. Its begin is on the thread of its new, its end on
@@ -31,13 +31,13 @@ use crate::append::{self, Text};
 use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
-use devttrace::incarnation::Thread;
-use devttrace::spans::{Added, Instance, Spans};
 use devttrace::{AuxSnapshots, Clock, Event, RingIndex};
 use foldhash::HashMap as FoldHashMap;
 use std::collections::HashMap;
 use std::io::Write;
 use ttrace_layouts::entry::Kind;
+use ttrace_model::incarnation::Thread;
+use ttrace_model::spans::{Added, Instance, Spans};
 
 /// Appends `bytes` as the contents of a JSON string (no quotes); invalid UTF-8 becomes
 /// U+FFFD.

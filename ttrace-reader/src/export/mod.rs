@@ -20,8 +20,8 @@ use devttrace::{Metadata, RingIndex};
 use ttrace_layouts::entry::Kind;
 
 // Pairing and argument names are the device's (devttrace), shared with the snapshot rules.
-pub use devttrace::arguments::unique;
-pub use devttrace::pairs::{stem, Closes, Open, Pairing, Stems};
+pub use ttrace_model::arguments::unique;
+pub use ttrace_model::pairs::{stem, Closes, Open, Pairing, Stems};
 
 /// A tracepoint as exporters see it: its name, kind, and its arguments' names and specs.
 #[derive(Clone, Debug, PartialEq, Eq)]

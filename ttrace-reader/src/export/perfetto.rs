@@ -30,7 +30,7 @@
 //!   flow joining the two (both halves carry the argument `moved`). An instance whose new is
 //!   not in the trace has no slice: its steps are instants on the thread.
 //! - **The drop re-entry** (`tracing` enters a span once more to drop its future, then
-//!   closes it: [`devttrace::spans`]) is no poll: its enter and exit are instants of the
+//!   closes it: [`ttrace_model::spans`]) is no poll: its enter and exit are instants of the
 //!   category `drop` on the instance's lane. The enter of a span is written at its thread's
 //!   next event, which tells (with the instance's close, as [`Spans`] recognises it) whether
 //!   it is one.
@@ -61,13 +61,13 @@ use super::{Closes, Identities, Pairing, Schema, Stems, Written};
 use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
-use devttrace::spans::{Added, Spans};
 use devttrace::{AuxSnapshots, Clock, Event, RingIndex, Role};
 use foldhash::HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::Write;
 use ttrace_layouts::entry::Kind;
+use ttrace_model::spans::{Added, Spans};
 
 /// `TracePacket` fields.
 mod packet {
@@ -406,7 +406,7 @@ struct Writer<'s> {
     stems: Stems,
     /// Per thread and stem: its async track, and the starts open on it.
     starts: HashMap<((u64, u64), usize), (u64, u32)>,
-    /// Span instances as `devttrace::spans` rebuilds them (what tells the drop re-entry),
+    /// Span instances as `ttrace_model::spans` rebuilds them (what tells the drop re-entry),
     /// and whether the trace has any.
     spans: Spans,
     any_spans: bool,

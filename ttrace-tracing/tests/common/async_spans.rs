@@ -5,13 +5,13 @@
 //! future is dropped is no poll. Run with the layer (`async_layer`) and with the subscriber
 //! (`async_subscriber`): each test binary gives `install`.
 
-use devttrace::spans::{Added, Instance, Spans};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::OnceLock;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::time::Duration;
 use tracing::instrument;
+use ttrace_model::spans::{Added, Instance, Spans};
 
 /// The device (in a directory of its own), with the binary's subscriber as the global one.
 pub fn device() -> &'static (tempfile::TempDir, &'static ttrace_core::Writer) {
@@ -47,7 +47,7 @@ pub fn instances(name: &str) -> Vec<(u64, Instance)> {
 /// The instances of span `name` that ended (see [`instances`]), and how many are open.
 pub fn instances_and_open(name: &str) -> (Vec<(u64, Instance)>, usize) {
     view_of(|view| {
-        let horizon = devttrace::pairs::Pairing::new(&view.cpus, &view.meta).horizon();
+        let horizon = ttrace_model::pairs::Pairing::new(&view.cpus, &view.meta).horizon();
         let mut spans = Spans::new(&view.meta, horizon);
         let mut done = Vec::new();
         let filter = ttrace_reader::merge::Filter::default();

@@ -27,8 +27,8 @@
 //! resolved then, not later); a parent that records a field after the child began shows it
 //! too, since both see the one node.
 
-use crate::event::Event;
-use crate::meta::Metadata;
+use devttrace::event::Event;
+use devttrace::meta::Metadata;
 use foldhash::HashMap as FoldHashMap;
 use std::sync::{Arc, Mutex};
 use ttrace_layouts::role::Role;
@@ -390,8 +390,8 @@ impl Spans {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::TracepointInfo;
-    use ttrace_layouts::entry::{Kind, TypeWord, MAX_ARGS};
+    use devttrace::meta::TracepointInfo;
+    use ttrace_layouts::entry::{Kind, TypeWord};
 
     /// Tracepoints 0..6: `new`, `enter`, `exit`, `close`, `record` of one span.
     fn meta() -> Metadata {
@@ -422,17 +422,8 @@ mod tests {
 
     /// An event of tracepoint `tp` by thread 2 of process 1 at `stamp`, with `args`.
     fn event(stamp: u64, tp: u16, args: &[u64]) -> Event {
-        let mut words = [0; MAX_ARGS];
-        words[..args.len()].copy_from_slice(args);
-        Event {
-            stamp,
-            type_word: TypeWord::new(Kind::Start, args.len() as u8, tp),
-            ctx: 1 << 32 | 2,
-            words,
-            nargs: args.len() as u8,
-            continuation_lost: false,
-            slot: 0,
-        }
+        let tw = TypeWord::new(Kind::Start, args.len() as u8, tp);
+        Event::new(stamp, tw, 1 << 32 | 2, args, 0)
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! the library with no name) is one thread; so is an id whose later thread's record was
 //! dropped: the reader cannot tell those apart.
 
-use crate::meta::{Metadata, TaskIndex};
+use devttrace::meta::{Metadata, TaskIndex};
 use foldhash::HashMap as FoldHashMap;
 use std::ops::Range;
 
@@ -46,7 +46,7 @@ impl Threads {
     ///
     /// ```
     /// use devttrace::meta::{Metadata, TaskInfo};
-    /// use devttrace::incarnation::{Thread, Threads};
+    /// use ttrace_model::incarnation::{Thread, Threads};
     /// let task = |timestamp, name: &str, renamed| TaskInfo {
     ///     pid: 1, tid: 2, timestamp, name: name.into(), renamed, ..Default::default()
     /// };

@@ -3,9 +3,9 @@
 //! the exports and the snapshot rules (`latency NAME > 5ms`) all pair so: never across
 //! events that may be missing, so that a duration is only ever real.
 
-use crate::event::{Event, RingIndex};
 use crate::incarnation::{Thread, Threads};
-use crate::meta::{Metadata, TracepointInfo};
+use devttrace::event::{Event, RingIndex};
+use devttrace::meta::{Metadata, TracepointInfo};
 use foldhash::HashMap as FoldHashMap;
 use std::collections::HashMap;
 use ttrace_layouts::entry::Kind;
@@ -15,7 +15,7 @@ use ttrace_layouts::role::Role;
 /// a name with no such suffix is its own stem.
 ///
 /// ```
-/// use devttrace::pairs::stem;
+/// use ttrace_model::pairs::stem;
 /// use devttrace::Kind;
 /// assert_eq!(stem("request_start", Kind::Start), "request");
 /// assert_eq!(stem("request_done", Kind::Stop), "request");
@@ -256,7 +256,7 @@ mod tests {
         let ring = |lost, first: Option<u64>| RingIndex {
             lost,
             events: first
-                .map(|stamp| crate::event::Mark {
+                .map(|stamp| devttrace::event::Mark {
                     stamp,
                     ..Default::default()
                 })

@@ -7,7 +7,7 @@ use ttrace_layouts::format::{Token, Tokens};
 /// The argument names of `format`, in the order of the argument words.
 ///
 /// ```
-/// assert_eq!(devttrace::arguments::names("{a} {a} {a_1} {} {:x}"), ["a", "a_1", "a_1_1", "arg3", "arg4"]);
+/// assert_eq!(ttrace_model::arguments::names("{a} {a} {a_1} {} {:x}"), ["a", "a_1", "a_1_1", "arg3", "arg4"]);
 /// ```
 pub fn names(format: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
