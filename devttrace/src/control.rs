@@ -36,8 +36,8 @@ pub enum Command {
     /// `disable <pattern>`: disable tracepoints whose names match.
     Disable(String),
     /// `on <rule>`: install a snapshot rule (`latency request > 5ms`), applied by the
-    /// saver of each program that follows its device's rules (`ttrace_core::
-    /// apply_snapshot_rules`). The rule's syntax is `ttrace-trigger`'s: `ctl` checks it
+    /// saver of each program that follows its device's rules
+    /// (`ttrace_snapshots::apply_snapshot_rules`). The syntax is `ttrace_reader::rules`': `ctl` checks it
     /// before it is stored; this crate keeps it as text.
     On(String),
     /// `off <rule>`: remove that snapshot rule; `off all`: every one.

@@ -166,7 +166,7 @@ pub struct Poll {
     /// loss a time `G` such that every entry lost was stamped before `G` (the first event
     /// read after it, or the poll's time). A consumer that pairs events gives up what is
     /// open before it takes an event stamped at or after `G`: the exit of an entry open
-    /// then may be among those lost (`ttrace_trigger::Matcher`). Sorted.
+    /// then may be among those lost (`ttrace_reader::matcher::Matcher`). Sorted.
     pub gaps: Vec<u64>,
     /// Every event stamped at or before this that the follower will read is released (in
     /// this poll or before).

@@ -27,13 +27,12 @@
 //!
 //! Modules are listed from the bottom up: each one uses only modules listed before it.
 
-// Foundations: atomic words, errors, clocks and the calendar, the calling thread, locks in shared memory,
+// Foundations: atomic words, errors, clocks, the calling thread, locks in shared memory,
 // metadata records, configuration.
 pub mod sync;
 pub mod parallel;
 pub mod error;
 pub mod clock;
-pub mod calendar;
 pub mod thread;
 pub mod lock;
 mod sigbus;

@@ -157,7 +157,7 @@ pub struct DeviceHeader {
     /// the rate policy of every process of the device measures from it.
     pub last_snapshot_at: AtomicU64,
     /// The thread that last began to apply the snapshot rules installed in the device
-    /// (`ttrace_core::apply_snapshot_rules`), as a lock word names its owner (`tid << 32 |
+    /// (`ttrace_snapshots::apply_snapshot_rules`), as a lock word names its owner (`tid << 32 |
     /// start tag`; 0: none ever did), so that `ctl on` can say when no live process applies
     /// them.
     pub rules_applier: AtomicU64,

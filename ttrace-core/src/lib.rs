@@ -34,7 +34,6 @@ pub mod args;
 pub mod tracepoint;
 pub mod writer;
 pub mod fatal;
-pub mod snapshots;
 
 pub use args::{Arg, Args};
 pub use devttrace::clock;
@@ -47,10 +46,6 @@ pub use devttrace::{
 };
 pub use fatal::install_fatal_handlers;
 pub use rseq::ENV_NO_RSEQ;
-pub use snapshots::{
-    apply_snapshot_rules, install_panic_hook, save_snapshot, save_snapshot_to, settle_snapshots,
-    trigger, Asked, SaveInfo,
-};
 pub use tracepoint::{Tracepoint, WordRef, CLASS_DEFAULT, UNREGISTERED};
 pub use ttrace_layouts::device::CLASS_MESSAGES;
 pub use ttrace_layouts::entry::Kind;

@@ -3,9 +3,9 @@
 //! `otherData` hold. A device, and a snapshot a person asked for, say nothing.
 
 use crate::decode;
+use crate::rules::approx;
 use devttrace::{Clock, Reader};
 use ttrace_layouts::snapshot::{Cause, CauseKind};
-use ttrace_trigger::rules::approx;
 
 /// Why a snapshot file was taken ([`Reader::cause`]), ready to show.
 #[derive(Clone, Debug, PartialEq, Eq)]

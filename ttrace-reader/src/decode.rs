@@ -1229,7 +1229,7 @@ pub fn aux_line<'s>(ctx: impl Into<Context<'s>>) -> String {
 
 /// `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ` for nanoseconds since the Unix epoch.
 pub fn utc(ns: u64) -> String {
-    let t = devttrace::calendar::Utc::of(ns);
+    let t = crate::calendar::Utc::of(ns);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
         t.year, t.month, t.day, t.hour, t.minute, t.second, t.nanos
@@ -1293,13 +1293,13 @@ pub fn parse_utc(s: &str) -> Option<i128> {
         f => num(f, f.len())? * 10i64.pow(9 - f.len() as u32),
     };
     let (m, day) = (m as u32, day as u32);
-    if !(1..=12).contains(&m) || day < 1 || day > devttrace::calendar::days_in_month(y, m) {
+    if !(1..=12).contains(&m) || day < 1 || day > crate::calendar::days_in_month(y, m) {
         return None;
     }
     if hh > 23 || mm > 59 || ss > 59 {
         return None;
     }
-    let days = devttrace::calendar::days_from_civil(y, m, day);
+    let days = crate::calendar::days_from_civil(y, m, day);
     let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
     Some(secs as i128 * 1_000_000_000 + nanos as i128)
 }

@@ -137,18 +137,18 @@ pub enum Error {
     },
     /// A snapshot rule that does not parse, or names what the device does not have.
     #[error(transparent)]
-    Rule(#[from] ttrace_trigger::RuleError),
+    Rule(#[from] crate::rules::RuleError),
     /// A snapshot rule that names what the device read does not have.
     #[error("{}: {error}", device.display())]
     RuleOn {
         /// The device read.
         device: PathBuf,
         /// What is wrong.
-        error: ttrace_trigger::RuleError,
+        error: crate::rules::RuleError,
     },
     /// A snapshot could not be saved, or the snapshot directory read.
     #[error(transparent)]
-    Snapshots(#[from] ttrace_trigger::Error),
+    Snapshots(#[from] crate::snapshot_error::SnapshotError),
     /// An option of `watch` given something it cannot use.
     #[error("watch {option} {text:?}: {why}")]
     WatchOption {

@@ -14,13 +14,21 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-// Bottom up: each module uses only those listed before it. Text appends and format strings;
-// parts of a job done on every core in order; the loser tree; the merged stream and its lines, and why a
-// snapshot was taken; raw entries; the exports and the report built on them; the demo
-// workload; then what the commands need (their error, times, outputs, the signals that end
-// them, the stats text, the mounted file system); the commands last.
+// Bottom up: each module uses only those listed before it. Text appends, dates and format
+// strings; the snapshot directory (its errors, its policy, its files) and the snapshot rules
+// with their matcher; parts of a job done on every core in order; the loser tree; the merged
+// stream and its lines, and why a snapshot was taken; raw entries; the exports and the
+// report built on them; then, for the `ttrace-reader` program (feature `cli`), the demo
+// workload, what the commands need (their error, times, outputs, the signals that end them,
+// the stats text, the mounted file system) and the commands last.
 pub mod append;
+pub mod calendar;
 pub mod format;
+pub mod snapshot_error;
+pub mod policy;
+pub mod store;
+pub mod rules;
+pub mod matcher;
 pub mod ordered;
 pub mod tournament;
 pub mod merge;
@@ -29,13 +37,22 @@ pub mod cause;
 pub mod raw;
 pub mod export;
 pub mod report;
+#[cfg(feature = "cli")]
 pub mod demo;
+#[cfg(feature = "cli")]
 mod error;
+#[cfg(feature = "cli")]
 mod when;
+#[cfg(feature = "cli")]
 mod output;
+#[cfg(feature = "cli")]
 mod signals;
+#[cfg(feature = "cli")]
 mod stats;
+#[cfg(feature = "cli")]
 pub mod mount;
+#[cfg(feature = "cli")]
 pub mod cli;
 
+#[cfg(feature = "cli")]
 pub use error::Error;

@@ -64,7 +64,7 @@ pub(crate) fn span(snap: &Counts) -> Option<(u64, u64)> {
 /// has not would hold, at the rate of the events it has, its span times how many more
 /// entries it has room for. The shortest is what the device keeps of every CPU.
 fn history(snap: &Counts) -> String {
-    use ttrace_trigger::rules::approx;
+    use crate::rules::approx;
     let clock = snap.version.clock;
     let slots = snap.version.ring_slots;
     let n = snap.version.num_cpus;

@@ -43,7 +43,7 @@ use std::any::TypeId;
 use std::cell::RefCell;
 use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::subscriber::Interest;
-use tracing_core::{Dispatch, Event, Level, LevelFilter, Metadata, Subscriber};
+use tracing_core::{Dispatch, Event, LevelFilter, Metadata, Subscriber};
 use tracing_subscriber::filter::Filtered;
 use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
@@ -148,7 +148,7 @@ where
         self
     }
 
-    /// Asks for a snapshot ([`ttrace_core::trigger`], its reason the event's message, else
+    /// Asks for a snapshot ([`ttrace_snapshots::trigger`], its reason the event's message, else
     /// its name) at every event of `level` or more severe, once the event is recorded: the
     /// snapshot then holds what led to the error, and what follows it for the trigger's
     /// `after` window. It is saved by a background thread into the snapshot directory
@@ -167,11 +167,12 @@ where
     /// let _guard = tracing_subscriber::registry().with(layer).set_default();
     /// tracing::warn!("retrying"); // recorded, no snapshot
     /// tracing::error!("payment service unreachable"); // recorded, and a snapshot asked for
-    /// ttrace_core::settle_snapshots(); // before exiting: the snapshot is written
+    /// ttrace_snapshots::settle_snapshots(); // before exiting: the snapshot is written
     /// # let files: Vec<_> = std::fs::read_dir(tmp.path().join("snapshots")).unwrap().collect();
     /// # assert_eq!(files.len(), 1);
     /// ```
-    pub fn snapshot_on(mut self, level: Level) -> TtraceLayer<S> {
+    #[cfg(feature = "snapshots")]
+    pub fn snapshot_on(mut self, level: tracing_core::Level) -> TtraceLayer<S> {
         self.inner.inner_mut().snapshot_on = LevelFilter::from_level(level);
         self
     }

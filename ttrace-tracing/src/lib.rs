@@ -46,12 +46,13 @@
 //!   ([`interest`]), or at once after [`sync_interest`]. An event named by its message
 //!   follows the rules from its first event.
 //! - **Snapshots on errors**: [`TtraceLayer::snapshot_on`]`(Level::ERROR)` asks for a
-//!   snapshot ([`ttrace_core::trigger`]) at every ERROR event, its message the reason.
+//!   snapshot ([`ttrace_snapshots::trigger`]) at every ERROR event, its message the reason.
 //! - **`log` records**: install `tracing_log::LogTracer` and they arrive as events (fields
 //!   `message`, `log.target`, `log.module_path`, `log.file`, `log.line`).
 
 // Listed from the bottom up: each module uses only modules listed before it.
 mod name;
+#[cfg(feature = "snapshots")]
 mod reason;
 pub mod interest;
 mod fields;

@@ -64,9 +64,12 @@ pub(crate) fn event(dev: &'static Writer, event: &Event<'_>, snapshot_on: LevelF
         with_fields(dev, cs, &cs.fields, &[], |v| event.record(v));
     }
     // An event `ctl` disabled still asks: the snapshot is of what the device holds.
+    #[cfg(feature = "snapshots")]
     if *event.metadata().level() <= snapshot_on {
-        ttrace_core::trigger(&crate::reason::of(event));
+        ttrace_snapshots::trigger(&crate::reason::of(event));
     }
+    #[cfg(not(feature = "snapshots"))]
+    let _ = snapshot_on;
 }
 
 /// A span instance's `new`: its id, its parent's (0: a root), its fields.

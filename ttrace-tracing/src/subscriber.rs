@@ -12,7 +12,7 @@ use crate::spans::SPANS;
 use std::cell::RefCell;
 use tracing_core::span::{Attributes, Current, Id, Record};
 use tracing_core::subscriber::Interest;
-use tracing_core::{Event, Level, LevelFilter, Metadata, Subscriber};
+use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
 use ttrace_core::{Role, Writer};
 
 thread_local! {
@@ -66,7 +66,8 @@ impl TtraceSubscriber {
 
     /// Asks for a snapshot at every event of `level` or more severe (as
     /// [`TtraceLayer::snapshot_on`](crate::TtraceLayer::snapshot_on)).
-    pub fn snapshot_on(self, level: Level) -> TtraceSubscriber {
+    #[cfg(feature = "snapshots")]
+    pub fn snapshot_on(self, level: tracing_core::Level) -> TtraceSubscriber {
         TtraceSubscriber {
             snapshot_on: LevelFilter::from_level(level),
             ..self

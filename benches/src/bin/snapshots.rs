@@ -1,4 +1,4 @@
-//! What snapshots cost: `ttrace_core::trigger` on the caller's thread (merged into a
+//! What snapshots cost: `ttrace_snapshots::trigger` on the caller's thread (merged into a
 //! pending snapshot, or granted: the saver thread woken), next to a
 //! bare `rdtsc` of the same run; the time to save a full default device and a full
 //! 16 x 1,048,576-slot one; and what following rules costs (`ttrace-reader watch`, and a
@@ -21,7 +21,7 @@ fn main() {
     let rdtsc = rdtsc_ns();
     println!("bare rdtsc: {rdtsc:.2} ns");
     println!(
-        "ttrace_core::trigger on the caller's thread (median of 5 runs; each its own process):"
+        "ttrace_snapshots::trigger on the caller's thread (median of 5 runs; each its own process):"
     );
     for (mode, what) in [
         ("merged", "merged into the pending snapshot"),
@@ -41,7 +41,7 @@ fn main() {
             sorted[4]
         );
     }
-    println!("save a full device (ttrace_trigger::save_now, into /tmp):");
+    println!("save a full device (ttrace_snapshots::save_now, into /tmp):");
     save_time(
         "default: 2 CPUs x 16,384 slots, 256 KiB aux",
         2,
@@ -100,8 +100,8 @@ fn watch_at(dir: &std::path::Path, rate: f64, run: Duration) -> (Duration, u64, 
         define("request_done", Kind::Exit),
     );
     let dev = devttrace::Reader::open(dir).expect("reader");
-    let rule: ttrace_trigger::Rule = "latency request > 5ms".parse().expect("rule");
-    let mut matcher = ttrace_trigger::Matcher::new(vec![rule]);
+    let rule: ttrace_reader::rules::Rule = "latency request > 5ms".parse().expect("rule");
+    let mut matcher = ttrace_reader::matcher::Matcher::new(vec![rule]);
     let mut f = devttrace::Follower::new(&dev);
     let (mut events, mut lost, mut matches) = (0u64, 0u64, 0usize);
     let batch = |n| {
@@ -173,35 +173,38 @@ fn child(mode: &str, quick: bool) -> f64 {
 fn trigger_cost(mode: &str, quick: bool) {
     ttrace_core::init(&ttrace_core::Config::from_env().expect("config")).expect("device");
     let expect = match mode {
-        "merged" => ttrace_core::Asked::Merged,
-        _ => ttrace_core::Asked::Granted,
+        "merged" => ttrace_snapshots::Asked::Merged,
+        _ => ttrace_snapshots::Asked::Granted,
     };
     if mode == "granted" {
         // Each granted call alone: the saver settled (nothing pending) before each.
         let n = if quick { 20 } else { 200 };
         let mut total = Duration::ZERO;
         for _ in 0..n {
-            ttrace_core::settle_snapshots();
+            ttrace_snapshots::settle_snapshots();
             // The saver parked again, as it is when a trigger comes after a quiet spell.
             std::thread::sleep(Duration::from_millis(2));
             let start = Instant::now();
-            let asked = ttrace_core::trigger("bench");
+            let asked = ttrace_snapshots::trigger("bench");
             total += start.elapsed();
             assert_eq!(asked, expect);
         }
         println!("{}", total.as_nanos() as f64 / n as f64);
         return;
     }
-    assert_eq!(ttrace_core::trigger("first"), ttrace_core::Asked::Granted);
+    assert_eq!(
+        ttrace_snapshots::trigger("first"),
+        ttrace_snapshots::Asked::Granted
+    );
     let n = if quick { 10_000 } else { 200_000 };
     let start = Instant::now();
     for _ in 0..n {
-        let asked = ttrace_core::trigger("bench");
+        let asked = ttrace_snapshots::trigger("bench");
         debug_assert_eq!(asked, expect);
         std::hint::black_box(asked);
     }
     let ns = start.elapsed().as_nanos() as f64 / n as f64;
-    assert_eq!(ttrace_core::trigger("last"), expect);
+    assert_eq!(ttrace_snapshots::trigger("last"), expect);
     println!("{ns}");
 }
 
@@ -218,8 +221,8 @@ fn save_time(what: &str, cpus: u32, slots: u64, aux: u64, reps: usize) {
     let dir = tmp.path().join("dev");
     let (rings, aux_bytes) = ttrace_benches::full::fill(&dir, cpus, slots, aux);
     let dev = devttrace::Device::attach(&dir).expect("the device");
-    let store = ttrace_trigger::Store::new(out.path());
-    let policy = ttrace_trigger::Policy {
+    let store = ttrace_snapshots::Store::new(out.path());
+    let policy = ttrace_snapshots::Policy {
         max_files: 1,
         ..Default::default()
     };
@@ -227,7 +230,7 @@ fn save_time(what: &str, cpus: u32, slots: u64, aux: u64, reps: usize) {
     let mut bytes = 0;
     for _ in 0..reps {
         let start = Instant::now();
-        let info = ttrace_trigger::save_now(&dev, &store, &policy, "bench").expect("a save");
+        let info = ttrace_snapshots::save_now(&dev, &store, &policy, "bench").expect("a save");
         times.push(start.elapsed().as_secs_f64() * 1e3);
         bytes = info.saved.bytes;
     }

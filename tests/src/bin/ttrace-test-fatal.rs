@@ -48,7 +48,7 @@ fn main() {
     // SAFETY: a valid rlimit for this process.
     unsafe { libc::setrlimit(libc::RLIMIT_CORE, &no_core) };
     ttrace_core::init(&ttrace_core::Config::at(dir)).expect("device");
-    ttrace_core::install_panic_hook();
+    ttrace_snapshots::install_panic_hook();
     point!(BEFORE, 1u64);
     match mode.as_str() {
         "segv" => println!("{}", load_null()),

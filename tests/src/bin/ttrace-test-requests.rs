@@ -8,13 +8,13 @@
 //! device's clock (so that the trace measures at least 20 ms). Then:
 //!
 //! - `trigger`: the thread that served a request sees it took over 15 ms and calls
-//!   `ttrace_core::trigger("slow request <id>")`, as a service would (a request a
+//!   `ttrace_snapshots::trigger("slow request <id>")`, as a service would (a request a
 //!   preemption made slow triggers too); the program settles its snapshots before it
 //!   exits;
 //! - `panic`: with the panic hook installed, the thread that served the slow request
 //!   panics right after it;
 //! - `rules`: it applies the snapshot rules installed in the device with `ttrace-reader ctl
-//!   on RULE` (`ttrace_core::apply_snapshot_rules`; the test installs `latency request >
+//!   on RULE` (`ttrace_snapshots::apply_snapshot_rules`; the test installs `latency request >
 //!   15ms`); `settle_snapshots` at the end waits until the rules have seen every event;
 //! - `none`: nothing (a watcher outside is to catch it).
 //!
@@ -83,11 +83,11 @@ fn main() {
     if mode == "panic" {
         // Twice, as a library and the program it is linked into may both do: one panic
         // still makes one snapshot (the test counts them).
-        ttrace_core::install_panic_hook();
-        ttrace_core::install_panic_hook();
+        ttrace_snapshots::install_panic_hook();
+        ttrace_snapshots::install_panic_hook();
     }
     if mode == "rules" {
-        ttrace_core::apply_snapshot_rules().expect("snapshot rules applied");
+        ttrace_snapshots::apply_snapshot_rules().expect("snapshot rules applied");
     }
     if std::env::var_os("TTRACE_TEST_HOLD").is_some() {
         // Registered without an event, so that a watcher waiting for them can start; then
@@ -145,7 +145,7 @@ fn main() {
                 println!("slow {id}");
                 match mode.as_str() {
                     "trigger" => {
-                        ttrace_core::trigger(&format!("slow request {id}"));
+                        ttrace_snapshots::trigger(&format!("slow request {id}"));
                     }
                     "panic" if id == slow => panic!("request {id} took over 15 ms"),
                     _ => {}
@@ -163,6 +163,6 @@ fn main() {
             std::panic::resume_unwind(e);
         }
     });
-    ttrace_core::settle_snapshots();
+    ttrace_snapshots::settle_snapshots();
     println!("done");
 }

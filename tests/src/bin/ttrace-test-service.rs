@@ -13,10 +13,10 @@
 //! is answered) send `requests` requests with ids `0..requests`. Each request over 20 ms
 //! prints `slow <id>`; then, by mode:
 //!
-//! - `trigger`: the handler calls `ttrace_core::trigger("slow request <id>")`, as a service
+//! - `trigger`: the handler calls `ttrace_snapshots::trigger("slow request <id>")`, as a service
 //!   that notices a slow request would;
 //! - `rules`: the program applies the snapshot rules installed in the device
-//!   (`ttrace_core::apply_snapshot_rules`);
+//!   (`ttrace_snapshots::apply_snapshot_rules`);
 //! - `none`: nothing (a watcher outside is to catch it).
 //!
 //! It prints `done` at the end, after its snapshots are settled. With `TTRACE_TEST_HOLD=1`,
@@ -66,7 +66,7 @@ async fn handler(Path(id): Path<u64>, mode: Arc<String>) -> String {
     if start.elapsed() > Duration::from_millis(20) {
         println!("slow {id}");
         if *mode == "trigger" {
-            ttrace_core::trigger(&format!("slow request {id}"));
+            ttrace_snapshots::trigger(&format!("slow request {id}"));
         }
     }
     format!("{x}\n")
@@ -130,7 +130,7 @@ fn main() {
         )
         .init();
     if mode == "rules" {
-        ttrace_core::apply_snapshot_rules().expect("snapshot rules applied");
+        ttrace_snapshots::apply_snapshot_rules().expect("snapshot rules applied");
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -169,6 +169,6 @@ fn main() {
             c.await.expect("a client");
         }
     });
-    ttrace_core::settle_snapshots();
+    ttrace_snapshots::settle_snapshots();
     println!("done");
 }

@@ -57,8 +57,8 @@ fn slow_request_line(dev: &Device) -> String {
         "snapshot taken by trigger \"slow request\" (pid 4242) at 12.345678901 ({utc}); holds \
          {} before it (from the device's start), its last event {} before; 2 more triggers \
          merged",
-        ttrace_trigger::rules::approx(12_345_678_901),
-        ttrace_trigger::rules::approx(before)
+        ttrace_reader::rules::approx(12_345_678_901),
+        ttrace_reader::rules::approx(before)
     )
 }
 
@@ -166,7 +166,7 @@ fn stats_shows_the_snapshot_counters_of_a_live_device() {
 /// A snapshot directory holding, oldest first: a trigger's snapshot of `dev`, one the
 /// program saved, and a file named like a snapshot that is none; and a file of another name.
 fn directory(dev: &Device, dir: &Path) -> Vec<std::path::PathBuf> {
-    let store = ttrace_trigger::Store::new(dir);
+    let store = ttrace_reader::store::Store::new(dir);
     // 2026-11-24 10:15:12.345 UTC, then a second later.
     let t = 1_795_515_312_345_000_000;
     let slow = store

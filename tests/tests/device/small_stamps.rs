@@ -275,7 +275,7 @@ fn followed(dir: &Path) -> (Vec<String>, Vec<String>) {
         "latency ttrace_test_spans::call > 0ns",
     ];
     let mut matcher =
-        ttrace_trigger::Matcher::new(rules.iter().map(|r| r.parse().unwrap()).collect());
+        ttrace_reader::matcher::Matcher::new(rules.iter().map(|r| r.parse().unwrap()).collect());
     let mut follower = Follower::from_start(&reader, 0);
     let (mut events, mut fired) = (Vec::new(), Vec::new());
     for poll in [follower.poll().unwrap(), follower.finish().unwrap()] {

@@ -17,7 +17,7 @@ fn no_module_uses_one_listed_after_it() {
         "devttrace",
         "model",
         "ttrace-core",
-        "ttrace-trigger",
+        "snapshots",
         "ttrace-reader",
         "ttrace-tracing",
     ] {

@@ -5,7 +5,7 @@
 //! within an interval of the last snapshot is not left out: its snapshot, put off, holds it.
 
 use std::time::Duration;
-use ttrace_trigger::{Asked, CauseKind, Policy, Saver, Store};
+use ttrace_snapshots::{Asked, CauseKind, Policy, Saver, Store};
 
 #[test]
 fn a_thousand_triggers_in_a_second_stay_within_the_limits_and_are_counted_exactly() {

@@ -173,7 +173,7 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
     /// <wildcard>`, `disable <wildcard>` (or a level in capitals: `disable DEBUG`), `reset`;
     /// install a
     /// snapshot rule (as `watch --on` takes) that programs calling
-    /// `ttrace_core::apply_snapshot_rules()` apply themselves: `on <rule>`, `off <rule>`,
+    /// `ttrace_snapshots::apply_snapshot_rules()` apply themselves: `on <rule>`, `off <rule>`,
     /// `off all`.
     Ctl {
         /// `[DEVICE] [COMMAND ARGS...]`; with no command, prints the control state.

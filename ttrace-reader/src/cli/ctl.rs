@@ -3,12 +3,12 @@
 
 use super::open::{changeable, open, refusal, trust};
 use crate::output::quiet_pipe;
+use crate::rules::Rule;
 use crate::Error;
 use devttrace::control::Command;
 use devttrace::Device;
 use std::io::Write;
 use std::path::PathBuf;
-use ttrace_trigger::Rule;
 
 /// The commands `ctl` takes.
 const CTL_COMMANDS: [&str; 9] = [
@@ -26,7 +26,7 @@ fn not_a_command(word: &str) -> Error {
         .iter()
         .map(|&c| {
             (
-                ttrace_trigger::rules::edit_distance(&word.to_ascii_lowercase(), c),
+                crate::rules::edit_distance(&word.to_ascii_lowercase(), c),
                 c,
             )
         })
@@ -115,7 +115,7 @@ pub(super) fn run(mut words: Vec<String>) -> Result<(), Error> {
             if !dev.reader().rules_applied() {
                 eprintln!(
                     "ttrace-reader: ctl: note: no process applies the snapshot rules of {} now: \
-                     a program applies them once it calls ttrace_core::apply_snapshot_rules() \
+                     a program applies them once it calls ttrace_snapshots::apply_snapshot_rules() \
                      (or run `ttrace-reader watch --on RULE` to apply one from outside)",
                     dir.display()
                 );

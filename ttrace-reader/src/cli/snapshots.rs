@@ -6,12 +6,12 @@ use super::open::trust;
 use crate::cause::Taken;
 use crate::decode;
 use crate::output::quiet_pipe;
+use crate::store::{Listed, Store};
 use crate::Error;
 use devttrace::{Counts, Reader};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use ttrace_layouts::snapshot::CauseKind;
-use ttrace_trigger::{Listed, Store};
 
 /// One snapshot file read.
 struct Read {
@@ -38,7 +38,7 @@ fn read(path: &Path) -> Result<Read, Error> {
     let taken = dev.taken_realtime_ns().unwrap_or_default();
     let at = dev
         .cause()
-        .map_or(taken, |c| ttrace_trigger::saver::moment(&clock, c, taken));
+        .map_or(taken, |c| crate::store::moment(&clock, c, taken));
     Ok(Read {
         taken: decode::utc(at),
         cause,
@@ -125,7 +125,7 @@ pub(super) fn run(
     };
     let dir = dir.unwrap_or_else(|| {
         let device = device.unwrap_or_else(devttrace::default_dir);
-        ttrace_trigger::policy::default_snapshot_dir(&device)
+        crate::policy::default_snapshot_dir(&device)
     });
     if !dir.is_dir() {
         return Err(match dir.exists() {
@@ -137,7 +137,9 @@ pub(super) fn run(
         });
     }
     let listed = Store::new(&dir).list().map_err(|e| match e {
-        ttrace_trigger::Error::Directory { path, source } => Error::File { path, source },
+        crate::snapshot_error::SnapshotError::Directory { path, source } => {
+            Error::File { path, source }
+        }
         e => Error::File {
             path: dir.clone(),
             source: std::io::Error::other(e.to_string()),

@@ -3,7 +3,7 @@
 //! overwritten it.
 //!
 //! It follows as `follow` does ([`devttrace::Follower`]: each poll reads only what is new,
-//! idle polls back off) and gives each poll to a [`ttrace_trigger::Matcher`]. A match opens
+//! idle polls back off) and gives each poll to a [`crate::matcher::Matcher`]. A match opens
 //! a snapshot that waits `--after` (in the device's clock, from the matching event) so that
 //! its consequences are in it, then saves what the watcher read into the snapshot directory
 //! with the rule and what matched as its cause, applies the retention limits and prints one
@@ -27,7 +27,11 @@
 use super::open::{absent, announce, open, refusal, trust};
 use crate::decode;
 use crate::export::post::Endpoint;
+use crate::matcher::Matcher;
 use crate::output::quiet_pipe;
+use crate::policy::{default_snapshot_dir, parse_bytes, parse_duration, Policy};
+use crate::rules::Rule;
+use crate::store::Store;
 use crate::Error;
 use devttrace::{Counter, Follower, Reader};
 use std::io::Write;
@@ -35,8 +39,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
-use ttrace_trigger::policy::{default_snapshot_dir, parse_bytes, parse_duration};
-use ttrace_trigger::{Cause, CauseKind, Matcher, Policy, Rule, Store};
+use ttrace_layouts::snapshot::{Cause, CauseKind};
 
 /// How `watch` runs, as given on the command line.
 pub(super) struct WatchOptions {
@@ -435,7 +438,7 @@ impl Watcher<'_> {
         cause.after_ns = self.policy.after.as_nanos() as u64;
         cause.merged = p.merged;
         // One time for the snapshot: its match's, in its name, its listing and its line.
-        let at = ttrace_trigger::saver::moment(&dev.version().clock, &cause, 0);
+        let at = crate::store::moment(&dev.version().clock, &cause, 0);
         let saved = self
             .store
             .path_for(at, CauseKind::Rule, &reason, cause.pid)

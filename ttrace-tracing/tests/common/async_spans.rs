@@ -143,7 +143,7 @@ pub fn each_call_on_a_multi_thread_runtime_is_one_instance_measured_whole() {
     // reorder window or not: positions other tests of this binary are still writing on the
     // same device cannot hold back the last closes, as they may a poll's.
     let rule = "latency calls::call > 2ms".parse().unwrap();
-    let mut matcher = ttrace_trigger::Matcher::new(vec![rule]);
+    let mut matcher = ttrace_reader::matcher::Matcher::new(vec![rule]);
     let fired = matcher.poll(&follower.finish().unwrap(), reader.mapping().now());
     assert_eq!(fired.len() as u64, CALLS, "{fired:?}");
 

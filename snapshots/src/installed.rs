@@ -4,7 +4,7 @@
 //! **Which side evaluates.** A rule given to `watch --on` is evaluated by the watcher's
 //! process; a rule installed with `ctl on` is stored in the device header (as text, beside
 //! the enable/disable rules) and evaluated by every program that called [`start`] (with
-//! `ttrace_core::apply_snapshot_rules()`), in a thread of its own: it follows the device as
+//! `ttrace_snapshots::apply_snapshot_rules()`), in a thread of its own: it follows the device as
 //! `watch` does (a [`Follower`] that reads only what is new, given to a [`Matcher`]) and
 //! turns each match into a [`Saver::trigger`] of kind [`CauseKind::Rule`], so the window,
 //! rate, retention and counts are the saver's. Several programs sharing a device each follow
@@ -15,16 +15,16 @@
 //! generation every [`IDLE`] and follows nothing. A change of the rules (a new generation
 //! with other rules) starts a new follower from that moment. [`Applier::settle`] waits until
 //! the rules have seen every event recorded before it was called (a program about to exit
-//! calls it, through `ttrace_core::settle_snapshots`, before it settles its saver).
+//! calls it, through [`settle_snapshots`](crate::settle_snapshots), before it settles its saver).
 
 use crate::error::{Error, Result};
-use crate::matcher::Matcher;
-use crate::rules::Rule;
 use crate::saver::Saver;
 use devttrace::{Follower, Reader};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 use ttrace_layouts::snapshot::CauseKind;
+use ttrace_reader::matcher::Matcher;
+use ttrace_reader::rules::Rule;
 
 /// Between two polls while events come.
 pub const ACTIVE: Duration = Duration::from_millis(2);

@@ -3,26 +3,28 @@
 //!
 //! Each records an event first (`trigger("reason")`, `panic("message", "file:line:col")`),
 //! so the moment is in the trace for every reader and export, then asks the process's
-//! saver ([`ttrace_trigger::Saver`]) for the snapshot. The snapshot directory is
+//! saver ([`Saver`]) for the snapshot. The snapshot directory is
 //! `$TTRACE_SNAPSHOT_DIR`, else, for a device in memory (the default's `/dev/shm`),
 //! `/var/tmp/<name>.snapshots`, else `<device>.snapshots` beside the device
-//! ([`ttrace_trigger::policy::default_snapshot_dir`]); the window, rate
-//! and retention come from [`Policy::from_env`](ttrace_trigger::Policy::from_env).
+//! ([`ttrace_reader::policy::default_snapshot_dir`]); the window, rate
+//! and retention come from [`Policy::from_env`].
 
-use crate::writer::{device, device_or_init, Writer};
+use crate::installed::Applier;
+use crate::saver::{Asked, Saver};
 use std::sync::OnceLock;
+use ttrace_core::{device, device_or_init, Writer};
 use ttrace_layouts::aux::{AuxTag, AUX_NONE};
 use ttrace_layouts::meta::ArgType;
-use ttrace_trigger::installed::Applier;
-pub use ttrace_trigger::{Asked, Policy, SaveInfo, Store};
-use ttrace_trigger::{Cause, CauseKind, Saver};
+use ttrace_layouts::snapshot::{Cause, CauseKind};
+use ttrace_reader::policy::{default_snapshot_dir, Policy};
+use ttrace_reader::store::{save_now, SaveInfo, Store};
 
-crate::tracepoint!(
+ttrace_core::tracepoint!(
     /// The event a [`trigger`] records: its reason.
     static TRIGGER: Start = "trigger", "{reason:s}"
 );
 
-crate::tracepoint!(
+ttrace_core::tracepoint!(
     /// The event a panic records, with the panic hook installed: its message and where.
     static PANIC: Start = "panic", "{message:s} at {location:s}"
 );
@@ -39,7 +41,7 @@ fn saver() -> Option<&'static Saver> {
             let policy = Policy::from_env()
                 .map_err(|e| eprintln!("ttrace: no snapshots: {e}"))
                 .ok()?;
-            let store = Store::new(ttrace_trigger::policy::default_snapshot_dir(w.dir()));
+            let store = Store::new(default_snapshot_dir(w.dir()));
             Some(Saver::new(w, store, policy))
         })
         .as_ref()
@@ -64,9 +66,9 @@ fn text(w: &Writer, text: &str) -> u64 {
 /// # let tmp = tempfile::tempdir().unwrap();
 /// # std::env::set_var("TTRACE_SNAPSHOT_DIR", tmp.path().join("snapshots"));
 /// # ttrace_core::init(&ttrace_core::Config::at(tmp.path().join("dev")))?;
-/// let asked = ttrace_core::trigger("request over 100 ms");
-/// assert_eq!(asked, ttrace_core::Asked::Granted);
-/// ttrace_core::settle_snapshots();
+/// let asked = ttrace_snapshots::trigger("request over 100 ms");
+/// assert_eq!(asked, ttrace_snapshots::Asked::Granted);
+/// ttrace_snapshots::settle_snapshots();
 /// # assert_eq!(std::fs::read_dir(tmp.path().join("snapshots")).unwrap().count(), 1);
 /// # Ok::<(), ttrace_core::Error>(())
 /// ```
@@ -81,7 +83,7 @@ pub fn trigger(reason: &str) -> Asked {
 /// Records the event of `tp` (a trigger or a panic) with its string arguments; returns
 /// the time it was recorded at (0 if the process has no device: nothing was recorded).
 fn record<const N: usize>(
-    tp: &'static crate::tracepoint::Tracepoint<N>,
+    tp: &'static ttrace_core::Tracepoint<N>,
     first: &str,
     second: Option<&str>,
 ) -> u64 {
@@ -109,18 +111,18 @@ fn record<const N: usize>(
 /// # let tmp = tempfile::tempdir().unwrap();
 /// # std::env::set_var("TTRACE_SNAPSHOT_DIR", tmp.path().join("snapshots"));
 /// # ttrace_core::init(&ttrace_core::Config::at(tmp.path().join("dev")))?;
-/// let info = ttrace_core::save_snapshot("health check failed").unwrap();
+/// let info = ttrace_snapshots::save_snapshot("health check failed").unwrap();
 /// assert!(info.path.exists());
 /// # Ok::<(), ttrace_core::Error>(())
 /// ```
-pub fn save_snapshot(reason: &str) -> ttrace_trigger::Result<SaveInfo> {
+pub fn save_snapshot(reason: &str) -> crate::Result<SaveInfo> {
     let w = device_or_init()?;
     let policy = saver().map_or_else(Policy::default, |s| s.policy().clone());
     let store = match saver() {
         Some(s) => s.store().clone(),
-        None => Store::new(ttrace_trigger::policy::default_snapshot_dir(w.dir())),
+        None => Store::new(default_snapshot_dir(w.dir())),
     };
-    ttrace_trigger::save_now(w, &store, &policy, reason)
+    Ok(save_now(w, &store, &policy, reason)?)
 }
 
 /// Saves a snapshot of the device to `path`, on the calling thread: Go's
@@ -128,7 +130,7 @@ pub fn save_snapshot(reason: &str) -> ttrace_trigger::Result<SaveInfo> {
 pub fn save_snapshot_to(
     path: impl AsRef<std::path::Path>,
     reason: &str,
-) -> ttrace_trigger::Result<devttrace::image::Saved> {
+) -> crate::Result<devttrace::image::Saved> {
     let w = device_or_init()?;
     let mut cause = Cause::new(CauseKind::Saved, reason);
     cause.pid = std::process::id();
@@ -146,10 +148,10 @@ pub fn save_snapshot_to(
 /// # let tmp = tempfile::tempdir().unwrap();
 /// # std::env::set_var("TTRACE_SNAPSHOT_DIR", tmp.path().join("snapshots"));
 /// # ttrace_core::init(&ttrace_core::Config::at(tmp.path().join("dev")))?;
-/// ttrace_core::apply_snapshot_rules().expect("rules applied");
+/// ttrace_snapshots::apply_snapshot_rules().expect("rules applied");
 /// # Ok::<(), ttrace_core::Error>(())
 /// ```
-pub fn apply_snapshot_rules() -> ttrace_trigger::Result<()> {
+pub fn apply_snapshot_rules() -> crate::Result<()> {
     let mut started = APPLIER.lock().unwrap_or_else(|p| p.into_inner());
     if started.is_some() {
         return Ok(());
@@ -160,13 +162,13 @@ pub fn apply_snapshot_rules() -> ttrace_trigger::Result<()> {
         None => {
             device_or_init()?;
             Policy::from_env()?;
-            return Err(ttrace_trigger::Error::Thread {
+            return Err(crate::Error::Thread {
                 what: "snapshot saver",
                 source: std::io::ErrorKind::Other.into(),
             });
         }
     };
-    *started = Some(ttrace_trigger::installed::start(saver)?);
+    *started = Some(crate::installed::start(saver)?);
     Ok(())
 }
 
@@ -188,7 +190,7 @@ pub fn settle_snapshots() {
 /// Installs a panic hook that records the panic's message and location as a `panic` event
 /// (readable by every reader and export), saves a snapshot at once on the panicking thread
 /// (the process may end right after), then calls the hook installed before it; and the
-/// fatal-signal handlers ([`install_fatal_handlers`](crate::fatal::install_fatal_handlers): a
+/// fatal-signal handlers ([`install_fatal_handlers`](ttrace_core::install_fatal_handlers): a
 /// `fatal_signal` event, then the default action).
 ///
 /// Installing it again does nothing: one panic makes one snapshot.
@@ -198,7 +200,7 @@ pub fn install_panic_hook() {
 }
 
 fn hook_panics() {
-    crate::fatal::install_fatal_handlers();
+    ttrace_core::install_fatal_handlers();
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let message = match info.payload().downcast_ref::<&str>() {

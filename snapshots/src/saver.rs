@@ -22,27 +22,13 @@
 //! its own snapshot, or is merged into one.
 
 use crate::error::Result;
-use crate::policy::Policy;
-use crate::store::Store;
 use devttrace::{Counter, Device, Grant};
-use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 use ttrace_layouts::snapshot::{Cause, CauseKind};
-
-/// A snapshot saved.
-#[derive(Clone, Debug)]
-pub struct SaveInfo {
-    /// Its file.
-    pub path: PathBuf,
-    /// What it holds.
-    pub saved: devttrace::image::Saved,
-    /// Why it was taken, as its header says.
-    pub cause: Cause,
-    /// Snapshot files the retention limits removed after it was saved.
-    pub removed: u64,
-}
+use ttrace_reader::policy::Policy;
+use ttrace_reader::store::{kept, moment, name, save_as, SaveInfo, Store};
 
 /// What became of a trigger.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,77 +43,6 @@ pub enum Asked {
     /// No snapshot can be taken (no device, or the settings are wrong: said once on
     /// standard error).
     Unavailable,
-}
-
-/// Saves the device `dev` into `store` now, on the calling thread, as `kind` for `reason`
-/// (with the trigger's time `stamp`, 0 if none); counts it saved or failed, then applies
-/// `policy`'s retention.
-pub fn save_as(dev: &Device, store: &Store, policy: &Policy, mut cause: Cause) -> Result<SaveInfo> {
-    cause.pid = std::process::id();
-    let at = moment(
-        &dev.version().clock,
-        &cause,
-        devttrace::clock::realtime_ns(),
-    );
-    let saved =
-        name(store, at, &cause).and_then(|path| Ok((dev.save_because(&path, &cause)?, path)));
-    kept(dev, store, policy, saved, cause)
-}
-
-/// The one time a snapshot goes by, in its file's name, its listing and the line that
-/// announces it (`CLOCK_REALTIME`, ns): its trigger's, where it has one (a trigger, a rule's
-/// match, a panic), else when it was `taken`.
-pub fn moment(clock: &devttrace::Clock, cause: &Cause, taken: u64) -> u64 {
-    match cause.trigger_stamp {
-        0 => taken,
-        stamp => clock.realtime_ns(stamp),
-    }
-}
-
-/// The path in `store` of a snapshot of `cause` whose moment is `realtime_ns`.
-fn name(store: &Store, realtime_ns: u64, cause: &Cause) -> Result<PathBuf> {
-    let kind = CauseKind::from_raw(cause.kind);
-    store.path_for(realtime_ns, kind, cause.reason(), cause.pid)
-}
-
-/// Counts the save `saved` (of `cause`) saved or failed, then applies `policy`'s retention
-/// to `store`.
-fn kept(
-    dev: &Device,
-    store: &Store,
-    policy: &Policy,
-    saved: Result<(devttrace::image::Saved, PathBuf)>,
-    cause: Cause,
-) -> Result<SaveInfo> {
-    let (saved, path) = match saved {
-        Ok(s) => s,
-        Err(e) => {
-            dev.count_snapshots(Counter::Failed, 1);
-            return Err(e);
-        }
-    };
-    dev.count_snapshots(Counter::Saved, 1);
-    // Saved whatever the retention finds: a directory it cannot list is said, not fatal.
-    let removed = store
-        .retain(policy.max_files, policy.max_bytes)
-        .unwrap_or_else(|e| {
-            eprintln!("ttrace: snapshot retention: {e}");
-            0
-        });
-    dev.count_snapshots(Counter::Removed, removed);
-    Ok(SaveInfo {
-        path,
-        saved,
-        cause,
-        removed,
-    })
-}
-
-/// Saves the device `dev` into `store` now, on the calling thread (a snapshot of kind
-/// [`CauseKind::Saved`], for `reason`), then applies `policy`'s retention. No rate policy
-/// applies: the caller asked for this one.
-pub fn save_now(dev: &Device, store: &Store, policy: &Policy, reason: &str) -> Result<SaveInfo> {
-    save_as(dev, store, policy, Cause::new(CauseKind::Saved, reason))
 }
 
 /// A program's saver for one device (cheap to clone: clones share it).
@@ -305,7 +220,7 @@ impl Saver {
                 s.idle.notify_all();
             }
         }
-        save_as(s.dev, &s.store, &s.policy, cause)
+        Ok(save_as(s.dev, &s.store, &s.policy, cause)?)
     }
 
     /// Waits until no snapshot is pending, being copied or being written (a program about

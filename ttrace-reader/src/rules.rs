@@ -18,12 +18,12 @@
 //! ```
 //!
 //! ```
-//! use ttrace_trigger::rules::{Limit, Rule};
+//! use ttrace_reader::rules::{Limit, Rule};
 //! let rule: Rule = "latency request > 5ms".parse()?;
 //! assert_eq!(rule, Rule::Latency { name: "request".into(), limit: Limit::Over(std::time::Duration::from_millis(5)) });
 //! assert_eq!(rule.to_string(), "latency request > 5ms");
 //! assert!("latncy request > 5ms".parse::<Rule>().is_err());
-//! # Ok::<(), ttrace_trigger::rules::RuleError>(())
+//! # Ok::<(), ttrace_reader::rules::RuleError>(())
 //! ```
 
 use devttrace::{ArgType, Metadata, TracepointInfo};
@@ -279,7 +279,7 @@ impl std::str::FromStr for Rule {
                     Some("max") => Limit::Max,
                     Some(">") => {
                         let rest = words.rest();
-                        let d = ttrace_trigger_duration(&rest).map_err(&fail)?;
+                        let d = rule_duration(&rest).map_err(&fail)?;
                         Limit::Over(d)
                     }
                     None => {
@@ -327,7 +327,7 @@ impl std::str::FromStr for Rule {
 }
 
 /// A duration of a rule: [`crate::policy::parse_duration`].
-fn ttrace_trigger_duration(text: &str) -> Result<Duration, Problem> {
+fn rule_duration(text: &str) -> Result<Duration, Problem> {
     crate::policy::parse_duration(text).ok_or_else(|| Problem::Duration(text.to_string()))
 }
 

@@ -1,6 +1,6 @@
 //! How snapshots are taken and kept: the window around a trigger, the rate, the retention.
 
-use crate::error::{Error, Result};
+use crate::snapshot_error::{Result, SnapshotError as Error};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,9 +19,9 @@ pub const ENV_SNAPSHOT_BYTES: &str = "TTRACE_SNAPSHOT_BYTES";
 ///
 /// ```
 /// use std::time::Duration;
-/// let p = ttrace_trigger::Policy::default();
+/// let p = ttrace_reader::policy::Policy::default();
 /// assert_eq!(p.after, Duration::from_millis(5));
-/// assert_eq!(ttrace_trigger::policy::parse_duration("250us"), Some(Duration::from_micros(250)));
+/// assert_eq!(ttrace_reader::policy::parse_duration("250us"), Some(Duration::from_micros(250)));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy {

@@ -25,7 +25,7 @@ impl Utc {
     /// The moment `realtime_ns` nanoseconds after the Unix epoch.
     ///
     /// ```
-    /// let t = devttrace::calendar::Utc::of(951_782_400_000_000_007);
+    /// let t = ttrace_reader::calendar::Utc::of(951_782_400_000_000_007);
     /// assert_eq!((t.year, t.month, t.day, t.hour, t.nanos), (2000, 2, 29, 0, 7));
     /// ```
     pub fn of(realtime_ns: u64) -> Utc {

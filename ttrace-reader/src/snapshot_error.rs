@@ -1,10 +1,10 @@
-//! What can go wrong saving a snapshot.
+//! What can go wrong saving or listing snapshot files.
 
 use std::path::PathBuf;
 
 /// What can go wrong saving or listing snapshots.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum SnapshotError {
     /// The device could not be copied, or the snapshot written.
     #[error(transparent)]
     Device(#[from] devttrace::Error),
@@ -16,15 +16,7 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
-    /// A thread could not be started.
-    #[error("no {what} thread: {source}")]
-    Thread {
-        /// Which thread.
-        what: &'static str,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A setting in the environment is not one this crate can use.
+    /// A setting in the environment is not one that can be used.
     #[error("{name}={value:?}: {why}")]
     Setting {
         /// The variable.
@@ -36,5 +28,5 @@ pub enum Error {
     },
 }
 
-/// A result of this crate.
-pub type Result<T> = std::result::Result<T, Error>;
+/// A result of saving or listing snapshots.
+pub type Result<T> = std::result::Result<T, SnapshotError>;
