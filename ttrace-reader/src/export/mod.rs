@@ -10,6 +10,7 @@ pub mod chrome;
 pub mod ctf;
 pub mod perfetto;
 pub mod otlp;
+#[cfg(feature = "post")]
 pub mod post;
 pub mod uftrace;
 
