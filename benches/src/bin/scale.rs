@@ -33,7 +33,7 @@
 use serde::Serialize;
 use std::cell::Cell;
 use std::hint::black_box;
-use std::sync::atomic::{fence, AtomicU64, Ordering::Relaxed, Ordering::Release};
+use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::Release};
 use ttrace_benches::{threads_on, Figure};
 use ttrace_core::{point, tracepoint};
 
@@ -106,9 +106,9 @@ fn thread_counts(max: usize) -> Vec<usize> {
 
 // ---- the model: a ring write without sharing ----
 
-/// Slots in the model ring: as many as in each of the device's rings (checked in `main`), so
-/// that both write over the same memory footprint.
-const MODEL_SLOTS: usize = 16384;
+/// Slots in the model ring: as many as in each of the device's rings (set in `main` before any
+/// thread writes), so that both write over the same memory footprint. A power of two.
+static MODEL_SLOTS: AtomicUsize = AtomicUsize::new(0);
 
 /// A 64-byte slot: a stamp word, then seven payload words.
 #[derive(Default)]
@@ -117,19 +117,20 @@ struct ModelSlot([AtomicU64; 8]);
 
 /// The thread's own ring and its next position.
 struct ModelRing {
-    slots: Box<[ModelSlot; MODEL_SLOTS]>,
+    slots: Box<[ModelSlot]>,
+    mask: usize,
     next: Cell<u64>,
 }
 
 impl ModelRing {
     fn new() -> ModelRing {
-        let slots: Vec<ModelSlot> = (0..MODEL_SLOTS).map(|_| ModelSlot::default()).collect();
+        // Relaxed: `main` stores the size before it spawns the threads that read it, and the
+        // spawn orders the store before the thread's first instruction.
+        let n = MODEL_SLOTS.load(Relaxed);
+        assert!(n.is_power_of_two(), "the model ring's size is set first");
         ModelRing {
-            slots: slots
-                .into_boxed_slice()
-                .try_into()
-                .ok()
-                .expect("MODEL_SLOTS slots"),
+            slots: (0..n).map(|_| ModelSlot::default()).collect(),
+            mask: n - 1,
             next: Cell::new(0),
         }
     }
@@ -149,7 +150,7 @@ fn model_write(words: &[u64; 7]) {
     MODEL.with(|ring| {
         let pos = ring.next.get();
         ring.next.set(pos + 1);
-        let slot = &ring.slots[pos as usize % MODEL_SLOTS].0;
+        let slot = &ring.slots[pos as usize & ring.mask].0;
         let stamp = ttrace_core::clock::rdtsc();
         slot[0].store(WRITING, Relaxed);
         // Orders the mark before the payload (a compiler barrier on x86-64).
@@ -467,11 +468,8 @@ fn main() {
         std::process::exit(2);
     }
     let dev = ttrace_benches::device();
-    assert_eq!(
-        dev.mapping().ring_slots(),
-        MODEL_SLOTS as u64,
-        "the model ring's size"
-    );
+    let slots = usize::try_from(dev.mapping().ring_slots()).expect("a ring's slots fit memory");
+    MODEL_SLOTS.store(slots, Relaxed);
     point!(OFF, 0);
     dev.apply_text("disable bench_off").expect("ctl");
 

@@ -4,7 +4,7 @@
 //! Every machine checks the content: CTF through our own CTF reader (`ttrace_tests::ctf`),
 //! uftrace data through our own reader of its files (`ttrace_tests::uftrace`), Chrome JSON
 //! through a JSON parser. The tests marked `#[ignore = "needs ..."]` check, with the viewers
-//! installed (`cargo test --workspace -- --include-ignored`, as CI does), that babeltrace2
+//! installed (`cargo test --workspace -- --include-ignored`), that babeltrace2
 //! and uftrace read every export as our readers do, and what only a viewer can show
 //! (`uftrace replay` and `report`).
 
