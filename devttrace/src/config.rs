@@ -28,6 +28,9 @@ pub const DEFAULT_BUFFER_BYTES: u64 = 128 << 20;
 /// The variable that sizes the rings and their aux buffers together: the bytes of trace the
 /// device keeps ([`Config::from_env`]; default [`DEFAULT_BUFFER_BYTES`]).
 pub const ENV_BUFFER: &str = "TTRACE_BUFFER";
+/// Environment variable: `1` to record each traced thread's context switches (the
+/// writer's [`Config::switches`]), `0` not to.
+pub const ENV_SCHED: &str = "TTRACE_SCHED";
 /// Thread names each half of the names area has room for, at most: what the events in the
 /// rings can refer to is bounded by the threads that wrote them, not by the slots
 /// ([`meta_bytes_for`]).
@@ -66,6 +69,10 @@ pub struct Config {
     /// the device's, so this changes it for every process, as `ttrace-reader ctl setmask`
     /// does. `None` (the default) leaves it as it is.
     pub mask: Option<u64>,
+    /// Whether the writer that opens the device records each traced thread's context
+    /// switches from the kernel (`ttrace_core::switches`; default off). The device records
+    /// whatever its writers give it; this is the writing process's choice, not the device's.
+    pub switches: bool,
 }
 
 impl Default for Config {
@@ -80,6 +87,7 @@ impl Default for Config {
             clock: None,
             calibration: Duration::from_millis(20),
             mask: None,
+            switches: false,
         }
     }
 }
@@ -104,8 +112,8 @@ impl Config {
     /// `TTRACE_RING_SLOTS` (slots per ring, the aux buffers growing with them) and
     /// `TTRACE_AUX_SIZE` (bytes per aux buffer) — sizes in decimal or `0x` hex, with an
     /// optional `k`/`m`/`g` suffix for bytes —
-    /// `TTRACE_MASK` (the class mask to set) and `TTRACE_DISABLED=1` (set the mask to 0:
-    /// everything off). This is what the first trace point of a process that never called
+    /// `TTRACE_MASK` (the class mask to set), `TTRACE_DISABLED=1` (set the mask to 0:
+    /// everything off) and `TTRACE_SCHED=1` (record context switches: [`Config::switches`]). This is what the first trace point of a process that never called
     /// `ttrace_core::init` uses. A value that is not a number, or out of range, is an
     /// [`Error::Config`] naming the variable; an empty one counts as unset.
     ///
@@ -175,6 +183,11 @@ impl Config {
             None | Some("0") => {}
             Some("1") => c.mask = Some(0),
             Some(v) => return Err(bad(ENV_DISABLED, v, "must be 1 (or 0)")),
+        }
+        match var(ENV_SCHED).as_deref() {
+            None | Some("0") => {}
+            Some("1") => c.switches = true,
+            Some(v) => return Err(bad(ENV_SCHED, v, "must be 1 (or 0)")),
         }
         Ok(c)
     }

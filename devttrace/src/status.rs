@@ -42,6 +42,55 @@ pub struct Status {
     pub cleared_at: u64,
     /// Triggers and snapshots taken by the device's programs.
     pub snapshots: crate::triggers::SnapshotCounts,
+    /// The kernel's view of the threads: whose context switches are recorded.
+    pub switches: Switches,
+}
+
+/// Whose context switches the device's processes record (`ttrace_core::switches`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Switches {
+    /// Threads observed since the device was created.
+    pub threads: u64,
+    /// Threads not observed: their process observed as many as its bound allows.
+    pub unobserved: u64,
+    /// The `errno` of the last refusal of `perf_event_open` (0: never refused).
+    pub refused: u64,
+    /// Switch records the kernel dropped (a thread's buffer full before it was drained).
+    pub lost: u64,
+}
+
+impl Switches {
+    /// What a reader says of them, once (`stats`, a dump's header), or `None` where no
+    /// process asked for them.
+    ///
+    /// ```
+    /// let s = devttrace::status::Switches { refused: 1, ..Default::default() };
+    /// assert_eq!(s.line().unwrap(), "switches: not recorded: perf_event_open refused (EPERM)");
+    /// ```
+    pub fn line(&self) -> Option<String> {
+        if self.refused != 0 {
+            let name = match self.refused as i32 {
+                libc::EPERM => "EPERM".to_string(),
+                libc::EACCES => "EACCES".to_string(),
+                libc::ENOSYS => "ENOSYS".to_string(),
+                libc::EMFILE => "EMFILE".to_string(),
+                libc::ENOMEM => "ENOMEM".to_string(),
+                e => format!("errno {e}"),
+            };
+            let mut s = format!("switches: not recorded: perf_event_open refused ({name})");
+            if self.threads > 0 {
+                s += &format!(" (recorded for {} threads before)", self.threads);
+            }
+            return Some(s);
+        }
+        if self.threads == 0 && self.unobserved == 0 {
+            return None;
+        }
+        Some(format!(
+            "switches: recorded for {} threads, {} threads not observed (over the bound), {} records lost",
+            self.threads, self.unobserved, self.lost
+        ))
+    }
 }
 
 impl Status {
@@ -70,6 +119,12 @@ impl Status {
             clears: crate::clear::clears(h),
             cleared_at: crate::clear::cleared_at(h),
             snapshots: crate::triggers::counts(h),
+            switches: Switches {
+                threads: load(&h.switch_threads),
+                unobserved: load(&h.switch_unobserved),
+                refused: load(&h.switch_refused),
+                lost: load(&h.switch_lost),
+            },
         }
     }
 }

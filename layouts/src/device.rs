@@ -51,6 +51,32 @@ pub const INFO_NAME: &str = "info";
 /// it recorded a message as an aux record alone ([`crate::aux::AuxTag::Info`]).
 pub const INFO_FORMAT: &str = "{message:s}";
 
+/// The name of the built-in tracepoint that records a thread leaving its CPU (kind
+/// [`Stop`](crate::entry::Kind::Stop), class [`CLASS_MESSAGES`]), written for the thread by
+/// the process's drain of the kernel's switch records, stamped when the switch happened.
+pub const SWITCH_OUT_NAME: &str = "sched_out";
+/// The format of [`SWITCH_OUT_NAME`]: 1 if the thread was preempted (still runnable), 0 if
+/// it blocked; the time of the switch, in the device's clock (the entry's stamp is that
+/// time unless the shared ring's protocol had to move it later).
+pub const SWITCH_OUT_FORMAT: &str = "preempted={preempted} at={at}";
+/// The name of the built-in tracepoint that records a thread coming back on a CPU (kind
+/// [`Start`](crate::entry::Kind::Start)).
+pub const SWITCH_IN_NAME: &str = "sched_in";
+/// The format of [`SWITCH_IN_NAME`].
+pub const SWITCH_IN_FORMAT: &str = "at={at}";
+/// The name of the built-in tracepoint that says, on a thread, that switch records were
+/// lost between two that were not (the kernel's buffer was full): its time off the CPU
+/// in between is unknown.
+pub const SWITCH_LOST_NAME: &str = "sched_lost";
+/// The format of [`SWITCH_LOST_NAME`].
+pub const SWITCH_LOST_FORMAT: &str = "records={records}";
+/// The name of the built-in tracepoint that says, on a thread's first event, that its
+/// switches are not recorded (its process observes as many threads as its bound allows, or
+/// the kernel refused).
+pub const SWITCH_UNOBSERVED_NAME: &str = "sched_unobserved";
+/// The format of [`SWITCH_UNOBSERVED_NAME`]: the `errno` of the refusal, or 0 for the bound.
+pub const SWITCH_UNOBSERVED_FORMAT: &str = "errno={errno}";
+
 /// Bytes of the `header` file.
 pub const HEADER_BYTES: usize = 4096;
 /// Bytes of the rules text area (enable/disable wildcard rules, one per line).
@@ -136,7 +162,19 @@ pub struct DeviceHeader {
     /// tracepoint words after every control change. Zero in devices older than 3.2, whose
     /// writers recorded every message.
     pub info_off: AtomicU64,
-    _pad_ctl: [u64; 11],
+    /// The kernel's view of the threads ([`SWITCH_OUT_NAME`]): threads whose context
+    /// switches a process of the device records, since the device was created.
+    pub switch_threads: AtomicU64,
+    /// Threads whose switches are not recorded because their process observes as many as
+    /// its bound allows (their time off the CPU is unknown, never guessed).
+    pub switch_unobserved: AtomicU64,
+    /// The `errno` of the last refusal of `perf_event_open` to a process of the device
+    /// (0: never refused): its threads' switches are not recorded.
+    pub switch_refused: AtomicU64,
+    /// Switch records the kernel dropped because a thread's buffer was full before it was
+    /// drained.
+    pub switch_lost: AtomicU64,
+    _pad_ctl: [u64; 7],
 
     // ---- snapshots (offset 256; the aux control words of version 1 were here) ----
     /// Snapshots asked for by triggers (a program's `trigger()`, its panic hook, the rules
@@ -211,6 +249,10 @@ const_assert_eq!(core::mem::offset_of!(DeviceHeader, ctl_generation), 136);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, cleared_at), 144);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, clears), 152);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, info_off), 160);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, switch_threads), 168);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, switch_unobserved), 176);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, switch_refused), 184);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, switch_lost), 192);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, triggers), 256);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, last_snapshot_at), 304);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, rules_applier), 312);

@@ -32,6 +32,7 @@ pub mod check;
 pub mod args;
 #[doc(hidden)]
 pub mod tracepoint;
+pub mod switches;
 pub mod writer;
 pub mod fatal;
 
@@ -39,7 +40,7 @@ pub use args::{Arg, Args};
 pub use devttrace::clock;
 pub use devttrace::config::{
     default_dir, DEFAULT_BUFFER_BYTES, DEFAULT_MAX_TRACEPOINTS, ENV_AUX_SIZE, ENV_BUFFER, ENV_DIR,
-    ENV_DISABLED, ENV_MASK, ENV_RING_SLOTS,
+    ENV_DISABLED, ENV_MASK, ENV_RING_SLOTS, ENV_SCHED,
 };
 pub use devttrace::{
     Config, Definition, Error, Level, Problem, Result, Role, Trust, ValueTable, ValuesKind,

@@ -20,6 +20,7 @@
 use crate::args::Strings;
 use crate::cpu;
 use crate::rseq::{AuxArgs, EventArgs, Restartable};
+use crate::switches::{self, Note, Switch, What};
 use crate::tracepoint::{Tracepoint, DISABLED_WORD, UNREGISTERED};
 use core::cell::Cell;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
@@ -189,8 +190,22 @@ impl Writer {
     /// protocol ([`Ring::write`](devttrace::ring::Ring::write)).
     #[inline(never)]
     pub fn emit_shared<const N: usize>(&self, word: u64, ctx: u64, args: &[u64; N]) -> bool {
+        self.emit_shared_at(self.now(), word, ctx, args)
+    }
+
+    /// [`Writer::emit_shared`] for an event that happened at `timestamp` (the device's
+    /// clock), before now: a thread's context switch, read from the kernel a little later
+    /// ([`crate::switches`]). The shared ring's readers expect entries out of time order;
+    /// the stamp is `timestamp` unless the slot's previous entry was stamped later (the
+    /// protocol then stamps just after it: [`Ring::write`](devttrace::ring::Ring::write)).
+    pub fn emit_shared_at<const N: usize>(
+        &self,
+        timestamp: u64,
+        word: u64,
+        ctx: u64,
+        args: &[u64; N],
+    ) -> bool {
         let map = self.device.mapping();
-        let timestamp = map.now();
         let cpu = self.cpu();
         let ring = map.shared_ring(cpu);
         let mut parent = [0u64; SLOT_WORDS - 1];
@@ -272,6 +287,7 @@ impl Writer {
             .device
             .note_thread(pid, tid, &devttrace::thread::name());
         NAMED.with(|n| n.set(ctx));
+        crate::switches::observe_current_thread(ctx);
         ctx
     }
 
@@ -335,6 +351,9 @@ pub fn init(config: &Config) -> Result<&'static Writer> {
     let w: &'static Writer = Box::leak(Box::new(Writer::open(config)?));
     // Release: a thread that loads the pointer sees the initialized Writer.
     GLOBAL.store(w as *const Writer as *mut Writer, Release);
+    if config.switches {
+        switches::start(w);
+    }
     Ok(w)
 }
 
@@ -372,6 +391,88 @@ crate::tracepoint!(
     static INFO: Start[ttrace_layouts::device::CLASS_MESSAGES] =
         ttrace_layouts::device::INFO_NAME, ttrace_layouts::device::INFO_FORMAT
 );
+
+crate::tracepoint!(
+    /// A thread left its CPU ([`crate::switches`]).
+    static SWITCH_OUT: Stop[ttrace_layouts::device::CLASS_MESSAGES] =
+        ttrace_layouts::device::SWITCH_OUT_NAME, ttrace_layouts::device::SWITCH_OUT_FORMAT
+);
+crate::tracepoint!(
+    /// A thread came back on a CPU.
+    static SWITCH_IN: Start[ttrace_layouts::device::CLASS_MESSAGES] =
+        ttrace_layouts::device::SWITCH_IN_NAME, ttrace_layouts::device::SWITCH_IN_FORMAT
+);
+crate::tracepoint!(
+    /// The kernel dropped a thread's switch records.
+    static SWITCH_LOST: Start[ttrace_layouts::device::CLASS_MESSAGES] =
+        ttrace_layouts::device::SWITCH_LOST_NAME, ttrace_layouts::device::SWITCH_LOST_FORMAT
+);
+crate::tracepoint!(
+    /// A thread whose switches are not recorded.
+    static SWITCH_UNOBSERVED: Start[ttrace_layouts::device::CLASS_MESSAGES] =
+        ttrace_layouts::device::SWITCH_UNOBSERVED_NAME,
+        ttrace_layouts::device::SWITCH_UNOBSERVED_FORMAT
+);
+
+/// The word of a built-in tracepoint with unsigned arguments, registering it on first use;
+/// 0 while it is disabled.
+fn builtin_word<const N: usize>(tp: &'static Tracepoint<N>) -> u64 {
+    const TYPES: [ArgType; 2] = [ArgType::Unsigned; 2];
+    match tp.word() {
+        0 => 0,
+        word => tp.enabled_word(word, &TYPES[..N]),
+    }
+}
+
+/// The process's writer records the switches of its threads ([`crate::switches`]).
+impl switches::Recorder for Writer {
+    fn clock(&self) -> (ttrace_layouts::device::ClockSource, u64) {
+        (
+            self.device.mapping().clock(),
+            self.device.mapping().header().tsc_hz,
+        )
+    }
+
+    fn record(&self, s: &Switch) {
+        let _ = match s.what {
+            What::Out { preempted } => match builtin_word(&SWITCH_OUT) {
+                0 => false,
+                word => self.emit_shared_at(s.at, word, s.ctx, &[preempted as u64, s.at]),
+            },
+            What::In => match builtin_word(&SWITCH_IN) {
+                0 => false,
+                word => self.emit_shared_at(s.at, word, s.ctx, &[s.at]),
+            },
+            What::Lost(n) => {
+                let header = self.device.mapping().header();
+                // Relaxed: a counter, read on its own.
+                header.switch_lost.fetch_add(n, Relaxed);
+                match builtin_word(&SWITCH_LOST) {
+                    0 => false,
+                    word => self.emit_shared_at(s.at, word, s.ctx, &[n]),
+                }
+            }
+        };
+    }
+
+    fn note(&self, ctx: u64, note: Note) {
+        let header = self.device.mapping().header();
+        // Relaxed: counters and a word read on their own.
+        match note {
+            Note::Observed => {
+                header.switch_threads.fetch_add(1, Relaxed);
+            }
+            Note::Unobserved => {
+                header.switch_unobserved.fetch_add(1, Relaxed);
+                let word = builtin_word(&SWITCH_UNOBSERVED);
+                if word != 0 {
+                    self.emit(word, ctx, &[0]);
+                }
+            }
+            Note::Refused(errno) => header.switch_refused.store(errno as u64, Relaxed),
+        }
+    }
+}
 
 /// Records a free-form message in the process's device: an event of the built-in tracepoint
 /// `info` (class [`CLASS_MESSAGES`](ttrace_layouts::device::CLASS_MESSAGES)), its text in the aux buffer.

@@ -1131,8 +1131,12 @@ where
         }
         ttrace_layouts::device::ClockSource::MonotonicNs => "monotonic ns".to_string(),
     };
+    let switches = match ctx.status.switches.line() {
+        Some(line) => format!("; {line}"),
+        None => String::new(),
+    };
     format!(
-        "# ttrace {}: {} cpus x {} slots, aux {} KiB, {} tracepoints, clock {clock}, created {} by pid {}; {writers}",
+        "# ttrace {}: {} cpus x {} slots, aux {} KiB, {} tracepoints, clock {clock}, created {} by pid {}; {writers}{switches}",
         ctx.dir.display(),
         v.num_cpus,
         v.ring_slots,

@@ -138,6 +138,10 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
         "snapshots: {} triggers ({} merged, {} put off), {} saved, {} failed, {} files removed\n",
         c.triggers, c.merged, c.put_off, c.saved, c.failed, c.removed
     );
+    if let Some(line) = st.switches.line() {
+        s += &line;
+        s += "\n";
+    }
     s += &format!(
         "aux: {} of {} bytes in use ({} KiB per ring), {} records kept, {} incomplete; since creation {} bytes written, {} dropped\n",
         snap.aux.iter().map(|a| a.bytes).sum::<u64>(),
