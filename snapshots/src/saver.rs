@@ -220,6 +220,8 @@ impl Saver {
                 s.idle.notify_all();
             }
         }
+        // The switches the kernel holds up to now, into the device first.
+        ttrace_core::switches::try_flush();
         Ok(save_as(s.dev, &s.store, &s.policy, cause)?)
     }
 
@@ -275,6 +277,8 @@ impl Saver {
             drop(st);
             let mut cause = p.cause;
             cause.pid = std::process::id();
+            // The switches the kernel holds up to now, into the device first.
+            ttrace_core::switches::flush();
             let image = s.dev.copy_because(&cause);
             st = s.lock();
             st.copying = false;

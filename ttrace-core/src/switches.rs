@@ -392,6 +392,19 @@ fn with_table<R>(f: impl FnOnce(&mut Table) -> R) -> R {
     while LOCK.compare_exchange_weak(0, 1, Acquire, Relaxed).is_err() {
         std::thread::yield_now();
     }
+    held(f)
+}
+
+/// [`with_table`] if no thread holds the table now, else `None`: for a panic's snapshot,
+/// whose thread may be the one holding it.
+fn try_with_table<R>(f: impl FnOnce(&mut Table) -> R) -> Option<R> {
+    // Acquire: as in `with_table`.
+    LOCK.compare_exchange(0, 1, Acquire, Relaxed).ok()?;
+    Some(held(f))
+}
+
+/// Runs `f` on the table, which the caller has just taken (`LOCK` is 1), and lets it go.
+fn held<R>(f: impl FnOnce(&mut Table) -> R) -> R {
     struct Unlock;
     impl Drop for Unlock {
         fn drop(&mut self) {
@@ -540,27 +553,38 @@ pub fn observe_current_thread(ctx: u64) {
 /// device (a snapshot about to be copied calls it). Closes the buffers of threads that
 /// exited.
 pub fn flush() {
-    if !ON.load(Acquire) {
-        return;
+    if ON.load(Acquire) {
+        with_table(drain_all);
     }
-    with_table(|t| {
-        let Some(recorder) = t.recorder else {
-            return;
-        };
-        let at = converter(recorder.clock());
-        for o in &mut t.threads {
-            o.drain(&at, &mut |s| recorder.record(&s));
+}
+
+/// [`flush`] unless another thread is draining or observing now (then what it drains goes
+/// to the device a moment later): for a panic's snapshot, taken on a thread that may hold
+/// the table itself.
+pub fn try_flush() {
+    if ON.load(Acquire) {
+        let _ = try_with_table(drain_all);
+    }
+}
+
+/// Drains every buffer of `t`, and closes those of threads that exited.
+fn drain_all(t: &mut Table) {
+    let Some(recorder) = t.recorder else {
+        return;
+    };
+    let at = converter(recorder.clock());
+    for o in &mut t.threads {
+        o.drain(&at, &mut |s| recorder.record(&s));
+    }
+    let mut i = 0;
+    while i < t.threads.len() {
+        if t.threads[i].exited {
+            t.threads.swap_remove(i).close();
+            OBSERVED.fetch_sub(1, Relaxed);
+        } else {
+            i += 1;
         }
-        let mut i = 0;
-        while i < t.threads.len() {
-            if t.threads[i].exited {
-                t.threads.swap_remove(i).close();
-                OBSERVED.fetch_sub(1, Relaxed);
-            } else {
-                i += 1;
-            }
-        }
-    });
+    }
 }
 
 /// The conversion of a `CLOCK_MONOTONIC` time to the device's clock: exact for a device on
