@@ -113,7 +113,8 @@ impl Config {
     /// `TTRACE_AUX_SIZE` (bytes per aux buffer) — sizes in decimal or `0x` hex, with an
     /// optional `k`/`m`/`g` suffix for bytes —
     /// `TTRACE_MASK` (the class mask to set), `TTRACE_DISABLED=1` (set the mask to 0:
-    /// everything off) and `TTRACE_SCHED=1` (record context switches: [`Config::switches`]). This is what the first trace point of a process that never called
+    /// everything off) and `TTRACE_SCHED=1` (record context switches: [`Config::switches`]).
+    /// This is what the first trace point of a process that never called
     /// `ttrace_core::init` uses. A value that is not a number, or out of range, is an
     /// [`Error::Config`] naming the variable; an empty one counts as unset.
     ///
@@ -412,6 +413,10 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(many.resolved_ring_slots(), 1 << 14);
+        // Context switches: off unless asked for.
+        assert!(!from(&[]).unwrap().switches);
+        assert!(from(&[(ENV_SCHED, "1")]).unwrap().switches);
+        assert!(!from(&[(ENV_SCHED, "0")]).unwrap().switches);
     }
 
     #[test]
@@ -426,6 +431,10 @@ mod tests {
                 "TTRACE_BUFFER=\"64m\": set it or TTRACE_RING_SLOTS, not both",
             ),
             (&[(ENV_BUFFER, "100")], "TTRACE_BUFFER=\"100\": too small"),
+            (
+                &[(ENV_SCHED, "yes")],
+                "TTRACE_SCHED=\"yes\": must be 1 (or 0)",
+            ),
         ] {
             let e = from(vars).unwrap_err().to_string();
             assert!(e.contains(says), "{e}");

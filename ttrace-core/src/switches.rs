@@ -29,7 +29,9 @@
 //! server does not run out of descriptors because of ttrace. A thread beyond the bound
 //! records one `sched_unobserved` event and is counted (the header's `switch_unobserved`):
 //! readers say its time off the CPU is unknown, never guess it. A thread that exits hands
-//! its place back once the drain has read its last records.
+//! its place back: its records are drained as it exits. At the process's normal exit the
+//! buffers are drained once more; a process killed loses what the kernel held for it (at
+//! most a drain period of switches).
 //!
 //! **Refused.** Where the kernel refuses (a container's seccomp profile, `perf_event_paranoid`
 //! 3), the refusal's `errno` goes to the device header once (`switch_refused`), nothing is
@@ -456,6 +458,11 @@ pub fn limit() -> usize {
 /// Starts recording the switches of the process's threads into `recorder`, each from its
 /// first event on ([`observe_current_thread`]). Calling it again changes nothing.
 pub fn start(recorder: &'static dyn Recorder) {
+    static AT_EXIT: std::sync::Once = std::sync::Once::new();
+    AT_EXIT.call_once(|| {
+        // SAFETY: `at_exit` is an `extern "C" fn()` that lives as long as the process.
+        unsafe { libc::atexit(at_exit) };
+    });
     devttrace::thread::on_fork(after_fork);
     with_table(|t| {
         if t.recorder.is_none() {
@@ -491,6 +498,8 @@ use core::cell::Cell;
 struct Exit(Cell<u64>);
 
 impl Drop for Exit {
+    /// The thread exits: its records up to now go to the device, and its place is handed
+    /// back.
     fn drop(&mut self) {
         let ctx = self.0.get();
         if ctx != 0 {
@@ -498,9 +507,15 @@ impl Drop for Exit {
                 for o in t.threads.iter_mut().filter(|o| o.ctx == ctx) {
                     o.exited = true;
                 }
+                drain_all(t);
             });
         }
     }
+}
+
+/// At the process's normal exit: what the kernel holds goes to the device.
+extern "C" fn at_exit() {
+    try_flush();
 }
 
 /// Observes the calling thread (context word `ctx`) if switches are recorded: the writer

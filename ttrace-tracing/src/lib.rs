@@ -49,6 +49,9 @@
 //!   snapshot ([`ttrace_snapshots::trigger`]) at every ERROR event, its message the reason.
 //! - **`log` records**: install `tracing_log::LogTracer` and they arrive as events (fields
 //!   `message`, `log.target`, `log.module_path`, `log.file`, `log.line`).
+//! - **The runtime's view** (feature `tokio`): [`runtime::instrument`] installs hooks on a
+//!   tokio runtime builder: each worker named (and its context switches observed, where
+//!   they are recorded) as it starts, its parks and unparks recorded.
 
 // Listed from the bottom up: each module uses only modules listed before it.
 mod name;
@@ -61,6 +64,8 @@ mod record;
 mod layer;
 mod spans;
 mod subscriber;
+#[cfg(feature = "tokio")]
+pub mod runtime;
 
 use std::sync::atomic::Ordering::Relaxed;
 

@@ -4,5 +4,6 @@
 //! a small machine, so nothing else of the suite runs beside them (they take turns among
 //! themselves).
 
+mod runtime;
 mod service;
 mod slow_request;
