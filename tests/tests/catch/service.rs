@@ -124,17 +124,27 @@ fn report(file: &Path, n: usize, window: Option<(f64, f64)>) -> (Vec<Work>, serd
     (works, json["snapshot"].clone())
 }
 
-/// The time of the trigger of the snapshot `file`, in seconds since the device's creation.
-fn trigger_at(file: &Path) -> f64 {
+/// When the snapshot `file` was triggered and when its last event was written, in seconds
+/// since the device's creation: a request whose trigger it holds (its own, or one merged into
+/// it while it was pending, however late its copy came) ended between them.
+fn extent(file: &Path) -> (f64, f64) {
     let (_, cause) = report(file, 1, None);
-    cause["at"].as_str().unwrap().parse().unwrap()
+    let at: f64 = cause["at"].as_str().unwrap().parse().unwrap();
+    let after = cause["last_event_after_ns"].as_u64().unwrap() as f64 / 1e9;
+    (at, at + after)
 }
 
-/// What the snapshot `file` holds where a slow request it was taken for can be: the 64
-/// slowest `work` instances that ended between 100 ms before its trigger and 50 ms after it
-/// (its own trigger, or one merged into it within `after`). A slow request of that window is
-/// among them by construction: 8 clients each serve one request at a time, so at most 8 x 6
-/// instances of 30 ms or more fit in 150 ms.
+/// How many `work` instances of 20 ms or more can end within `seconds`: 8 clients serve one
+/// request at a time each, so each ends at most one per 20 ms, and one more that began
+/// before.
+fn slow_bound(seconds: f64) -> usize {
+    8 * ((seconds / 0.02).ceil() as usize + 1)
+}
+
+/// What the snapshot `file` holds where a slow request it was taken for can be: the slowest
+/// `work` instances whole from 100 ms before its trigger to its last event (its own
+/// request, or one whose trigger was merged into it), as many as can be 20 ms or more there
+/// ([`slow_bound`]): a slow request of that window is among them by construction.
 #[derive(Debug)]
 struct Window {
     file: PathBuf,
@@ -143,8 +153,9 @@ struct Window {
 
 impl Window {
     fn of(file: &Path) -> Window {
-        let at = trigger_at(file);
-        let (works, _) = report(file, 64, Some((at - 0.1, at + 0.05)));
+        let (at, last) = extent(file);
+        let (since, until) = (at - 0.1, last);
+        let (works, _) = report(file, slow_bound(until - since), Some((since, until)));
         Window {
             file: file.to_path_buf(),
             works,
@@ -166,16 +177,16 @@ impl Window {
 
 /// Checks a snapshot a rule took: its cause names the matched interval, which is whole in
 /// it, and is a slow request's `work` (by its begin time), named with its uri. Found among
-/// the 64 slowest instances from 50 ms before the interval (its request's span began just
-/// before it) to its end: at most 8 x 4 instances of over 20 ms fit there (8 clients, each
-/// one request at a time).
+/// the slowest instances from 50 ms before the interval (its request's span began just
+/// before it) to the snapshot's last event, as many as can last over 20 ms there
+/// ([`slow_bound`]).
 fn holds_its_match(file: &Path) {
     let name = file.display();
     let (_, cause) = report(file, 1, None);
-    let at: f64 = cause["at"].as_str().unwrap().parse().unwrap();
+    let (_, last) = extent(file);
     let begin = cause["interval_begin"].as_str().unwrap();
     let since = begin.parse::<f64>().unwrap() - 0.05;
-    let (works, _) = report(file, 64, Some((since, at)));
+    let (works, _) = report(file, slow_bound(last - since), Some((since, last)));
     assert_eq!(cause["kind"], "rule", "{name}: {cause}");
     assert!(
         cause["reason"].as_str().unwrap().starts_with(RULE),
