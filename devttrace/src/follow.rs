@@ -30,7 +30,9 @@
 //! commits it, so its events are never held long; a writer stalled between its timestamp and
 //! its commit for longer than the window (a shared-ring writer preempted, or SIGSTOPped)
 //! commits an event older than what was already released: it is released at once and counted
-//! as *late* ([`Poll::late`]; [`Poll::released_before`] tells which are). An event stamped
+//! as *late* ([`Poll::late`]; [`Poll::released_before`] tells which are). A device whose
+//! writers record context switches (its header's `switch_threads`) gets those a drain period
+//! after they happened: there, the watermark is always a window behind. An event stamped
 //! at a time no event of the device can have ([`Reader::stamps`]: damaged) is released at
 //! once, to be counted damaged by its check: never held, never late, no gap's time.
 
@@ -45,7 +47,7 @@ use crate::snapshot::Snapshot;
 use crate::status::Status;
 use crate::sync::AtomicWord;
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering::Acquire;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use ttrace_layouts::aux::AuxTag;
 
 /// The default reorder window: how long a read event may wait for older ones.
@@ -354,7 +356,11 @@ impl<'d> Follower<'d> {
         }
         // Release what the watermark passed, and anything late.
         let released_before = self.released;
-        let watermark = match (all, waiting) {
+        // A device whose writers record context switches gets them a drain period late
+        // (`ttrace_core::switches`, 10 ms, less than the window): everything waits a window.
+        // Relaxed: a counter read on its own.
+        let switches = core.header().switch_threads.load(Relaxed) > 0;
+        let watermark = match (all, waiting || switches) {
             (true, _) => u64::MAX,
             (false, true) => now.saturating_sub(self.window),
             (false, false) => now,

@@ -471,3 +471,47 @@ fn a_stalled_writer_holds_later_events_for_the_window_then_comes_out_late() {
     assert!(e[0].stamp < p.released_before);
     assert_eq!(e[0].args(), [0]);
 }
+
+#[test]
+fn where_switches_are_recorded_a_late_switch_is_held_in_order_not_late() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let tmp = tempfile::tempdir().unwrap();
+    let w = writer(&tmp.path().join("dev"), 64);
+    let word = define(&w, "n");
+    // A writer of the device records context switches (`ttrace_core::switches`): they
+    // arrive a drain period after they happened.
+    w.mapping().header().switch_threads.store(1, Relaxed);
+    let dev = Reader::open(w.dir()).unwrap();
+    // A window of an hour: no time passing in this test can release what it holds.
+    let mut f = Follower::with_window(&dev, 3_600_000_000_000);
+    // Even: a committed entry's stamp has bit 0 clear.
+    let t_switch = w.now() & !1;
+    let t_event = (w.now() | 1) + 1;
+    let tw = |cpu| TypeWord(word).with_cpu(cpu).0;
+    // An event committed now, with no position still being written anywhere: held all the
+    // same, since a switch older than it may still come...
+    w.mapping()
+        .shared_ring(1)
+        .write(t_event, 7, &[tw(1), 7 << 32 | 2, 1, 0, 0, 0, 0])
+        .unwrap();
+    let p = f.poll().unwrap();
+    assert_eq!(p.snapshot.events(), 0, "held for the window");
+    // ... and it does: the drain writes it, stamped when it happened.
+    w.mapping()
+        .shared_ring(0)
+        .write(t_switch, 7, &[tw(0), 7 << 32 | 1, 2, 0, 0, 0, 0])
+        .unwrap();
+    let p = f.poll().unwrap();
+    assert_eq!((p.snapshot.events(), p.late), (0, 0));
+    // Released in time order, none late, when the follower stops.
+    let p = f.finish().unwrap();
+    let mut stamps: Vec<u64> = p
+        .snapshot
+        .cpus
+        .iter()
+        .flat_map(|r| r.events.iter().map(|e| e.stamp))
+        .collect();
+    stamps.sort();
+    assert_eq!(stamps, [t_switch, t_event]);
+    assert_eq!(p.late, 0);
+}
