@@ -16,7 +16,8 @@
 //! `fmt` (the registry with `fmt`'s layer writing to `io::sink`, at DEBUG), `ttrace` (the
 //! registry with `ttrace_tracing::layer()`, at DEBUG), `ttrace-subscriber`
 //! (`ttrace_tracing::subscriber()`, ttrace's own, at DEBUG), `ttrace-off` (the layer, every
-//! level turned off with `ctl level off` before the load). With `ttrace`, the device is `DEVICE`
+//! level turned off with `ctl level off` before the load), `ttrace-sched` (the layer, and the
+//! server thread's context switches recorded: `TTRACE_SCHED=1`). With `ttrace`, the device is `DEVICE`
 //! (default: a temporary one), so that `ttrace-reader report DEVICE` shows each command
 //! end to end: `request` spans inside `connection` spans, their lifetimes, busy and idle
 //! times. `--compare` runs every mode `R` times (default 5), alternately, each in a process
@@ -184,20 +185,21 @@ fn run(requests: u64, clients: u64) -> (Duration, Duration) {
     (cpu1 - cpu0, wall)
 }
 
-const MODES: [&str; 6] = [
+const MODES: [&str; 7] = [
     "none",
     "registry",
     "fmt",
     "ttrace",
     "ttrace-subscriber",
     "ttrace-off",
+    "ttrace-sched",
 ];
 
 /// Installs the subscriber of `mode` (see the module's documentation).
 fn install(mode: &str, dir: Option<&str>) -> Option<tempfile::TempDir> {
     use tracing_subscriber::filter::LevelFilter;
     let mut tmp = None;
-    let mut ttrace = || {
+    let mut ttrace = |switches: bool| {
         let dir = match dir {
             Some(d) => d.into(),
             None => tmp
@@ -209,6 +211,7 @@ fn install(mode: &str, dir: Option<&str>) -> Option<tempfile::TempDir> {
         let config = ttrace_core::Config::from_env().expect("TTRACE_ settings");
         ttrace_core::init(&ttrace_core::Config {
             dir: Some(dir),
+            switches: switches || config.switches,
             ..config
         })
         .expect("device");
@@ -224,16 +227,17 @@ fn install(mode: &str, dir: Option<&str>) -> Option<tempfile::TempDir> {
                     .with_filter(LevelFilter::DEBUG),
             )
             .init(),
-        "ttrace" => tracing_subscriber::registry().with(ttrace()).init(),
+        "ttrace" => tracing_subscriber::registry().with(ttrace(false)).init(),
+        "ttrace-sched" => tracing_subscriber::registry().with(ttrace(true)).init(),
         "ttrace-subscriber" => {
-            let _ = ttrace();
+            let _ = ttrace(false);
             tracing::subscriber::set_global_default(
                 ttrace_tracing::subscriber().with_max_level(LevelFilter::DEBUG),
             )
             .expect("global subscriber");
         }
         "ttrace-off" => {
-            let layer = ttrace();
+            let layer = ttrace(false);
             let w = ttrace_core::device().expect("device");
             w.device().apply_text("level off").expect("ctl");
             tracing_subscriber::registry().with(layer).init();
@@ -312,12 +316,12 @@ fn compare(requests: u64, clients: u64, rounds: u64) {
     let none = median(results["none"].iter().map(|r| r.0).collect());
     println!("{requests} commands from {clients} clients, median of {rounds} runs each:");
     println!(
-        "{:>12} {:>14} {:>10} {:>12}",
+        "{:>17} {:>14} {:>10} {:>12}",
         "mode", "server us/cmd", "vs none", "commands/s"
     );
     for mode in MODES {
         let cpu = median(results[mode].iter().map(|r| r.0).collect());
         let rate = median(results[mode].iter().map(|r| r.1).collect());
-        println!("{mode:>12} {cpu:>14.2} {:>+10.2} {rate:>12.0}", cpu - none);
+        println!("{mode:>17} {cpu:>14.2} {:>+10.2} {rate:>12.0}", cpu - none);
     }
 }
