@@ -397,7 +397,7 @@ mod tests {
         assert_eq!(latest(&c, 999, c.anchor_realtime_ns), 1_000 + 3_600 * S);
         assert_eq!(latest(&c, 1_000, c.anchor_realtime_ns), 1_000 + S);
         // An anchor of 0, or 1, read 30 s later: 31 s, by the clock or, with no clock
-        // read (a snapshot file's wall-clock time), by the wall clock and an hour.
+        // read, by the wall clock and an hour.
         for anchor in [0, 1] {
             let c = clock(anchor);
             let later = c.anchor_realtime_ns + 30 * S;

@@ -190,13 +190,9 @@ impl Mapping {
         })
     }
 
-    /// Gives the mapping the image of a snapshot file its parts lie in, and the watch on it.
-    pub(crate) fn keep_image(
-        &mut self,
-        maps: Vec<MmapMut>,
-        watches: Vec<(PathBuf, crate::sigbus::Watch)>,
-    ) {
-        (self.maps, self.watches, self.image) = (maps, watches, true);
+    /// Gives the mapping the image of a snapshot file its parts lie in.
+    pub(crate) fn keep_image(&mut self, maps: Vec<MmapMut>) {
+        (self.maps, self.image) = (maps, true);
     }
 
     /// Checks each ring's own header against the device header: a file swapped for another
