@@ -21,17 +21,14 @@
 //! - in a snapshot with damaged extents ([`crate::damaged_extent`]): not an event whose
 //!   continuation, string or thread name was left out (it would show something else).
 //!
-//! A message ([`Check::message`]) has the same time, CPU (its aux buffer's ring's) and
-//! context rules, and, in such a snapshot, its thread's name.
-//!
-//! An integer of a width (`u8` ... `i32`, recorded since layouts 3.2) must be one such a
+//! An integer of a width (`u8` ... `i32`) must be one such a
 //! value can be; 64-bit integers, floats and pointers can hold any word: a flipped bit there
 //! is not found.
 //!
 //! The checks cost a few comparisons per event (the arguments are looked at only for
 //! tracepoints that have arguments of the types above), on the read path of every reader.
 
-use crate::aux::{AuxRecord, AuxSnapshots};
+use crate::aux::AuxSnapshots;
 use crate::damaged_extent::{DamagedExtent, Part};
 use crate::event::{Event, RingSnapshot};
 use crate::meta::{Metadata, TaskIndex};
@@ -300,32 +297,6 @@ impl<'a> Check<'a> {
                 .names
                 .as_ref()
                 .is_none_or(|n| n.at(e.ctx, e.stamp).is_some())
-    }
-
-    /// Whether the message `r` (of aux buffer `r.buffer`) is sound: its time, CPU and
-    /// context, and, where names were left out, its thread's name.
-    pub fn message(&self, r: &AuxRecord<'_>) -> bool {
-        self.of_ring(r.buffer as usize, r.cpu as usize)
-            && self.stamps.contains(&r.timestamp)
-            && possible(r.ctx)
-            && self
-                .names
-                .as_ref()
-                .is_none_or(|n| n.at(r.ctx, r.timestamp).is_some())
-    }
-
-    /// Takes the damaged messages out of `aux` and counts them
-    /// ([`AuxSnapshot::damaged`](crate::aux::AuxSnapshot::damaged)).
-    pub fn sift_messages(&self, aux: &mut AuxSnapshots) {
-        for b in &mut aux.buffers {
-            let mut damaged = 0;
-            b.retain(|r| {
-                let sound = r.tag != AuxTag::Info as u16 || self.message(r);
-                damaged += !sound as u64;
-                sound
-            });
-            b.damaged += damaged;
-        }
     }
 
     /// Counts, in ring `ring`'s `snap`, the slots that damaged extents left out of it as

@@ -234,12 +234,8 @@ impl Reader {
     /// [`Reader::stamps`] gave when the copy was made): a follower decides with them which
     /// events it releases.
     pub(crate) fn sift_within(&self, snap: &mut Snapshot, stamps: RangeInclusive<u64>) {
-        let check = |aux| {
-            let damaged = self.damaged_extents();
-            Check::new(&self.version, &snap.meta, aux, stamps.clone(), damaged)
-        };
-        check(None).sift_messages(&mut snap.aux);
-        let check = check(Some(&snap.aux));
+        let damaged = self.damaged_extents();
+        let check = Check::new(&self.version, &snap.meta, Some(&snap.aux), stamps, damaged);
         for (r, ring) in snap.cpus.iter_mut().enumerate() {
             check.sift(r, ring);
         }
@@ -557,7 +553,6 @@ impl Reader {
             cpus,
             aux,
             aux_error,
-            messages: None,
         };
         self.sift(&mut snap);
         Ok(snap)

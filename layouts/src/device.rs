@@ -47,8 +47,7 @@ pub const CLASS_MESSAGES: u64 = 1 << 63;
 pub const INFO_NAME: &str = "info";
 /// The format of the tracepoint that records `info()` messages: its one argument refers to
 /// the text in the aux buffer. A tracepoint named [`INFO_NAME`] of class [`CLASS_MESSAGES`]
-/// with this format is the messages' (readers show its events as messages); writers before
-/// it recorded a message as an aux record alone ([`crate::aux::AuxTag::Info`]).
+/// with this format is the messages' (readers show its events as messages).
 pub const INFO_FORMAT: &str = "{message:s}";
 
 /// Bytes of the `header` file.
@@ -131,12 +130,7 @@ pub struct DeviceHeader {
     pub cleared_at: AtomicU64,
     /// Clears so far (each under `meta_lock`, after `cleared_at` and the rings' clear words).
     pub clears: AtomicU64,
-    /// Whether `info()` messages are off: 0 while the mask and the rules enable them (the
-    /// name `info`, the class bit [`CLASS_MESSAGES`]), 1 while not. Recomputed with the
-    /// tracepoint words after every control change. Zero in devices older than 3.2, whose
-    /// writers recorded every message.
-    pub info_off: AtomicU64,
-    _pad_ctl: [u64; 11],
+    _pad_ctl: [u64; 12],
 
     // ---- snapshots (offset 256; the aux control words of version 1 were here) ----
     /// Snapshots asked for by triggers (a program's `trigger()`, its panic hook, the rules
@@ -210,7 +204,7 @@ const_assert_eq!(core::mem::offset_of!(DeviceHeader, flags), 100);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, ctl_generation), 136);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, cleared_at), 144);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, clears), 152);
-const_assert_eq!(core::mem::offset_of!(DeviceHeader, info_off), 160);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, _pad_ctl), 160);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, triggers), 256);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, last_snapshot_at), 304);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, rules_applier), 312);

@@ -97,7 +97,7 @@ fn make_device(dir: &Path) -> ttrace_core::Writer {
         .expect("aux");
     dev.emit(text, ctx, &[off]);
     dev.emit(typed, ctx, &[7, 1, -2i64 as u64, 1, 'x' as u64]);
-    dev.aux_write(AuxTag::Info, ctx, b"a message").expect("aux");
+    assert!(crate::message(&dev, ctx, "a message"), "a message");
     dev.apply_text("disable fi*").expect("rule");
     dev
 }

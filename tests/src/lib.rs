@@ -34,6 +34,30 @@ pub fn config(dir: &Path, ring_slots: u64, cpus: u32) -> Config {
     }
 }
 
+/// Records the message `text` of writer `ctx` in `dev` as `ttrace_core::info` records one:
+/// an event of the built-in tracepoint `info` (registered here), its text in the aux buffer.
+/// Returns whether it was recorded whole.
+pub fn message(dev: &ttrace_core::Writer, ctx: u64, text: &str) -> bool {
+    use ttrace_layouts::device::{CLASS_MESSAGES, INFO_FORMAT, INFO_NAME};
+    // The definition `ttrace_core::info` registers, types included (another would be
+    // another tracepoint of the same name).
+    let def = ttrace_core::Definition {
+        types: &[ttrace_core::ArgType::Str],
+        ..ttrace_core::Definition::untyped(
+            INFO_NAME,
+            ttrace_core::Kind::Start,
+            CLASS_MESSAGES,
+            INFO_FORMAT,
+        )
+    };
+    let word = dev
+        .register_tracepoint(&def)
+        .expect("the info tracepoint")
+        .1;
+    let text = dev.aux_write(ttrace_layouts::aux::AuxTag::String, ctx, text.as_bytes());
+    dev.emit(word, ctx, &[text.unwrap_or(ttrace_layouts::aux::AUX_NONE)]) && text.is_some()
+}
+
 /// Registers a `Start` tracepoint of class 1 with `dev` and returns its type word.
 pub fn define(dev: &ttrace_core::Writer, name: &'static str, format: &'static str) -> u64 {
     define_kind(dev, name, ttrace_core::Kind::Start, format)

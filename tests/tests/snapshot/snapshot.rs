@@ -29,8 +29,7 @@ fn steps(w: &ttrace_core::Writer, n: u64) {
 fn make(dir: &Path) -> ttrace_core::Writer {
     let w = ttrace_core::Writer::open(&ttrace_tests::config(dir, 8, 2)).unwrap();
     steps(&w, 20);
-    w.aux_write(AuxTag::Info, 1 << 32 | 2, b"a message")
-        .unwrap();
+    assert!(ttrace_tests::message(&w, 1 << 32 | 2, "a message"));
     w.apply_text("disable other*").unwrap();
     w
 }
