@@ -25,7 +25,7 @@ use ttrace_layouts::meta::{MetaHeader, META_HEADER_BYTES};
 use ttrace_layouts::ring::{RingHeader, RING_HEADER_BYTES};
 use ttrace_layouts::snapshot::{
     used_runs, Cause, ExtentHead, Layout, SnapshotHeader, EXTENTS_AT, EXTENT_HEAD_BYTES,
-    HEADER_DATA_AT, PAGE, SNAPSHOT_MAGIC, SNAPSHOT_VERSION,
+    HEADER_DATA_AT, PAGE, SNAPSHOT_MAGIC, SNAPSHOT_PRE_RELEASE_MAGIC, SNAPSHOT_VERSION,
 };
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
@@ -471,6 +471,12 @@ pub(crate) fn open(path: &Path) -> Result<Opened> {
             std::io::ErrorKind::UnexpectedEof => bad(path, Problem::Shrunk),
             _ => io(path)(e),
         })?;
+    if head.magic == SNAPSHOT_PRE_RELEASE_MAGIC {
+        return Err(Error::PreRelease {
+            path: path.to_path_buf(),
+            what: crate::error::PreRelease::Snapshot,
+        });
+    }
     if head.magic != SNAPSHOT_MAGIC {
         return Err(bad(
             path,

@@ -92,7 +92,9 @@ impl Mapping {
         let hbytes = unsafe { hmap.as_mut() };
         let header = DeviceHeader::read_from_bytes(&hbytes[..])
             .map_err(|_| bad(&hpath, Problem::Misaligned))?;
-        header.check().map_err(|e| bad(&hpath, e.into()))?;
+        header
+            .check()
+            .map_err(|e| crate::error::bad_header(dir, &hpath, e))?;
         let header_ptr = NonNull::from(
             DeviceHeader::mut_from_bytes(hbytes).map_err(|_| bad(&hpath, Problem::Misaligned))?,
         );

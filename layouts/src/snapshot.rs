@@ -40,10 +40,16 @@ use crate::ring::ring_file_bytes;
 use static_assertions::{assert_eq_size, const_assert_eq};
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 
-/// Magic of a snapshot file (`"ttsnap\0\x01"` in the writer's byte order).
-pub const SNAPSHOT_MAGIC: u64 = u64::from_le_bytes(*b"ttsnap\x00\x01");
+/// Magic of a snapshot file (`"ttsnap-1"` in the writer's byte order).
+pub const SNAPSHOT_MAGIC: u64 = u64::from_le_bytes(*b"ttsnap-1");
 /// Version of this layout: major in the high 16 bits.
-pub const SNAPSHOT_VERSION: u32 = 4 << 16;
+pub const SNAPSHOT_VERSION: u32 = 1 << 16;
+/// The magic of the snapshot files of pre-release ttrace (`"ttsnap\0\x01"`, formats up to
+/// [`PRE_RELEASE_FORMAT`]): such a file is recognised as older than this format, and
+/// refused, never read.
+pub const SNAPSHOT_PRE_RELEASE_MAGIC: u64 = u64::from_le_bytes(*b"ttsnap\x00\x01");
+/// The last format of pre-release snapshot files, as they are named in errors.
+pub const PRE_RELEASE_FORMAT: u32 = 4;
 /// Alignment of every part.
 pub const PAGE: u64 = 4096;
 
@@ -412,12 +418,15 @@ impl SnapshotHeader {
         self.header_sum = self.own_sum();
     }
 
-    /// Whether the first bytes of a file are a snapshot's (its magic, in either byte order).
+    /// Whether the first bytes of a file are a snapshot's (its magic, in either byte order,
+    /// or a pre-release ttrace's: [`SNAPSHOT_PRE_RELEASE_MAGIC`]).
     pub fn is_snapshot(prefix: &[u8]) -> bool {
         prefix.len() >= 8
             && matches!(
                 u64::from_ne_bytes(prefix[..8].try_into().unwrap_or([0; 8])),
-                m if m == SNAPSHOT_MAGIC || m == SNAPSHOT_MAGIC.swap_bytes()
+                m if m == SNAPSHOT_MAGIC
+                    || m == SNAPSHOT_MAGIC.swap_bytes()
+                    || m == SNAPSHOT_PRE_RELEASE_MAGIC
             )
     }
 
