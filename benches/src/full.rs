@@ -1,9 +1,10 @@
 //! A device filled to the brim, for the measurements of what reading or saving one costs.
 
-use devttrace::{Config, Definition, Device, Kind};
+use devttrace::{ArgType, Config, Definition, Device, Kind};
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use ttrace_layouts::aux::{aux_ref, AuxPath, AuxTag};
+use ttrace_layouts::device::{CLASS_MESSAGES, INFO_FORMAT, INFO_NAME};
 use ttrace_layouts::entry::TypeWord;
 
 /// Makes the device at `dir` and fills every restartable ring and its aux buffer; returns
@@ -30,6 +31,14 @@ pub fn fill(dir: &Path, cpus: u32, slots: u64, aux: u64) -> (u64, u64) {
         "a={a} b={b} c={c} d={d} e={e} f={f} g={g} h={h} i={i} j={j} k={k:x} l={l}",
     );
     let open = define("open", "path={path:s} fd={fd}");
+    // The built-in tracepoint of `info()` messages.
+    let info = dev
+        .register_tracepoint(&Definition {
+            types: &[ArgType::Str],
+            ..Definition::untyped(INFO_NAME, Kind::Start, CLASS_MESSAGES, INFO_FORMAT)
+        })
+        .expect("the info tracepoint")
+        .1;
     let map = dev.mapping();
     let (pid, tid) = (std::process::id(), 1);
     dev.note_process(pid, "memory").expect("a process name");
@@ -67,8 +76,12 @@ pub fn fill(dir: &Path, cpus: u32, slots: u64, aux: u64) -> (u64, u64) {
                 }
                 5 if i % 64 == 5 => {
                     let text = format!("checkpoint {i} of ring {r}");
-                    let path = AuxPath::new(AuxTag::Info, r as u32, text.len() as u64, false);
-                    buffer.write_restartable(path, t, ctx, text.as_bytes(), usize::MAX);
+                    let path = AuxPath::new(AuxTag::String, r as u32, text.len() as u64, false);
+                    let at = buffer
+                        .write_restartable(path, 0, ctx, text.as_bytes(), usize::MAX)
+                        .expect("an aux record");
+                    let words = [tw(info), ctx, aux_ref(r, at), 0, 0, 0, 0];
+                    ring.write_restartable(last, t, &words, None, usize::MAX);
                     let words = [tw(request), ctx, i, i * 3, i ^ 0xff, 7, 8];
                     ring.write_restartable(last, t, &words, None, usize::MAX);
                 }

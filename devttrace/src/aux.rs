@@ -1,4 +1,4 @@
-//! The aux protocols, both halves: variable-length records (strings, messages) in each
+//! The aux protocols, both halves: variable-length records (strings) in each
 //! ring's wrapping aux buffer.
 //!
 //! A shared ring's buffer is written in two steps: [`Aux::reserve`] under the buffer's lock
@@ -21,7 +21,7 @@ pub use crate::error::AuxError;
 use crate::sync::{AtomicWord, Ordering::*};
 use core::sync::atomic::AtomicU64;
 use crossbeam_utils::Backoff;
-use ttrace_layouts::aux::{aux_ref_parts, full_offset, AuxPath, AuxTag, AUX_HEADER_BYTES};
+use ttrace_layouts::aux::{aux_ref_parts, full_offset, AuxPath, AUX_HEADER_BYTES};
 use zerocopy::IntoBytes;
 
 /// Tries before an aux write blocked by a record still being written is dropped.
@@ -283,10 +283,9 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
     /// [`Aux::snapshot_releasing`] does.
     pub fn extent_releasing(
         &self,
-        cleared_at: u64,
         release: impl FnMut(core::ops::Range<usize>),
     ) -> Result<AuxExtent, AuxError> {
-        copy_releasing(self.first, self.last, self.words, release).map(|c| extent(&c, cleared_at))
+        copy_releasing(self.first, self.last, self.words, release).map(|c| extent(&c))
     }
 }
 
@@ -298,7 +297,7 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
 /// use ttrace_layouts::aux::{AuxPath, AuxTag};
 /// let mem = devttrace::aux::HeapAux::<AtomicU64>::new(16);
 /// let (aux, lock) = (mem.aux(), std::sync::Mutex::new(()));
-/// let path = AuxPath::new(AuxTag::Info, 0, 5, false);
+/// let path = AuxPath::new(AuxTag::String, 0, 5, false);
 /// let at = aux.reserve(path, 7, 1, || lock.lock().ok(), |_| true, || {});
 /// aux.commit(at.unwrap(), path, 1000, b"hello");
 /// assert_eq!(aux.snapshot().unwrap().records().next().unwrap().bytes, b"hello");
@@ -412,11 +411,6 @@ impl AuxSnapshots {
         self.buffers.iter().any(|b| b.corrupt)
     }
 
-    /// Messages left out as damaged, in all buffers.
-    pub fn damaged(&self) -> u64 {
-        self.buffers.iter().map(|b| b.damaged).sum()
-    }
-
     /// Bytes in use, in all buffers.
     pub fn bytes_in_use(&self) -> u64 {
         self.buffers.iter().map(|b| b.last - b.first).sum()
@@ -480,9 +474,6 @@ pub struct AuxSnapshot {
     pub first_incomplete: Option<u64>,
     /// Whether a malformed header ended the walk early.
     pub corrupt: bool,
-    /// Messages left out because a field is one no writer of the device can have written
-    /// (`crate::damage`).
-    pub damaged: u64,
     /// The buffer (ring) it is of.
     pub buffer: u32,
     /// The words copied, from offset `base` on.
@@ -577,8 +568,6 @@ pub struct AuxExtent {
     pub incomplete: Vec<u64>,
     /// Complete records.
     pub records: u64,
-    /// Of these, messages of writers before the `info` tracepoint (tagged `Info`).
-    pub messages: u64,
     /// Bytes between the oldest record and the end of the newest.
     pub bytes: u64,
     /// Whether a malformed header ended the walk early.
@@ -768,14 +757,8 @@ pub fn parse(copy: Vec<u64>, base: u64, from: u64, to: u64) -> AuxSnapshot {
     snap
 }
 
-/// The extent of a copy ([`AuxSnapshot::extent`] without the index): messages of older
-/// writers stamped at or before `cleared_at` not counted.
-pub fn extent(c: &AuxCopy, cleared_at: u64) -> AuxExtent {
-    let word = |off: u64| {
-        c.words
-            .get((off.wrapping_sub(c.base) / 8) as usize)
-            .copied()
-    };
+/// The extent of a copy ([`AuxSnapshot::extent`] without the index).
+pub fn extent(c: &AuxCopy) -> AuxExtent {
     let mut x = AuxExtent {
         from: c.last,
         to: c.last,
@@ -792,11 +775,7 @@ pub fn extent(c: &AuxCopy, cleared_at: u64) -> AuxExtent {
                     any = true;
                 }
                 x.to = r.end();
-                let message = r.tag == AuxTag::Info as u16;
-                if !message || word(r.offset + 8).unwrap_or(0) > cleared_at {
-                    x.records += 1;
-                    x.messages += message as u64;
-                }
+                x.records += 1;
             }
             Met::Incomplete(off) => x.incomplete.push(off),
             Met::Corrupt => x.corrupt = true,

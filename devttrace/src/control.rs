@@ -7,9 +7,9 @@
 //! ends by recomputing each tracepoint's word, so writers in every process see the result
 //! with their next load of that word.
 //!
-//! `info()` messages are controlled the same way, as if they were a tracepoint named `info`
-//! of class [`CLASS_MESSAGES`](ttrace_layouts::device::CLASS_MESSAGES) (bit 63): the recomputation also sets the header's `info_off`
-//! word, which `info()` loads before it records anything.
+//! `info()` messages are events of a built-in tracepoint named `info`, of class
+//! [`CLASS_MESSAGES`](ttrace_layouts::device::CLASS_MESSAGES) (bit 63): they are controlled
+//! as any tracepoint is.
 
 use crate::error::{Error, Result};
 use crate::registry::Registry;
@@ -198,8 +198,7 @@ pub fn enables(h: &DeviceHeader, name: &str, classes: u64) -> bool {
 /// Whether `info()` messages record now in the device `h` (the mask has
 /// [`CLASS_MESSAGES`](ttrace_layouts::device::CLASS_MESSAGES) and the rules enable `info`).
 pub fn info_enabled(h: &DeviceHeader) -> bool {
-    // Relaxed: a self-contained word, read as `info()` reads it.
-    h.info_off.load(Relaxed) == 0
+    enables(h, INFO_NAME, ttrace_layouts::device::CLASS_MESSAGES)
 }
 
 /// Whether the wildcard `pattern` matches a name the registry knows: a registered

@@ -60,12 +60,8 @@ impl Counts {
     pub fn of(dev: &Reader) -> Result<Counts> {
         let map = dev.mapping();
         let (mut aux, mut aux_error) = (Vec::with_capacity(dev.cpus()), None);
-        let cleared_at = crate::clear::cleared_at(map.header());
         for b in 0..dev.cpus() {
-            match map
-                .aux(b)
-                .extent_releasing(cleared_at, |w| map.release_aux_words(b, w))
-            {
+            match map.aux(b).extent_releasing(|w| map.release_aux_words(b, w)) {
                 Ok(x) => aux.push(x),
                 Err(e) => {
                     aux_error = Some(e.to_string());

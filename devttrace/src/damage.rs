@@ -11,7 +11,7 @@
 //!   created, before any writer could attach), not after the copy was taken ([`latest`]);
 //! - the CPU its ring belongs to: `r` in restartable ring `r` (written only there), one
 //!   that folds onto `r` in a shared ring (`cpu % cpus`);
-//! - in a shared ring, a position tag that is its slot's (or none, as older writers left);
+//! - in a shared ring, a position tag that is its slot's;
 //! - a writer context whose pid and tid are possible on Linux (at most 2^22);
 //! - a tracepoint the metadata defines, of the definition's kind and argument count;
 //! - each argument within its recorded type: a `bool` 0 or 1, a `char` a Unicode scalar
@@ -21,17 +21,14 @@
 //! - in a snapshot with damaged extents ([`crate::damaged_extent`]): not an event whose
 //!   continuation, string or thread name was left out (it would show something else).
 //!
-//! A message ([`Check::message`]) has the same time, CPU (its aux buffer's ring's) and
-//! context rules, and, in such a snapshot, its thread's name.
-//!
-//! An integer of a width (`u8` ... `i32`, recorded since layouts 3.2) must be one such a
+//! An integer of a width (`u8` ... `i32`) must be one such a
 //! value can be; 64-bit integers, floats and pointers can hold any word: a flipped bit there
 //! is not found.
 //!
 //! The checks cost a few comparisons per event (the arguments are looked at only for
 //! tracepoints that have arguments of the types above), on the read path of every reader.
 
-use crate::aux::{AuxRecord, AuxSnapshots};
+use crate::aux::AuxSnapshots;
 use crate::damaged_extent::{DamagedExtent, Part};
 use crate::event::{Event, RingSnapshot};
 use crate::meta::{Metadata, TaskIndex};
@@ -51,16 +48,12 @@ pub const PID_MAX: u64 = 1 << 22;
 /// this boot — its clock has run as long as the wall clock since it was created, give or
 /// take a minute. A device of an earlier boot (on a disk: its clock restarted since) is
 /// bounded by the wall clock instead, give or take an hour (a clock set back, NTP).
-///
-/// A `now` of 0 is no clock read (no clock reads 0 after boot): the wall clock alone bounds
-/// the device then, as one of an earlier boot — even one whose clock anchor is 0.
 pub fn latest(clock: &crate::clock::Clock, now: u64, realtime_ns: u64) -> u64 {
     let ticks = |ns: u64| clock.ns_to_ticks(ns);
     let life = ticks(realtime_ns.saturating_sub(clock.anchor_realtime_ns));
     let by_wall = clock.anchor_ticks.saturating_add(life);
     let by_clock = now.saturating_add(ticks(1_000_000_000));
-    let this_boot =
-        now != 0 && now >= clock.anchor_ticks && now.abs_diff(by_wall) < ticks(60_000_000_000);
+    let this_boot = now >= clock.anchor_ticks && now.abs_diff(by_wall) < ticks(60_000_000_000);
     match this_boot {
         true => by_clock,
         false => by_clock.max(by_wall.saturating_add(ticks(3_600_000_000_000))),
@@ -242,7 +235,7 @@ impl<'a> Check<'a> {
         let tw = e.type_word;
         let tagged = ring < self.num_cpus || {
             let tag = tw.position_tag() as u64;
-            tag == 0 || tag & self.mask == e.slot as u64 & self.mask
+            tag & self.mask == e.slot as u64 & self.mask
         };
         let Some(Some(p)) = self.points.get(tw.tracepoint() as usize) else {
             return false;
@@ -300,32 +293,6 @@ impl<'a> Check<'a> {
                 .names
                 .as_ref()
                 .is_none_or(|n| n.at(e.ctx, e.stamp).is_some())
-    }
-
-    /// Whether the message `r` (of aux buffer `r.buffer`) is sound: its time, CPU and
-    /// context, and, where names were left out, its thread's name.
-    pub fn message(&self, r: &AuxRecord<'_>) -> bool {
-        self.of_ring(r.buffer as usize, r.cpu as usize)
-            && self.stamps.contains(&r.timestamp)
-            && possible(r.ctx)
-            && self
-                .names
-                .as_ref()
-                .is_none_or(|n| n.at(r.ctx, r.timestamp).is_some())
-    }
-
-    /// Takes the damaged messages out of `aux` and counts them
-    /// ([`AuxSnapshot::damaged`](crate::aux::AuxSnapshot::damaged)).
-    pub fn sift_messages(&self, aux: &mut AuxSnapshots) {
-        for b in &mut aux.buffers {
-            let mut damaged = 0;
-            b.retain(|r| {
-                let sound = r.tag != AuxTag::Info as u16 || self.message(r);
-                damaged += !sound as u64;
-                sound
-            });
-            b.damaged += damaged;
-        }
     }
 
     /// Counts, in ring `ring`'s `snap`, the slots that damaged extents left out of it as
@@ -396,13 +363,11 @@ mod tests {
         // Read at once (the clocks of CPUs differ a little: the reader's is behind).
         assert_eq!(latest(&c, 999, c.anchor_realtime_ns), 1_000 + 3_600 * S);
         assert_eq!(latest(&c, 1_000, c.anchor_realtime_ns), 1_000 + S);
-        // An anchor of 0, or 1, read 30 s later: 31 s, by the clock or, with no clock
-        // read (a snapshot file's wall-clock time), by the wall clock and an hour.
+        // An anchor of 0, or 1, read 30 s later: 31 s, by the clock.
         for anchor in [0, 1] {
             let c = clock(anchor);
             let later = c.anchor_realtime_ns + 30 * S;
             assert_eq!(latest(&c, anchor + 30 * S, later), anchor + 31 * S);
-            assert_eq!(latest(&c, 0, later), anchor + 30 * S + 3_600 * S);
         }
         // A device of an earlier boot, its anchor far above this boot's clock.
         let c = clock(1 << 50);

@@ -12,6 +12,15 @@ pub enum Error {
     /// A directory that holds no device: it has no `header` file (`/tmp`, a typo'd path).
     #[error("{}: not a ttrace device (this directory has no `header` file)", .0.display())]
     NotADevice(PathBuf),
+    /// A device or a snapshot file of a pre-release ttrace, recognised by its magic: a
+    /// layout older than this one, never read (nor written into).
+    #[error("{}", pre_release_line(.path, *.what))]
+    PreRelease {
+        /// The device directory, or the snapshot file.
+        path: PathBuf,
+        /// Which of the two.
+        what: PreRelease,
+    },
     /// A snapshot file that cannot be read (cut short, damaged, of another version).
     #[error("{}: not a usable ttrace snapshot: {problem}", path.display())]
     BadSnapshot {
@@ -236,6 +245,48 @@ pub enum AuxError {
         /// `last`.
         last: u64,
     },
+}
+
+/// What a pre-release ttrace left ([`Error::PreRelease`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PreRelease {
+    /// A device directory.
+    Device,
+    /// A snapshot file.
+    Snapshot,
+}
+
+/// The one line that says `path` is `what` of a pre-release ttrace, and what to do.
+fn pre_release_line(path: &std::path::Path, what: PreRelease) -> String {
+    use ttrace_layouts::snapshot::{PRE_RELEASE_FORMAT, SNAPSHOT_VERSION};
+    let p = path.display();
+    match what {
+        PreRelease::Device => format!(
+            "{p}: {} — remove it (rm -r {p}) and a writer creates it anew",
+            ttrace_layouts::device::HeaderError::PreRelease
+        ),
+        PreRelease::Snapshot => format!(
+            "{p}: a snapshot of a pre-release ttrace (format {PRE_RELEASE_FORMAT}); this \
+             ttrace reads format {}",
+            SNAPSHOT_VERSION >> 16
+        ),
+    }
+}
+
+/// The error for a device header at `hpath` (of the device `dir`) that failed its check:
+/// [`Error::PreRelease`] for a pre-release ttrace's, else [`Error::Invalid`].
+pub(crate) fn bad_header(
+    dir: &std::path::Path,
+    hpath: &std::path::Path,
+    e: ttrace_layouts::device::HeaderError,
+) -> Error {
+    match e {
+        ttrace_layouts::device::HeaderError::PreRelease => Error::PreRelease {
+            path: dir.to_path_buf(),
+            what: PreRelease::Device,
+        },
+        e => bad(hpath, e.into()),
+    }
 }
 
 /// Result with [`Error`].

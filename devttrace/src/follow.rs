@@ -48,7 +48,6 @@ use crate::status::Status;
 use crate::sync::AtomicWord;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
-use ttrace_layouts::aux::AuxTag;
 
 /// The default reorder window: how long a read event may wait for older ones.
 pub const DEFAULT_WINDOW_NS: u64 = 30_000_000;
@@ -63,15 +62,10 @@ pub struct Follower<'d> {
     held: Vec<(usize, Event)>,
     /// An empty vector with room, kept to be the next `held` (no allocation per poll).
     spare: Vec<(usize, Event)>,
-    /// Messages read and not yet released: `(timestamp, buffer, offset)`.
-    held_messages: Vec<(u64, u32, u64)>,
     /// Losses placed in time and not yet released ([`Poll::gaps`]).
     held_gaps: Vec<u64>,
-    /// Every event and message released so far is stamped at or before this.
+    /// Every event released so far is stamped at or before this.
     released: u64,
-    /// Per aux buffer: where messages may be new (the first record still being written, or
-    /// the end of what was read).
-    messages_from: Vec<u64>,
     aux: AuxSnapshots,
     /// The device's metadata as last copied.
     meta: Metadata,
@@ -146,9 +140,8 @@ pub struct Followed {
 
 /// What one poll found.
 pub struct Poll {
-    /// The events released (in `cpus[n].events`, in time order) and messages
-    /// ([`Snapshot::messages`]), with the device's current metadata and aux buffers to
-    /// decode them.
+    /// The events released (in `cpus[n].events`, in time order), with the device's current
+    /// metadata and aux buffers to decode them.
     pub snapshot: Snapshot,
     /// Per ring: entries found overwritten before they could be read, since the last poll.
     pub lost: Vec<u64>,
@@ -159,7 +152,7 @@ pub struct Poll {
     /// Per ring: positions that left the ring never written (skipped by their writer, or
     /// reserved by one that died).
     pub gave_up: Vec<u64>,
-    /// Events and messages released by this poll that are older than what earlier polls
+    /// Events released by this poll that are older than what earlier polls
     /// released (their writer stalled longer than the window).
     pub late: u64,
     /// The watermark of the previous poll: a released item stamped before it is late.
@@ -189,9 +182,6 @@ impl<'d> Follower<'d> {
         let rings = (0..dev.cpus())
             .map(|r| Cursor::at(core.ring(r).head.load(Acquire)))
             .collect();
-        let messages_from = (0..dev.cpus())
-            .map(|r| core.ring_header(r).aux_last.load(Acquire))
-            .collect();
         // The words first, then the copy: a definition appended between the two is then
         // seen as a change at the next poll, and copied (in the other order it would be
         // taken as already copied, and its events shown unnamed).
@@ -202,10 +192,8 @@ impl<'d> Follower<'d> {
             rings,
             held: Vec::new(),
             spare: Vec::new(),
-            held_messages: Vec::new(),
             held_gaps: Vec::new(),
             released: 0,
-            messages_from,
             aux: AuxSnapshots::default(),
             meta: dev.metadata(),
             meta_seen,
@@ -220,7 +208,6 @@ impl<'d> Follower<'d> {
     pub fn from_start(dev: &'d Reader, window_ns: u64) -> Follower<'d> {
         let mut f = Follower::with_window(dev, window_ns);
         f.rings.iter_mut().for_each(|c| *c = Cursor::at(0));
-        f.messages_from.iter_mut().for_each(|m| *m = 0);
         f
     }
 
@@ -249,8 +236,8 @@ impl<'d> Follower<'d> {
         shadow.reached(self.rings.iter().map(|c| c.next), &self.aux);
     }
 
-    /// The events committed and the messages written since the last poll, released in time
-    /// order (see the module documentation).
+    /// The events committed since the last poll, released in time order (see the module
+    /// documentation).
     pub fn poll(&mut self) -> Result<Poll> {
         self.read(false)
     }
@@ -284,7 +271,7 @@ impl<'d> Follower<'d> {
             gave_up[r] = settled.gave_up;
             waiting |= !cursor.waiting.is_empty();
         }
-        // Aux buffers whose `last` moved, and the messages among their new records.
+        // Aux buffers whose `last` moved.
         let mut aux_error = None;
         for b in 0..rings {
             let last = core.ring_header(b).aux_last.load(Acquire);
@@ -299,15 +286,6 @@ impl<'d> Follower<'d> {
                     if self.aux.buffers.len() <= b {
                         self.aux.buffers.resize(rings, Default::default());
                     }
-                    let from = self.messages_from[b];
-                    for rec in buffer.records().filter(|r| r.offset >= from) {
-                        if rec.tag == AuxTag::Info as u16 {
-                            self.held_messages
-                                .push((rec.timestamp, b as u32, rec.offset));
-                            read_any = true;
-                        }
-                    }
-                    self.messages_from[b] = buffer.first_incomplete.unwrap_or(buffer.last);
                     waiting |= buffer.first_incomplete.is_some();
                     self.aux.buffers[b] = buffer;
                 }
@@ -334,9 +312,8 @@ impl<'d> Follower<'d> {
         // Only new positions were read: find a file cut elsewhere too.
         core.probe();
         self.dev.check_intact()?;
-        // The times an event of the device can have, now that all was read: an event (or a
-        // message) stamped outside them is damaged (`crate::damage`), and its check below
-        // finds it. Its time places nothing: it is released at once — never held for a
+        // The times an event of the device can have, now that all was read: an event stamped
+        // outside them is damaged (`crate::damage`), and its check below finds it. Its time places nothing: it is released at once — never held for a
         // watermark that may not pass it for years, nor counted late for a time before the
         // device — and places no gap.
         let stamps = self.dev.stamps();
@@ -372,7 +349,6 @@ impl<'d> Follower<'d> {
         // A clear since (or just before) these were read: what it cleared is not released.
         let cleared_at = crate::clear::cleared_at(core.header());
         self.held.retain(|(_, e)| e.stamp > cleared_at);
-        self.held_messages.retain(|&(t, _, _)| t > cleared_at);
         for (r, e) in self.held.drain(..) {
             let possible = stamps.contains(&e.stamp);
             if e.stamp <= watermark || !possible {
@@ -383,18 +359,6 @@ impl<'d> Follower<'d> {
             }
         }
         self.spare = std::mem::replace(&mut self.held, keep);
-        let mut messages = Vec::new();
-        self.held_messages.retain(|&(t, b, off)| {
-            let possible = stamps.contains(&t);
-            if t <= watermark || !possible {
-                late += (possible && t < released_before) as u64;
-                messages.push((b, off));
-                false
-            } else {
-                true
-            }
-        });
-        messages.sort_unstable();
         let mut gaps = Vec::new();
         self.held_gaps.retain(|&g| match g <= watermark {
             true => {
@@ -425,7 +389,7 @@ impl<'d> Follower<'d> {
         }
         // The names, strings and counters only go with something to decode: an idle poll
         // copies nothing.
-        let any = !messages.is_empty() || cpus.iter().any(|c| !c.events.is_empty());
+        let any = cpus.iter().any(|c| !c.events.is_empty());
         let (meta, aux, enabled) = match any {
             true => (
                 {
@@ -452,7 +416,6 @@ impl<'d> Follower<'d> {
             cpus,
             aux,
             aux_error,
-            messages: Some(messages),
         };
         self.dev.sift_within(&mut snapshot, stamps);
         // The entries of damaged events were read, and are not shown: damaged.
@@ -469,10 +432,7 @@ impl<'d> Follower<'d> {
             released_through: watermark,
             gaps,
             lost_before,
-            active: read_any
-                || !self.held.is_empty()
-                || !self.held_messages.is_empty()
-                || !self.held_gaps.is_empty(),
+            active: read_any || !self.held.is_empty() || !self.held_gaps.is_empty(),
         })
     }
 }

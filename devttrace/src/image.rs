@@ -2,14 +2,12 @@
 //! stopped.
 //!
 //! `save` copies each part with its reader protocol into memory, as the device file lays
-//! it out, and writes the runs of 64-byte blocks that are not all zero as *extents* (format
-//! 4, `ttrace_layouts::snapshot`), each with the checksum of its bytes; `open` places the
+//! it out, and writes the runs of 64-byte blocks that are not all zero as *extents*
+//! (`ttrace_layouts::snapshot`), each with the checksum of its bytes; `open` places the
 //! extents in a zeroed anonymous mapping the size of the image and checks every one, so a
 //! reader reads the image as it reads a device. An extent whose bytes fail their checksum is
-//! left out and named ([`crate::damaged_extent`]); the rest is read. Format 3 files (the same
-//! without checksums) are read the same way, and format 2 files, which are the image, are
-//! mapped as they are. Why extents of the image, and what the copy guarantees:
-//! `docs/DESIGN.md`, *Snapshots and exports*.
+//! left out and named ([`crate::damaged_extent`]); the rest is read. Why extents of the
+//! image, and what the copy guarantees: `docs/DESIGN.md`, *Snapshots and exports*.
 
 use crate::damaged_extent::DamagedExtent;
 use crate::error::{bad, Error, Problem, Result};
@@ -26,9 +24,8 @@ use ttrace_layouts::entry::SLOT_WORDS;
 use ttrace_layouts::meta::{MetaHeader, META_HEADER_BYTES};
 use ttrace_layouts::ring::{RingHeader, RING_HEADER_BYTES};
 use ttrace_layouts::snapshot::{
-    extent_head_bytes, used_runs, Cause, Extent, ExtentHead, Layout, SnapshotHeader, EXTENTS_AT,
-    EXTENT_HEAD_BYTES, HEADER_DATA_AT, PAGE, SNAPSHOT_MAGIC, SNAPSHOT_VERSION,
-    SNAPSHOT_VERSION_EXTENTS, SNAPSHOT_VERSION_IMAGE,
+    used_runs, Cause, ExtentHead, Layout, SnapshotHeader, EXTENTS_AT, EXTENT_HEAD_BYTES,
+    HEADER_DATA_AT, PAGE, SNAPSHOT_MAGIC, SNAPSHOT_PRE_RELEASE_MAGIC, SNAPSHOT_VERSION,
 };
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
@@ -43,7 +40,7 @@ pub struct Saved {
     pub changed: u64,
     /// Bytes of the file.
     pub bytes: u64,
-    /// Bytes of the device image it describes (what a version 2 file took).
+    /// Bytes of the device image it describes (what the device's files take).
     pub image_bytes: u64,
     /// Why the aux buffer could not be copied (it is then saved empty), if it could not.
     pub aux_error: Option<crate::aux::AuxError>,
@@ -76,7 +73,7 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
 }
 
 /// Saves a consistent copy of the device `map` to the file `path` (created, or replaced;
-/// mode 0600), version 4: only the bytes in use (slots written, aux records kept, metadata
+/// mode 0600): only the bytes in use (slots written, aux records kept, metadata
 /// published), so its size follows what the device holds. The copy is written to a new
 /// file beside `path` and renamed over it when complete, so a failed save leaves `path` as
 /// it was, and saving over the file being read is safe. `latest_stamp` says, once the copy
@@ -231,7 +228,7 @@ impl Tail {
     }
 }
 
-/// Copies the device `map` as the extents of a version 4 snapshot into `out` (the file
+/// Copies the device `map` as the extents of a snapshot into `out` (the file
 /// from [`EXTENTS_AT`] on; `path` names it in errors), and returns what the file holds
 /// besides.
 /// Writes the extents of `map`'s image, its rings (slots, heads and aux buffers) taken from
@@ -441,8 +438,8 @@ pub(crate) struct Opened {
     pub(crate) map: Mapping,
     /// When the snapshot was taken (`CLOCK_REALTIME`, ns).
     pub(crate) taken_realtime_ns: u64,
-    /// The latest timestamp an event of it can have (version 4; else none).
-    pub(crate) latest_stamp: Option<u64>,
+    /// The latest timestamp an event of it can have.
+    pub(crate) latest_stamp: u64,
     /// The extents whose bytes failed their checksum, left out.
     pub(crate) damaged: Vec<DamagedExtent>,
     /// Why it was taken.
@@ -452,25 +449,21 @@ pub(crate) struct Opened {
 /// Opens the snapshot file `path` (made by [`save`]) as a device's mapping.
 ///
 /// Any readable file is accepted (a snapshot is a static file, often someone else's);
-/// its contents are checked as a device's are. A version 4 or 3 file is read whole into
-/// memory (its extents placed in an image of zeros; version 4's checksums checked, a
-/// damaged extent left out and named); a version 2 file is the image and is mapped, and
-/// shrinking it while it is read is reported like a device file shrinking.
+/// its contents are checked as a device's are. The file is read whole into memory: its
+/// extents placed in an image of zeros, its checksums checked, a damaged extent left out
+/// and named.
 pub(crate) fn open(path: &Path) -> Result<Opened> {
     let file = crate::files::open_regular(path, std::fs::OpenOptions::new().read(true), true)?;
     let len = file.metadata().map_err(io(path))?.len();
     let min = PAGE + HEADER_BYTES as u64;
-    let too_short = |found| {
-        bad(
+    if len < min {
+        return Err(bad(
             path,
             Problem::Length {
-                found,
+                found: len,
                 expected: min,
             },
-        )
-    };
-    if len < min {
-        return Err(too_short(len));
+        ));
     }
     let mut head = SnapshotHeader::new_zeroed();
     file.read_exact_at(head.as_mut_bytes(), 0)
@@ -478,6 +471,12 @@ pub(crate) fn open(path: &Path) -> Result<Opened> {
             std::io::ErrorKind::UnexpectedEof => bad(path, Problem::Shrunk),
             _ => io(path)(e),
         })?;
+    if head.magic == SNAPSHOT_PRE_RELEASE_MAGIC {
+        return Err(Error::PreRelease {
+            path: path.to_path_buf(),
+            what: crate::error::PreRelease::Snapshot,
+        });
+    }
     if head.magic != SNAPSHOT_MAGIC {
         return Err(bad(
             path,
@@ -488,12 +487,9 @@ pub(crate) fn open(path: &Path) -> Result<Opened> {
             }),
         ));
     }
-    // A version 4 header, or one that has a checksum (a version 4 one whose version was
-    // damaged): it must agree, before anything it says is believed.
-    let major = head.version >> 16;
-    if (major == SNAPSHOT_VERSION >> 16 || head.header_sum != 0)
-        && head.header_sum != head.own_sum()
-    {
+    // The header page must agree with its checksum before anything it says is believed
+    // (its version included: a flipped bit there is damage, not a format to come).
+    if head.header_sum != head.own_sum() {
         return Err(bad(
             path,
             Problem::Damaged {
@@ -502,46 +498,21 @@ pub(crate) fn open(path: &Path) -> Result<Opened> {
             },
         ));
     }
-    let mut damaged = Vec::new();
-    let (map, watch) = match major {
-        v if v == SNAPSHOT_VERSION >> 16 || v == SNAPSHOT_VERSION_EXTENTS >> 16 => {
-            let (image, d) = expand(path, &file, len, &head)?;
-            damaged = d;
-            (image, None)
-        }
-        v if v == SNAPSHOT_VERSION_IMAGE >> 16 => {
-            // SAFETY: a private mapping of a file only read here; a file shrunk under it
-            // is caught by the SIGBUS watch set below before anything but the checks
-            // reads it.
-            let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }.map_err(io(path))?;
-            let watch = crate::sigbus::watch(map.as_ptr(), map.len());
-            // From here on, the length of the mapping (the file may have changed).
-            if (map.len() as u64) < min {
-                return Err(too_short(map.len() as u64));
-            }
-            let again = SnapshotHeader::read_from_prefix(&map[..])
-                .map_err(|_| bad(path, Problem::Misaligned))?
-                .0;
-            if again.as_bytes() != head.as_bytes() {
-                return Err(bad(path, Problem::Mismatch));
-            }
-            (map, watch)
-        }
-        _ => {
-            return Err(bad(
-                path,
-                Problem::Header(HeaderError::Version {
-                    which: "snapshot version",
-                    found: head.version,
-                    expected: SNAPSHOT_VERSION,
-                }),
-            ))
-        }
-    };
+    if head.version >> 16 != SNAPSHOT_VERSION >> 16 {
+        return Err(bad(
+            path,
+            Problem::Header(HeaderError::Version {
+                which: "snapshot version",
+                found: head.version,
+                expected: SNAPSHOT_VERSION,
+            }),
+        ));
+    }
+    let (map, damaged) = expand(path, &file, len, &head)?;
     Ok(Opened {
-        map: from_image(path, map, watch, &head.layout)?,
+        map: from_image(path, map, &head.layout)?,
         taken_realtime_ns: head.taken_realtime_ns,
-        latest_stamp: (major == SNAPSHOT_VERSION >> 16).then_some(head.latest_stamp),
+        latest_stamp: head.latest_stamp,
         damaged,
         cause: head.cause,
     })
@@ -549,12 +520,7 @@ pub(crate) fn open(path: &Path) -> Result<Opened> {
 
 /// The device held by `map`, the image of a snapshot file `path` laid out as `layout`
 /// says (checked here against the device header the image holds).
-fn from_image(
-    path: &Path,
-    mut map: memmap2::MmapMut,
-    watch: Option<crate::sigbus::Watch>,
-    layout: &Layout,
-) -> Result<Mapping> {
+fn from_image(path: &Path, mut map: memmap2::MmapMut, layout: &Layout) -> Result<Mapping> {
     let part_path = |name: &str| PathBuf::from(format!("{}[{name}]", path.display()));
     let hpath = part_path("header");
     // Every layout puts the device header on the second page (`Layout::of`).
@@ -598,13 +564,12 @@ fn from_image(
         }
     };
     let mut m = Mapping::assemble(path, header, &dh, parts)?;
-    let watches = watch.map(|w| (path.to_path_buf(), w)).into_iter().collect();
-    m.keep_image(vec![map], watches);
+    m.keep_image(vec![map]);
     m.check_files()?;
     Ok(m)
 }
 
-/// Writes the extents of a version 4 snapshot, from [`EXTENTS_AT`] on.
+/// Writes the extents of a snapshot, from [`EXTENTS_AT`] on.
 struct Extents<W> {
     out: W,
     /// The file offset after the last extent written.
@@ -628,7 +593,7 @@ impl<W: Write> Extents<W> {
     }
 }
 
-/// A version 3 or 4 snapshot file read once, in order.
+/// A snapshot file read once, in order.
 struct Input<'a> {
     path: &'a Path,
     file: std::io::BufReader<&'a std::fs::File>,
@@ -638,8 +603,6 @@ struct Input<'a> {
     len: u64,
     /// The image's length.
     image_len: u64,
-    /// Whether extents carry checksums (version 4).
-    summed: bool,
 }
 
 impl Input<'_> {
@@ -664,46 +627,34 @@ impl Input<'_> {
         Ok(())
     }
 
-    /// The next extent's head, checked against its checksum (version 4), the image and the
-    /// file: its image range, and its head (version 4: with the sum of its bytes).
-    fn extent(&mut self) -> Result<(u64, u64, Option<ExtentHead>)> {
+    /// The next extent's head, checked against its checksum, the image and the file: its
+    /// image range, and its head (with the sum of its bytes).
+    fn extent(&mut self) -> Result<(u64, u64, ExtentHead)> {
         let at = self.off;
-        let head_bytes = if self.summed {
-            EXTENT_HEAD_BYTES
-        } else {
-            extent_head_bytes(SNAPSHOT_VERSION_EXTENTS)
-        };
-        if self.len - at < head_bytes {
+        if self.len - at < EXTENT_HEAD_BYTES {
             return Err(self.malformed(at));
         }
-        let (e_at, e_len, head) = if self.summed {
-            let mut h = ExtentHead::default();
-            self.read(h.as_mut_bytes())?;
-            if !h.is_intact() {
-                return Err(bad(
-                    self.path,
-                    Problem::Damaged {
-                        offset: at,
-                        what: "the head of an extent",
-                    },
-                ));
-            }
-            (h.at, h.len, Some(h))
-        } else {
-            let mut e = Extent::default();
-            self.read(e.as_mut_bytes())?;
-            (e.at, e.len, None)
-        };
-        let end = e_at.checked_add(e_len).ok_or_else(|| self.malformed(at))?;
-        let fits = e_len > 0 && e_at % 8 == 0 && e_len % 8 == 0 && e_at >= PAGE;
-        if !fits || end > self.image_len || e_len > self.len - self.off {
+        let mut h = ExtentHead::default();
+        self.read(h.as_mut_bytes())?;
+        if !h.is_intact() {
+            return Err(bad(
+                self.path,
+                Problem::Damaged {
+                    offset: at,
+                    what: "the head of an extent",
+                },
+            ));
+        }
+        let end = h.at.checked_add(h.len).ok_or_else(|| self.malformed(at))?;
+        let fits = h.len > 0 && h.at % 8 == 0 && h.len % 8 == 0 && h.at >= PAGE;
+        if !fits || end > self.image_len || h.len > self.len - self.off {
             return Err(self.malformed(at));
         }
-        Ok((e_at, end, head))
+        Ok((h.at, end, h))
     }
 }
 
-/// The image of the version 3 or 4 snapshot file `path` (`len` bytes, its header page
+/// The image of the snapshot file `path` (`len` bytes, its header page
 /// `head`): its extents, checked, read into a zeroed anonymous mapping the size of the
 /// image; and the extents whose bytes failed their checksum, left out of it.
 fn expand(
@@ -731,7 +682,6 @@ fn expand(
         off: PAGE,
         len,
         image_len: head.layout.file_len,
-        summed: head.version >> 16 == SNAPSHOT_VERSION >> 16,
     };
     // Extent 0 is the device header, whole: checked before the image is made.
     if head.layout.header_at != PAGE {
@@ -743,7 +693,7 @@ fn expand(
     }
     let mut dh = DeviceHeader::new_zeroed();
     input.read(dh.as_mut_bytes())?;
-    if first.is_some_and(|h| !h.holds(dh.as_mut_bytes())) {
+    if !first.holds(dh.as_mut_bytes()) {
         return Err(bad(
             path,
             Problem::Damaged {
@@ -769,7 +719,7 @@ fn expand(
         // Within the image (checked), whose length is a usize.
         let bytes = &mut image[at as usize..end as usize];
         input.read(bytes)?;
-        if sums.is_some_and(|h| !h.holds(bytes)) {
+        if !sums.holds(bytes) {
             damaged.push((index, start, at..end));
         }
         ranges.push((at, end, start));

@@ -92,7 +92,9 @@ impl Mapping {
         let hbytes = unsafe { hmap.as_mut() };
         let header = DeviceHeader::read_from_bytes(&hbytes[..])
             .map_err(|_| bad(&hpath, Problem::Misaligned))?;
-        header.check().map_err(|e| bad(&hpath, e.into()))?;
+        header
+            .check()
+            .map_err(|e| crate::error::bad_header(dir, &hpath, e))?;
         let header_ptr = NonNull::from(
             DeviceHeader::mut_from_bytes(hbytes).map_err(|_| bad(&hpath, Problem::Misaligned))?,
         );
@@ -190,13 +192,9 @@ impl Mapping {
         })
     }
 
-    /// Gives the mapping the image of a snapshot file its parts lie in, and the watch on it.
-    pub(crate) fn keep_image(
-        &mut self,
-        maps: Vec<MmapMut>,
-        watches: Vec<(PathBuf, crate::sigbus::Watch)>,
-    ) {
-        (self.maps, self.watches, self.image) = (maps, watches, true);
+    /// Gives the mapping the image of a snapshot file its parts lie in.
+    pub(crate) fn keep_image(&mut self, maps: Vec<MmapMut>) {
+        (self.maps, self.image) = (maps, true);
     }
 
     /// Checks each ring's own header against the device header: a file swapped for another

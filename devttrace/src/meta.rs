@@ -106,7 +106,7 @@ pub struct TracepointInfo {
     pub types: Vec<ArgType>,
     /// Each argument's value table, an index in [`Metadata::values`], `nargs` of them.
     pub tables: Vec<Option<usize>>,
-    /// What its events mean beyond their kind (layouts 3.3; [`Role::Point`] before).
+    /// What its events mean beyond their kind ([`Role::Point`] for a native trace point).
     pub role: Role,
 }
 

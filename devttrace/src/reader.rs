@@ -62,8 +62,8 @@ pub struct Reader {
 struct Image {
     /// When it was taken (`CLOCK_REALTIME`, ns).
     taken_realtime_ns: u64,
-    /// The latest timestamp an event of it can have (version 4 files).
-    latest_stamp: Option<u64>,
+    /// The latest timestamp an event of it can have.
+    latest_stamp: u64,
     /// Its extents whose bytes failed their checksum, left out.
     damaged: Vec<DamagedExtent>,
     /// Why it was taken.
@@ -202,18 +202,12 @@ impl Reader {
 
     /// The timestamps an event of this device can have now: from its clock anchor (taken
     /// when it was created) to [`damage::latest`](crate::damage::latest) now; in a snapshot
-    /// file, to when it was taken (version 4: as the file says; earlier ones: by the wall
-    /// clock then, give or take an hour).
+    /// file, to when it was taken (as the file says).
     pub fn stamps(&self) -> core::ops::RangeInclusive<u64> {
         let c = &self.version.clock;
         let latest = match &self.image {
             None => crate::damage::latest(c, self.map.now(), crate::clock::realtime_ns()),
-            Some(Image {
-                latest_stamp: Some(latest),
-                ..
-            }) => *latest,
-            // The file's wall-clock time alone: as for a device of another boot.
-            Some(i) => crate::damage::latest(c, 0, i.taken_realtime_ns),
+            Some(i) => i.latest_stamp,
         };
         c.anchor_ticks..=latest
     }
@@ -240,12 +234,8 @@ impl Reader {
     /// [`Reader::stamps`] gave when the copy was made): a follower decides with them which
     /// events it releases.
     pub(crate) fn sift_within(&self, snap: &mut Snapshot, stamps: RangeInclusive<u64>) {
-        let check = |aux| {
-            let damaged = self.damaged_extents();
-            Check::new(&self.version, &snap.meta, aux, stamps.clone(), damaged)
-        };
-        check(None).sift_messages(&mut snap.aux);
-        let check = check(Some(&snap.aux));
+        let damaged = self.damaged_extents();
+        let check = Check::new(&self.version, &snap.meta, Some(&snap.aux), stamps, damaged);
         for (r, ring) in snap.cpus.iter_mut().enumerate() {
             check.sift(r, ring);
         }
@@ -563,7 +553,6 @@ impl Reader {
             cpus,
             aux,
             aux_error,
-            messages: None,
         };
         self.sift(&mut snap);
         Ok(snap)

@@ -18,7 +18,7 @@ use crate::meta::{
 use crate::sync::Ordering::*;
 use crate::values::{ValueTable, ValuesKind};
 use core::sync::atomic::AtomicU64;
-use ttrace_layouts::device::{DeviceHeader, CLASS_MESSAGES, INFO_NAME};
+use ttrace_layouts::device::DeviceHeader;
 use ttrace_layouts::entry::{Kind, TypeWord};
 use ttrace_layouts::format::{next_placeholder, part, Letter};
 use ttrace_layouts::meta::{
@@ -279,16 +279,9 @@ impl<'a> Registry<'a> {
         }
     }
 
-    /// Recomputes every tracepoint word, and whether `info()` messages record; the caller
+    /// Recomputes every tracepoint word (`info()` messages' among them); the caller
     /// holds the metadata lock. Returns the number of tracepoints enabled.
     pub(crate) fn recompute(&self, _guard: &Guard<'_>) -> usize {
-        let h = self.header;
-        // Relaxed: the mask changes only under the metadata lock, which the caller holds.
-        let info_on = h.type_mask.load(Relaxed) & CLASS_MESSAGES != 0
-            && crate::rules::rules_enable(&crate::rules::text(h), INFO_NAME);
-        // Relaxed: the word is self-contained (as a tracepoint's word); `info()` needs no
-        // other store of this change to be visible with it.
-        h.info_off.store(u64::from(!info_on), Relaxed);
         let meta = self.tracepoints();
         let mut enabled = 0;
         for t in &meta.tracepoints {

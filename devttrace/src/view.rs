@@ -71,13 +71,12 @@ impl<'d> View<'d> {
             false => Some(RingCopy::of(&rings[n], |slots| map.release_slots(n, slots))),
             true => None,
         });
-        let (mut aux, aux_error) = match only {
+        let (aux, aux_error) = match only {
             None => dev.aux_or_empty(),
             Some(_) => (AuxSnapshots::default(), None),
         };
         dev.check_intact()?;
         let meta = dev.metadata();
-        dev.check(&meta, None).sift_messages(&mut aux);
         // Indexed once every event's tracepoint and string was copied: a damaged event
         // (`crate::damage`) is counted, not indexed.
         let check = dev.check(&meta, only.is_none().then_some(&aux));

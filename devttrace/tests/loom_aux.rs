@@ -110,7 +110,7 @@ impl Write {
     }
 
     fn path(&self) -> AuxPath {
-        AuxPath::new(AuxTag::Info, self.cpu(), self.bytes.len() as u64, false)
+        AuxPath::new(AuxTag::String, self.cpu(), self.bytes.len() as u64, false)
     }
 
     fn cpu(&self) -> u32 {
@@ -121,7 +121,7 @@ impl Write {
         Rec {
             buffer: 0,
             offset,
-            tag: AuxTag::Info as u16,
+            tag: AuxTag::String as u16,
             cpu: self.cpu(),
             timestamp: self.timestamp,
             ctx: self.ctx,

@@ -894,7 +894,7 @@ struct AuxWrite {
 
 impl AuxWrite {
     fn path(self) -> AuxPath {
-        AuxPath::new(AuxTag::Info, 1, self.len, false)
+        AuxPath::new(AuxTag::String, 1, self.len, false)
     }
 
     fn bytes(self) -> Vec<u8> {
@@ -906,7 +906,7 @@ impl AuxWrite {
         Rec {
             buffer: 0,
             offset,
-            tag: AuxTag::Info as u16,
+            tag: AuxTag::String as u16,
             cpu: 1,
             timestamp: 1000 + self.seq,
             ctx: self.seq,

@@ -90,8 +90,6 @@ const_assert_eq!(core::mem::offset_of!(AuxHeader, ident), 16);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u16)]
 pub enum AuxTag {
-    /// A free-form message, shown by readers as an event of its own.
-    Info = 1,
     /// A string argument of a trace entry, referenced from the entry's argument word.
     String = 2,
 }
@@ -100,7 +98,6 @@ impl AuxTag {
     /// The tag for a raw value, if known.
     pub const fn from_raw(raw: u16) -> Option<AuxTag> {
         match raw {
-            1 => Some(AuxTag::Info),
             2 => Some(AuxTag::String),
             _ => None,
         }

@@ -9,31 +9,22 @@ use core::sync::atomic::{AtomicU64, AtomicU8};
 use static_assertions::{assert_eq_size, const_assert_eq};
 use zerocopy::{FromBytes, IntoBytes, KnownLayout};
 
-/// Device magic: `"ttrace\x01\x02"` in the writer's byte order. A reader that sees
+/// Device magic: `"ttrace-1"` in the writer's byte order. A reader that sees
 /// `MAGIC.swap_bytes()` is looking at a device written with the other byte order.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"ttrace\x01\x02");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"ttrace-1");
+/// The magic of the devices of pre-release ttrace (`"ttrace\x01\x02"`, layouts up to
+/// [`PRE_RELEASE_LAYOUT`]): such a device is recognised as older than this layout, and
+/// refused ([`HeaderError::PreRelease`]), never read.
+pub const PRE_RELEASE_MAGIC: u64 = u64::from_le_bytes(*b"ttrace\x01\x02");
+/// The last header layout of pre-release ttrace, as its devices are named in errors.
+pub const PRE_RELEASE_LAYOUT: &str = "3.3";
 
-/// Version of this header layout (major in the high 16 bits, minor in the low 16). 2.0:
-/// two rings per CPU and one aux buffer per ring (see [`crate::ring`]). 3.0: lock words
-/// name their owner by `tid << 32 | start tag`, and the names area's control words. 3.1:
-/// `cleared_at` and `clears` (zero in older devices: never cleared). 3.2: `info_off` (zero
-/// in older devices: messages on). 3.3: the snapshot counters (`triggers` ...
-/// `last_snapshot_at`; zero in older devices: nothing triggered).
-pub const HEADER_VERSION: u32 = 0x0003_0003;
-/// Version of the shared data layouts (aux and metadata files). 2.0: the aux file holds one
-/// buffer per ring, and string references name their buffer ([`crate::aux::aux_ref`]).
-/// 3.0: thread and process names in a two-half names area that is compacted, not appended
-/// to forever ([`crate::meta`]). 3.1: tracepoint records carry their arguments' types and
-/// value tables, and value-table records (readers of 3.0 skip both). 3.2: the integer
-/// argument types of a width, `u8` to `i32` (readers of 3.1 show them as of no recorded type).
-/// 3.3: a tracepoint record's `kind` byte carries a [`Role`](crate::role::Role) in its high
-/// half: `tracing` events and the steps of span instances (readers of 3.2 see the kind).
-pub const SHARED_DATA_VERSION: u32 = 0x0003_0003;
-/// Version of the per-CPU data layouts (ring files and entries). 2.0: restartable rings,
-/// whose entries a reader accepts only below the head ([`crate::ring`]), and each ring's aux
-/// control words in its header. 2.1: each ring's counters at the last clear
-/// ([`crate::ring::RingHeader::clear_head`]; zero in older devices).
-pub const PERCPU_DATA_VERSION: u32 = 0x0002_0001;
+/// Version of this header layout (major in the high 16 bits, minor in the low 16).
+pub const HEADER_VERSION: u32 = 0x0001_0000;
+/// Version of the shared data layouts (aux and metadata files).
+pub const SHARED_DATA_VERSION: u32 = 0x0001_0000;
+/// Version of the per-CPU data layouts (ring files and entries).
+pub const PERCPU_DATA_VERSION: u32 = 0x0001_0000;
 
 /// The major part of a version: readers accept any minor version of the major they know.
 pub const fn major(version: u32) -> u16 {
@@ -47,8 +38,7 @@ pub const CLASS_MESSAGES: u64 = 1 << 63;
 pub const INFO_NAME: &str = "info";
 /// The format of the tracepoint that records `info()` messages: its one argument refers to
 /// the text in the aux buffer. A tracepoint named [`INFO_NAME`] of class [`CLASS_MESSAGES`]
-/// with this format is the messages' (readers show its events as messages); writers before
-/// it recorded a message as an aux record alone ([`crate::aux::AuxTag::Info`]).
+/// with this format is the messages' (readers show its events as messages).
 pub const INFO_FORMAT: &str = "{message:s}";
 
 /// The name of the built-in tracepoint that records a thread leaving its CPU (kind
@@ -157,11 +147,6 @@ pub struct DeviceHeader {
     pub cleared_at: AtomicU64,
     /// Clears so far (each under `meta_lock`, after `cleared_at` and the rings' clear words).
     pub clears: AtomicU64,
-    /// Whether `info()` messages are off: 0 while the mask and the rules enable them (the
-    /// name `info`, the class bit [`CLASS_MESSAGES`]), 1 while not. Recomputed with the
-    /// tracepoint words after every control change. Zero in devices older than 3.2, whose
-    /// writers recorded every message.
-    pub info_off: AtomicU64,
     /// The kernel's view of the threads ([`SWITCH_OUT_NAME`]): threads whose context
     /// switches a process of the device records, since the device was created.
     pub switch_threads: AtomicU64,
@@ -174,9 +159,9 @@ pub struct DeviceHeader {
     /// Switch records the kernel dropped because a thread's buffer was full before it was
     /// drained.
     pub switch_lost: AtomicU64,
-    _pad_ctl: [u64; 7],
+    _pad_ctl: [u64; 8],
 
-    // ---- snapshots (offset 256; the aux control words of version 1 were here) ----
+    // ---- snapshots (offset 256) ----
     /// Snapshots asked for by triggers (a program's `trigger()`, its panic hook, the rules
     /// its saver applies), in every process of the device.
     pub triggers: AtomicU64,
@@ -248,11 +233,11 @@ const_assert_eq!(core::mem::offset_of!(DeviceHeader, flags), 100);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, ctl_generation), 136);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, cleared_at), 144);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, clears), 152);
-const_assert_eq!(core::mem::offset_of!(DeviceHeader, info_off), 160);
-const_assert_eq!(core::mem::offset_of!(DeviceHeader, switch_threads), 168);
-const_assert_eq!(core::mem::offset_of!(DeviceHeader, switch_unobserved), 176);
-const_assert_eq!(core::mem::offset_of!(DeviceHeader, switch_refused), 184);
-const_assert_eq!(core::mem::offset_of!(DeviceHeader, switch_lost), 192);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, switch_threads), 160);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, switch_unobserved), 168);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, switch_refused), 176);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, switch_lost), 184);
+const_assert_eq!(core::mem::offset_of!(DeviceHeader, _pad_ctl), 192);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, triggers), 256);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, last_snapshot_at), 304);
 const_assert_eq!(core::mem::offset_of!(DeviceHeader, rules_applier), 312);
@@ -278,6 +263,9 @@ pub enum HeaderError {
     ByteOrder,
     /// The magic is not a ttrace magic at all.
     BadMagic(u64),
+    /// The magic is that of a pre-release ttrace's device ([`PRE_RELEASE_MAGIC`]): a layout
+    /// older than this one, not read.
+    PreRelease,
     /// A layout version whose major part this code does not know.
     Version {
         /// Which version field.
@@ -301,6 +289,13 @@ impl core::fmt::Display for HeaderError {
         match *self {
             HeaderError::ByteOrder => write!(f, "written with the other byte order"),
             HeaderError::BadMagic(m) => write!(f, "bad magic {m:#018x}"),
+            HeaderError::PreRelease => write!(
+                f,
+                "a device of a pre-release ttrace (layout {PRE_RELEASE_LAYOUT}); this ttrace \
+                 reads layout {}.{}",
+                HEADER_VERSION >> 16,
+                HEADER_VERSION & 0xffff
+            ),
             HeaderError::Version {
                 which,
                 found,
@@ -338,6 +333,8 @@ impl DeviceHeader {
         if self.magic != MAGIC {
             return Err(if self.magic == MAGIC.swap_bytes() {
                 HeaderError::ByteOrder
+            } else if self.magic == PRE_RELEASE_MAGIC {
+                HeaderError::PreRelease
             } else {
                 HeaderError::BadMagic(self.magic)
             });

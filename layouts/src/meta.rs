@@ -120,10 +120,9 @@ pub enum RecordKind {
     Thread = 2,
     /// A [`TaskRecord`] naming a process (`tid` is 0).
     Process = 3,
-    /// A [`ValuesRecord`]: a table of names for an argument's values (layouts 3.1).
+    /// A [`ValuesRecord`]: a table of names for an argument's values.
     Values = 4,
-    /// An [`EvictedRecord`]: the names area's evictions (names area only; readers before it
-    /// skip it).
+    /// An [`EvictedRecord`]: the names area's evictions (names area only).
     Evicted = 5,
 }
 
@@ -156,13 +155,13 @@ pub struct TracepointRecord {
     /// Class bits, tested against the device's type mask.
     pub classes: u64,
     /// [`Kind`](crate::entry::Kind) as a raw value in bits 0..2, and a
-    /// [`Role`](crate::role::Role) in bits 4..8 (layouts 3.3; zero before: a native point).
+    /// [`Role`](crate::role::Role) in bits 4..8 (zero: a native point).
     pub kind: u8,
     /// Number of argument words.
     pub nargs: u8,
     /// The Rust type of each argument, an [`ArgType`] in 4 bits each (argument `i` in byte
     /// `i / 2`, the low half for even `i`); zero (unknown, the format alone says how to
-    /// show it) in records written before layouts 3.1 and in definitions made at run time.
+    /// show it) in definitions made at run time.
     pub types: [u8; 6],
 }
 
@@ -188,8 +187,7 @@ pub enum ArgType {
     Char = 6,
     /// A raw pointer.
     Pointer = 7,
-    /// `u8`: an unsigned integer below 2^8 (layouts 3.2; readers before it show it as
-    /// [`ArgType::Unknown`]).
+    /// `u8`: an unsigned integer below 2^8.
     U8 = 8,
     /// `u16`.
     U16 = 9,
@@ -307,7 +305,7 @@ pub const VALUES_ENUM: u8 = 2;
 /// A tracepoint record names the tables of its arguments by their offsets in the records
 /// area: after its name and format, padded to 4 bytes, come `nargs` `u32` words, each the
 /// offset of the argument's table record plus one, or 0 for an argument without a table.
-/// A record written before layouts 3.1 ends earlier: its arguments have no tables.
+/// The record of a tracepoint none of whose arguments has a table ends after its format.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
 )]
@@ -411,7 +409,7 @@ pub enum Record<'a> {
         /// Format string bytes.
         format: &'a [u8],
         /// Per argument, its value table's offset in the records area plus one, or 0: a
-        /// `u32` each (empty for a record written before layouts 3.1). See [`table_ref`].
+        /// `u32` each (empty for a record without tables). See [`table_ref`].
         tables: &'a [u8],
     },
     /// A table of names for an argument's values.

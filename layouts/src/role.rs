@@ -1,5 +1,5 @@
 //! What a tracepoint's events mean beyond their [`Kind`]: a native trace point, a `tracing`
-//! event, or one step in the life of a `tracing` span instance (layouts 3.3).
+//! event, or one step in the life of a `tracing` span instance.
 //!
 //! A span instance is recorded as its steps, each a tracepoint of its own named after the
 //! span's callsite, whose first argument is the instance's id (unique within its process
@@ -14,8 +14,8 @@
 //! | [`Role::SpanRecord`] | start | id, fields recorded after creation      |
 //! | [`Role::SpanFollows`]| start | id, the id of the span it follows from  |
 //!
-//! The role travels in the high half of the tracepoint record's `kind` byte, so readers of
-//! layouts 3.2 read the kind alone and see these as plain starts, entries, exits and stops.
+//! The role travels in the high half of the tracepoint record's `kind` byte; the low half
+//! is the kind, as the type word has it.
 
 use crate::entry::Kind;
 

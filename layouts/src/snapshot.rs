@@ -15,8 +15,7 @@
 //! The offsets follow from the device header ([`Layout::of`]); the snapshot header repeats
 //! them so that the file describes itself, and a reader checks that both agree.
 //!
-//! **Version 4** (written now) stores only the image's bytes in use: the header page, then
-//! *extents*, each an [`ExtentHead`] (where its bytes go in the image, how many, and their
+//! The file stores only the image's bytes in use: the header page, then *extents*, each an [`ExtentHead`] (where its bytes go in the image, how many, and their
 //! checksum) followed by those bytes. Everything no extent covers is zero: the empty slots,
 //! the aux bytes outside the records kept, unused metadata. So a snapshot's size follows what
 //! the device holds, not its capacity. Checksums ([`crate::sum`]) find damage: the header
@@ -26,7 +25,7 @@
 //! metadata header) in extents of its own, so that damage to the bytes after it never
 //! takes the structure with it.
 //!
-//! | file offset     | version 4                                          |
+//! | file offset     | part                                               |
 //! |-----------------|----------------------------------------------------|
 //! | 0               | [`SnapshotHeader`] (one page): `stored_len`, `extents`, `header_sum` |
 //! | [`PAGE`]        | extent 0: the device header, whole (`at` = `header_at`, `len` = [`HEADER_BYTES`]) |
@@ -35,24 +34,22 @@
 //!
 //! Each extent's `at` and `len` are multiples of 8, `len` is not zero, it lies within the
 //! image (`at + len <= layout.file_len`) and beyond the header page, and no two overlap.
-//!
-//! **Version 3** is version 4 without checksums: each head is an [`Extent`] (`at`, `len`),
-//! and `header_sum` and `latest_stamp` are zero. **Version 2** stored the image itself (the
-//! file *is* the image, `file_len` bytes, unused parts as holes). Readers still accept both.
 
 use crate::device::{DeviceHeader, HEADER_BYTES};
 use crate::ring::ring_file_bytes;
 use static_assertions::{assert_eq_size, const_assert_eq};
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 
-/// Magic of a snapshot file (`"ttsnap\0\x01"` in the writer's byte order).
-pub const SNAPSHOT_MAGIC: u64 = u64::from_le_bytes(*b"ttsnap\x00\x01");
-/// Version of this layout (extents with checksums): major in the high 16 bits.
-pub const SNAPSHOT_VERSION: u32 = 4 << 16;
-/// Version of the former layout, still read: extents without checksums.
-pub const SNAPSHOT_VERSION_EXTENTS: u32 = 3 << 16;
-/// Version of the former layout, still read: the file is the image.
-pub const SNAPSHOT_VERSION_IMAGE: u32 = 2 << 16;
+/// Magic of a snapshot file (`"ttsnap-1"` in the writer's byte order).
+pub const SNAPSHOT_MAGIC: u64 = u64::from_le_bytes(*b"ttsnap-1");
+/// Version of this layout: major in the high 16 bits.
+pub const SNAPSHOT_VERSION: u32 = 1 << 16;
+/// The magic of the snapshot files of pre-release ttrace (`"ttsnap\0\x01"`, formats up to
+/// [`PRE_RELEASE_FORMAT`]): such a file is recognised as older than this format, and
+/// refused, never read.
+pub const SNAPSHOT_PRE_RELEASE_MAGIC: u64 = u64::from_le_bytes(*b"ttsnap\x00\x01");
+/// The last format of pre-release snapshot files, as they are named in errors.
+pub const PRE_RELEASE_FORMAT: u32 = 4;
 /// Alignment of every part.
 pub const PAGE: u64 = 4096;
 
@@ -72,7 +69,7 @@ pub struct Layout {
     pub aux_at: u64,
     /// Offset of the `meta` file.
     pub meta_at: u64,
-    /// Length of the image (in version 2, of the whole file).
+    /// Length of the image.
     pub file_len: u64,
 }
 
@@ -145,19 +142,19 @@ pub struct SnapshotHeader {
     pub source_len: u64,
     /// The device directory it was taken from (UTF-8, for people).
     pub source: [u8; 1024],
-    /// Versions 3 and 4: the length of the file (version 2: zero).
+    /// The length of the file.
     pub stored_len: u64,
-    /// Versions 3 and 4: how many extents follow the header page (version 2: zero).
+    /// How many extents follow the header page.
     pub extents: u64,
-    /// Version 4: the latest timestamp an event of the snapshot can have, in the device's
-    /// clock: when it was taken, after the copy (give or take what a reader of the device
-    /// allowed then: `devttrace::damage::latest`). Earlier versions: zero.
+    /// The latest timestamp an event of the snapshot can have, in the device's clock: when
+    /// it was taken, after the copy (give or take what a reader of the device allowed then:
+    /// `devttrace::damage::latest`).
     pub latest_stamp: u64,
-    /// Version 4: [`sum64`](crate::sum::sum64) of this page with this field zero, seed
-    /// [`SUM_HEADER`] (earlier versions: zero).
+    /// [`sum64`](crate::sum::sum64) of this page with this field zero, seed
+    /// [`SUM_HEADER`].
     pub header_sum: u64,
-    /// Why it was taken ([`Cause`]; all zero in older files and in a snapshot a person
-    /// asked for: [`CauseKind::Asked`]).
+    /// Why it was taken ([`Cause`]; all zero in a snapshot a person asked for:
+    /// [`CauseKind::Asked`]).
     pub cause: Cause,
     _pad: [u64; 299],
 }
@@ -186,8 +183,7 @@ pub struct Cause {
     /// panic's message.
     pub reason: [u8; CAUSE_REASON_BYTES],
     /// Where a rule matched an interval (a latency rule's pair or span instance, which
-    /// ended at `trigger_stamp`): when it began, in the device's clock (0: no interval, or
-    /// a file older than this field, whose page held zeros here).
+    /// ended at `trigger_stamp`): when it began, in the device's clock (0: no interval).
     pub interval_stamp: u64,
 }
 
@@ -201,7 +197,7 @@ const_assert_eq!(core::mem::offset_of!(SnapshotHeader, cause), 1136);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum CauseKind {
-    /// A person or tool asked for it (`ttrace-reader snapshot`), or the file predates causes.
+    /// A person or tool asked for it (`ttrace-reader snapshot`).
     Asked = 0,
     /// The program saved it (`save_snapshot`).
     Saved = 1,
@@ -291,26 +287,8 @@ const_assert_eq!(core::mem::offset_of!(SnapshotHeader, latest_stamp), 1120);
 const_assert_eq!(core::mem::offset_of!(SnapshotHeader, header_sum), 1128);
 assert_eq_size!(Layout, [u8; 48]);
 
-/// The head of an extent of a version 3 snapshot: `len` bytes follow it, to be placed at
-/// image offset `at` (version 4: [`ExtentHead`]).
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
-)]
-#[repr(C)]
-pub struct Extent {
-    /// Where the bytes go in the image (a multiple of 8).
-    pub at: u64,
-    /// How many bytes follow (a multiple of 8, not zero).
-    pub len: u64,
-}
-
-/// Bytes of an [`Extent`] head.
-pub const EXTENT_BYTES: u64 = 16;
-assert_eq_size!(Extent, [u8; EXTENT_BYTES as usize]);
-const_assert_eq!(core::mem::offset_of!(Extent, at), 0);
-const_assert_eq!(core::mem::offset_of!(Extent, len), 8);
-
-/// The head of an extent of a version 4 snapshot: an [`Extent`] with checksums.
+/// The head of an extent: `len` bytes follow it, to be placed at image offset `at`, with
+/// their checksum and its own.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
 )]
@@ -370,19 +348,9 @@ impl ExtentHead {
     }
 }
 
-/// Bytes of an extent's head in a file of `version` ([`SNAPSHOT_VERSION`] or
-/// [`SNAPSHOT_VERSION_EXTENTS`]).
-pub const fn extent_head_bytes(version: u32) -> u64 {
-    if version >> 16 >= SNAPSHOT_VERSION >> 16 {
-        EXTENT_HEAD_BYTES
-    } else {
-        EXTENT_BYTES
-    }
-}
-
-/// Where the data of extent 0 (the device header) lies in a version 4 file.
+/// Where the data of extent 0 (the device header) lies in the file.
 pub const HEADER_DATA_AT: u64 = PAGE + EXTENT_HEAD_BYTES;
-/// Where extent 1 begins in a version 4 file.
+/// Where extent 1 begins in the file.
 pub const EXTENTS_AT: u64 = HEADER_DATA_AT + HEADER_BYTES as u64;
 
 /// The image ranges worth storing of a part of `bytes` placed at an 8-aligned image offset:
@@ -438,24 +406,27 @@ impl SnapshotHeader {
         h
     }
 
-    /// What `header_sum` must be (version 4).
+    /// What `header_sum` must be.
     pub fn own_sum(&self) -> u64 {
         let mut copy = *self;
         copy.header_sum = 0;
         crate::sum::sum64(SUM_HEADER, copy.as_bytes())
     }
 
-    /// Sets `header_sum` (the last change to a version 4 header).
+    /// Sets `header_sum` (the last change to a header).
     pub fn seal(&mut self) {
         self.header_sum = self.own_sum();
     }
 
-    /// Whether the first bytes of a file are a snapshot's (its magic, in either byte order).
+    /// Whether the first bytes of a file are a snapshot's (its magic, in either byte order,
+    /// or a pre-release ttrace's: [`SNAPSHOT_PRE_RELEASE_MAGIC`]).
     pub fn is_snapshot(prefix: &[u8]) -> bool {
         prefix.len() >= 8
             && matches!(
                 u64::from_ne_bytes(prefix[..8].try_into().unwrap_or([0; 8])),
-                m if m == SNAPSHOT_MAGIC || m == SNAPSHOT_MAGIC.swap_bytes()
+                m if m == SNAPSHOT_MAGIC
+                    || m == SNAPSHOT_MAGIC.swap_bytes()
+                    || m == SNAPSHOT_PRE_RELEASE_MAGIC
             )
     }
 

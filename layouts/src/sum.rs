@@ -1,4 +1,4 @@
-//! A 64-bit checksum of bytes, to find damage in a file: what a snapshot (format 4) stores
+//! A 64-bit checksum of bytes, to find damage in a file: what a snapshot stores
 //! for its header page, each extent's head and each extent's bytes.
 //!
 //! The bytes are read as little-endian 64-bit words (the last one padded with zeros), each

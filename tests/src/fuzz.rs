@@ -97,7 +97,7 @@ fn make_device(dir: &Path) -> ttrace_core::Writer {
         .expect("aux");
     dev.emit(text, ctx, &[off]);
     dev.emit(typed, ctx, &[7, 1, -2i64 as u64, 1, 'x' as u64]);
-    dev.aux_write(AuxTag::Info, ctx, b"a message").expect("aux");
+    assert!(crate::message(&dev, ctx, "a message"), "a message");
     dev.apply_text("disable fi*").expect("rule");
     dev
 }
@@ -428,10 +428,10 @@ pub fn snapshot(data: &[u8]) -> Option<usize> {
     })
 }
 
-/// Makes the checksums of a version 4 snapshot file's bytes again, as far as its heads can
-/// be followed: its header page's, and each extent's (of its bytes and of its head), so
-/// that edits of what they cover are taken for what was written. (An older file, or one
-/// too short, is left as it is; a newer one gets its header page's.)
+/// Makes the checksums of a snapshot file's bytes again, as far as its heads can be
+/// followed: its header page's, and each extent's (of its bytes and of its head), so that
+/// edits of what they cover are taken for what was written. (A file too short is left as it
+/// is; one of another version gets its header page's.)
 pub fn reseal(b: &mut [u8]) {
     use ttrace_layouts::snapshot::{
         ExtentHead, SnapshotHeader, EXTENT_HEAD_BYTES, PAGE, SNAPSHOT_VERSION,
@@ -440,9 +440,6 @@ pub fn reseal(b: &mut [u8]) {
     let Ok((mut head, _)) = SnapshotHeader::read_from_prefix(b) else {
         return;
     };
-    if head.version >> 16 < SNAPSHOT_VERSION >> 16 {
-        return;
-    }
     head.seal();
     b[..PAGE as usize].copy_from_slice(head.as_bytes());
     if head.version >> 16 != SNAPSHOT_VERSION >> 16 {

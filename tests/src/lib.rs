@@ -34,6 +34,58 @@ pub fn config(dir: &Path, ring_slots: u64, cpus: u32) -> Config {
     }
 }
 
+/// Makes at `dir` a device as a pre-release ttrace left one: written by this one, then its
+/// header given the pre-release magic and layout versions (3.3, 3.3, 2.1).
+pub fn make_pre_release_device(dir: &Path) {
+    drop(ttrace_core::Writer::open(&config(dir, 64, 2)).expect("a device"));
+    edit(&dir.join("header"), |h| {
+        let magic = ttrace_layouts::device::PRE_RELEASE_MAGIC;
+        h[..8].copy_from_slice(&magic.to_ne_bytes());
+        for (at, version) in [(8, 0x0003_0003u32), (12, 0x0003_0003), (16, 0x0002_0001)] {
+            h[at..at + 4].copy_from_slice(&version.to_ne_bytes());
+        }
+    });
+}
+
+/// Makes `file` a snapshot file as a pre-release ttrace saved one: a snapshot of a device
+/// made at `dir`, its header page given the pre-release magic and format 4.
+pub fn make_pre_release_snapshot(dir: &Path, file: &Path) {
+    let w = ttrace_core::Writer::open(&config(dir, 64, 2)).expect("a device");
+    devttrace::Reader::open(dir)
+        .and_then(|d| d.save(file))
+        .expect("a snapshot");
+    drop(w);
+    edit(file, |b| {
+        let magic = ttrace_layouts::snapshot::SNAPSHOT_PRE_RELEASE_MAGIC;
+        b[..8].copy_from_slice(&magic.to_ne_bytes());
+        b[8..12].copy_from_slice(&(4u32 << 16).to_ne_bytes());
+    });
+}
+
+/// Records the message `text` of writer `ctx` in `dev` as `ttrace_core::info` records one:
+/// an event of the built-in tracepoint `info` (registered here), its text in the aux buffer.
+/// Returns whether it was recorded whole.
+pub fn message(dev: &ttrace_core::Writer, ctx: u64, text: &str) -> bool {
+    use ttrace_layouts::device::{CLASS_MESSAGES, INFO_FORMAT, INFO_NAME};
+    // The definition `ttrace_core::info` registers, types included (another would be
+    // another tracepoint of the same name).
+    let def = ttrace_core::Definition {
+        types: &[ttrace_core::ArgType::Str],
+        ..ttrace_core::Definition::untyped(
+            INFO_NAME,
+            ttrace_core::Kind::Start,
+            CLASS_MESSAGES,
+            INFO_FORMAT,
+        )
+    };
+    let word = dev
+        .register_tracepoint(&def)
+        .expect("the info tracepoint")
+        .1;
+    let text = dev.aux_write(ttrace_layouts::aux::AuxTag::String, ctx, text.as_bytes());
+    dev.emit(word, ctx, &[text.unwrap_or(ttrace_layouts::aux::AUX_NONE)]) && text.is_some()
+}
+
 /// Registers a `Start` tracepoint of class 1 with `dev` and returns its type word.
 pub fn define(dev: &ttrace_core::Writer, name: &'static str, format: &'static str) -> u64 {
     define_kind(dev, name, ttrace_core::Kind::Start, format)

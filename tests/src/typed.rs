@@ -6,6 +6,7 @@ use std::path::Path;
 use ttrace_core::ArgType::{Bool, Char, Signed, Str, Unsigned, I8, U16};
 use ttrace_core::{Definition, Kind, ValueTable, ValuesKind, Writer};
 use ttrace_layouts::aux::AuxTag;
+use ttrace_layouts::device::{CLASS_MESSAGES, INFO_FORMAT, INFO_NAME};
 use ttrace_layouts::entry::TypeWord;
 
 /// The strings the events refer to.
@@ -27,8 +28,8 @@ static FLAGS: ValueTable = ValueTable::new(
 /// Each restartable ring holds, four times, `typed` (a bool, a char, a string, a `u16` and
 /// an `i8`: `b c s n l`), `wide` (12 words: a continuation, with a bool, a char
 /// and a string in it) and `bare` (no argument), slot after slot from slot 0; ring `cpu0`
-/// then `flagged` (a value table's flags). Thread 4243 of process 4242 is `worker`; there
-/// is one message ([`MESSAGE`]).
+/// then `flagged` (a value table's flags) and one message ([`MESSAGE`]). Thread 4243 of
+/// process 4242 is `worker`.
 pub fn make(dir: &Path) -> Writer {
     let w = Writer::open(&ttrace_core::Config {
         aux_bytes: ttrace_layouts::device::MIN_AUX_BYTES,
@@ -41,7 +42,7 @@ pub fn make(dir: &Path) -> Writer {
         w.register_tracepoint(&Definition {
             name,
             kind,
-            classes: 1,
+            classes: if name == INFO_NAME { CLASS_MESSAGES } else { 1 },
             format,
             nargs,
             types,
@@ -113,7 +114,18 @@ pub fn make(dir: &Path) -> Writer {
         None,
         usize::MAX,
     );
-    w.aux_write(AuxTag::Info, CTX, MESSAGE.as_bytes()).unwrap();
+    // The message: an event of the built-in tracepoint `info`, its text a string record.
+    let info = def(INFO_NAME, Kind::Start, INFO_FORMAT, 1, &[Str], &[]);
+    let text = w
+        .aux_write(AuxTag::String, CTX, MESSAGE.as_bytes())
+        .unwrap();
+    map.ring(0).write_restartable(
+        &map.ring_header(0).last_stamp,
+        w.now(),
+        &[info, CTX, text, 0, 0, 0, 0],
+        None,
+        usize::MAX,
+    );
     w
 }
 
@@ -178,8 +190,11 @@ pub fn impossible(line: &str, until_s: f64) -> Option<String> {
     let Some(text) = line.split_once(") ").map(|(_, t)| t) else {
         return unreadable();
     };
-    if text == format!("info({MESSAGE:?})") {
-        return None;
+    if let Some(message) = text.strip_prefix("info(").and_then(|t| t.strip_suffix(')')) {
+        // The message's text is a string as the events' are: a damaged reference shows
+        // another one, or none.
+        let known = (STRINGS.iter().chain([&MESSAGE])).any(|k| message == format!("{k:?}"));
+        return (!known && message != "<lost>").then(|| format!("message {message}"));
     }
     let Some((name, args)) = text.split_once('(') else {
         return unreadable();
@@ -207,7 +222,8 @@ pub fn impossible(line: &str, until_s: f64) -> Option<String> {
         }
     }
     for s in ["s", "h"].into_iter().filter_map(field) {
-        let known = STRINGS.iter().any(|k| s.starts_with(&format!("{k:?}")));
+        // The message's text is a string record too: a damaged reference can land on it.
+        let known = (STRINGS.iter().chain([&MESSAGE])).any(|k| s.starts_with(&format!("{k:?}")));
         if !known && !s.starts_with("<lost>") && !missing(s) {
             return Some(format!("string {s}"));
         }

@@ -1214,12 +1214,8 @@ pub fn aux_line<'s>(ctx: impl Into<Context<'s>>) -> String {
     if let Some(e) = ctx.aux_error {
         return format!("# aux: not copied ({e}): strings show as <lost>");
     }
-    let damaged = match ctx.aux.damaged() {
-        0 => String::new(),
-        n => format!(", {n} messages damaged"),
-    };
     format!(
-        "# aux: {} records kept, {} incomplete, {} dropped{}{damaged}",
+        "# aux: {} records kept, {} incomplete, {} dropped{}",
         ctx.aux.records().count(),
         ctx.aux.incomplete(),
         ctx.status.aux_dropped,

@@ -5,9 +5,7 @@
 //! the run heads (`crate::tournament`) finds the next item with one comparison per level.
 //!
 //! A message (`ttrace_core::info`) is an event of the built-in tracepoint `info`, its text
-//! in the aux buffer; the merge gives it as an [`Item::Message`]. Writers before that
-//! tracepoint recorded a message as an aux record alone: those are merged in too, as the
-//! messages of the ring whose buffer holds them.
+//! in the aux buffer; the merge gives it as an [`Item::Message`].
 //!
 //! The merge counts the strings it gives that the aux buffers no longer held when they were
 //! copied ([`Merge::strings_lost`]): string arguments and message texts that show as
@@ -15,8 +13,7 @@
 
 use crate::tournament::LoserTree;
 use core::cell::Cell;
-use devttrace::{AuxRecord, AuxSnapshots, Event, Mark, Snapshot, View};
-use ttrace_layouts::aux::AuxTag;
+use devttrace::{AuxSnapshots, Event, Mark, Snapshot, View};
 
 /// One line of a trace: a trace point from a ring, or a free-form message.
 #[derive(Clone, Copy, Debug)]
@@ -75,17 +72,6 @@ impl<'s> Message<'s> {
     pub fn text_or_lost(&self) -> &'s [u8] {
         self.text.unwrap_or(b"<lost>")
     }
-
-    /// The message of an aux record of a writer before the `info` tracepoint.
-    fn of_record(r: AuxRecord<'s>) -> Message<'s> {
-        Message {
-            timestamp: r.timestamp,
-            ctx: r.ctx,
-            cpu: r.cpu,
-            text: Some(r.bytes),
-            truncated: r.truncated,
-        }
-    }
 }
 
 /// Which events to keep.
@@ -108,8 +94,6 @@ enum Run<'s> {
     Marks(usize, &'s [Mark]),
     /// A ring's copied events.
     Events(usize, &'s [Event]),
-    /// Messages of writers before the `info` tracepoint (aux records).
-    Messages(Vec<AuxRecord<'s>>),
 }
 
 impl<'s> Run<'s> {
@@ -118,7 +102,6 @@ impl<'s> Run<'s> {
         match self {
             Run::Marks(cpu, m) => Run::Marks(*cpu, &m[range]),
             Run::Events(cpu, e) => Run::Events(*cpu, &e[range]),
-            Run::Messages(m) => Run::Messages(m[range].to_vec()),
         }
     }
 
@@ -127,7 +110,6 @@ impl<'s> Run<'s> {
         match self {
             Run::Marks(_, m) => m.partition_point(|x| x.stamp < t),
             Run::Events(_, e) => e.partition_point(|x| x.stamp < t),
-            Run::Messages(m) => m.partition_point(|x| x.timestamp < t),
         }
     }
 
@@ -135,7 +117,6 @@ impl<'s> Run<'s> {
         match self {
             Run::Marks(_, m) => m.len(),
             Run::Events(_, e) => e.len(),
-            Run::Messages(m) => m.len(),
         }
     }
 
@@ -144,20 +125,8 @@ impl<'s> Run<'s> {
         match self {
             Run::Marks(_, m) => m[i].stamp,
             Run::Events(_, e) => e[i].stamp,
-            Run::Messages(m) => m[i].timestamp,
         }
     }
-}
-
-/// The messages of writers before the `info` tracepoint (aux records) that `keep` keeps, in
-/// time order: a writer stamped its record after reserving it, so records can be a little
-/// out of time order in the buffer.
-fn by_time<'s>(records: impl Iterator<Item = AuxRecord<'s>>, keep: &Keep) -> Vec<AuxRecord<'s>> {
-    let mut v: Vec<AuxRecord<'s>> = records
-        .filter(|r| r.tag == AuxTag::Info as u16 && keep.cpu(r.buffer as usize))
-        .collect();
-    v.sort_by_key(|r| r.timestamp);
-    v
 }
 
 /// A k-way merge of time-ordered runs; equal timestamps keep ring order, messages last.
@@ -206,13 +175,10 @@ impl<'s> Merge<'s> {
     /// Everything `snap` holds that passes `filter`, in time order.
     pub fn snapshot(snap: &'s Snapshot, filter: &Filter) -> Merge<'s> {
         let keep = Keep::new(&snap.meta, snap.version.clock, filter);
-        let mut runs: Vec<Run<'s>> = (0..snap.cpus.len())
+        let runs: Vec<Run<'s>> = (0..snap.cpus.len())
             .filter(|&c| keep.cpu(c))
             .map(|c| Run::Events(c, &snap.cpus[c].events))
             .collect();
-        if keep.messages {
-            runs.push(Run::Messages(by_time(snap.messages(), &keep)));
-        }
         Merge::new(runs, None, &snap.aux, keep)
     }
 
@@ -220,13 +186,10 @@ impl<'s> Merge<'s> {
     /// from its ring as it comes (see [`View`]).
     pub fn view(view: &'s View<'s>, filter: &Filter) -> Merge<'s> {
         let keep = Keep::new(&view.meta, view.version.clock, filter);
-        let mut runs: Vec<Run<'s>> = (0..view.cpus.len())
+        let runs: Vec<Run<'s>> = (0..view.cpus.len())
             .filter(|&c| keep.cpu(c))
             .map(|c| Run::Marks(c, &view.cpus[c].events))
             .collect();
-        if keep.messages {
-            runs.push(Run::Messages(by_time(view.aux.records(), &keep)));
-        }
         Merge::new(runs, Some(view), &view.aux, keep)
     }
 
@@ -326,10 +289,6 @@ impl<'s> Merge<'s> {
                 (*cpu, view.event(*cpu, marks[i])?)
             }
             Run::Events(cpu, events) => (*cpu, events[i]),
-            Run::Messages(m) => {
-                let item = Item::Message(Message::of_record(m[i]));
-                return self.keep.time(item.timestamp()).then_some(item);
-            }
         };
         let id = event.type_word.tracepoint() as usize;
         let kind = self
@@ -390,8 +349,6 @@ struct Keep {
     /// What passes of an id without a definition: shown, as `tracepoint#ID(...)`, unless a
     /// name is asked for.
     unnamed: Kind,
-    /// Whether the messages of writers before the `info` tracepoint pass.
-    messages: bool,
     since: Option<i64>,
     until: Option<i64>,
     clock: devttrace::Clock,
@@ -433,7 +390,6 @@ impl Keep {
         Keep {
             cpus: f.cpus.clone(),
             kinds,
-            messages: matches(ttrace_layouts::device::INFO_NAME),
             since: f.since_ns,
             until: f.until_ns,
             clock,

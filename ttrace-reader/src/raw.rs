@@ -211,6 +211,5 @@ pub fn snapshot(dev: &Reader, files: Vec<Vec<Event>>) -> Snapshot {
             .collect(),
         aux,
         aux_error,
-        messages: Some(Vec::new()),
     }
 }

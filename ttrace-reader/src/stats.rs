@@ -49,8 +49,6 @@ pub(crate) fn tally(snap: &Counts) -> Tally {
         tally.damaged += r.counts.damaged;
         tally.strings_lost += r.strings_lost;
     }
-    // Messages of older writers, kept in the aux buffers alone.
-    tally.messages += snap.aux.iter().map(|a| a.messages).sum::<u64>();
     tally
 }
 

@@ -29,10 +29,7 @@ fn clear_empties_the_trace_counts_the_clear_and_keeps_what_comes_after() {
     let dev = ttrace_core::Writer::open(&config(&dir, 64, 2)).unwrap();
     let word = define(&dev, "before_or_after", "n={n}");
     let ctx = devttrace::thread::context();
-    let msg = |text: &str| {
-        dev.aux_write(ttrace_layouts::aux::AuxTag::Info, ctx, text.as_bytes())
-            .unwrap()
-    };
+    let msg = |text: &str| assert!(ttrace_tests::message(&dev, ctx, text));
     for n in 0..200 {
         dev.emit(word, ctx, &[n]);
     }

@@ -2,11 +2,9 @@
 //! `info` tracepoint in the ring of the CPU it was written on, its text in the aux buffer.
 //! So a lost message is counted as any lost entry, a text the aux buffer no longer holds
 //! shows as `<lost>` and is counted in every footer, `stats` and the exports, and `--cpu`
-//! keeps the messages of the CPUs it names. Messages of older writers (aux records alone)
-//! are still read, by the ring their buffer belongs to.
+//! keeps the messages of the CPUs it names.
 
 use std::path::Path;
-use ttrace_layouts::aux::AuxTag;
 use ttrace_tests::{env_writer, reader};
 
 /// The event lines of a dump, sorted (its `#` lines left out).
@@ -105,41 +103,28 @@ fn messages_whose_text_was_overwritten_are_shown_and_counted_everywhere() {
 }
 
 #[test]
-fn naming_cpus_keeps_their_messages_new_and_old() {
+fn naming_cpus_keeps_their_messages() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let args: Vec<String> = (0..50).map(|i| format!("info=note {i}")).collect();
     env_writer!(&dir).args(&args).succeeds();
     let cpus = devttrace::Reader::open(&dir).unwrap().version().num_cpus as usize;
-    // A message of an older writer: an aux record alone, in the buffer of a ring of the
-    // CPU it is written on (its restartable ring, or its shared one: `cpu % cpus`'s).
-    let old_cpu = {
-        let dev = ttrace_core::Writer::open(&ttrace_core::Config::at(&dir)).unwrap();
-        let pinned = std::thread::spawn(move || {
-            let cpu = ttrace_tests::pin(0);
-            dev.aux_write(AuxTag::Info, dev.context(), b"an old writer's message")
-                .expect("room for it");
-            cpu
-        });
-        pinned.join().unwrap() % cpus
-    };
     let all = sorted_events(&reader!("dump", &dir).ok());
     assert_eq!(
         all.iter().filter(|l| l.contains(" info(")).count(),
-        51,
+        50,
         "{all:#?}"
     );
     // Every CPU named: everything.
     let every: Vec<String> = (0..cpus).map(|c| c.to_string()).collect();
     let named = sorted_events(&reader!("dump", &dir, "--cpu", every.join(",")).ok());
     assert_eq!(named, all);
-    // One CPU at a time: each message once, the old one with the CPU it was written on.
+    // One CPU at a time: each message once.
     let mut union = Vec::new();
     for c in 0..cpus {
-        let one = sorted_events(&reader!("dump", &dir, "--cpu", c.to_string()).ok());
-        let old = one.iter().any(|l| l.contains("an old writer's message"));
-        assert_eq!(old, c == old_cpu, "cpu{c}: {one:#?}");
-        union.extend(one);
+        union.extend(sorted_events(
+            &reader!("dump", &dir, "--cpu", c.to_string()).ok(),
+        ));
     }
     union.sort();
     assert_eq!(union, all);

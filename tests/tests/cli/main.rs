@@ -15,6 +15,7 @@ mod info;
 mod messages;
 mod mount;
 mod not_regular;
+mod pre_release;
 mod reader_cli;
 mod snapshots;
 mod spans;

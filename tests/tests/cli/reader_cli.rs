@@ -494,10 +494,10 @@ fn bad_devices_give_one_clear_line_and_a_failure_status() {
             "future version",
             with(Box::new(|d| {
                 edit(&d.join("header"), |h| {
-                    h[8..12].copy_from_slice(&0x0004_0000u32.to_ne_bytes())
+                    h[8..12].copy_from_slice(&0x0002_0000u32.to_ne_bytes())
                 })
             })),
-            "header version 4.0 is not supported (this is 3.3)",
+            "header version 2.0 is not supported (this is 1.0)",
         ),
         (
             "truncated ring",

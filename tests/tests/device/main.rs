@@ -12,6 +12,7 @@ mod damaged;
 mod entry_damage;
 mod info_control;
 mod names_full;
+mod pre_release;
 mod reader_api;
 mod security;
 mod small_stamps;

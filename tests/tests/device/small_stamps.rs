@@ -6,8 +6,8 @@
 //!
 //! No clock can be made to read small here: a real device is written with this machine's
 //! clock, and then every stamp it holds is moved back by one even number of ticks (its clock
-//! anchor to [`SMALL`]): slots, each restartable ring's `last_stamp`, messages, thread and
-//! process names, the header's clear and snapshot times. Times since the anchor (and the
+//! anchor to [`SMALL`]): slots, each restartable ring's `last_stamp`, thread and process
+//! names, the header's clear and snapshot times. Times since the anchor (and the
 //! wall-clock times made from them) do not change, so what a reader shows must not either.
 
 use devttrace::{Device, Follower, Reader};
@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, FileExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use ttrace_layouts::aux::AuxPath;
 use ttrace_layouts::device::DeviceHeader;
 use ttrace_layouts::entry::Stamp;
 use ttrace_layouts::meta::{MetaHeader, Record};
@@ -85,17 +84,8 @@ fn rebase(dir: &Path) -> u64 {
                 back(&slot.words[0]);
             }
         }
+        // (Aux records hold strings, whose time is 0: their entry's.)
         back(&map.ring_header(r).last_stamp);
-        let aux = map.aux(r);
-        let mask = aux.words.len() as u64 * 8 - 1;
-        let word = |offset: u64| &aux.words[((offset & mask) / 8) as usize];
-        let (mut offset, last) = (aux.first.load(Relaxed), aux.last.load(Relaxed));
-        while offset < last {
-            let path = AuxPath(word(offset).load(Relaxed));
-            // A message's time (a string's is 0: its entry's).
-            back(word(offset + 8));
-            offset += path.record_bytes();
-        }
     }
     let h = map.header();
     back(&h.cleared_at);
@@ -262,9 +252,9 @@ fn hex(bytes: &[u8]) -> String {
     }
 }
 
-/// What a follower of the device `dir` reads from its start (each event and message with
-/// its time since the device's creation), and which rules a matcher fires on it (with the
-/// time of the event that fired each).
+/// What a follower of the device `dir` reads from its start (each event with its time since
+/// the device's creation), and which rules a matcher fires on it (with the time of the event
+/// that fired each).
 fn followed(dir: &Path) -> (Vec<String>, Vec<String>) {
     let reader = Reader::open(dir).unwrap();
     let anchor = reader.version().clock.anchor_ticks;
@@ -287,10 +277,6 @@ fn followed(dir: &Path) -> (Vec<String>, Vec<String>) {
                 let (t, word, ctx) = (e.stamp - anchor, e.type_word.0, e.ctx);
                 events.push(format!("{t} ring{r} {word:x} {ctx:x} {:?}", e.args()));
             }
-        }
-        for m in poll.snapshot.messages() {
-            let t = m.timestamp - anchor;
-            events.push(format!("{t} message {:?}", m.bytes));
         }
         for f in matcher.poll(&poll, reader.mapping().now()) {
             fired.push(format!("{} {} {}", f.stamp - anchor, rules[f.rule], f.what));
@@ -565,7 +551,7 @@ fn a_follower_counts_an_impossible_time_as_damage_at_once() {
             let mut follower = Follower::from_start(&reader, 0);
             let poll = follower.poll().unwrap();
             let events: usize = poll.snapshot.cpus.iter().map(|r| r.events.len()).sum();
-            assert_eq!((events, poll.late), (25, 0), "{what} ({name})");
+            assert_eq!((events, poll.late), (26, 0), "{what} ({name})");
             // A new entry in ring cpu1 (a copy of its first, a `typed`), its stamp then
             // damaged. (Relaxed: this thread alone writes the device, and reads it after.)
             let dev = Device::attach(&dir).unwrap();

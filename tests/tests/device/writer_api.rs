@@ -163,7 +163,7 @@ fn long_aux_strings_are_truncated_and_flagged() {
     let tmp = tempfile::tempdir().unwrap();
     let dev = Device::open(&small(tmp.path())).unwrap();
     let long = vec![b'a'; 10_000];
-    let word = dev.aux_write(AuxTag::Info, CTX, &long).unwrap();
+    let word = dev.aux_write(AuxTag::String, CTX, &long).unwrap();
     let snap = dev.aux().unwrap();
     let r = snap.get(word).unwrap();
     assert!(r.truncated);
@@ -278,7 +278,7 @@ fn metadata_survives_rings_and_aux_wrapping_many_times() {
     for i in 0..10_000u64 {
         dev.emit(words[(i % 3) as usize], CTX, &[i]);
         if i % 10 == 0 {
-            dev.aux_write(AuxTag::Info, CTX, format!("message {i}").as_bytes());
+            dev.aux_write(AuxTag::String, CTX, format!("message {i}").as_bytes());
         }
     }
     let m = dev.metadata();
@@ -417,7 +417,7 @@ fn a_writer_repairs_inconsistent_aux_offsets_instead_of_trusting_them() {
     let tmp = tempfile::tempdir().unwrap();
     let dev = Device::open(&small(tmp.path())).unwrap();
     ttrace_tests::pin(0);
-    let word = dev.aux_write(AuxTag::Info, CTX, b"before").unwrap();
+    let word = dev.aux_write(AuxTag::String, CTX, b"before").unwrap();
     let (buffer, _) = aux_ref_parts(word).unwrap();
     // Damage: `first` beyond `last`.
     dev.mapping()
@@ -425,7 +425,7 @@ fn a_writer_repairs_inconsistent_aux_offsets_instead_of_trusting_them() {
         .aux_first
         .store(1 << 40, Relaxed);
     assert!(dev.aux().is_err(), "a reader reports the damage");
-    let word = dev.aux_write(AuxTag::Info, CTX, b"after").unwrap();
+    let word = dev.aux_write(AuxTag::String, CTX, b"after").unwrap();
     assert_eq!(aux_ref_parts(word).unwrap().0, buffer);
     let snap = dev.aux().unwrap();
     assert_eq!(snap.records().count(), 1);

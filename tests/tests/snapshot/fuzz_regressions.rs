@@ -153,7 +153,8 @@ fn open_dumps_the_unedited_device_and_refuses_a_bad_magic() {
     assert_eq!(ttrace_tests::fuzz::open(&[0, header, 0, 0, 1, 0xff]), None);
 }
 
-/// The aux seed is a real buffer: the parser finds its records (a string and a message).
+/// The aux seed is a real buffer: the parser finds its records (a string argument and a
+/// message's text).
 #[test]
 fn the_aux_seed_holds_the_devices_records() {
     let (_, seed) = ttrace_tests::fuzz::seeds()

@@ -127,13 +127,9 @@ pub(super) fn view_window(
         }
     }
     let view = View::of(dev, newer_than)?;
-    // The newest event of every ring, and the newest message of an older writer (an aux
-    // record), for `-10s`.
-    let info = ttrace_layouts::aux::AuxTag::Info as u16;
-    let messages = view.aux.records().filter(|r| r.tag == info);
+    // The newest event of every ring, for `-10s`.
     let end = (view.cpus.iter())
         .filter_map(|r| r.events.last().map(|e| e.stamp))
-        .chain(messages.map(|r| r.timestamp))
         .max()
         .map_or(0, |t| clock.since_anchor_ns(t));
     filter.since_ns = since.map(|w| resolve(w, &clock, end));

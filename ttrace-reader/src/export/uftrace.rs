@@ -254,20 +254,28 @@ fn point_addr(n: usize, k: usize) -> u64 {
 /// (`ttrace:app::handle_new`, `_close`).
 fn point_names(schemas: &[Schema]) -> Vec<String> {
     let mut taken: HashSet<String> = schemas.iter().map(|s| s.name.clone()).collect();
-    let mut names = Vec::with_capacity(schemas.len() + 2);
-    let wanted = (schemas.iter().map(|s| match s.role.label() {
+    let wanted: Vec<String> = (schemas.iter().map(|s| match s.role.label() {
         Some(step) if s.role.is_span() => format!("{}_{step}", s.name),
         _ => s.name.clone(),
     }))
-    .chain(["info".to_string(), "unknown".to_string()]);
-    for name in wanted {
+    .chain(["info".to_string(), "unknown".to_string()])
+    .collect();
+    // The messages' name is made first: the `info` tracepoint's own function is never
+    // called (its events are the messages), so it is the one made unique.
+    let n = schemas.len();
+    let mut names = vec![String::new(); wanted.len()];
+    for i in [n].into_iter().chain(0..n).chain([n + 1]) {
         let base: String = "ttrace:"
             .chars()
-            .chain(name.chars().map(|c| if spec_char(c) { c } else { '_' }))
+            .chain(
+                wanted[i]
+                    .chars()
+                    .map(|c| if spec_char(c) { c } else { '_' }),
+            )
             .collect();
         let name = super::unique(&base, |n| taken.contains(n));
         taken.insert(name.clone());
-        names.push(name);
+        names[i] = name;
     }
     names
 }
