@@ -69,7 +69,7 @@
 use crate::incarnation::{Thread, Threads};
 use crate::pairs::Stems;
 use crate::spans::{Instance, Node, Poll};
-use devttrace::event::{Event, RingIndex};
+use devttrace::event::{Event, Kept, RingSnapshot};
 use devttrace::meta::Metadata;
 use foldhash::HashMap as FoldHashMap;
 use std::sync::{Arc, Mutex};
@@ -201,7 +201,9 @@ pub enum Step {
 }
 
 /// The horizon of a trace of the rings `rings`: the latest first kept stamp of the rings
-/// that lost entries (0: no ring lost any; `u64::MAX`: a ring lost every entry it had).
+/// that lost entries (0: no ring lost any; `u64::MAX`: a ring lost every entry it had). A
+/// ring that left events out as older than asked (`--since`: `older`) lost entries only
+/// before those: before every event the trace holds, so it does not move the horizon.
 ///
 /// ```
 /// use devttrace::event::{Mark, RingIndex};
@@ -213,13 +215,15 @@ pub enum Step {
 /// };
 /// assert_eq!(horizon(&[ring(0, 5), ring(0, 9)]), 0);
 /// assert_eq!(horizon(&[ring(3, 5), ring(1, 7), ring(0, 9)]), 7);
+/// let cut = RingIndex { older: 4, ..ring(1, 8) };
+/// assert_eq!(horizon(&[ring(3, 5), cut]), 5);
 /// ```
-pub fn horizon(rings: &[RingIndex]) -> u64 {
+pub fn horizon<T: Kept>(rings: &[RingSnapshot<T>]) -> u64 {
     rings
         .iter()
-        .filter(|r| r.lost > 0)
+        .filter(|r| r.lost > 0 && r.older == 0)
         // A ring that lost every entry gives no time after which it is complete.
-        .map(|r| r.events.first().map_or(u64::MAX, |m| m.stamp))
+        .map(|r| r.events.first().map_or(u64::MAX, Kept::stamp))
         .max()
         .unwrap_or(0)
 }
@@ -252,7 +256,7 @@ struct Held {
 ///     ..Default::default()
 /// };
 /// let event = |stamp, tp, kind| Event::new(stamp, TypeWord::new(kind, 0, tp), 1 << 32 | 1, &[], 0);
-/// let mut model = Model::new(&meta, &[]);
+/// let mut model = Model::whole(&meta);
 /// let mut steps = Vec::new();
 /// model.feed(&event(10, 0, Kind::Entry), &mut |s| steps.push(s));
 /// model.feed(&event(25, 1, Kind::Exit), &mut |s| steps.push(s));
@@ -285,10 +289,10 @@ pub struct Model {
 }
 
 impl Model {
-    /// The model of a trace of the rings `rings` (their horizon: [`horizon`]), whose
-    /// tracepoints and threads `meta` names. A live reader, which feeds gaps instead, gives
-    /// no rings.
-    pub fn new(meta: &Metadata, rings: &[RingIndex]) -> Model {
+    /// The model of a trace of the rings `rings` (their horizon: [`horizon`]; an index or a
+    /// copy), whose tracepoints and threads `meta` names. A live reader gives its first
+    /// copy's rings (what it finds lost later it feeds as gaps), or none.
+    pub fn new<T: Kept>(meta: &Metadata, rings: &[RingSnapshot<T>]) -> Model {
         let mut m = Model {
             kinds: Vec::new(),
             stems: Stems::default(),
@@ -303,6 +307,26 @@ impl Model {
             fields: false,
         };
         m.learn(meta);
+        m
+    }
+
+    /// The model of a trace whose rings lost nothing (or of a live reader, which feeds what
+    /// it finds lost as gaps), whose tracepoints and threads `meta` names.
+    pub fn whole(meta: &Metadata) -> Model {
+        Model::new::<devttrace::event::Mark>(meta, &[])
+    }
+
+    /// The model of a live reader whose first copy holds the rings `rings`: the horizon is
+    /// that copy's ([`horizon`]), except that a ring that lost every entry it had counts
+    /// from the end of the copy (what comes later on it is new, and its losses the reader
+    /// feeds as gaps).
+    pub fn live<T: Kept>(meta: &Metadata, rings: &[RingSnapshot<T>]) -> Model {
+        let mut m = Model::whole(meta);
+        m.horizon = (rings.iter())
+            .filter(|r| r.lost > 0 && r.older == 0)
+            .filter_map(|r| r.events.first().map(Kept::stamp))
+            .max()
+            .unwrap_or(0);
         m
     }
 

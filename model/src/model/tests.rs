@@ -1,6 +1,7 @@
 //! The model's rules, one test each, on events written by hand.
 
 use super::*;
+use devttrace::event::RingIndex;
 use devttrace::meta::{TaskInfo, TracepointInfo};
 use ttrace_layouts::entry::TypeWord;
 
@@ -106,7 +107,7 @@ fn run(mut model: Model, events: &[Option<Event>]) -> Vec<String> {
 #[test]
 fn calls_nest_per_thread_and_an_exit_with_nothing_open_is_unpaired() {
     let steps = run(
-        Model::new(&meta(), &[]),
+        Model::whole(&meta()),
         &[
             Some(ev(1, EXIT, T1, &[])),
             Some(ev(2, ENTRY, T1, &[])),
@@ -135,7 +136,7 @@ fn calls_nest_per_thread_and_an_exit_with_nothing_open_is_unpaired() {
 #[test]
 fn stems_pair_the_latest_start_of_their_thread_and_a_start_no_stop_ends_is_an_instant() {
     let steps = run(
-        Model::new(&meta(), &[]),
+        Model::whole(&meta()),
         &[
             Some(ev(1, START, T1, &[])),
             Some(ev(2, START, T1, &[])),
@@ -200,7 +201,7 @@ fn nothing_before_the_horizon_is_paired() {
 #[test]
 fn a_gap_gives_up_what_is_open() {
     let steps = run(
-        Model::new(&meta(), &[]),
+        Model::whole(&meta()),
         &[
             Some(ev(1, ENTRY, T1, &[])),
             Some(ev(2, START, T2, &[])),
@@ -242,7 +243,7 @@ fn a_thread_given_a_dead_threads_id_closes_nothing_it_left_open() {
         ..meta()
     };
     let steps = run(
-        Model::new(&meta, &[]),
+        Model::whole(&meta),
         &[
             Some(ev(10, ENTRY, T1, &[])),
             Some(ev(20, START, T1, &[])),
@@ -269,7 +270,7 @@ fn a_thread_given_a_dead_threads_id_closes_nothing_it_left_open() {
 #[test]
 fn the_drop_reentry_is_told_once_and_is_no_poll() {
     let steps = run(
-        Model::new(&meta(), &[]),
+        Model::whole(&meta()),
         &[
             Some(ev(1, NEW, T1, &[9])),
             Some(ev(2, ENTER, T1, &[9])),
@@ -302,7 +303,7 @@ fn the_drop_reentry_is_told_once_and_is_no_poll() {
 #[test]
 fn an_empty_poll_not_followed_by_the_close_is_a_poll() {
     let steps = run(
-        Model::new(&meta(), &[]),
+        Model::whole(&meta()),
         &[
             Some(ev(1, NEW, T1, &[9])),
             Some(ev(2, ENTER, T1, &[9])),
@@ -340,7 +341,7 @@ fn an_empty_poll_not_followed_by_the_close_is_a_poll() {
 #[test]
 fn a_new_under_an_open_id_supersedes_the_instance() {
     let steps = run(
-        Model::new(&meta(), &[]),
+        Model::whole(&meta()),
         &[
             Some(ev(1, NEW, T1, &[9])),
             Some(ev(2, NEW, T1, &[9])),
@@ -367,11 +368,11 @@ fn a_model_cloned_at_a_cut_goes_on_as_the_whole_does() {
         })
         .collect();
     let whole = run(
-        Model::new(&meta(), &[]),
+        Model::whole(&meta()),
         &events.iter().copied().map(Some).collect::<Vec<_>>(),
     );
     for cut in 0..events.len() {
-        let mut model = Model::new(&meta(), &[]);
+        let mut model = Model::whole(&meta());
         let mut steps = Vec::new();
         for e in &events[..cut] {
             model.feed(e, &mut |s| steps.push(show(&s)));
@@ -385,5 +386,5 @@ fn a_model_cloned_at_a_cut_goes_on_as_the_whole_does() {
 #[test]
 fn an_undefined_tracepoint_is_an_instant() {
     let e = Event::new(1, TypeWord::new(Kind::Entry, 0, 99), T1, &[], 0);
-    assert_eq!(run(Model::new(&meta(), &[]), &[Some(e)]), ["instant 1"]);
+    assert_eq!(run(Model::whole(&meta()), &[Some(e)]), ["instant 1"]);
 }
