@@ -316,17 +316,19 @@ impl Model {
         Model::new::<devttrace::event::Mark>(meta, &[])
     }
 
-    /// The model of a live reader whose first copy holds the rings `rings`: the horizon is
-    /// that copy's ([`horizon`]), except that a ring that lost every entry it had counts
-    /// from the end of the copy (what comes later on it is new, and its losses the reader
-    /// feeds as gaps).
-    pub fn live<T: Kept>(meta: &Metadata, rings: &[RingSnapshot<T>]) -> Model {
+    /// The model of a live reader whose first copy found entries lost: `lost_before` says,
+    /// per ring, a time before which every entry it lost was stamped (0: it lost none): the
+    /// first event it read after them. The horizon is the latest, as [`horizon`] has it for
+    /// a copy; what the reader finds lost later it feeds as gaps.
+    ///
+    /// ```
+    /// use devttrace::meta::Metadata;
+    /// use ttrace_model::model::Model;
+    /// assert_eq!(Model::live(&Metadata::default(), &[0, 70, 40]).horizon(), 70);
+    /// ```
+    pub fn live(meta: &Metadata, lost_before: &[u64]) -> Model {
         let mut m = Model::whole(meta);
-        m.horizon = (rings.iter())
-            .filter(|r| r.lost > 0 && r.older == 0)
-            .filter_map(|r| r.events.first().map(Kept::stamp))
-            .max()
-            .unwrap_or(0);
+        m.horizon = lost_before.iter().copied().max().unwrap_or(0);
         m
     }
 

@@ -5,7 +5,9 @@
 //!
 //! **Pairs, exactly as `report` pairs them**: the matcher feeds every event to the model
 //! ([`ttrace_model::model`]) and fires on the pairs it closes (calls, start/stop pairs of a
-//! stem, span instances new to close). A follower knows when it missed events: entries
+//! stem, span instances new to close). What the first poll holds from before the latest
+//! loss it found is not paired (the model's horizon, as `report` has it for a copy:
+//! [`ttrace_model::model::Model::live`]). Later, a follower knows when it missed events: entries
 //! overwritten before they were read are a *gap*, placed in time ([`Poll::gaps`]: every
 //! entry lost is older than it), fed to the model there, which gives up everything open
 //! then. A poll that released events older than some already released is a gap before all
@@ -100,7 +102,7 @@ impl Matcher {
             if !self.started && self.pairs {
                 // What the first copy holds before the latest first event of a ring that
                 // lost entries is not paired, as `report` would not pair it.
-                self.model = Model::live(&snap.meta, &snap.cpus);
+                self.model = Model::live(&snap.meta, &poll.lost_before);
                 self.started = true;
             }
             self.replan(&snap.meta);
