@@ -1,11 +1,16 @@
 //! Every reader means the same by the events: on three devices, `report`, the rule matcher
 //! and the model they both render (`ttrace_model::model`) give the same intervals (name,
 //! begin, duration; a pair's or a span instance's, new to close) and `report` and the model
-//! the same unpaired events by reason and the same polls and drop re-entries. Each reader is
-//! read back from what it gives its user: `report`'s slowest list (every interval, with
-//! `--slowest` as large as the trace), the matcher's fired rules (`latency NAME > 0ns` per
-//! pair name: an interval of zero nanoseconds fires nothing, so those are left out of every
-//! set).
+//! the same unpaired events by reason and the same polls and drop re-entries; the Chrome
+//! export the same intervals, unpaired events by reason and polls. Each reader is read back
+//! from what it gives its user: `report`'s slowest list (every interval, with `--slowest` as
+//! large as the trace), the matcher's fired rules (`latency NAME > 0ns` per pair name: an
+//! interval of zero nanoseconds fires nothing, so those are left out of every set), Chrome's
+//! JSON: complete slices (calls, polls), async slices (start/stop pairs named by their stem,
+//! span instances without `open` or `"whole":false`), and the unpaired: instants whose
+//! `unpaired` argument says `before the horizon`, async `unpaired` slices whose `why`
+//! argument is the model's reason. Chrome writes times in microseconds to the nanosecond,
+//! so an async slice's length is the difference of its ends' times.
 //!
 //! The devices: (a) the demo workload (`ttrace-reader demo`) with more requests than its
 //! rings hold, so that entries are lost and a horizon applies; (b) `ttrace-test-handoff`,
@@ -13,7 +18,7 @@
 //! re-entry); (c) start/stop pairs of one stem overlapping on a thread, and a thread id the
 //! kernel gave again, written directly.
 //!
-//! The exports (Chrome, Perfetto, OTLP, uftrace) and `dump --spans` do not render the model
+//! The other exports (Perfetto, OTLP, uftrace) and `dump --spans` do not render the model
 //! yet: they are not compared here.
 
 use devttrace::{Follower, Reader, View};
@@ -42,6 +47,14 @@ struct Meaning {
     /// Polls and drop re-entries of the span instances measured.
     polls: u64,
     drops: u64,
+    /// The intervals as Chrome can show them: named by their stem, an async slice's length
+    /// the difference of its ends' times (ns since the device was created).
+    chrome: BTreeSet<Interval>,
+}
+
+/// `name` without a start's suffix (`job_start`: `job`), as Chrome names a start/stop pair.
+fn stem(name: &str) -> String {
+    ttrace_model::pairs::stem(name, Kind::Start).to_string()
 }
 
 /// The sets' difference, readable: what each has that the other has not.
@@ -72,13 +85,25 @@ fn of_model(view: &View<'_>) -> Meaning {
             begin_ns: clock.since_anchor_ns(begin.stamp),
             ns: clock.ticks_to_ns(end.saturating_sub(begin.stamp)),
         };
+        // An async slice in Chrome: its length from its ends' times.
+        let by_ends = |begin: &devttrace::Event, end: u64| Interval {
+            name: stem(&name(begin)),
+            begin_ns: clock.since_anchor_ns(begin.stamp),
+            ns: (clock.since_anchor_ns(end) - clock.since_anchor_ns(begin.stamp)) as u64,
+        };
         match step {
-            Step::CallEnd { begin, end, .. } | Step::StemEnd { begin, end } => {
+            Step::CallEnd { begin, end, .. } => {
                 m.intervals.insert(interval(&begin, end.stamp));
+                m.chrome.insert(interval(&begin, end.stamp));
+            }
+            Step::StemEnd { begin, end } => {
+                m.intervals.insert(interval(&begin, end.stamp));
+                m.chrome.insert(by_ends(&begin, end.stamp));
             }
             Step::SpanEnd(i) => {
                 if let (Some(new), Some(close), true) = (i.new, i.close, i.whole) {
                     m.intervals.insert(interval(&new, close));
+                    m.chrome.insert(by_ends(&new, close));
                     m.polls += i.polls.len() as u64;
                     m.drops += i.dropped.is_some() as u64;
                 }
@@ -101,6 +126,74 @@ fn of_model(view: &View<'_>) -> Meaning {
     });
     model.finish(&mut render);
     m.intervals.retain(|i| i.ns > 0);
+    m.chrome.retain(|i| i.ns > 0);
+    m
+}
+
+/// What the Chrome export of the device `dir` shows (`drops`: Chrome leaves them out).
+fn of_chrome(dir: &Path) -> Meaning {
+    let out = dir.with_extension("json");
+    let (source, file) = (dir.to_str().unwrap(), out.to_str().unwrap());
+    reader!("export", "--format", "chrome", source, "-o", file).ok();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let ns = |v: &serde_json::Value| (v.as_f64().unwrap() * 1000.0).round() as i64;
+    let mut m = Meaning::default();
+    // Async slices by category and id: their `b` and `e`.
+    type Ends<'a> = (Option<&'a serde_json::Value>, Option<&'a serde_json::Value>);
+    let mut slices: BTreeMap<(String, String), Ends<'_>> = BTreeMap::new();
+    for e in doc["traceEvents"].as_array().unwrap() {
+        let (cat, ph) = (
+            e["cat"].as_str().unwrap_or(""),
+            e["ph"].as_str().unwrap_or(""),
+        );
+        match (cat, ph) {
+            ("entry", "X") => {
+                m.chrome.insert(Interval {
+                    name: stem(e["name"].as_str().unwrap()),
+                    begin_ns: ns(&e["ts"]),
+                    ns: ns(&e["dur"]) as u64,
+                });
+            }
+            ("poll", "X") => m.polls += 1,
+            ("start/stop" | "span" | "unpaired", "b" | "e") => {
+                let key = (cat.to_string(), e["id"].to_string());
+                let ends = slices.entry(key).or_default();
+                match ph {
+                    "b" => ends.0 = Some(e),
+                    _ => ends.1 = Some(e),
+                }
+            }
+            (_, "i") if e["args"]["unpaired"] == "before the horizon" => {
+                *m.unpaired.entry(Why::BeforeHorizon).or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+    for ((cat, id), ends) in slices {
+        let (Some(b), Some(e)) = ends else {
+            panic!("{cat} slice {id} has not both ends")
+        };
+        if cat == "unpaired" {
+            let why = b["args"]["why"].as_str().or(e["args"]["why"].as_str());
+            let why = why
+                .and_then(Why::from_name)
+                .unwrap_or_else(|| panic!("{b} {e}"));
+            *m.unpaired.entry(why).or_default() += 1;
+            continue;
+        }
+        let args = &b["args"];
+        if args["open"] == true || args["whole"] == false || args["new"].is_string() {
+            continue;
+        }
+        let interval = Interval {
+            name: stem(b["name"].as_str().unwrap()),
+            begin_ns: ns(&b["ts"]),
+            ns: (ns(&e["ts"]) - ns(&b["ts"])) as u64,
+        };
+        if interval.ns > 0 {
+            m.chrome.insert(interval);
+        }
+    }
     m
 }
 
@@ -136,6 +229,7 @@ fn of_report(view: &View<'_>) -> Meaning {
         unpaired,
         polls,
         drops,
+        chrome: BTreeSet::new(),
     }
 }
 
@@ -181,7 +275,18 @@ fn agree(dir: &Path) -> Meaning {
         ("model", &model.intervals),
         ("matcher", &matcher),
     );
+    let chrome = of_chrome(dir);
+    same(
+        "intervals",
+        ("model", &model.chrome),
+        ("chrome", &chrome.chrome),
+    );
     assert_eq!(model.unpaired, report.unpaired, "unpaired, by reason");
+    assert_eq!(
+        model.unpaired, chrome.unpaired,
+        "unpaired in Chrome, by reason"
+    );
+    assert_eq!(model.polls, chrome.polls, "polls in Chrome");
     assert_eq!(
         (model.polls, model.drops),
         (report.polls, report.drops),
