@@ -10,7 +10,8 @@
 //! span instances without `open` or `"whole":false`), and the unpaired: instants whose
 //! `unpaired` argument says `before the horizon`, async `unpaired` slices whose `why`
 //! argument is the model's reason. Chrome writes times in microseconds to the nanosecond,
-//! so an async slice's length is the difference of its ends' times.
+//! so an async slice's length is the difference of its ends' times. The OTLP export's spans
+//! give the same intervals (in Unix time; its unpaired events have no place in OTLP).
 //!
 //! The devices: (a) the demo workload (`ttrace-reader demo`) with more requests than its
 //! rings hold, so that entries are lost and a horizon applies; (b) `ttrace-test-handoff`,
@@ -18,8 +19,8 @@
 //! re-entry); (c) start/stop pairs of one stem overlapping on a thread, and a thread id the
 //! kernel gave again, written directly.
 //!
-//! The other exports (Perfetto, OTLP, uftrace) and `dump --spans` do not render the model
-//! yet: they are not compared here.
+//! The other exports (Perfetto, uftrace) and `dump --spans` do not render the model yet:
+//! they are not compared here.
 
 use devttrace::{Follower, Reader, View};
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,6 +51,9 @@ struct Meaning {
     /// The intervals as Chrome can show them: named by their stem, an async slice's length
     /// the difference of its ends' times (ns since the device was created).
     chrome: BTreeSet<Interval>,
+    /// The intervals as OTLP shows them: named by their stem, begun at a Unix time in ns,
+    /// their length the difference of their ends' times.
+    otlp: BTreeSet<Interval>,
 }
 
 /// `name` without a start's suffix (`job_start`: `job`), as Chrome names a start/stop pair.
@@ -91,19 +95,27 @@ fn of_model(view: &View<'_>) -> Meaning {
             begin_ns: clock.since_anchor_ns(begin.stamp),
             ns: (clock.since_anchor_ns(end) - clock.since_anchor_ns(begin.stamp)) as u64,
         };
+        let unix = |begin: &devttrace::Event, end: u64| Interval {
+            name: stem(&name(begin)),
+            begin_ns: clock.realtime_ns(begin.stamp) as i64,
+            ns: clock.realtime_ns(end) - clock.realtime_ns(begin.stamp),
+        };
         match step {
             Step::CallEnd { begin, end, .. } => {
                 m.intervals.insert(interval(&begin, end.stamp));
                 m.chrome.insert(interval(&begin, end.stamp));
+                m.otlp.insert(unix(&begin, end.stamp));
             }
             Step::StemEnd { begin, end } => {
                 m.intervals.insert(interval(&begin, end.stamp));
                 m.chrome.insert(by_ends(&begin, end.stamp));
+                m.otlp.insert(unix(&begin, end.stamp));
             }
             Step::SpanEnd(i) => {
                 if let (Some(new), Some(close), true) = (i.new, i.close, i.whole) {
                     m.intervals.insert(interval(&new, close));
                     m.chrome.insert(by_ends(&new, close));
+                    m.otlp.insert(unix(&new, close));
                     m.polls += i.polls.len() as u64;
                     m.drops += i.dropped.is_some() as u64;
                 }
@@ -127,7 +139,33 @@ fn of_model(view: &View<'_>) -> Meaning {
     model.finish(&mut render);
     m.intervals.retain(|i| i.ns > 0);
     m.chrome.retain(|i| i.ns > 0);
+    m.otlp.retain(|i| i.ns > 0);
     m
+}
+
+/// The intervals of the OTLP export (JSON lines) of the device `dir`: its spans, but those
+/// still open at the end (`ttrace.open`) and instances not whole (`ttrace.whole` false).
+/// OTLP has no place for an unpaired event but a span's event: those are not compared.
+fn of_otlp(dir: &Path) -> BTreeSet<Interval> {
+    let out = dir.with_extension("jsonl");
+    let (source, file) = (dir.to_str().unwrap(), out.to_str().unwrap());
+    reader!("export", "--format", "otlp", source, "-o", file).ok();
+    let text = std::fs::read_to_string(&out).unwrap();
+    let spans = ttrace_tests::otlp::read_json_lines(&text).unwrap();
+    spans
+        .into_iter()
+        .filter(|s| {
+            !s.attrs
+                .iter()
+                .any(|(k, _)| k == "ttrace.open" || k == "ttrace.whole")
+        })
+        .map(|s| Interval {
+            name: stem(&s.name),
+            begin_ns: s.start as i64,
+            ns: s.end - s.start,
+        })
+        .filter(|i| i.ns > 0)
+        .collect()
 }
 
 /// What the Chrome export of the device `dir` shows (`drops`: Chrome leaves them out).
@@ -230,6 +268,7 @@ fn of_report(view: &View<'_>) -> Meaning {
         polls,
         drops,
         chrome: BTreeSet::new(),
+        otlp: BTreeSet::new(),
     }
 }
 
@@ -281,6 +320,7 @@ fn agree(dir: &Path) -> Meaning {
         ("model", &model.chrome),
         ("chrome", &chrome.chrome),
     );
+    same("intervals", ("model", &model.otlp), ("otlp", &of_otlp(dir)));
     assert_eq!(model.unpaired, report.unpaired, "unpaired, by reason");
     assert_eq!(
         model.unpaired, chrome.unpaired,

@@ -25,7 +25,8 @@
 //!   the same export of the same trace gives the same ids.
 //!
 //! Spans are sent as they end (a span still open at the end of the trace ends there, with
-//! the attribute `ttrace.open`), in batches of at most [`BATCH`] spans: memory holds what is
+//! the attribute `ttrace.open`; an instance begun before every ring is complete has
+//! `ttrace.whole` false), in batches of at most [`BATCH`] spans: memory holds what is
 //! open, not the trace.
 
 use super::proto::{bytes, fixed64, message, uint};
@@ -361,6 +362,10 @@ impl Writer<'_, '_> {
             }
             Step::SpanEnd(i) => {
                 if let Some(slot) = self.instances.remove(&(u64::from(i.pid), i.id)) {
+                    // Begun before every ring is complete: polls may be missing.
+                    if let (false, Some(s)) = (i.whole, self.open[slot].as_mut()) {
+                        s.attrs.push(("ttrace.whole".into(), Value::Bool(false)));
+                    }
                     for scopes in self.scopes.values_mut() {
                         scopes.retain(|s| s.0 != slot);
                     }
