@@ -409,8 +409,7 @@ impl Writer<'_> {
                 self.instant(&end);
                 let id = begin.type_word.tracepoint() as usize;
                 let name = &schemas[id].name;
-                let stem = ttrace_model::pairs::stem(name, Kind::Start).to_string();
-                self.span(&stem, &begin, &end);
+                self.span(ttrace_model::pairs::stem(name, Kind::Start), &begin, &end);
             }
             Step::SpanEnd(i) => self.instance(&i, last, closer),
             Step::SpanUnended { instance, .. } => self.instance(&instance, last, None),
