@@ -144,8 +144,6 @@ pub struct Pairing {
     stacks: FoldHashMap<Thread, Vec<Open>>,
     threads: Threads,
     horizon: u64,
-    /// Whether entries before the horizon are paired too ([`Pairing::across_losses`]).
-    across: bool,
 }
 
 impl Pairing {
@@ -162,17 +160,7 @@ impl Pairing {
             stacks: FoldHashMap::default(),
             threads: Threads::new(meta),
             horizon,
-            across: false,
         }
-    }
-
-    /// Pairs entries and exits before the horizon too, on their thread's stack as any other
-    /// (what `report` measures, flagging those pairs: [`Pairing::horizon`] tells them). Such
-    /// a pair is wrong only if its thread wrote, between its entry and its exit, on a ring
-    /// that lost that span: a thread that migrated and came back.
-    pub fn across_losses(mut self) -> Pairing {
-        self.across = true;
-        self
     }
 
     /// The stamp from which every ring holds all it was given (0: the whole trace).
@@ -202,7 +190,7 @@ impl Pairing {
     /// Opens `event` (an entry) on its thread: the depth it opens at (0 outermost), or
     /// `None` if it is before the horizon and stays unpaired.
     pub fn enter(&mut self, event: &Event) -> Option<usize> {
-        if event.stamp < self.horizon && !self.across {
+        if event.stamp < self.horizon {
             return None;
         }
         let thread = self.threads.of(event.ctx, event.stamp);
@@ -213,7 +201,7 @@ impl Pairing {
 
     /// Closes the innermost open entry of `event`'s thread, if the trace can tell it.
     pub fn exit(&mut self, event: &Event) -> Closes {
-        if event.stamp < self.horizon && !self.across {
+        if event.stamp < self.horizon {
             return Closes::Uncertain;
         }
         let thread = self.threads.of(event.ctx, event.stamp);

@@ -45,7 +45,7 @@ pub struct Poll {
     /// The CPU of the enter.
     pub cpu: u32,
     /// The thread's event numbers of the enter and the exit (what tells an empty pair).
-    seqs: (u64, u64),
+    pub(crate) seqs: (u64, u64),
 }
 
 /// A span instance.
@@ -72,8 +72,8 @@ pub struct Instance {
     pub whole: bool,
     /// Exits with no enter of their thread open.
     pub unmatched_exits: u32,
-    /// Enters not yet exited: stamp, writer, CPU, event number.
-    open: Vec<(u64, u64, u32, u64)>,
+    /// Enters not yet exited, each with its number among its thread's events.
+    pub(crate) open: Vec<(Event, u64)>,
     /// Its fields and its parent's, when kept ([`Spans::keep_fields`]).
     pub node: Option<Arc<Node>>,
 }
@@ -94,7 +94,7 @@ pub struct Node {
     /// root, and for a parent not in the trace ([`Node::parent_id`] tells them apart).
     pub parent: Option<Arc<Node>>,
     /// Its `record` steps so far, in time order.
-    records: Mutex<Vec<Event>>,
+    pub(crate) records: Mutex<Vec<Event>>,
 }
 
 impl Node {
@@ -139,7 +139,7 @@ impl Node {
 }
 
 impl Instance {
-    fn new(pid: u32, id: u64, tracepoint: u16) -> Instance {
+    pub(crate) fn new(pid: u32, id: u64, tracepoint: u16) -> Instance {
         Instance {
             pid,
             id,
@@ -324,23 +324,20 @@ impl Spans {
                 }
             }
             Role::SpanEnter => {
-                instance(&mut self.open, key, tp, fields).open.push((
-                    e.stamp,
-                    e.ctx,
-                    e.type_word.cpu(),
-                    seq,
-                ));
+                instance(&mut self.open, key, tp, fields)
+                    .open
+                    .push((*e, seq));
             }
             Role::SpanExit => {
                 let i = instance(&mut self.open, key, tp, fields);
-                match i.open.iter().rposition(|o| o.1 == e.ctx) {
+                match i.open.iter().rposition(|o| o.0.ctx == e.ctx) {
                     Some(at) => {
-                        let (enter, ctx, cpu, enter_seq) = i.open.remove(at);
+                        let (enter, enter_seq) = i.open.remove(at);
                         i.polls.push(Poll {
-                            enter,
+                            enter: enter.stamp,
                             exit: e.stamp,
-                            ctx,
-                            cpu,
+                            ctx: enter.ctx,
+                            cpu: enter.type_word.cpu(),
                             seqs: (enter_seq, seq),
                         });
                     }

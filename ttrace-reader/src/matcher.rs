@@ -3,24 +3,20 @@
 //! rules fired, on which event. Its cost is proportional to the events released: each event
 //! is looked up in a plan made per tracepoint id (rebuilt only when tracepoints are added).
 //!
-//! **Pairs, exactly as `report` pairs them** ([`ttrace_model::pairs`]): an exit closes the
-//! innermost entry open on its thread (a thread told from a later one given its id), a stop
-//! the latest start of its stem open on its thread. Report leaves unpaired what precedes the
-//! horizon, from which every ring holds all it was given; a follower knows instead when it
-//! missed events: entries overwritten before they were read are a *gap*, placed in time
-//! ([`Poll::gaps`]: every entry lost is older than it), and every entry and start open at
-//! that time is given up: an event of its thread may be missing after it, so a later exit
-//! might not be its own. What follows the gap pairs among itself. A poll that released
-//! events older than some already released is a gap before all it released. A duration is
-//! thus only ever real. A `tracing` span's duration is its instance's lifetime, new to
-//! close ([`ttrace_model::spans`]); an instance open at a gap is given up the same way.
+//! **Pairs, exactly as `report` pairs them**: the matcher feeds every event to the model
+//! ([`ttrace_model::model`]) and fires on the pairs it closes (calls, start/stop pairs of a
+//! stem, span instances new to close). What the first poll holds from before the latest
+//! loss it found is not paired (the model's horizon, as `report` has it for a copy:
+//! [`ttrace_model::model::Model::live`]). Later, a follower knows when it missed events: entries
+//! overwritten before they were read are a *gap*, placed in time ([`Poll::gaps`]: every
+//! entry lost is older than it), fed to the model there, which gives up everything open
+//! then. A poll that released events older than some already released is a gap before all
+//! it released. A duration is thus only ever real.
 
 use crate::rules::{arguments, ArgKind, Limit, Op, Rule, Value};
-use devttrace::{Event, Kind, Metadata, Poll, Role};
-use std::collections::{HashMap, VecDeque};
-use ttrace_model::incarnation::Thread;
-use ttrace_model::pairs::{Closes, Pairing, Stems};
-use ttrace_model::spans::{Added, Spans};
+use devttrace::{Event, Metadata, Poll, Role};
+use std::collections::VecDeque;
+use ttrace_model::model::{Model, Step};
 
 /// A rule that fired.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,15 +38,15 @@ pub struct Matcher {
     rules: Vec<Rule>,
     /// Per tracepoint id, what its events do.
     plan: Vec<Plan>,
-    /// The tracepoints and threads the plan and the pairing were made for.
+    /// The tracepoints and threads the plan and the model were made for.
     seen: (usize, usize),
     pairs: bool,
-    pairing: Pairing,
-    stems: Stems,
-    /// Open starts, per thread and stem.
-    starts: HashMap<(Thread, usize), Vec<Event>>,
-    /// Span instances.
-    spans: Spans,
+    /// What events mean.
+    model: Model,
+    /// The steps of the event fed last (kept for its memory).
+    steps: Vec<Step>,
+    /// Whether a poll released events: the first one's rings give the horizon.
+    started: bool,
     /// Per rule, the longest pair so far (for `latency NAME max`).
     maxima: Vec<Option<u64>>,
     /// Entries lost, by the time (ns, the device's clock) of the poll that found them, over
@@ -77,10 +73,9 @@ impl Matcher {
             plan: Vec::new(),
             seen: (0, 0),
             pairs,
-            pairing: Pairing::default(),
-            stems: Stems::default(),
-            starts: HashMap::new(),
-            spans: Spans::new(&Metadata::default(), 0),
+            model: Model::whole(&Metadata::default()),
+            steps: Vec::new(),
+            started: false,
             lost: VecDeque::new(),
         }
     }
@@ -104,6 +99,12 @@ impl Matcher {
         let mut events: Vec<&Event> = snap.cpus.iter().flat_map(|r| &r.events).collect();
         events.sort_by_key(|e| e.stamp);
         if !events.is_empty() {
+            if !self.started && self.pairs {
+                // What the first copy holds before the latest first event of a ring that
+                // lost entries is not paired, as `report` would not pair it.
+                self.model = Model::live(&snap.meta, &poll.lost_before);
+                self.started = true;
+            }
             self.replan(&snap.meta);
         }
         let mut gaps = poll.gaps.iter().peekable();
@@ -133,63 +134,38 @@ impl Matcher {
             if !self.pairs {
                 continue;
             }
-            let t = &snap.meta.tracepoints[id];
-            if t.role.is_span() {
-                if let Added::Ended(i) = self.spans.add(e) {
-                    let (Some(new), Some(close)) = (&i.new, i.close.filter(|_| i.whole)) else {
-                        continue;
-                    };
-                    let ns = clock.ticks_to_ns(close.saturating_sub(new.stamp));
-                    self.latency(
-                        usize::from(new.type_word.tracepoint()),
-                        ns,
-                        (new.stamp, close),
-                        &mut fired,
-                    );
-                }
-                continue;
+            let mut steps = std::mem::take(&mut self.steps);
+            self.model.feed(e, &mut |step| steps.push(step));
+            for step in steps.drain(..) {
+                self.render(step, clock, &mut fired);
             }
-            let kind = t.kind;
-            let opened = match kind {
-                Kind::Entry => {
-                    self.pairing.enter(e);
-                    None
-                }
-                Kind::Exit => match self.pairing.exit(e) {
-                    Closes::Entry(open, _) => Some(open.event),
-                    Closes::Nothing | Closes::Uncertain => None,
-                },
-                Kind::Start | Kind::Stop => {
-                    let Some(s) = self.stems.of.get(id).copied().flatten() else {
-                        continue;
-                    };
-                    if !self.stems.paired[s] {
-                        continue;
-                    }
-                    let thread = self.pairing.thread(e.ctx, e.stamp);
-                    match kind {
-                        Kind::Start => {
-                            self.starts.entry((thread, s)).or_default().push(*e);
-                            None
-                        }
-                        _ => self.starts.get_mut(&(thread, s)).and_then(Vec::pop),
-                    }
-                }
-            };
-            let Some(open) = opened else { continue };
-            let ns = clock.ticks_to_ns(e.stamp.saturating_sub(open.stamp));
-            self.latency(
-                usize::from(open.type_word.tracepoint()),
-                ns,
-                (open.stamp, e.stamp),
-                &mut fired,
-            );
+            self.steps = steps;
         }
         // Losses after every event released: before what the next polls release.
         if gaps.next().is_some() {
             self.gap();
         }
         fired
+    }
+
+    /// Fires the latency rules on what `step` closed.
+    fn render(&mut self, step: Step, clock: devttrace::Clock, fired: &mut Vec<Fired>) {
+        let (begin, end) = match step {
+            Step::CallEnd { begin, end, .. } | Step::StemEnd { begin, end } => (begin, end.stamp),
+            // A span's duration is its instance's lifetime, new to close, when whole.
+            Step::SpanEnd(i) => match (i.new, i.close.filter(|_| i.whole)) {
+                (Some(new), Some(close)) => (new, close),
+                _ => return,
+            },
+            _ => return,
+        };
+        let ns = clock.ticks_to_ns(end.saturating_sub(begin.stamp));
+        self.latency(
+            usize::from(begin.type_word.tracepoint()),
+            ns,
+            (begin.stamp, end),
+            fired,
+        );
     }
 
     /// A duration of `ns` opened by tracepoint `open_id`, from `begin` to `stamp`: the
@@ -238,9 +214,8 @@ impl Matcher {
 
     /// Events may be missing: what is open is given up (see the module documentation).
     fn gap(&mut self) {
-        self.pairing.gap();
-        self.starts.clear();
-        self.spans.gap();
+        // What it gives up fires nothing.
+        self.model.gap(&mut |_| {});
     }
 
     /// Counts `lost` entries found at `now_ns` and fires the loss rules it takes over their
@@ -322,16 +297,14 @@ impl Matcher {
     /// if threads were.
     fn replan(&mut self, meta: &Metadata) {
         let seen = (meta.tracepoints.len(), meta.threads.len());
-        if seen.1 != self.seen.1 {
-            self.pairing.rename(meta);
+        if seen != self.seen {
+            self.model.renew(meta);
         }
         if seen.0 == self.seen.0 {
             self.seen = seen;
             return;
         }
         self.seen = seen;
-        self.stems = Stems::new(&meta.tracepoints);
-        self.spans.renew(meta);
         let patterns: Vec<Option<wildmatch::WildMatch>> = self
             .rules
             .iter()
@@ -367,10 +340,11 @@ impl Matcher {
                         }
                         Rule::Latency { name, .. } => {
                             let span = t.role == Role::SpanNew && t.name == *name;
-                            if span
-                                || self.stems.opens_pair(&meta.tracepoints, id)
-                                    && (t.name == *name || self.stem_is(id, name))
-                            {
+                            let pair = t.role == Role::Point
+                                && self.model.opens(id as u16)
+                                && (t.name == *name
+                                    || self.model.stem_of(id as u16) == Some(name.as_str()));
+                            if span || pair {
                                 plan.latencies.push(rule);
                             }
                         }
@@ -380,15 +354,5 @@ impl Matcher {
                 plan
             })
             .collect();
-    }
-
-    /// Whether tracepoint `id` is a start of stem `name`.
-    fn stem_is(&self, id: usize, name: &str) -> bool {
-        self.stems
-            .of
-            .get(id)
-            .copied()
-            .flatten()
-            .is_some_and(|s| self.stems.names[s] == name)
     }
 }

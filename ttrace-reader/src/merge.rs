@@ -340,6 +340,50 @@ impl<'s> Iterator for Merge<'s> {
     }
 }
 
+/// What a filter selects, asked of one event at a time: for readers that feed every event
+/// to the model (`ttrace_model::model`), so that pairs are made whatever is shown, and show
+/// what the filter selects (a pair when its beginning is selected).
+#[derive(Clone)]
+pub struct Selection {
+    keep: Keep,
+    /// Whether the filter selects everything.
+    all: bool,
+}
+
+impl Selection {
+    /// What `filter` selects of a trace of `meta`'s tracepoints, stamped by `clock`.
+    pub fn new(meta: &devttrace::Metadata, clock: devttrace::Clock, filter: &Filter) -> Selection {
+        Selection {
+            keep: Keep::new(meta, clock, filter),
+            all: filter.cpus.is_empty()
+                && filter.name.is_none()
+                && filter.since_ns.is_none()
+                && filter.until_ns.is_none(),
+        }
+    }
+
+    /// Whether it selects every event.
+    pub fn everything(&self) -> bool {
+        self.all
+    }
+
+    /// Whether it selects `event`, read from ring `ring`.
+    #[inline]
+    pub fn point(&self, ring: usize, event: &Event) -> bool {
+        if self.all {
+            return true;
+        }
+        let id = event.type_word.tracepoint() as usize;
+        let kind = self
+            .keep
+            .kinds
+            .get(id)
+            .copied()
+            .unwrap_or(self.keep.unnamed);
+        kind.named && self.keep.cpu(ring) && self.keep.time(event.stamp)
+    }
+}
+
 /// A filter prepared for one trace.
 #[derive(Clone)]
 struct Keep {

@@ -19,16 +19,16 @@
 //! recorded, an ancestor's too.
 
 use crate::decode::{Field, SpanFields};
-use crate::export::{Closes, Pairing, Schema, Stems};
+use crate::export::Schema;
 use crate::format::Spec;
-use crate::merge::{Filter, Item, Merge};
+use crate::merge::{Filter, Item, Merge, Selection};
 use devttrace::aux::AuxSnapshots;
-use devttrace::Kind;
 use devttrace::{Event, TaskIndex, View};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 use ttrace_model::incarnation::{Thread, Threads};
-use ttrace_model::spans::{Added, Instance, Node, Spans};
+use ttrace_model::model::{Model, Step, Why};
+use ttrace_model::spans::{Instance, Node};
 
 /// The names of the pairs (the device's pairing: [`ttrace_model::pairs`]).
 pub use ttrace_model::pairs::pair_names;
@@ -123,16 +123,14 @@ pub struct LatencyRow {
 pub struct Unmeasured {
     /// Entries (starts) still open at the end of the trace.
     pub open_at_end: u64,
+    /// Entries (starts) left open by a thread that ended (its id was given to a later
+    /// thread).
+    pub thread_ended: u64,
     /// Exits (stops) with no entry (start) open on their thread.
     pub unmatched_exits: u64,
-    /// Entries and exits before the time from which every ring is complete (starts and
-    /// stops; entries and exits are paired there too, and counted in `across_losses`).
+    /// Entries, exits, starts and stops before the time from which every ring is complete
+    /// (the model's horizon: `ttrace_model::model`).
     pub before_horizon: u64,
-    /// Pairs measured whose entry is before the time from which every ring is complete:
-    /// another CPU's ring lost entries while they were open. Their thread's own events are
-    /// whole on the rings that hold them; the duration is wrong only if the thread left for
-    /// that CPU and wrote an exit and an entry there that were lost.
-    pub across_losses: u64,
 }
 
 /// The distribution of one measure, nanoseconds.
@@ -210,6 +208,8 @@ pub struct SpanRow {
 pub struct SpansUnmeasured {
     /// Not closed at the end of the trace.
     pub open_at_end: u64,
+    /// Not closed before a new instance was given its id.
+    pub superseded: u64,
     /// Begun before every ring is complete, or with no `new` in the trace: polls may be
     /// missing.
     pub not_whole: u64,
@@ -354,9 +354,9 @@ pub struct Report {
 /// beside `thread`, `process` and `cpu`, with the spans' fields: [`span_fields`]).
 pub fn pair_arguments(meta: &devttrace::Metadata) -> Vec<String> {
     let schemas = Schema::all(meta);
-    let stems = Stems::new(&meta.tracepoints);
+    let model = Model::whole(meta);
     let mut names: Vec<String> = (0..schemas.len())
-        .filter(|&id| stems.opens_pair(&meta.tracepoints, id))
+        .filter(|&id| model.opens(id as u16) && !meta.tracepoints[id].role.is_span())
         .flat_map(|id| schemas[id].args.iter().map(|(name, _)| name.clone()))
         .collect();
     names.sort();
@@ -504,11 +504,6 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             task_name(&processes, &view.meta.processes, pid << 32, stamp)
         )
     };
-    let Stems {
-        of: stem_of,
-        paired,
-        ..
-    } = Stems::new(&view.meta.tracepoints);
     // Per tracepoint id, the index of the argument `--by` names.
     let by_arg: Vec<Option<usize>> = schemas
         .iter()
@@ -581,21 +576,33 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     };
     let wanted =
         |name: &str| opts.slowest.is_some() && opts.slowest_name.as_ref().is_none_or(|w| w == name);
-    let mut pairing = Pairing::new(&view.cpus, &view.meta).across_losses();
-    let horizon = pairing.horizon();
-    let mut instances = Spans::new(&view.meta, horizon);
+    // Every event is fed to the model, whatever the filter selects; a pair is shown when
+    // its beginning is selected, an unpaired event when it is.
+    let mut model = Model::new(&view.meta, &view.cpus);
     // Fields and parents, for what needs them.
     if opts.slowest.is_some() || matches!(opts.by, Some(By::Arg(_))) {
-        instances = instances.keep_fields();
+        model = model.keep_fields();
     }
+    let selection = Selection::new(&view.meta, clock, filter);
+    let all = selection.everything();
+    // What opens something, by tracepoint id: those events' selections are kept until what
+    // they open ends.
+    let opens: Vec<bool> = (0..n).map(|id| model.opens(id as u16)).collect();
+    let is_span: Vec<bool> = view
+        .meta
+        .tracepoints
+        .iter()
+        .map(|t| t.role.is_span())
+        .collect();
     let mut spans: BTreeMap<(String, Option<String>), SpanTimes> = BTreeMap::new();
     let mut spans_un = SpansUnmeasured::default();
     let mut slow_spans: BTreeMap<String, Slowest<Instance>> = BTreeMap::new();
-    let mut ended = |i: Instance| {
+    let mut ended = |i: Instance, why: Option<Why>| {
         let (Some(lifetime), Some(new)) = (i.lifetime(), i.new) else {
-            match i.close {
-                None => spans_un.open_at_end += 1,
-                Some(_) => spans_un.not_whole += 1,
+            match (i.close, why) {
+                (None, Some(Why::Superseded)) => spans_un.superseded += 1,
+                (None, _) => spans_un.open_at_end += 1,
+                (Some(_), _) => spans_un.not_whole += 1,
             }
             return;
         };
@@ -634,10 +641,6 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     // The slowest pairs asked for, by tracepoint id: their entries (starts).
     let slow_pair_ids: Vec<bool> = schemas.iter().map(|s| wanted(&s.name)).collect();
     let mut slow_pairs: BTreeMap<usize, Slowest<Event>> = BTreeMap::new();
-    // Open starts, per thread and stem; the stems some stop closes (a start whose stem no
-    // stop has is a point of its own, not an open pair).
-    let mut starts: HashMap<(Thread, usize), Vec<Event>> = HashMap::new();
-    let mut stopped = vec![false; paired.len()];
     let mut un = Unmeasured::default();
     let (mut first, mut last, mut events) = (None, 0u64, 0u64);
     let mut add = |open: &Event, close: &Event| {
@@ -657,7 +660,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
         }
     };
     let rings = view.cpus.len();
-    let _ = Merge::view(view, filter).try_for_each_ref(|item| {
+    let mut count = |item: &Item| {
         let (event, ring) = match item {
             Item::Message(r) => {
                 messages += 1;
@@ -669,7 +672,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
                 if let Some(c) = messages_in_ring.get_mut(ring) {
                     *c += 1;
                 }
-                return Ok::<(), ()>(());
+                return;
             }
             Item::Point { event, cpu } => (event, *cpu),
         };
@@ -677,11 +680,11 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
         first.get_or_insert(event.stamp);
         last = last.max(event.stamp);
         let id = event.type_word.tracepoint() as usize;
-        let Some(schema) = schemas.get(id) else {
+        if id >= n {
             *unknown.entry(id).or_default() += 1;
             *unknown_in_ring.entry((id, ring)).or_default() += 1;
-            return Ok(());
-        };
+            return;
+        }
         counts[id] += 1;
         if ring < rings {
             let r = &mut in_ring[ring];
@@ -690,50 +693,73 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             }
             r[id] += 1;
         }
-        match instances.add(event) {
-            Added::NotAStep => {}
-            Added::Step => return Ok(()),
-            Added::Ended(i) => {
-                ended(*i);
-                return Ok(());
+    };
+    // The events selected that opened what is still open (when the filter does not select
+    // everything), by stamp, writer, slot and tracepoint.
+    let mut chosen: HashSet<(u64, u64, u32, u16)> = HashSet::new();
+    let key = |e: &Event| (e.stamp, e.ctx, e.slot, e.type_word.tracepoint());
+    // Renders a step of the model; `now` says whether the event fed is selected.
+    let mut render = |step: Step, now: bool, chosen: &mut HashSet<(u64, u64, u32, u16)>| {
+        let mut pick = |e: &Event| all || chosen.remove(&key(e));
+        match step {
+            Step::CallEnd { begin, end, .. } | Step::StemEnd { begin, end } if pick(&begin) => {
+                add(&begin, &end)
             }
-        }
-        match schema.kind {
-            Kind::Entry if pairing.enter(event).is_none() => un.before_horizon += 1,
-            Kind::Exit => match pairing.exit(event) {
-                Closes::Entry(open, _) => {
-                    un.across_losses += (open.event.stamp < horizon) as u64;
-                    add(&open.event, event)
-                }
-                Closes::Nothing => un.unmatched_exits += 1,
-                Closes::Uncertain => un.before_horizon += 1,
-            },
-            // A start or stop without a stem (a `tracing` event) is an instant.
-            Kind::Start if event.stamp >= horizon => {
-                let Some(s) = stem_of[id] else { return Ok(()) };
-                if paired[s] {
-                    let thread = pairing.thread(event.ctx, event.stamp);
-                    starts.entry((thread, s)).or_default().push(*event);
-                }
+            Step::SpanEnd(i) if i.new.as_ref().map_or(all, &mut pick) => ended(*i, None),
+            Step::SpanUnended { instance, why } if instance.new.as_ref().map_or(all, &mut pick) => {
+                ended(*instance, Some(why))
             }
-            Kind::Stop if event.stamp >= horizon => {
-                let Some(s) = stem_of[id] else { return Ok(()) };
-                stopped[s] = true;
-                let thread = pairing.thread(event.ctx, event.stamp);
-                match starts.get_mut(&(thread, s)).and_then(Vec::pop) {
-                    Some(open) => add(&open, event),
-                    // A stop with no start of its stem at all is a point of its own.
-                    None if !starts.keys().any(|k| k.1 == s) => {}
-                    None => un.unmatched_exits += 1,
+            Step::Unpaired { event, why } => {
+                let id = event.type_word.tracepoint() as usize;
+                // A poll's exit with no enter is the instance's (counted there).
+                if is_span.get(id).copied().unwrap_or(false) {
+                    return;
+                }
+                let selected = match opens.get(id).copied().unwrap_or(false) {
+                    true => pick(&event),
+                    false => now,
+                };
+                if selected {
+                    match why {
+                        Why::BeforeHorizon => un.before_horizon += 1,
+                        Why::PartnerMissing | Why::AcrossGap => un.unmatched_exits += 1,
+                        Why::ThreadEnded => un.thread_ended += 1,
+                        Why::OpenAtEnd | Why::Superseded => un.open_at_end += 1,
+                    }
                 }
             }
             _ => {}
         }
-        Ok(())
-    });
-    for i in instances.into_open() {
-        ended(i);
+    };
+    let mut feed = |event: &Event, ring: usize, chosen: &mut HashSet<_>| {
+        let now = all || selection.point(ring, event);
+        if !all && now && opens.get(event.type_word.tracepoint() as usize) == Some(&true) {
+            chosen.insert(key(event));
+        }
+        model.feed(event, &mut |step| render(step, now, chosen));
+    };
+    if all {
+        let _ = Merge::view(view, filter).try_for_each_ref(|item| {
+            count(item);
+            if let Item::Point { event, cpu } = item {
+                feed(event, *cpu, &mut chosen);
+            }
+            Ok::<(), ()>(())
+        });
+    } else {
+        // What is shown, then every event for the model.
+        let _ = Merge::view(view, filter).try_for_each_ref(|item| {
+            count(item);
+            Ok::<(), ()>(())
+        });
+        let _ = Merge::view(view, &Filter::default()).try_for_each_ref(|item| {
+            if let Item::Point { event, cpu } = item {
+                feed(event, *cpu, &mut chosen);
+            }
+            Ok::<(), ()>(())
+        });
     }
+    model.finish(&mut |step| render(step, false, &mut chosen));
     let histogram = opts.histogram.as_ref().map(|h| {
         let mut all: Vec<u64> = durations
             .iter()
@@ -780,12 +806,6 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             .then(a.name.cmp(&b.name))
             .then(a.group.cmp(&b.group))
     });
-    un.open_at_end += pairing.into_open().len() as u64;
-    un.open_at_end += starts
-        .iter()
-        .filter(|(k, _)| stopped[k.1])
-        .map(|(_, v)| v.len() as u64)
-        .sum::<u64>();
     let covered_ns = first.map_or(0, |f| clock.ticks_to_ns(last - f));
     // The time each ring covers: from its oldest event kept if it lost older entries (and
     // none was left out as older than --since), else from the first event reported; to the
@@ -1181,11 +1201,11 @@ pub fn text(r: &Report) -> String {
         "# not measured: {} open at the end, {} exits with no entry, {} before every ring is complete",
         u.open_at_end, u.unmatched_exits, u.before_horizon
     );
-    if u.across_losses > 0 {
+    if u.thread_ended > 0 {
         let _ = writeln!(
             s,
-            "# measured across a loss: {} pairs opened before every ring is complete (right unless their thread wrote on a CPU whose entries were lost meanwhile)",
-            u.across_losses
+            "# not measured: {} left open by a thread that ended",
+            u.thread_ended
         );
     }
     if !r.spans.is_empty() || r.spans_unmeasured != SpansUnmeasured::default() {
@@ -1318,8 +1338,8 @@ pub fn json(r: &Report) -> String {
             "open_at_end": u.open_at_end,
             "exits_with_no_entry": u.unmatched_exits,
             "before_horizon": u.before_horizon,
+            "thread_ended": u.thread_ended,
         },
-        "measured_across_losses": u.across_losses,
         "spans": r.spans.iter().map(|sp| serde_json::json!({
             "name": sp.name, "group": sp.group, "instances": sp.instances, "lifetime": sp.lifetime.json(),
             "busy": sp.busy.json(), "idle": sp.idle.json(), "polls": sp.polls.json(),
@@ -1327,6 +1347,7 @@ pub fn json(r: &Report) -> String {
         })).collect::<Vec<_>>(),
         "spans_not_measured": {
             "open_at_end": r.spans_unmeasured.open_at_end,
+            "superseded": r.spans_unmeasured.superseded,
             "not_whole": r.spans_unmeasured.not_whole,
         },
     });

@@ -358,12 +358,17 @@ fn a_dead_threads_open_entry_is_not_closed_by_the_next_thread_with_its_tid() {
         })
         .collect();
     assert_eq!(rows, [("call", 2, 100, 300)]);
-    // The first thread's entry and start are unfinished; the second's exit and stop have
-    // no entry or start.
+    // The first thread's entry and start are left open by a thread that ended; the
+    // second's exit and stop have no entry or start.
     let u = r.unmeasured;
     assert_eq!(
-        (u.open_at_end, u.unmatched_exits, u.before_horizon),
-        (2, 2, 0)
+        (
+            u.open_at_end,
+            u.thread_ended,
+            u.unmatched_exits,
+            u.before_horizon
+        ),
+        (0, 2, 2, 0)
     );
     // Split by thread, each thread of the tid is a row of its own, by its name.
     let opts = ttrace_reader::report::Options {
@@ -386,7 +391,8 @@ fn a_dead_threads_open_entry_is_not_closed_by_the_next_thread_with_its_tid() {
     );
     let text = reader!("report", &dir).ok();
     assert!(
-        text.contains("# not measured: 2 open at the end, 2 exits with no entry, 0 before"),
+        text.contains("# not measured: 0 open at the end, 2 exits with no entry, 0 before")
+            && text.contains("# not measured: 2 left open by a thread that ended"),
         "{text}"
     );
 }

@@ -8,6 +8,7 @@
 //! `#[ignore = "needs ..."]`, run with `-- --include-ignored`.
 
 mod export;
+mod meaning;
 mod otlp;
 mod parts;
 mod spans;

@@ -52,27 +52,33 @@ fn an_entry_left_open_by_a_dead_thread_is_not_closed_by_the_next_thread_with_its
         .filter(|e| e["ph"] == "X" || e["cat"] == "start/stop")
         .collect();
     assert!(slices.is_empty(), "{slices:?}");
+    // What each half misses, by its slice's id: on the `b` of an entry's (start's) half,
+    // on the `e` of an exit's (stop's).
+    let missing: std::collections::HashMap<u64, &str> = events
+        .iter()
+        .filter(|e| e["cat"] == "unpaired")
+        .filter_map(|e| Some((e["id"].as_u64()?, e["args"]["missing"].as_str()?)))
+        .collect();
     let unpaired: Vec<(&str, u64, &str)> = events
         .iter()
         .filter(|e| e["cat"] == "unpaired" && e["ph"] == "b")
         .map(|e| {
-            let missing = e["args"]["missing"].as_str().unwrap_or("");
-            let missing = if missing.is_empty() {
-                // The `b` of an exit's slice has no arguments: its `e` says what is missing.
-                "entry"
-            } else {
-                missing
-            };
             (
                 e["name"].as_str().unwrap(),
                 e["tid"].as_u64().unwrap(),
-                missing,
+                missing[&e["id"].as_u64().unwrap()],
             )
         })
         .collect();
+    // The start and stop, like the entry and exit, are halves of their own threads.
     assert_eq!(
         unpaired,
-        [("call_done", 2 + LATER, "entry"), ("call", 2, "exit")]
+        [
+            ("job_done", 2 + LATER, "start"),
+            ("call_done", 2 + LATER, "entry"),
+            ("call", 2, "exit"),
+            ("job_start", 2, "stop")
+        ]
     );
 
     // uftrace: the first thread's task holds the entry, never closed; the second's an exit

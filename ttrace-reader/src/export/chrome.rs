@@ -1,20 +1,28 @@
 //! Chrome Trace Event JSON, for Perfetto UI and `chrome://tracing`.
 //!
+//! What the events mean is the model's ([`ttrace_model::model`]): this writer renders its
+//! steps.
+//!
 //! - Process and thread names are metadata events (`"ph":"M"`).
-//! - An entry and the exit that closes it (see [`Pairing`]) are one complete slice
+//! - An entry and the exit that closes it (a call) are one complete slice
 //!   (`"ph":"X"`) on their thread, with the entry's arguments and, under the exit's name,
 //!   the exit's.
 //! - A half whose other half is not in the trace (overwritten, or not yet written) is an
 //!   async slice (`"ph":"b"`/`"e"`, category `unpaired`) from the start of the trace to the
-//!   exit, or from the entry to the end of the trace.
-//! - An entry or exit that cannot be paired, before the horizon, is an
-//!   instant event whose `unpaired` argument says why.
+//!   exit (stop), or from the entry (start) to the end of the trace; its half's side has
+//!   the arguments, `missing` (`entry`, `exit`, `start`, `stop`) and `why` (the model's
+//!   reason: `partner_missing`, `open_at_end`, `thread_ended`, `across_gap`).
+//! - An entry, exit, start or stop that cannot be paired, before the horizon, is an instant
+//!   event whose `unpaired` argument says why (`before the horizon`).
+//! - A start and the stop that closes it are an async slice named by their stem (category
+//!   `start/stop`), each also an instant event with its arguments.
 //! - A `tracing` span instance ([`ttrace_model::spans`]) is an async slice (`"ph":"b"`/`"e"`,
 //!   category `span`, `id` its pid and id) from its new to its close, with its fields, and
 //!   each of its polls a complete slice on the thread that polled it (argument `span`, the
 //!   id); the drop re-entry is left out. Its begin is on the thread of its new, its end on
 //!   the thread that closed it. Written once the instance closes (or at the end, with
-//!   `"open":true`, its end on the thread of its beginning).
+//!   `"open":true`, its end on the thread of its beginning); `"whole":false` when it began
+//!   before every ring is complete (or was open at a gap): polls may be missing.
 //! - Other trace points, and messages, are instant events (`"ph":"i"`) on their thread;
 //!   a `tracing` event's category is its level (`info`).
 //! - `ts` is in microseconds since the device was created, with three decimals: to the
@@ -26,18 +34,17 @@
 //!
 //! The output is written as the items come; memory holds only the entries still open.
 
-use super::{Closes, Identities, Pairing, Schema, Written};
+use super::{Identities, Schema, Written};
 use crate::append::{self, Text};
 use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
 use devttrace::{AuxSnapshots, Clock, Event, RingIndex};
 use foldhash::HashMap as FoldHashMap;
-use std::collections::HashMap;
 use std::io::Write;
 use ttrace_layouts::entry::Kind;
-use ttrace_model::incarnation::Thread;
-use ttrace_model::spans::{Added, Instance, Spans};
+use ttrace_model::model::{Model, Step, Why};
+use ttrace_model::spans::Instance;
 
 /// Appends `bytes` as the contents of a JSON string (no quotes); invalid UTF-8 becomes
 /// U+FFFD.
@@ -192,7 +199,6 @@ struct Writer<'s> {
     /// The last writer seen (`ctx`, the times its identity holds, index): events come in
     /// runs of one thread.
     recent: Option<(u64, core::ops::Range<u64>, usize)>,
-    pairing: Pairing,
     next_id: u64,
     written: Written,
     buf: Vec<u8>,
@@ -313,7 +319,7 @@ impl Writer<'_> {
         self.noted_instant(event, None);
     }
 
-    /// An entry or exit that cannot be paired (see [`Pairing`]): an instant event, with
+    /// An entry or exit that cannot be paired (before the horizon): an instant event, with
     /// `why` as its `unpaired` argument.
     fn uncertain(&mut self, event: &Event, why: &str) {
         self.noted_instant(event, Some(why));
@@ -386,53 +392,59 @@ impl Writer<'_> {
         self.written.pairs += 1;
     }
 
-    /// A trace point that is no span's step: a slice, a half of one, or an instant.
-    fn point(
+    /// Renders a step of the model; `closer` is the writer of the event fed (the close of
+    /// an instance that ends), `first` and `last` the trace's first and latest stamps.
+    fn step(
         &mut self,
-        event: &Event,
+        step: Step,
         schemas: &[Schema],
-        stems: &super::Stems,
-        horizon: u64,
-        first: Option<u64>,
-        starts: &mut HashMap<(Thread, usize), Vec<Event>>,
+        closer: Option<u64>,
+        (first, last): (u64, u64),
     ) {
-        let w = self;
-        let kind = w
-            .tracepoints
-            .get(event.type_word.tracepoint() as usize)
-            .map(|_| schemas[event.type_word.tracepoint() as usize].kind);
-        match kind {
-            Some(Kind::Entry) => {
-                if w.pairing.enter(event).is_none() {
-                    w.uncertain(event, BEFORE_HORIZON);
+        match step {
+            Step::Instant(e) => self.instant(&e),
+            Step::CallEnd { begin, end, .. } => self.slice(&begin, &end),
+            Step::StemBegin(e) => self.instant(&e),
+            Step::StemEnd { begin, end } => {
+                self.instant(&end);
+                let id = begin.type_word.tracepoint() as usize;
+                let name = &schemas[id].name;
+                self.span(ttrace_model::pairs::stem(name, Kind::Start), &begin, &end);
+            }
+            Step::SpanEnd(i) => self.instance(&i, last, closer),
+            Step::SpanUnended { instance, .. } => self.instance(&instance, last, None),
+            Step::Unpaired { event, why } => {
+                let id = event.type_word.tracepoint() as usize;
+                let Some(schema) = schemas.get(id) else {
+                    return self.instant(&event);
+                };
+                match (schema.kind, why) {
+                    // A poll's half is the instance's.
+                    _ if schema.role.is_span() => {}
+                    (Kind::Entry | Kind::Exit, Why::BeforeHorizon) => {
+                        self.uncertain(&event, BEFORE_HORIZON)
+                    }
+                    (Kind::Exit, why) => self.unpaired(&event, first, event.stamp, "entry", why),
+                    (Kind::Entry, why) => self.unpaired(&event, event.stamp, last, "exit", why),
+                    (_, Why::BeforeHorizon) => self.uncertain(&event, BEFORE_HORIZON),
+                    // A stop closes nothing: its instant, and a half from the start.
+                    (Kind::Stop, why) => {
+                        self.instant(&event);
+                        self.unpaired(&event, first, event.stamp, "start", why)
+                    }
+                    // A start left open (its instant is written): a half to the end.
+                    (_, why) => self.unpaired(&event, event.stamp, last, "stop", why),
                 }
             }
-            Some(Kind::Exit) => match w.pairing.exit(event) {
-                Closes::Entry(open, _) => w.slice(&open.event, event),
-                Closes::Nothing => {
-                    let begin = first.unwrap_or(event.stamp);
-                    w.unpaired(event, begin, event.stamp, "entry")
-                }
-                Closes::Uncertain => w.uncertain(event, BEFORE_HORIZON),
-            },
-            Some(kind @ (Kind::Start | Kind::Stop)) if event.stamp >= horizon => {
-                w.instant(event);
-                let stem = stems.of[event.type_word.tracepoint() as usize];
-                let thread = w.pairing.thread(event.ctx, event.stamp);
-                match (kind, stem) {
-                    (Kind::Start, Some(s)) if stems.paired[s] => {
-                        starts.entry((thread, s)).or_default().push(*event)
-                    }
-                    (Kind::Stop, Some(s)) => {
-                        let open = starts.get_mut(&(thread, s)).and_then(Vec::pop);
-                        if let Some(open) = open {
-                            w.span(&stems.names[s], &open, event);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            _ => w.instant(event),
+            // What opens is written when it ends; a poll with its instance; the drop
+            // re-entry not at all.
+            Step::CallBegin { .. }
+            | Step::SpanNew(_)
+            | Step::SpanRecord(_)
+            | Step::SpanFollows(_)
+            | Step::PollBegin(_)
+            | Step::PollEnd { .. }
+            | Step::PollDrop { .. } => {}
         }
     }
 
@@ -469,6 +481,15 @@ impl Writer<'_> {
             });
             any = true;
         }
+        // Begun before every ring is complete, or across a gap: polls may be missing.
+        if !i.whole && i.new.is_some() {
+            self.buf.extend_from_slice(if any {
+                b",\"whole\":false"
+            } else {
+                b"\"whole\":false"
+            });
+            any = true;
+        }
         if !i.follows.is_empty() {
             let follows: Vec<String> = i.follows.iter().map(|f| format!("\"{f:#x}\"")).collect();
             let comma = if any { "," } else { "" };
@@ -495,8 +516,8 @@ impl Writer<'_> {
         self.buf.push(b'}');
     }
 
-    /// An async slice for a half whose other half is missing.
-    fn unpaired(&mut self, event: &Event, begin: u64, end: u64, missing: &str) {
+    /// An async slice for a half whose other half is missing, and why.
+    fn unpaired(&mut self, event: &Event, begin: u64, end: u64, missing: &str, why: Why) {
         self.next_id += 1;
         let id = self.next_id;
         for (ph, at) in [("b", begin), ("e", end)] {
@@ -509,12 +530,16 @@ impl Writer<'_> {
             );
             self.ts(at);
             self.who(event.ctx, event.stamp);
-            if (ph == "b") == (missing == "exit") {
+            if (ph == "b") == matches!(missing, "exit" | "stop") {
                 self.buf.extend_from_slice(b",\"args\":{");
                 if self.fields(event) {
                     self.buf.push(b',');
                 }
-                let _ = write!(self.buf, "\"missing\":\"{missing}\"}}}}");
+                let _ = write!(
+                    self.buf,
+                    "\"missing\":\"{missing}\",\"why\":\"{}\"}}}}",
+                    why.name()
+                );
             } else {
                 self.buf.push(b'}');
             }
@@ -542,7 +567,6 @@ pub fn write(
         by_id: FoldHashMap::default(),
         names: Vec::new(),
         recent: None,
-        pairing: Pairing::new(rings, ctx.meta),
         next_id: 0,
         written: Written::default(),
         buf: Vec::with_capacity(1 << 17),
@@ -552,23 +576,19 @@ pub fn write(
     w.buf
         .extend_from_slice(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
     let (mut first, mut last) = (None, 0);
-    // Open starts per thread and stem, paired as `report` pairs them.
-    let stems = super::Stems::new(&ctx.meta.tracepoints);
-    let horizon = w.pairing.horizon();
-    let mut spans = Spans::new(ctx.meta, horizon);
-    let mut starts: HashMap<(Thread, usize), Vec<Event>> = HashMap::new();
+    let mut model = Model::new(ctx.meta, rings);
     w.written.losses(rings, &items);
     items.try_for_each_ref(|item| {
         first.get_or_insert(item.timestamp());
         last = last.max(item.timestamp());
         w.written.item(item);
         match item {
-            Item::Point { event, .. } => match spans.add(event) {
-                Added::NotAStep => w.point(event, &schemas, &stems, horizon, first, &mut starts),
-                Added::Step => {}
-                // Ended by its close (by a new of its id, it is not closed).
-                Added::Ended(i) => w.instance(&i, last, Some(event.ctx)),
-            },
+            Item::Point { event, .. } => {
+                let span = (first.unwrap_or(event.stamp), last);
+                model.feed(event, &mut |step| {
+                    w.step(step, &schemas, Some(event.ctx), span)
+                });
+            }
             Item::Message(r) => {
                 w.element();
                 w.buf.extend_from_slice(
@@ -584,12 +604,8 @@ pub fn write(
         super::spill(&mut w.buf, out, || progress(w.written.events))
     })?;
     w.written.strings_lost = items.strings_lost();
-    for i in spans.into_open() {
-        w.instance(&i, last, None);
-    }
-    for open in std::mem::take(&mut w.pairing).into_open() {
-        w.unpaired(&open.event, open.event.stamp, last, "exit");
-    }
+    let span = (first.unwrap_or(0), last);
+    model.finish(&mut |step| w.step(step, &schemas, None, span));
     // The names of the writers seen: one process and one thread track per identity.
     let mut names = std::mem::take(&mut w.names);
     names.sort_unstable();

@@ -4,12 +4,16 @@
 //! a line) or as protobuf (one `TracesData`, which is also the body of an OTLP/HTTP
 //! `ExportTraceServiceRequest`), written with the hand encoder of [`super::proto`].
 //!
-//! - **Spans.** An entry and the exit that closes it ([`Pairing`]), a start and the stop of
+//! What the events mean is the model's ([`ttrace_model::model`]): this writer renders its
+//! steps.
+//!
+//! - **Spans.** An entry and the exit that closes it, a start and the stop of
 //!   its name stem on one thread, and a `tracing` span instance (its new to its close) are
 //!   each one span, named by its tracepoint, from its first half to its second; the
 //!   arguments of both halves (and a span's fields recorded later) are its attributes. Its
 //!   parent: a `tracing` span's own parent; an entry's, the entry or poll open on its thread
-//!   when it began. A root begins a trace of its own; a child is in its parent's.
+//!   when it began (the drop re-entry is no poll). A root begins a trace of its own; a
+//!   child is in its parent's.
 //!   `follows_from` is a link.
 //! - **Span events.** An event of a thread (a `tracing` event, a trace point that is no
 //!   pair's half, a message) inside an entry or a poll of that thread is an event of that
@@ -21,17 +25,19 @@
 //!   the same export of the same trace gives the same ids.
 //!
 //! Spans are sent as they end (a span still open at the end of the trace ends there, with
-//! the attribute `ttrace.open`), in batches of at most [`BATCH`] spans: memory holds what is
+//! the attribute `ttrace.open`; an instance begun before every ring is complete has
+//! `ttrace.whole` false), in batches of at most [`BATCH`] spans: memory holds what is
 //! open, not the trace.
 
 use super::proto::{bytes, fixed64, message, uint};
-use super::{Closes, Identities, Pairing, Schema, Stems, Written};
+use super::{Identities, Schema, Written};
 use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
 use devttrace::{AuxSnapshots, Clock, Event, RingIndex, Role};
 use foldhash::HashMap;
 use ttrace_layouts::entry::Kind;
+use ttrace_model::model::{Model, Step, Why};
 
 /// Spans a batch holds at most: a JSON line, a protobuf `ResourceSpans` group, a request.
 pub const BATCH: usize = 512;
@@ -89,17 +95,14 @@ struct Writer<'s, 'o> {
     clock: Clock,
     schemas: Vec<Schema>,
     identities: Identities<'s>,
-    pairing: Pairing,
-    horizon: u64,
-    stems: Stems,
     /// Spans open (a slab: freed slots reused).
     open: Vec<Option<Span>>,
     free: Vec<usize>,
     /// Per thread: its entries and polls open, innermost last (slab slots; whether an
     /// entry).
     scopes: HashMap<(u64, u64), Vec<(usize, bool)>>,
-    /// Per thread and stem: the starts open.
-    starts: HashMap<((u64, u64), usize), Vec<usize>>,
+    /// The starts open, by stamp, writer, slot and tracepoint: their spans.
+    starts: HashMap<(u64, u64, u32, u16), usize>,
     /// `tracing` span instances open, by process and span id.
     instances: HashMap<(u64, u64), usize>,
     /// Spans ended, waiting for their batch; per process, its resource.
@@ -256,89 +259,90 @@ impl Writer<'_, '_> {
         }
     }
 
-    /// A trace point.
-    fn point(&mut self, e: &Event) -> std::io::Result<()> {
-        let id = e.type_word.tracepoint() as usize;
-        let Some((kind, role)) = self.schemas.get(id).map(|s| (s.kind, s.role)) else {
-            let attrs = self.attrs(e);
-            self.event(e.ctx, e.stamp, self.name(e), attrs);
-            return Ok(());
-        };
-        let thread = self.thread(e.ctx, e.stamp);
-        match (role, kind) {
-            (Role::Point, Kind::Entry) => {
-                if self.pairing.enter(e).is_some() {
-                    let parent = self.scopes.get(&thread).and_then(|s| s.last().copied());
-                    let parent = parent.and_then(|p| self.ids(p.0));
-                    let slot = self.begin(e, parent);
-                    self.scopes.entry(thread).or_default().push((slot, true));
-                }
-            }
-            (Role::Point, Kind::Exit) => match self.pairing.exit(e) {
-                Closes::Entry(..) => {
-                    let scopes = self.scopes.entry(thread).or_default();
-                    // The innermost entry: the one Pairing closes.
-                    let at = scopes.iter().rposition(|s| s.1);
-                    if let Some((slot, _)) = at.map(|at| scopes.remove(at)) {
-                        self.end(slot, e.stamp, Some(e))?;
-                    }
-                }
-                Closes::Nothing => self.written.unpaired += 1,
-                Closes::Uncertain => self.written.uncertain += 1,
-            },
-            (Role::Point, Kind::Start | Kind::Stop) => {
-                let stem = self.stems.of.get(id).copied().flatten();
-                match (kind, stem.filter(|&s| self.stems.paired[s])) {
-                    (Kind::Start, Some(stem)) if e.stamp >= self.horizon => {
-                        let parent = self.scopes.get(&thread).and_then(|s| s.last().copied());
-                        let parent = parent.and_then(|p| self.ids(p.0));
-                        let slot = self.begin(e, parent);
-                        // A start/stop span is named by its stem, as `report` names it.
-                        if let Some(s) = self.open[slot].as_mut() {
-                            s.name.clone_from(&self.stems.names[stem]);
-                        }
-                        self.starts.entry((thread, stem)).or_default().push(slot);
-                    }
-                    (Kind::Stop, Some(stem)) => {
-                        match self.starts.get_mut(&(thread, stem)).and_then(Vec::pop) {
-                            Some(slot) => self.end(slot, e.stamp, Some(e))?,
-                            None => {
-                                let attrs = self.attrs(e);
-                                self.event(e.ctx, e.stamp, self.name(e), attrs)
-                            }
-                        }
-                    }
-                    _ => {
-                        let attrs = self.attrs(e);
-                        self.event(e.ctx, e.stamp, self.name(e), attrs)
-                    }
-                }
-            }
-            (role, _) if role.is_span() => self.step(e, role, thread)?,
-            _ => {
-                let attrs = self.attrs(e);
-                self.event(e.ctx, e.stamp, self.name(e), attrs)
-            }
-        }
-        Ok(())
+    /// An event that is no pair's half: an event of the span open on its thread.
+    fn point(&mut self, e: &Event) {
+        let attrs = self.attrs(e);
+        self.event(e.ctx, e.stamp, self.name(e), attrs)
     }
 
-    /// A step of a `tracing` span instance.
-    fn step(&mut self, e: &Event, role: Role, thread: (u64, u64)) -> std::io::Result<()> {
-        let (Some(&span), pid) = (e.args().first(), thread.0) else {
-            return Ok(());
-        };
-        let key = (pid, span);
-        match role {
-            Role::SpanNew => {
+    /// Renders a step of the model; `now` is the stamp of the event fed.
+    fn render(&mut self, step: Step, now: u64) -> std::io::Result<()> {
+        let key = |e: &Event| (e.stamp, e.ctx, e.slot, e.type_word.tracepoint());
+        match step {
+            Step::Instant(e) => {
+                let role = self
+                    .schemas
+                    .get(e.type_word.tracepoint() as usize)
+                    .map(|s| s.role);
+                // A span's step without its id is nothing.
+                if !role.is_some_and(Role::is_span) {
+                    self.point(&e);
+                }
+            }
+            Step::CallBegin { event, .. } => {
+                let thread = self.thread(event.ctx, event.stamp);
+                let parent = self.scopes.get(&thread).and_then(|s| s.last().copied());
+                let parent = parent.and_then(|p| self.ids(p.0));
+                let slot = self.begin(&event, parent);
+                self.scopes.entry(thread).or_default().push((slot, true));
+            }
+            Step::CallEnd { end, .. } => {
+                let thread = self.thread(end.ctx, end.stamp);
+                let scopes = self.scopes.entry(thread).or_default();
+                // The innermost call: the one the model closes.
+                let at = scopes.iter().rposition(|s| s.1);
+                if let Some((slot, _)) = at.map(|at| scopes.remove(at)) {
+                    self.end(slot, end.stamp, Some(&end))?;
+                }
+            }
+            Step::StemBegin(e) => {
+                let thread = self.thread(e.ctx, e.stamp);
+                let parent = self.scopes.get(&thread).and_then(|s| s.last().copied());
+                let parent = parent.and_then(|p| self.ids(p.0));
+                let slot = self.begin(&e, parent);
+                // A start/stop span is named by its stem, as `report` names it.
+                let name = ttrace_model::pairs::stem(
+                    &self.schemas[e.type_word.tracepoint() as usize].name,
+                    Kind::Start,
+                )
+                .to_string();
+                if let Some(s) = self.open[slot].as_mut() {
+                    s.name = name;
+                }
+                self.starts.insert(key(&e), slot);
+            }
+            Step::StemEnd { begin, end } => {
+                if let Some(slot) = self.starts.remove(&key(&begin)) {
+                    self.end(slot, end.stamp, Some(&end))?;
+                }
+            }
+            Step::Unpaired { event, why } => {
+                let Some(s) = self.schemas.get(event.type_word.tracepoint() as usize) else {
+                    return Ok(());
+                };
+                match (s.role, s.kind, why) {
+                    (role, _, _) if role.is_span() => {}
+                    (_, Kind::Entry | Kind::Exit, Why::BeforeHorizon) => {
+                        self.written.uncertain += 1
+                    }
+                    (_, Kind::Exit, _) => self.written.unpaired += 1,
+                    // Open at the end: it ends with the trace, as every span open then.
+                    (_, Kind::Entry | Kind::Start, Why::OpenAtEnd | Why::ThreadEnded) => {}
+                    // A start or stop that pairs with nothing is an event.
+                    _ => self.point(&event),
+                }
+            }
+            Step::SpanNew(e) => {
+                let pid = self.thread(e.ctx, e.stamp).0;
+                let key = (pid, e.args()[0]);
                 let parent = e.args().get(1).copied().unwrap_or(0);
                 let parent = self
                     .instances
                     .get(&(pid, parent))
                     .and_then(|&p| self.ids(p));
-                let slot = self.begin(e, parent);
+                let slot = self.begin(&e, parent);
                 // The span id and parent id are the ids OTLP gives: not attributes.
-                let mut fields = self.fields(e);
+                let mut fields = self.fields(&e);
                 fields.drain(..2.min(fields.len()));
                 if let Some(s) = self.open[slot].as_mut() {
                     s.attrs = fields;
@@ -347,34 +351,51 @@ impl Writer<'_, '_> {
                     self.end(old, e.stamp, None)?;
                 }
             }
-            Role::SpanClose => {
+            Step::SpanUnended {
+                instance,
+                why: Why::Superseded,
+            } => {
+                let key = (u64::from(instance.pid), instance.id);
                 if let Some(slot) = self.instances.remove(&key) {
+                    self.end(slot, now, None)?;
+                }
+            }
+            Step::SpanEnd(i) => {
+                if let Some(slot) = self.instances.remove(&(u64::from(i.pid), i.id)) {
+                    // Begun before every ring is complete: polls may be missing.
+                    if let (false, Some(s)) = (i.whole, self.open[slot].as_mut()) {
+                        s.attrs.push(("ttrace.whole".into(), Value::Bool(false)));
+                    }
                     for scopes in self.scopes.values_mut() {
                         scopes.retain(|s| s.0 != slot);
                     }
-                    self.end(slot, e.stamp, None)?;
+                    self.end(slot, i.close.unwrap_or(now), None)?;
                 }
             }
-            Role::SpanEnter => {
-                if let Some(&slot) = self.instances.get(&key) {
+            Step::PollBegin(e) => {
+                let thread = self.thread(e.ctx, e.stamp);
+                if let Some(&slot) = self.instances.get(&(thread.0, e.args()[0])) {
                     self.scopes.entry(thread).or_default().push((slot, false));
                 }
             }
-            Role::SpanExit => {
-                if let (Some(&slot), Some(scopes)) =
-                    (self.instances.get(&key), self.scopes.get_mut(&thread))
-                {
+            Step::PollEnd { end, .. } => {
+                let thread = self.thread(end.ctx, end.stamp);
+                if let (Some(&slot), Some(scopes)) = (
+                    self.instances.get(&(thread.0, end.args()[0])),
+                    self.scopes.get_mut(&thread),
+                ) {
                     if let Some(at) = scopes.iter().rposition(|s| s.0 == slot) {
                         scopes.remove(at);
                     }
                 }
             }
-            Role::SpanRecord => {
-                let mut attrs = self.fields(e);
+            Step::SpanRecord(e) => {
+                let pid = self.thread(e.ctx, e.stamp).0;
+                let mut attrs = self.fields(&e);
                 attrs.drain(..1.min(attrs.len()));
                 if let Some(s) = self
                     .instances
-                    .get(&key)
+                    .get(&(pid, e.args()[0]))
                     .and_then(|&s| self.open[s].as_mut())
                 {
                     for (k, v) in attrs {
@@ -385,20 +406,22 @@ impl Writer<'_, '_> {
                     }
                 }
             }
-            Role::SpanFollows => {
+            Step::SpanFollows(e) => {
+                let pid = self.thread(e.ctx, e.stamp).0;
                 let follows = e.args().get(1).copied().unwrap_or(0);
                 let target = self
                     .instances
                     .get(&(pid, follows))
                     .and_then(|&s| self.ids(s));
-                let slot = self.instances.get(&key).copied();
+                let slot = self.instances.get(&(pid, e.args()[0])).copied();
                 if let (Some(link), Some(slot)) = (target, slot) {
                     if let Some(s) = self.open[slot].as_mut() {
                         s.links.push(link);
                     }
                 }
             }
-            _ => {}
+            // The drop re-entry is no scope; what is open at the end ends with the trace.
+            Step::PollDrop { .. } | Step::SpanUnended { .. } => {}
         }
         Ok(())
     }
@@ -618,15 +641,12 @@ pub fn write(
     device: &str,
     out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<Written> {
-    let pairing = Pairing::new(rings, ctx.meta);
+    let mut model = Model::new(ctx.meta, rings);
     let mut w = Writer {
         aux: ctx.aux,
         clock: ctx.version.clock,
         schemas: Schema::all(ctx.meta),
         identities: Identities::new(ctx.meta),
-        horizon: pairing.horizon(),
-        pairing,
-        stems: Stems::new(&ctx.meta.tracepoints),
         open: Vec::new(),
         free: Vec::new(),
         scopes: HashMap::default(),
@@ -648,7 +668,15 @@ pub fn write(
         w.written.item(item);
         last = last.max(item.timestamp());
         match item {
-            Item::Point { event, .. } => w.point(event),
+            Item::Point { event, .. } => {
+                let mut done = Ok(());
+                model.feed(event, &mut |step| {
+                    if done.is_ok() {
+                        done = w.render(step, event.stamp);
+                    }
+                });
+                done
+            }
             Item::Message(m) => {
                 let text = String::from_utf8_lossy(m.text_or_lost()).into_owned();
                 let attrs = vec![("message".to_string(), Value::Str(text))];
@@ -658,6 +686,13 @@ pub fn write(
         }
     })?;
     w.written.strings_lost = items.strings_lost();
+    let mut done = Ok(());
+    model.finish(&mut |step| {
+        if done.is_ok() {
+            done = w.render(step, last);
+        }
+    });
+    done?;
     // Spans still open end with the trace.
     for slot in 0..w.open.len() {
         if let Some(s) = w.open[slot].as_mut() {

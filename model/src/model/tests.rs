@@ -1,0 +1,390 @@
+//! The model's rules, one test each, on events written by hand.
+
+use super::*;
+use devttrace::event::RingIndex;
+use devttrace::meta::{TaskInfo, TracepointInfo};
+use ttrace_layouts::entry::TypeWord;
+
+/// Tracepoint ids of [`meta`].
+const ENTRY: u16 = 0;
+const EXIT: u16 = 1;
+const START: u16 = 2;
+const STOP: u16 = 3;
+const LONE_START: u16 = 4;
+const NEW: u16 = 5;
+const ENTER: u16 = 6;
+const LEAVE: u16 = 7;
+const CLOSE: u16 = 8;
+const OTHER: u16 = 9;
+
+fn meta() -> Metadata {
+    let tp = |name: &str, kind, role| TracepointInfo {
+        id: 0,
+        name: name.into(),
+        kind,
+        classes: 1,
+        format: String::new(),
+        nargs: 0,
+        types: Vec::new(),
+        tables: Vec::new(),
+        role,
+    };
+    Metadata {
+        tracepoints: vec![
+            tp("read", Kind::Entry, Role::Point),
+            tp("read", Kind::Exit, Role::Point),
+            tp("req_start", Kind::Start, Role::Point),
+            tp("req_done", Kind::Stop, Role::Point),
+            tp("tick_start", Kind::Start, Role::Point),
+            tp("task", Kind::Start, Role::SpanNew),
+            tp("task", Kind::Entry, Role::SpanEnter),
+            tp("task", Kind::Exit, Role::SpanExit),
+            tp("task", Kind::Stop, Role::SpanClose),
+            tp("other", Kind::Start, Role::Point),
+        ],
+        ..Default::default()
+    }
+}
+
+const T1: u64 = 1 << 32 | 1;
+const T2: u64 = 1 << 32 | 2;
+
+fn ev(stamp: u64, tp: u16, ctx: u64, args: &[u64]) -> Event {
+    let kind = meta().tracepoints[tp as usize].kind;
+    Event::new(
+        stamp,
+        TypeWord::new(kind, args.len() as u8, tp),
+        ctx,
+        args,
+        0,
+    )
+}
+
+/// A step as a short line: what, and the stamps it joins.
+fn show(s: &Step) -> String {
+    match s {
+        Step::Instant(e) => format!("instant {}", e.stamp),
+        Step::CallBegin { event, depth } => format!("call+ {} d{depth}", event.stamp),
+        Step::CallEnd { begin, end, depth } => {
+            format!("call {}..{} d{depth}", begin.stamp, end.stamp)
+        }
+        Step::StemBegin(e) => format!("stem+ {}", e.stamp),
+        Step::StemEnd { begin, end } => format!("stem {}..{}", begin.stamp, end.stamp),
+        Step::SpanNew(e) => format!("new {}", e.stamp),
+        Step::SpanRecord(e) => format!("record {}", e.stamp),
+        Step::SpanFollows(e) => format!("follows {}", e.stamp),
+        Step::PollBegin(e) => format!("poll+ {}", e.stamp),
+        Step::PollEnd { begin, end } => format!("poll {}..{}", begin.stamp, end.stamp),
+        Step::PollDrop { begin, end } => format!("drop {}..{}", begin.stamp, end.stamp),
+        Step::SpanEnd(i) => format!(
+            "end {} polls={} dropped={} whole={}",
+            i.close.unwrap_or(0),
+            i.polls.len(),
+            i.dropped.is_some(),
+            i.whole
+        ),
+        Step::SpanUnended { instance, why } => {
+            format!("unended {} {}", instance.begin(), why.name())
+        }
+        Step::Unpaired { event, why } => format!("unpaired {} {}", event.stamp, why.name()),
+    }
+}
+
+/// What `model` makes of `events` (`None`: a gap there).
+fn run(mut model: Model, events: &[Option<Event>]) -> Vec<String> {
+    let mut steps = Vec::new();
+    let mut out = |s: Step| steps.push(show(&s));
+    for e in events {
+        match e {
+            Some(e) => model.feed(e, &mut out),
+            None => model.gap(&mut out),
+        }
+    }
+    model.finish(&mut out);
+    steps
+}
+
+#[test]
+fn calls_nest_per_thread_and_an_exit_with_nothing_open_is_unpaired() {
+    let steps = run(
+        Model::whole(&meta()),
+        &[
+            Some(ev(1, EXIT, T1, &[])),
+            Some(ev(2, ENTRY, T1, &[])),
+            Some(ev(3, ENTRY, T2, &[])),
+            Some(ev(4, ENTRY, T1, &[])),
+            Some(ev(5, EXIT, T1, &[])),
+            Some(ev(6, EXIT, T2, &[])),
+            Some(ev(7, OTHER, T2, &[])),
+        ],
+    );
+    assert_eq!(
+        steps,
+        [
+            "unpaired 1 partner_missing",
+            "call+ 2 d0",
+            "call+ 3 d0",
+            "call+ 4 d1",
+            "call 4..5 d1",
+            "call 3..6 d0",
+            "instant 7",
+            "unpaired 2 open_at_end",
+        ]
+    );
+}
+
+#[test]
+fn stems_pair_the_latest_start_of_their_thread_and_a_start_no_stop_ends_is_an_instant() {
+    let steps = run(
+        Model::whole(&meta()),
+        &[
+            Some(ev(1, START, T1, &[])),
+            Some(ev(2, START, T1, &[])),
+            Some(ev(3, START, T2, &[])),
+            Some(ev(4, LONE_START, T1, &[])),
+            Some(ev(5, STOP, T1, &[])),
+            Some(ev(6, STOP, T2, &[])),
+            Some(ev(7, STOP, T2, &[])),
+        ],
+    );
+    assert_eq!(
+        steps,
+        [
+            "stem+ 1",
+            "stem+ 2",
+            "stem+ 3",
+            "instant 4",
+            "stem 2..5",
+            "stem 3..6",
+            "unpaired 7 partner_missing",
+            "unpaired 1 open_at_end",
+        ]
+    );
+}
+
+#[test]
+fn nothing_before_the_horizon_is_paired() {
+    let ring = |lost, first| RingIndex {
+        lost,
+        events: vec![devttrace::event::Mark {
+            stamp: first,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let model = Model::new(&meta(), &[ring(1, 10), ring(0, 1)]);
+    assert_eq!(model.horizon(), 10);
+    let steps = run(
+        model,
+        &[
+            Some(ev(1, ENTRY, T1, &[])),
+            Some(ev(2, START, T1, &[])),
+            Some(ev(3, NEW, T1, &[9])),
+            Some(ev(11, EXIT, T1, &[])),
+            Some(ev(12, STOP, T1, &[])),
+            Some(ev(13, CLOSE, T1, &[9])),
+        ],
+    );
+    assert_eq!(
+        steps,
+        [
+            "unpaired 1 before_horizon",
+            "unpaired 2 before_horizon",
+            "new 3",
+            "unpaired 11 partner_missing",
+            "unpaired 12 partner_missing",
+            "end 13 polls=0 dropped=false whole=false",
+        ]
+    );
+}
+
+#[test]
+fn a_gap_gives_up_what_is_open() {
+    let steps = run(
+        Model::whole(&meta()),
+        &[
+            Some(ev(1, ENTRY, T1, &[])),
+            Some(ev(2, START, T2, &[])),
+            Some(ev(3, NEW, T1, &[9])),
+            None,
+            Some(ev(4, EXIT, T1, &[])),
+            Some(ev(5, ENTRY, T1, &[])),
+            Some(ev(6, EXIT, T1, &[])),
+            Some(ev(7, CLOSE, T1, &[9])),
+        ],
+    );
+    assert_eq!(
+        steps,
+        [
+            "call+ 1 d0",
+            "stem+ 2",
+            "new 3",
+            "unpaired 1 across_gap",
+            "unpaired 2 across_gap",
+            "unpaired 4 partner_missing",
+            "call+ 5 d0",
+            "call 5..6 d0",
+            "end 7 polls=0 dropped=false whole=false",
+        ]
+    );
+}
+
+#[test]
+fn a_thread_given_a_dead_threads_id_closes_nothing_it_left_open() {
+    let task = |timestamp| TaskInfo {
+        pid: 1,
+        tid: 1,
+        timestamp,
+        name: "t".into(),
+        ..Default::default()
+    };
+    let meta = Metadata {
+        threads: vec![task(0), task(100)],
+        ..meta()
+    };
+    let steps = run(
+        Model::whole(&meta),
+        &[
+            Some(ev(10, ENTRY, T1, &[])),
+            Some(ev(20, START, T1, &[])),
+            Some(ev(110, EXIT, T1, &[])),
+            Some(ev(120, STOP, T1, &[])),
+            Some(ev(130, ENTRY, T1, &[])),
+        ],
+    );
+    assert_eq!(
+        steps,
+        [
+            "call+ 10 d0",
+            "stem+ 20",
+            "unpaired 110 partner_missing",
+            "unpaired 120 partner_missing",
+            "call+ 130 d0",
+            "unpaired 10 thread_ended",
+            "unpaired 130 open_at_end",
+            "unpaired 20 thread_ended",
+        ]
+    );
+}
+
+#[test]
+fn the_drop_reentry_is_told_once_and_is_no_poll() {
+    let steps = run(
+        Model::whole(&meta()),
+        &[
+            Some(ev(1, NEW, T1, &[9])),
+            Some(ev(2, ENTER, T1, &[9])),
+            Some(ev(3, LEAVE, T1, &[9])),
+            // Polled again on another thread, with something inside.
+            Some(ev(4, ENTER, T2, &[9])),
+            Some(ev(5, OTHER, T2, &[])),
+            Some(ev(6, LEAVE, T2, &[9])),
+            // The drop: entered, left, closed at once.
+            Some(ev(7, ENTER, T1, &[9])),
+            Some(ev(8, LEAVE, T1, &[9])),
+            Some(ev(9, CLOSE, T1, &[9])),
+        ],
+    );
+    assert_eq!(
+        steps,
+        [
+            "new 1",
+            "poll+ 2",
+            "poll 2..3",
+            "poll+ 4",
+            "instant 5",
+            "poll 4..6",
+            "drop 7..8",
+            "end 9 polls=2 dropped=true whole=true",
+        ]
+    );
+}
+
+#[test]
+fn an_empty_poll_not_followed_by_the_close_is_a_poll() {
+    let steps = run(
+        Model::whole(&meta()),
+        &[
+            Some(ev(1, NEW, T1, &[9])),
+            Some(ev(2, ENTER, T1, &[9])),
+            Some(ev(3, LEAVE, T1, &[9])),
+            Some(ev(4, ENTER, T1, &[9])),
+            Some(ev(5, LEAVE, T1, &[9])),
+            Some(ev(6, OTHER, T1, &[])),
+            Some(ev(7, CLOSE, T1, &[9])),
+            // Held to the end.
+            Some(ev(8, NEW, T2, &[3])),
+            Some(ev(9, ENTER, T2, &[3])),
+            Some(ev(10, LEAVE, T2, &[3])),
+            Some(ev(11, ENTER, T2, &[3])),
+        ],
+    );
+    assert_eq!(
+        steps,
+        [
+            "new 1",
+            "poll+ 2",
+            "poll 2..3",
+            "poll+ 4",
+            "poll 4..5",
+            "instant 6",
+            "end 7 polls=2 dropped=false whole=true",
+            "new 8",
+            "poll+ 9",
+            "poll 9..10",
+            "poll+ 11",
+            "unended 8 open_at_end",
+        ]
+    );
+}
+
+#[test]
+fn a_new_under_an_open_id_supersedes_the_instance() {
+    let steps = run(
+        Model::whole(&meta()),
+        &[
+            Some(ev(1, NEW, T1, &[9])),
+            Some(ev(2, NEW, T1, &[9])),
+            Some(ev(3, CLOSE, T1, &[9])),
+        ],
+    );
+    assert_eq!(
+        steps,
+        [
+            "new 1",
+            "unended 1 superseded",
+            "new 2",
+            "end 3 polls=0 dropped=false whole=true",
+        ]
+    );
+}
+
+#[test]
+fn a_model_cloned_at_a_cut_goes_on_as_the_whole_does() {
+    let events: Vec<Event> = (0..40u64)
+        .map(|k| {
+            let tp = [ENTRY, START, NEW, ENTER, LEAVE, EXIT, STOP, CLOSE][(k % 8) as usize];
+            ev(k, tp, [T1, T2][(k / 8 % 2) as usize], &[k / 16])
+        })
+        .collect();
+    let whole = run(
+        Model::whole(&meta()),
+        &events.iter().copied().map(Some).collect::<Vec<_>>(),
+    );
+    for cut in 0..events.len() {
+        let mut model = Model::whole(&meta());
+        let mut steps = Vec::new();
+        for e in &events[..cut] {
+            model.feed(e, &mut |s| steps.push(show(&s)));
+        }
+        let rest: Vec<Option<Event>> = events[cut..].iter().copied().map(Some).collect();
+        steps.extend(run(model.clone(), &rest));
+        assert_eq!(steps, whole, "cut at {cut}");
+    }
+}
+
+#[test]
+fn an_undefined_tracepoint_is_an_instant() {
+    let e = Event::new(1, TypeWord::new(Kind::Entry, 0, 99), T1, &[], 0);
+    assert_eq!(run(Model::whole(&meta()), &[Some(e)]), ["instant 1"]);
+}
