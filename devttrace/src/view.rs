@@ -58,13 +58,13 @@ impl<'d> View<'d> {
 
     fn read(dev: &'d Reader, timestamp: u64, only: Option<&[usize]>) -> Result<View<'d>> {
         let wanted = |n: usize| only.is_none_or(|o| o.contains(&n));
-        let map = dev.mapping();
+        let map = dev.map();
         let rings = (0..dev.cpus())
             .map(|n| dev.ring(n))
             .collect::<Result<Vec<_>>>()?;
         let slots = (rings.iter().enumerate())
             .filter(|&(n, _)| wanted(n))
-            .map(|(_, r)| r.slots.len())
+            .map(|(_, r)| r.slot_count())
             .sum();
         // The rings copied side by side: sooner done, and nearer to one cut.
         let copies = each_ring(rings.len(), slots, |n| match map.is_image() || !wanted(n) {
@@ -122,7 +122,7 @@ impl<'d> View<'d> {
     pub fn event(&self, cpu: usize, mark: Mark) -> Option<Event> {
         match &self.copies[cpu] {
             Some(copy) => copy.event(mark),
-            None => self.dev.mapping().ring(cpu).event(mark),
+            None => self.dev.map().ring(cpu).event(mark),
         }
     }
 

@@ -58,7 +58,7 @@ impl Mem {
 
     /// Reserves `w`'s record, as the device does; `None` if it was dropped.
     fn reserve(&self, w: &Write, alive: impl Fn(u64) -> bool) -> Option<u64> {
-        self.heap.aux().reserve(
+        self.heap.writer().reserve(
             w.path(),
             w.ctx,
             TRIES,
@@ -79,7 +79,7 @@ impl Mem {
             "live record at {start} overtaken (first {first})"
         );
         self.heap
-            .aux()
+            .writer()
             .commit(start, w.path(), w.timestamp, &w.bytes);
         Some(w.record(start))
     }

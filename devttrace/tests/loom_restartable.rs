@@ -258,7 +258,7 @@ impl Rings {
         // Later sections of one CPU read later clocks.
         let timestamp = 1000 + 10 * pos + u64::from(seq & ABORTED == 0) * 5;
         let stamp = match bug {
-            WriterBug::Library => self.a.restartable_ring().write_restartable(
+            WriterBug::Library => self.a.restartable_writer().write_restartable(
                 &self.last_stamp,
                 timestamp,
                 &w,
@@ -290,9 +290,9 @@ impl Rings {
             ReaderRule::SharedRule => {
                 let ring = self.a.ring();
                 let reads: Vec<devttrace::ring::SlotRead> =
-                    (0..ring.slots.len()).map(|i| ring.read(i)).collect();
+                    (0..ring.slot_count()).map(|i| ring.read(i)).collect();
                 let mut snap = RingSnapshot {
-                    head: ring.head.load(Acquire),
+                    head: ring.head(),
                     ..RingSnapshot::default()
                 };
                 for i in 0..reads.len() {
@@ -683,7 +683,11 @@ fn coexisting(k: usize, same_ring: bool) {
         let m = m.clone();
         loom::thread::spawn(move || {
             start(&m.gate);
-            let ring = if same_ring { m.a.ring() } else { m.b.ring() };
+            let ring = if same_ring {
+                m.a.writer()
+            } else {
+                m.b.writer()
+            };
             (0..2)
                 .filter_map(|i| {
                     let seq = SHARED | i;
@@ -931,7 +935,7 @@ impl AuxMem {
         let at = match bug {
             AuxBug::Library => self
                 .heap
-                .aux()
+                .writer()
                 .write_restartable(path, ts, w.seq, &bytes, steps),
             _ => aux_write_copy(bug, &self.heap, path, ts, w.seq, &bytes, steps),
         }?;
@@ -1154,7 +1158,7 @@ impl EventMem {
             // then the record.
             words[2] = ttrace_layouts::aux::aux_ref(0, self.aux.last.load(Relaxed));
             let (parent, _) = words.split_at(7);
-            let stamp = self.ring.restartable_ring().write_restartable(
+            let stamp = self.ring.restartable_writer().write_restartable(
                 &self.last_stamp,
                 100 + 10 * seq,
                 parent.try_into().unwrap(),
@@ -1162,7 +1166,7 @@ impl EventMem {
                 steps,
             )?;
             self.aux
-                .aux()
+                .writer()
                 .write_restartable(path, 0, seq, &bytes, usize::MAX)?;
             return Some(stamp);
         }
@@ -1172,9 +1176,9 @@ impl EventMem {
             bytes: &bytes,
         };
         write_event(
-            &self.ring.restartable_ring(),
+            &self.ring.restartable_writer(),
             &self.last_stamp,
-            &self.aux.aux(),
+            &self.aux.writer(),
             0,
             100 + 10 * seq,
             &mut words,

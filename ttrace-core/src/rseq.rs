@@ -316,8 +316,8 @@ impl Restartable {
             head: TableHead {
                 rings: n,
                 ring_mask: map.ring_slots() as usize - 1,
-                aux_mask: map.aux(0).words.len() * 8 - 1,
-                aux_size: map.aux(0).words.len() * 8,
+                aux_mask: map.aux(0).words().len() * 8 - 1,
+                aux_size: map.aux(0).words().len() * 8,
             },
         });
         for c in 0..n {
@@ -325,9 +325,9 @@ impl Restartable {
             table.push(Row {
                 ring: TableRing {
                     head: &header.head,
-                    slots: ring.slots.as_ptr(),
+                    slots: ring.slots().as_ptr(),
                     aux_first: &header.aux_first,
-                    aux_words: aux.words.as_ptr(),
+                    aux_words: aux.words().as_ptr(),
                 },
             });
         }
