@@ -11,7 +11,7 @@
 //! reader halves ([`Ring`], [`Aux`]), whose every access is a load. A store through a
 //! reader's mapping is not a method it lacks by convention: the page would refuse it.
 //!
-//! Both find the same parts the same way ([`Parts`]); what may be done with them is the
+//! Both find the same parts the same way (`Parts`); what may be done with them is the
 //! business of the protocol modules (`ring`, `aux`, `registry`, `names`, `control`, `clear`).
 
 use crate::aux::{Aux, AuxWriter};

@@ -1,6 +1,6 @@
 //! Model checks of the aux protocol with loom: variable-length records that wrap and overwrite
 //! each other in an 8-word buffer, written by the very code the device runs
-//! ([`Aux::reserve`] then [`Aux::commit`]), with a reader snapshotting concurrently. The lock
+//! ([`AuxWriter::reserve`] then [`AuxWriter::commit`]), with a reader snapshotting concurrently. The lock
 //! word in shared memory is not what is checked: a loom mutex stands in for it.
 //!
 //! The properties are exact: every record a snapshot returns is one completed write (offset,

@@ -203,7 +203,7 @@ impl Writer {
     }
 
     /// [`Writer::emit`] into the shared ring of the calling thread's CPU, with the atomic
-    /// protocol ([`Ring::write`](devttrace::ring::Ring::write)).
+    /// protocol ([`RingWriter::write`](devttrace::ring::RingWriter::write)).
     #[inline(never)]
     pub fn emit_shared<const N: usize>(&self, word: u64, ctx: u64, args: &[u64; N]) -> bool {
         let map = self.device.mapping();
