@@ -10,7 +10,7 @@
 //! give on it exactly what they would have given on the live ring frozen at the cut, and
 //! nothing read from it can vanish.
 
-use crate::event::{Event, Mark, RingIndex, RingSnapshot};
+use crate::event::{Event, Mark, RingSnapshot};
 use crate::ring::{Keep, Ring, SlotRead};
 use core::ops::Range;
 use core::sync::atomic::{AtomicU64, Ordering::*};
@@ -133,7 +133,7 @@ impl RingCopy {
 
     /// [`Ring::index_kept`] of the copy, with the entries committed while it was made
     /// counted as such.
-    pub fn index(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingIndex {
+    pub fn index(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot<Mark> {
         self.with_cut(self.ring().index_kept(keep))
     }
 

@@ -30,7 +30,7 @@
 //! `devttrace/tests/loom.rs` and `loom_restartable.rs` check it.
 
 use crate::clear::Cleared;
-use crate::event::{Counted, Event, Kept, Mark, RingIndex, RingSnapshot, MAX_WRITERS};
+use crate::event::{Counted, Event, Kept, Mark, RingSnapshot, MAX_WRITERS};
 use crate::sync::{AtomicWord, Ordering::*};
 use ttrace_layouts::entry::{Slot, Stamp, TypeWord, MAX_ARGS, SLOT_WORDS};
 
@@ -679,7 +679,7 @@ impl<S: SlotWords> Ring<'_, S> {
     }
 
     /// [`Ring::index_newer_than`] keeping what `keep` says (see [`Ring::snapshot_kept`]).
-    pub fn index_kept(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingIndex {
+    pub fn index_kept(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot<Mark> {
         self.scan(keep, &mut ())
     }
 
@@ -698,7 +698,7 @@ impl<S: SlotWords> Ring<'_, S> {
     /// [`Ring::snapshot_newer_than`] that keeps only where each event is, not a copy of it:
     /// the cheap first half of a two-pass read ([`Ring::event`] is the second), which needs
     /// memory for 16 bytes per event instead of 128.
-    pub fn index_newer_than(&self, timestamp: u64) -> RingIndex {
+    pub fn index_newer_than(&self, timestamp: u64) -> RingSnapshot<Mark> {
         self.scan(&Keep::newer_than(timestamp, Cleared::default()), &mut ())
     }
 

@@ -3,7 +3,7 @@
 use crate::aux::AuxSnapshots;
 use crate::copy::RingCopy;
 use crate::error::Result;
-use crate::event::{Event, Mark, RingIndex};
+use crate::event::{Event, Mark, RingSnapshot};
 use crate::meta::Metadata;
 use crate::parallel::each_ring;
 use crate::reader::Reader;
@@ -33,7 +33,7 @@ pub struct View<'d> {
     /// Whether each tracepoint (by id) was enabled.
     pub enabled: Vec<bool>,
     /// One index per ring.
-    pub cpus: Vec<RingIndex>,
+    pub cpus: Vec<RingSnapshot<Mark>>,
     /// The aux buffer.
     pub aux: AuxSnapshots,
     /// Why the aux buffer could not be copied, if it could not (strings then show as lost).
@@ -83,7 +83,7 @@ impl<'d> View<'d> {
         let check = dev.check(&meta, only.is_none().then_some(&aux));
         let cpus = each_ring(copies.len(), slots, |n| {
             if !wanted(n) {
-                return RingIndex::default();
+                return RingSnapshot::<Mark>::default();
             }
             let keep = Keep {
                 newer_than: timestamp,
