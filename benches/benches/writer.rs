@@ -19,7 +19,7 @@ tracepoint!(static FIRST: Start = "bench_first", "a={a}");
 fn device() -> &'static ttrace_core::Writer {
     let dev = ttrace_benches::device();
     point!(OFF, 0);
-    dev.apply_text("disable bench_off").expect("ctl");
+    dev.device().apply_text("disable bench_off").expect("ctl");
     dev
 }
 
@@ -75,7 +75,11 @@ fn registration(c: &mut Criterion) {
             .expect("device");
             let t = Instant::now();
             for i in 0..iters {
-                black_box(d.note_thread(1, i as u32, "worker-thread-name").is_ok());
+                black_box(
+                    d.device()
+                        .note_thread(1, i as u32, "worker-thread-name")
+                        .is_ok(),
+                );
             }
             t.elapsed()
         })

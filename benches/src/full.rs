@@ -2,7 +2,6 @@
 
 use devttrace::{ArgType, Config, Definition, Device, Kind};
 use std::path::Path;
-use std::sync::atomic::Ordering::Relaxed;
 use ttrace_layouts::aux::{aux_ref, AuxPath, AuxTag};
 use ttrace_layouts::device::{CLASS_MESSAGES, INFO_FORMAT, INFO_NAME};
 use ttrace_layouts::entry::TypeWord;
@@ -52,7 +51,7 @@ pub fn fill(dir: &Path, cpus: u32, slots: u64, aux: u64) -> (u64, u64) {
         let buffer = map.aux(r);
         let start = map.now();
         let mut i = 0u64;
-        while ring.head.load(Relaxed) + 2 <= slots {
+        while ring.reader().head() + 2 <= slots {
             let t = start + i * 20;
             let tw = |w: u64| TypeWord(w).with_cpu(r as u32).0;
             match i % 8 {
@@ -100,8 +99,8 @@ pub fn fill(dir: &Path, cpus: u32, slots: u64, aux: u64) -> (u64, u64) {
             }
             i += 1;
         }
-        in_use.0 += ring.head.load(Relaxed).min(slots) * 64;
-        in_use.1 += buffer.last.load(Relaxed) - buffer.first.load(Relaxed);
+        in_use.0 += ring.reader().head().min(slots) * 64;
+        in_use.1 += buffer.reader().last() - buffer.reader().first();
     }
     in_use
 }

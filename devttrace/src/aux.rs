@@ -1,12 +1,16 @@
 //! The aux protocols, both halves: variable-length records (strings) in each
 //! ring's wrapping aux buffer.
 //!
-//! A shared ring's buffer is written in two steps: [`Aux::reserve`] under the buffer's lock
-//! (a few instructions: advance `first` past what the record will overwrite, stamp its
-//! header invalid with its length and writer, move `last`), then [`Aux::commit`] outside it
-//! (payload, then the valid header, Release). A restartable ring's buffer is written by one
-//! restartable sequence, whose Rust model is [`Aux::write_restartable`]. Readers copy with
-//! [`copy`] and parse with [`parse`] ([`snapshot`] does both).
+//! A shared ring's buffer is written in two steps: [`AuxWriter::reserve`] under the buffer's
+//! lock (a few instructions: advance `first` past what the record will overwrite, stamp its
+//! header invalid with its length and writer, move `last`), then [`AuxWriter::commit`]
+//! outside it (payload, then the valid header, Release). A restartable ring's buffer is
+//! written by one restartable sequence, whose Rust model is [`AuxWriter::write_restartable`].
+//! Readers copy with [`copy`] and parse with [`parse`] ([`snapshot`] does both).
+//!
+//! As for the rings (`crate::ring`), the halves are two types over the same words: an [`Aux`]
+//! only loads (a reader's lies in memory mapped read-only), an [`AuxWriter`] stores, and only
+//! a mapping made for writing hands one out ([`Mapping::aux`](crate::Mapping::aux)).
 //!
 //! What the code relies on, argued in `docs/DESIGN.md` (*The aux protocols*): a writer moves
 //! `first` past a record (then a Release fence) before it stores over it, so a reader that
@@ -64,35 +68,111 @@ fn store_bytes<W: AtomicWord>(words: &[W], offset: u64, bytes: &[u8]) {
     }
 }
 
-/// The aux buffer with its offsets and counters, over any atomic word: the device's (see
-/// [`Mapping::aux`](crate::Mapping::aux)), or a [`HeapAux`] for tests and model checks. The writer half of the
-/// protocol is [`reserve`](Aux::reserve) then [`commit`](Aux::commit); the reader half is
-/// [`snapshot`](Aux::snapshot).
+/// An aux buffer with its offsets and counters as its readers see it, over any atomic word
+/// (the device's, or a [`HeapAux`]'s for tests and model checks): to be loaded, never stored.
+/// The reader half of the protocol is [`snapshot`](Aux::snapshot).
 pub struct Aux<'a, W> {
     /// Offset of the oldest record.
-    pub first: &'a W,
+    first: &'a W,
     /// Offset one past the newest record.
-    pub last: &'a W,
+    last: &'a W,
     /// Records reserved.
-    pub records: &'a W,
+    records: &'a W,
     /// Records truncated.
-    pub truncated: &'a W,
+    truncated: &'a W,
     /// Writes dropped.
-    pub dropped: &'a W,
+    dropped: &'a W,
     /// The buffer (a power-of-two number of words).
-    pub words: &'a [W],
+    words: &'a [W],
+}
+
+impl<W> Clone for Aux<'_, W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<W> Copy for Aux<'_, W> {}
+
+/// An aux buffer as its writers see it: the writer half of the protocol
+/// ([`reserve`](AuxWriter::reserve) then [`commit`](AuxWriter::commit), or
+/// [`write_restartable`](AuxWriter::write_restartable)) over the same words as an [`Aux`].
+/// Only memory this process may store to gives one: a mapping made for writing
+/// ([`Mapping::aux`](crate::Mapping::aux)), or a [`HeapAux`].
+pub struct AuxWriter<'a, W> {
+    aux: Aux<'a, W>,
 }
 
 impl<'a, W: AtomicWord> Aux<'a, W> {
+    /// The buffer whose offsets are `first` and `last`, whose counters are `records`,
+    /// `truncated` and `dropped`, and whose words are `words` (a power-of-two number).
+    pub(crate) fn new(
+        first: &'a W,
+        last: &'a W,
+        records: &'a W,
+        truncated: &'a W,
+        dropped: &'a W,
+        words: &'a [W],
+    ) -> Aux<'a, W> {
+        debug_assert!(words.len().is_power_of_two());
+        Aux {
+            first,
+            last,
+            records,
+            truncated,
+            dropped,
+            words,
+        }
+    }
+
     /// The word at byte offset `off` (masked).
     #[inline(always)]
     fn at(&self, off: u64) -> &'a W {
         &self.words[((off / 8) & (self.words.len() as u64 - 1)) as usize]
     }
 
+    /// Its size in bytes.
+    #[inline]
+    pub fn size(&self) -> u64 {
+        self.words.len() as u64 * 8
+    }
+
+    /// Offset of the oldest record (loaded with Acquire).
+    #[inline]
+    pub fn first(&self) -> u64 {
+        self.first.load_acquire()
+    }
+
+    /// Offset one past the newest record (loaded with Acquire: the headers of the records
+    /// before it are visible).
+    #[inline]
+    pub fn last(&self) -> u64 {
+        self.last.load_acquire()
+    }
+}
+
+impl<'a, W: AtomicWord> AuxWriter<'a, W> {
+    /// The writer half over the words of `aux`; the caller may store to them.
+    pub(crate) fn new(aux: Aux<'a, W>) -> AuxWriter<'a, W> {
+        AuxWriter { aux }
+    }
+
+    /// The same buffer, to read.
+    #[inline(always)]
+    pub fn reader(&self) -> Aux<'a, W> {
+        self.aux
+    }
+
+    /// The buffer's words themselves: what the writer front end's restartable sections store
+    /// to (by address), and what a test that damages a device on purpose changes.
+    #[inline(always)]
+    pub fn words(&self) -> &'a [W] {
+        self.aux.words
+    }
+
     /// Reserves a record for `path` (a valid path) on behalf of the writer `ctx`: up to `tries`
     /// times, takes the aux lock with `lock` (whose guard unlocks on drop; `None` gives up)
-    /// and tries [`reserve_locked`](Aux::reserve_locked), calling `wait` after each blocked
+    /// and tries [`reserve_locked`](AuxWriter::reserve_locked), calling `wait` after each blocked
     /// try. Returns the record's offset, or `None` if the write was dropped (and counted).
     #[inline]
     pub fn reserve<G>(
@@ -116,7 +196,7 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
             wait();
         }
         // Relaxed: a counter, read only as a statistic.
-        self.dropped.fetch_add(1, Relaxed);
+        self.aux.dropped.fetch_add(1, Relaxed);
         None
     }
 
@@ -132,20 +212,20 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
         ctx: u64,
         alive: impl Fn(u64) -> bool,
     ) -> Option<u64> {
-        let size = self.words.len() as u64 * 8;
+        let size = self.aux.words.len() as u64 * 8;
         let rec = path.record_bytes();
         // Relaxed: the lock orders these with every earlier reservation.
-        let start = self.last.load(Relaxed);
+        let start = self.aux.last.load(Relaxed);
         // Relaxed: as above.
-        let old_first = self.first.load(Relaxed);
+        let old_first = self.aux.first.load(Relaxed);
         let mut first = repaired(old_first, start, size);
         while start + rec - first > size {
             // Acquire: if the record is complete, its payload stores happen-before the
             // stores with which we are about to overwrite it.
-            let p = AuxPath(self.at(first).load(Acquire));
+            let p = AuxPath(self.aux.at(first).load(Acquire));
             // Relaxed: the ident was stored under the lock (which orders it before us) with
             // the invalid path, and no later store changes it while the path is invalid.
-            if p.is_invalid() && alive(self.at(first + 16).load(Relaxed)) {
+            if p.is_invalid() && alive(self.aux.at(first + 16).load(Relaxed)) {
                 return None;
             }
             // A malformed length (a damaged buffer) drops everything up to `start`.
@@ -159,38 +239,38 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
             // Release: a reader that loads this `first` also sees a `last` at least `start`
             // (stored before our lock), so its retry after finding `first` past the `last` it
             // loaded earlier makes progress. (The fence below orders the overwriting stores.)
-            self.first.store(first, Release);
+            self.aux.first.store(first, Release);
             // Release fence: a reader that sees any of our stores below also sees the
             // new `first`, and so drops the records we overwrite.
             W::fence(Release);
         }
         // Relaxed: published to readers by the Release store of `last` below.
-        self.at(start).store(path.invalid().0, Relaxed);
+        self.aux.at(start).store(path.invalid().0, Relaxed);
         // Relaxed: as above.
-        self.at(start + 16).store(ctx, Relaxed);
+        self.aux.at(start + 16).store(ctx, Relaxed);
         // Release: a reader that loads this `last` sees the invalid header and its length.
-        self.last.store(start + rec, Release);
+        self.aux.last.store(start + rec, Release);
         // Counted under the lock, which every writer of these counters holds: a plain
         // increment, not a locked one. Relaxed: statistics, ordered among writers by the lock.
         let bump = |c: &W| c.store(c.load(Relaxed) + 1, Relaxed);
-        bump(self.records);
+        bump(self.aux.records);
         if path.is_truncated() {
-            bump(self.truncated);
+            bump(self.aux.truncated);
         }
         Some(start)
     }
 
     /// Completes the record reserved at `start` for `path` (the valid path given to
-    /// [`reserve`](Aux::reserve)): stores the timestamp and the payload (`path.len()` bytes),
+    /// [`reserve`](AuxWriter::reserve)): stores the timestamp and the payload (`path.len()` bytes),
     /// then the valid path (Release). No lock is held.
     #[inline]
     pub fn commit(&self, start: u64, path: AuxPath, timestamp: u64, bytes: &[u8]) {
         debug_assert_eq!(bytes.len() as u64, path.len());
         // Relaxed: published by the Release store of the valid path below.
-        self.at(start + 8).store(timestamp, Relaxed);
-        store_bytes(self.words, start + AUX_HEADER_BYTES, bytes);
+        self.aux.at(start + 8).store(timestamp, Relaxed);
+        store_bytes(self.aux.words, start + AUX_HEADER_BYTES, bytes);
         // Release: a reader that acquires the valid path sees the timestamp and payload.
-        self.at(start).store(path.valid().0, Release);
+        self.aux.at(start).store(path.valid().0, Release);
     }
 
     /// The restartable aux write of the writer front end's assembly
@@ -199,7 +279,7 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
     /// with its CPU) holding `bytes`. Only `steps` stores are made (a writer preempted or
     /// killed inside its section), so `usize::MAX` is a whole write; returns the record's
     /// offset once the commit (`last`) is made. The caller is the buffer's only writer while
-    /// it runs, as for [`crate::ring::Ring::write_restartable`].
+    /// it runs, as for [`crate::ring::RingWriter::write_restartable`].
     pub fn write_restartable(
         &self,
         path: AuxPath,
@@ -212,7 +292,7 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
         self.write_restartable_steps(path, timestamp, ctx, bytes, &mut step)
     }
 
-    /// [`Aux::write_restartable`], each store first asking `step` (false: stop there), so
+    /// [`AuxWriter::write_restartable`], each store first asking `step` (false: stop there), so
     /// that a longer section can go on after it ([`crate::restartable`]).
     pub(crate) fn write_restartable_steps(
         &self,
@@ -222,16 +302,16 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
         bytes: &[u8],
         step: &mut impl FnMut() -> bool,
     ) -> Option<u64> {
-        let size = self.words.len() as u64 * 8;
+        let size = self.aux.words.len() as u64 * 8;
         let rec = path.record_bytes();
         // Relaxed: this thread is the buffer's only writer.
-        let start = self.last.load(Relaxed);
+        let start = self.aux.last.load(Relaxed);
         // Relaxed: as above.
-        let old_first = self.first.load(Relaxed);
+        let old_first = self.aux.first.load(Relaxed);
         let mut first = repaired(old_first, start, size);
         while start + rec - first > size {
             // Relaxed: every record of this buffer was written by this CPU's earlier sections.
-            first += AuxPath(self.at(first).load(Relaxed)).record_bytes();
+            first += AuxPath(self.aux.at(first).load(Relaxed)).record_bytes();
         }
         if first != old_first {
             if !step() {
@@ -239,7 +319,7 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
             }
             // Release, and the fence: a reader that sees any of the stores below also sees
             // this `first`, and drops the records they overwrite.
-            self.first.store(first, Release);
+            self.aux.first.store(first, Release);
             W::fence(Release);
         }
         let mut header = [path.0, timestamp, ctx].into_iter();
@@ -254,19 +334,35 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
                 return None;
             }
             // Relaxed: published by the Release store of `last` below.
-            self.at(start + 8 * k as u64).store(w, Relaxed);
+            self.aux.at(start + 8 * k as u64).store(w, Relaxed);
         }
         if !step() {
             return None;
         }
         // Release: the commit; a reader that acquires this `last` sees the whole record.
-        self.last.store(start + rec, Release);
+        self.aux.last.store(start + rec, Release);
         Some(start)
     }
+}
 
+impl<W: AtomicWord> Aux<'_, W> {
     /// A consistent snapshot of the buffer (see [`snapshot`]).
     pub fn snapshot(&self) -> Result<AuxSnapshot, AuxError> {
         snapshot(self.first, self.last, self.words)
+    }
+
+    /// A consistent copy of the buffer's words (see [`copy`]).
+    pub fn copy(&self) -> Result<AuxCopy, AuxError> {
+        copy(self.first, self.last, self.words)
+    }
+
+    /// [`Aux::copy`], calling `release` with each range of word indices it is done reading
+    /// ([`copy_releasing`]).
+    pub fn copy_releasing(
+        &self,
+        release: impl FnMut(core::ops::Range<usize>),
+    ) -> Result<AuxCopy, AuxError> {
+        copy_releasing(self.first, self.last, self.words, release)
     }
 
     /// [`Aux::snapshot`], calling `release` with each range of word indices it is done
@@ -296,11 +392,11 @@ impl<'a, W: AtomicWord> Aux<'a, W> {
 /// use core::sync::atomic::AtomicU64;
 /// use ttrace_layouts::aux::{AuxPath, AuxTag};
 /// let mem = devttrace::aux::HeapAux::<AtomicU64>::new(16);
-/// let (aux, lock) = (mem.aux(), std::sync::Mutex::new(()));
+/// let (aux, lock) = (mem.writer(), std::sync::Mutex::new(()));
 /// let path = AuxPath::new(AuxTag::String, 0, 5, false);
 /// let at = aux.reserve(path, 7, 1, || lock.lock().ok(), |_| true, || {});
 /// aux.commit(at.unwrap(), path, 1000, b"hello");
-/// assert_eq!(aux.snapshot().unwrap().records().next().unwrap().bytes, b"hello");
+/// assert_eq!(mem.aux().snapshot().unwrap().records().next().unwrap().bytes, b"hello");
 /// ```
 pub struct HeapAux<W> {
     /// Offset of the oldest record.
@@ -334,20 +430,25 @@ impl<W: AtomicWord> HeapAux<W> {
         }
     }
 
-    /// The view the protocol works on.
+    /// The buffer, to read.
     pub fn aux(&self) -> Aux<'_, W> {
-        Aux {
-            first: &self.first,
-            last: &self.last,
-            records: &self.records,
-            truncated: &self.truncated,
-            dropped: &self.dropped,
-            words: &self.words,
-        }
+        Aux::new(
+            &self.first,
+            &self.last,
+            &self.records,
+            &self.truncated,
+            &self.dropped,
+            &self.words,
+        )
+    }
+
+    /// The buffer, to write.
+    pub fn writer(&self) -> AuxWriter<'_, W> {
+        AuxWriter::new(self.aux())
     }
 }
 
-impl Aux<'_, AtomicU64> {
+impl AuxWriter<'_, AtomicU64> {
     /// Writes a record holding `bytes` (at most
     /// [`AUX_MAX_PAYLOAD`](ttrace_layouts::aux::AUX_MAX_PAYLOAD)) with the shared
     /// protocol: reserved under `lock` (the buffer's lock word, its ring header's
@@ -638,10 +739,10 @@ pub fn copy_releasing<W: AtomicWord>(
     for _ in 0..16 {
         // Acquire: the invalid headers (with their lengths) of the records before `l` are
         // visible to the copy.
-        let l = last.load(Acquire);
+        let l = last.load_acquire();
         // Acquire: keeps the copy's loads after this one (free on x86); correctness rests on
         // the re-load of `first` after the copy, not on this ordering.
-        let f0 = first.load(Acquire);
+        let f0 = first.load_acquire();
         if f0 > l || l - f0 > size || f0 % 8 != 0 || l % 8 != 0 {
             bad = Some(AuxError::Offsets { first: f0, last: l });
             continue;
@@ -654,7 +755,7 @@ pub fn copy_releasing<W: AtomicWord>(
             let end = end.min((at | wmask) + 1);
             // Acquire: a valid path copied makes its record's timestamp and payload visible
             // (the writer's Release store of the path).
-            copy.extend((at..end).map(|i| words[(i & wmask) as usize].load(Acquire)));
+            copy.extend((at..end).map(|i| words[(i & wmask) as usize].load_acquire()));
             release((at & wmask) as usize..((end - 1) & wmask) as usize + 1);
             at = end;
         }

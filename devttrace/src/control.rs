@@ -13,7 +13,7 @@
 
 use crate::error::{Error, Result};
 use crate::registry::Registry;
-use crate::sync::Ordering::*;
+use crate::sync::{AtomicWord, Ordering::*};
 use ttrace_layouts::device::{DeviceHeader, INFO_NAME};
 use ttrace_layouts::level::Level;
 
@@ -165,7 +165,7 @@ impl std::str::FromStr for Command {
 
 /// The class mask of the device `h`.
 pub fn mask(h: &DeviceHeader) -> u64 {
-    h.type_mask.load(Acquire)
+    h.type_mask.load_acquire()
 }
 
 /// The control state of the device `h` as text, as `ctl` prints it: `setmask 0x<mask>

@@ -10,7 +10,7 @@
 //! give on it exactly what they would have given on the live ring frozen at the cut, and
 //! nothing read from it can vanish.
 
-use crate::event::{Event, Mark, RingIndex, RingSnapshot};
+use crate::event::{Event, Mark, RingSnapshot};
 use crate::ring::{Keep, Ring, SlotRead};
 use core::ops::Range;
 use core::sync::atomic::{AtomicU64, Ordering::*};
@@ -61,11 +61,11 @@ impl RingCopy {
     /// at or above its `head` were never written and are not read: a read of a page never
     /// written would make a device on tmpfs allocate it.
     pub fn of(ring: &Ring<'_, Slot>, mut release: impl FnMut(Range<usize>)) -> RingCopy {
-        let n = ring.slots.len();
+        let n = ring.slot_count();
         // Acquire: every entry below the cut was committed before, and is visible to, the
         // copy (the shared protocol reads `skipped` at the same cut).
-        let head = ring.head.load(Acquire);
-        let skipped = ring.skipped.load(Acquire);
+        let head = ring.head();
+        let skipped = ring.skipped();
         let used = head.min(n as u64) as usize;
         // As many slots as the ring (the scans mask positions with its size), in zeroed
         // memory the kernel maps lazily: only the slots written below take room.
@@ -103,13 +103,13 @@ impl RingCopy {
             }
         }
         // Acquire: as the live scans load them after their copy.
-        let dropped = ring.dropped.load(Acquire);
-        let after_cut = match ring.restartable {
-            true => ring.head.load(Acquire).saturating_sub(head),
+        let dropped = ring.dropped();
+        let after_cut = match ring.is_restartable() {
+            true => ring.head().saturating_sub(head),
             false => 0,
         };
         RingCopy {
-            restartable: ring.restartable,
+            restartable: ring.is_restartable(),
             head: AtomicU64::new(head),
             skipped: AtomicU64::new(skipped),
             dropped: AtomicU64::new(dropped),
@@ -118,21 +118,22 @@ impl RingCopy {
         }
     }
 
-    /// The copy as a ring no writer touches.
+    /// The copy as a ring no writer touches (to read: its memory is written only while
+    /// the copy is made).
     #[inline]
     pub fn ring(&self) -> Ring<'_, CopiedSlot> {
-        Ring {
-            restartable: self.restartable,
-            head: &self.head,
-            skipped: &self.skipped,
-            dropped: &self.dropped,
-            slots: &self.slots,
-        }
+        Ring::new(
+            self.restartable,
+            &self.head,
+            &self.skipped,
+            &self.dropped,
+            &self.slots,
+        )
     }
 
     /// [`Ring::index_kept`] of the copy, with the entries committed while it was made
     /// counted as such.
-    pub fn index(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingIndex {
+    pub fn index(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot<Mark> {
         self.with_cut(self.ring().index_kept(keep))
     }
 

@@ -58,7 +58,7 @@ pub struct RingCounts {
 impl Counts {
     /// Counts the device `dev` (see the module documentation).
     pub fn of(dev: &Reader) -> Result<Counts> {
-        let map = dev.mapping();
+        let map = dev.map();
         let (mut aux, mut aux_error) = (Vec::with_capacity(dev.cpus()), None);
         for b in 0..dev.cpus() {
             match map.aux(b).extent_releasing(|w| map.release_aux_words(b, w)) {

@@ -6,8 +6,8 @@
 use crate::config::Config;
 use crate::control::Command;
 use crate::error::{Error, Result};
-use crate::files::{Access, Trust};
-use crate::mapping::Mapping;
+use crate::files::Trust;
+use crate::mapping::{Mapping, ReadMapping};
 use crate::meta::{task_record, Definition};
 use crate::names::Compaction;
 use crate::reader::{is_device_dir, missing_file, Reader};
@@ -17,7 +17,7 @@ use std::path::Path;
 use ttrace_layouts::entry::Slot;
 use ttrace_layouts::meta::RecordKind;
 
-/// A device mapped shared and writable.
+/// A device mapped shared and writable, to change it.
 ///
 /// ```
 /// # let tmp = tempfile::tempdir().unwrap();
@@ -30,18 +30,32 @@ use ttrace_layouts::meta::RecordKind;
 /// assert!(again.reader().ctl().contains("disable sched_*"));
 /// # Ok::<(), devttrace::Error>(())
 /// ```
+///
+/// A `Device` changes the device; what a reader does, it does through its reader, named
+/// ([`Device::reader`]), not as a `Reader` itself. This compiles:
+///
+/// ```no_run
+/// # fn f(device: &devttrace::Device) -> devttrace::Result<()> {
+/// let reader = device.reader();
+/// let _ = (reader.version(), reader.snapshot()?);
+/// # Ok(()) }
+/// ```
+///
+/// and this, the same call on the device, does not (a pair of doctests, for the reason
+/// [`Reader::ring`] gives):
+///
+/// ```compile_fail
+/// # fn f(device: &devttrace::Device) -> devttrace::Result<()> {
+/// let reader = device.reader();
+/// let _ = (reader.version(), device.snapshot()?);
+/// # Ok(()) }
+/// ```
 pub struct Device {
-    /// Everything a reader can do, on the writable mapping.
+    /// Everything a reader can do, over the same memory. Declared before `map`, which keeps
+    /// that memory mapped: it is dropped first.
     reader: Reader,
-}
-
-/// A device that can be changed can be read: everything a [`Reader`] does, it does.
-impl core::ops::Deref for Device {
-    type Target = Reader;
-
-    fn deref(&self) -> &Reader {
-        &self.reader
-    }
+    /// The device's files, mapped shared and writable.
+    map: Mapping,
 }
 
 impl Device {
@@ -64,7 +78,7 @@ impl Device {
         }?;
         // A device created by another process (this one lost the race to create it, or it
         // existed) may have other sizes; one this process made has them all.
-        config.check_sizes(dev.dir(), dev.mapping().header())?;
+        config.check_sizes(dev.mapping().dir(), dev.mapping().header())?;
         if let Some(mask) = config.mask {
             dev.apply(&Command::SetMask {
                 value: mask,
@@ -77,10 +91,15 @@ impl Device {
     /// Attaches to an existing device of this user; refuses one whose layout versions
     /// differ.
     pub fn attach(dir: &Path) -> Result<Device> {
-        let map = Mapping::attach(dir, Access::ReadWrite, Trust::Own)?;
-        Ok(Device {
-            reader: Reader::of(map),
-        })
+        Ok(Device::of(Mapping::attach(dir, Trust::Own)?))
+    }
+
+    /// The device of the writable mapping `map`, with its reader over the same memory.
+    fn of(map: Mapping) -> Device {
+        Device {
+            reader: Reader::of(ReadMapping::of_device(map.parts())),
+            map,
+        }
     }
 
     /// Attaches to the existing device at `dir` to control it, as `ttrace-reader ctl` does:
@@ -91,10 +110,8 @@ impl Device {
             return Err(Error::ReadOnly(dir.to_path_buf()));
         }
         is_device_dir(dir)?;
-        let map = Mapping::attach(dir, Access::ReadWrite, trust).map_err(missing_file)?;
-        Ok(Device {
-            reader: Reader::of(map),
-        })
+        let map = Mapping::attach(dir, trust).map_err(missing_file)?;
+        Ok(Device::of(map))
     }
 
     /// Everything a reader can do ([`Reader`]), on this device.
@@ -102,10 +119,17 @@ impl Device {
         &self.reader
     }
 
-    /// Every ring, for the names' compaction.
+    /// The device's files as mapped for writing: its parts, and the writer halves of the
+    /// protocols over them ([`Mapping::ring`], [`Mapping::aux`]), which the writer front
+    /// end (`ttrace-core`) records through.
+    pub fn mapping(&self) -> &Mapping {
+        &self.map
+    }
+
+    /// Every ring, to read, for the names' compaction.
     fn rings(&self) -> Vec<Ring<'_, Slot>> {
         let map = self.mapping();
-        (0..map.num_rings()).map(|r| map.ring(r)).collect()
+        (0..map.num_rings()).map(|r| map.ring(r).reader()).collect()
     }
 
     /// Registers a tracepoint (or finds the one another process registered with the same
@@ -217,7 +241,7 @@ impl Device {
     /// interval after that one, or covered by one granted for a time at or after `now`
     /// ([`crate::triggers`]).
     pub fn claim_snapshot(&self, now: u64, interval_ns: u64) -> crate::triggers::Grant {
-        let clock = self.version().clock;
+        let clock = self.reader.version().clock;
         let interval = clock.ns_to_ticks(interval_ns);
         // A grant is a time a clock of the device read before now (a second's slack: the
         // clocks of CPUs differ a little), or one put off to an interval after such a time.

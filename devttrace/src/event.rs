@@ -75,8 +75,9 @@ impl core::fmt::Debug for Event {
 /// The counts are in slots (a continued event takes two). On a ring nobody is writing,
 /// `head == skipped + committed + claimed + lost + damaged` exactly.
 ///
-/// `RingSnapshot<Mark>` (a [`RingIndex`]) has the same counts but keeps only where each event
-/// is; [`Ring::event`](crate::ring::Ring::event) then copies it, if it is still there.
+/// `RingSnapshot<Mark>` (the index of a ring: its complete events' marks, in time order)
+/// has the same counts but keeps only where each event is; [`Ring::event`](crate::ring::Ring::event)
+/// then copies it, if it is still there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RingSnapshot<T = Event> {
     /// Positions reserved (the ring's `head`, read after the copy).
@@ -172,9 +173,6 @@ pub struct Mark {
     /// Whether the event had its continuation (it takes two slots).
     pub continued: bool,
 }
-
-/// The time-ordered marks of a ring's complete events, with the counts of a snapshot.
-pub type RingIndex = RingSnapshot<Mark>;
 
 /// What a scan keeps of each event.
 pub trait Kept: Sized {

@@ -3,11 +3,10 @@
 
 use crate::config::{configured_cpus, meta_bytes_for, Config};
 use crate::error::{bad, io, Error, FileKind, Problem, Result};
-use core::ptr::NonNull;
-use memmap2::MmapMut;
+use memmap2::{Mmap, MmapMut, MmapOptions};
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use ttrace_layouts::device::{self as layout, DeviceHeader, HEADER_BYTES};
 use ttrace_layouts::meta::{MetaHeader, META_HEADER_BYTES};
 use ttrace_layouts::ring::{num_rings, ring_file_bytes, ring_name, RingHeader, RING_HEADER_BYTES};
@@ -16,11 +15,12 @@ use zerocopy::{FromBytes, FromZeros, IntoBytes};
 /// How a device's files are opened and mapped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Access {
-    /// Shared and writable: writers, and control commands.
+    /// Opened read-write and mapped shared and writable ([`map_writable`]): writers, and
+    /// control commands.
     ReadWrite,
-    /// Files opened read-only and mapped private: a reader that cannot change the device,
-    /// needs no write permission, and still sees every update (on Linux, pages of a private
-    /// file mapping that are never written stay those of the page cache).
+    /// Opened read-only and mapped read-only ([`map_read_only`]): a reader, which needs no
+    /// write permission, cannot change the device (a store faults), and sees every update
+    /// (its pages are the page cache's).
     ReadOnly,
 }
 
@@ -134,7 +134,8 @@ pub(crate) fn open_regular(path: &Path, opts: &mut OpenOptions, follow: bool) ->
     }
 }
 
-pub(crate) fn map(path: &Path, file: &File, expected_len: u64, access: Access) -> Result<MmapMut> {
+/// The options that map `file` (of `path`), once its length is checked to be `expected_len`.
+fn options(path: &Path, file: &File, expected_len: u64) -> Result<MmapOptions> {
     let len = file.metadata().map_err(io(path))?.len();
     if len != expected_len {
         return Err(bad(
@@ -147,39 +148,30 @@ pub(crate) fn map(path: &Path, file: &File, expected_len: u64, access: Access) -
     }
     // The length checked, not the file's length now: a file cut in between still gives a
     // mapping of the size the layout needs (its lost pages fault; see `sigbus`).
-    let mut opts = memmap2::MmapOptions::new();
+    let mut opts = MmapOptions::new();
     opts.len(expected_len as usize);
-    match access {
-        // SAFETY: the file is a device file shared with other ttrace processes; they only
-        // change it through atomics, and nothing truncates it while it is mapped (a process
-        // that did would be outside the device protocol; the mapping would fault, not corrupt).
-        Access::ReadWrite => unsafe { opts.map_mut(file) },
-        // SAFETY: as above; the mapping is private, so nothing done through it reaches the file.
-        Access::ReadOnly => unsafe { opts.map_copy(file) },
-    }
-    .map_err(io(path))
+    Ok(opts)
 }
 
-/// The mappings of a device being opened; each read-only one is watched for its file
-/// shrinking from the moment it is mapped. The watches drop before the mappings.
-#[derive(Default)]
-pub(crate) struct Maps {
-    pub(crate) watches: Vec<(PathBuf, crate::sigbus::Watch)>,
-    pub(crate) maps: Vec<MmapMut>,
+/// Maps the device file `file` (of `path`, `expected_len` bytes long) shared and writable,
+/// for a role that changes the device (opened with [`Access::ReadWrite`]).
+pub(crate) fn map_writable(path: &Path, file: &File, expected_len: u64) -> Result<MmapMut> {
+    let opts = options(path, file, expected_len)?;
+    // SAFETY: the file is a device file shared with other ttrace processes; they only change
+    // it through atomics, and nothing truncates it while it is mapped (a process that did
+    // would be outside the device protocol; the mapping would fault, not corrupt).
+    unsafe { opts.map_mut(file) }.map_err(io(path))
 }
 
-impl Maps {
-    /// Keeps `m` (the file `path`); where its bytes are.
-    pub(crate) fn add(&mut self, path: &Path, mut m: MmapMut, access: Access) -> NonNull<[u8]> {
-        if access == Access::ReadOnly {
-            if let Some(w) = crate::sigbus::watch(m.as_ptr(), m.len()) {
-                self.watches.push((path.to_path_buf(), w));
-            }
-        }
-        let p = NonNull::from(&mut m[..]);
-        self.maps.push(m);
-        p
-    }
+/// Maps the device file `file` (of `path`, `expected_len` bytes long) shared and read-only
+/// (`PROT_READ`), for a reader (opened with [`Access::ReadOnly`]): nothing done through the
+/// mapping can reach the file, and every store a writer makes to it is seen.
+pub(crate) fn map_read_only(path: &Path, file: &File, expected_len: u64) -> Result<Mmap> {
+    let opts = options(path, file, expected_len)?;
+    // SAFETY: as in `map_writable`; others change the file only through atomics, which this
+    // process reads only with loads (`crate::sync`), and a file cut under the mapping faults
+    // into the SIGBUS watch the caller sets (`crate::sigbus`), never into wrong bytes.
+    unsafe { opts.map(file) }.map_err(io(path))
 }
 
 /// Creates the device `config` describes at `dir`, atomically: every file is built in a
@@ -254,22 +246,16 @@ pub(crate) fn create(dir: &Path, config: &Config) -> Result<bool> {
 /// Writes every file of a new device into `tmp`.
 fn build(tmp: &Path, h: &mut DeviceHeader) -> Result<()> {
     let path = tmp.join("header");
-    let mut hmap = map(
+    let mut hmap = map_writable(
         &path,
         &open_file(&path, Some(HEADER_BYTES as u64), Access::ReadWrite)?,
         HEADER_BYTES as u64,
-        Access::ReadWrite,
     )?;
     let n = num_rings(h.num_cpus);
     for r in 0..n {
         let path = tmp.join(ring_name(r, h.num_cpus));
         let len = ring_file_bytes(h.ring_slots);
-        let mut m = map(
-            &path,
-            &open_file(&path, Some(len), Access::ReadWrite)?,
-            len,
-            Access::ReadWrite,
-        )?;
+        let mut m = map_writable(&path, &open_file(&path, Some(len), Access::ReadWrite)?, len)?;
         let rh = RingHeader::mut_from_bytes(&mut m[..RING_HEADER_BYTES])
             .map_err(|_| bad(&path, Problem::Misaligned))?;
         rh.identify(r, h.num_cpus, h.ring_slots);
@@ -277,11 +263,10 @@ fn build(tmp: &Path, h: &mut DeviceHeader) -> Result<()> {
     let path = tmp.join("aux");
     open_file(&path, Some(h.aux_size * n as u64), Access::ReadWrite)?;
     let path = tmp.join("meta");
-    let mut m = map(
+    let mut m = map_writable(
         &path,
         &open_file(&path, Some(h.meta_size), Access::ReadWrite)?,
         h.meta_size,
-        Access::ReadWrite,
     )?;
     m[..META_HEADER_BYTES as usize]
         .copy_from_slice(MetaHeader::new(h.max_tracepoints, h.meta_size).as_bytes());

@@ -39,7 +39,7 @@
 use crate::aux::AuxSnapshots;
 use crate::error::Result;
 use crate::event::{Event, RingSnapshot};
-use crate::mapping::Mapping;
+use crate::mapping::ReadMapping;
 use crate::meta::{Metadata, TaskInfo};
 use crate::reader::Reader;
 use crate::ring::{Found, Ring, SlotWords};
@@ -47,7 +47,7 @@ use crate::snapshot::Snapshot;
 use crate::status::Status;
 use crate::sync::AtomicWord;
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// The default reorder window: how long a read event may wait for older ones.
 pub const DEFAULT_WINDOW_NS: u64 = 30_000_000;
@@ -178,9 +178,9 @@ impl<'d> Follower<'d> {
 
     /// [`Follower::new`] with a reorder window of `window_ns` nanoseconds.
     pub fn with_window(dev: &'d Reader, window_ns: u64) -> Follower<'d> {
-        let core = dev.mapping();
+        let core = dev.map();
         let rings = (0..dev.cpus())
-            .map(|r| Cursor::at(core.ring(r).head.load(Acquire)))
+            .map(|r| Cursor::at(core.ring(r).head()))
             .collect();
         // The words first, then the copy: a definition appended between the two is then
         // seen as a change at the next poll, and copied (in the other order it would be
@@ -221,7 +221,7 @@ impl<'d> Follower<'d> {
     /// then records each event released ([`Shadow::record`](crate::Shadow::record)), and is
     /// told how far the follower reached before it is saved ([`Follower::reached`]).
     pub fn shadow(&self) -> crate::Shadow {
-        let map = self.dev.mapping();
+        let map = self.dev.map();
         let mut shadow = crate::Shadow::new(self.rings.len(), self.dev.version().ring_slots);
         for (r, c) in self.rings.iter().enumerate() {
             shadow.copy_ring(r, &map.ring(r), c.totals.from);
@@ -250,7 +250,7 @@ impl<'d> Follower<'d> {
 
     /// A poll; with `all`, one that releases everything read.
     fn read(&mut self, all: bool) -> Result<Poll> {
-        let core = self.dev.mapping();
+        let core = self.dev.map();
         let rings = self.dev.cpus();
         let (mut lost, mut gave_up) = (vec![0; rings], vec![0; rings]);
         let now = core.now();
@@ -274,7 +274,7 @@ impl<'d> Follower<'d> {
         // Aux buffers whose `last` moved.
         let mut aux_error = None;
         for b in 0..rings {
-            let last = core.ring_header(b).aux_last.load(Acquire);
+            let last = core.aux(b).last();
             let known = self.aux.buffers.get(b);
             // Unchanged, and no record there was still being written: nothing new.
             if known.is_some_and(|s| s.last == last && s.first_incomplete.is_none()) {
@@ -475,8 +475,8 @@ impl Cursor {
         shared: bool,
         mut take: impl FnMut(Event),
     ) -> Followed {
-        let n = ring.slots.len() as u64;
-        let head = ring.head.load(Acquire).max(self.next);
+        let n = ring.slot_count() as u64;
+        let head = ring.head().max(self.next);
         let oldest = head.saturating_sub(n);
         let mut settled = Followed::default();
         // Positions passed by the ring before they could be read.
@@ -558,14 +558,14 @@ impl Cursor {
 
 /// The words that say whether the metadata changed: tracepoint bytes, names generation and
 /// the bytes of names in use.
-fn meta_seen(core: &Mapping) -> (u64, u64, u64) {
+fn meta_seen(core: &ReadMapping) -> (u64, u64, u64) {
     let h = core.header();
     // Acquire: as `Reader::metadata` loads them (a change seen here is copied next).
-    let generation = h.names_generation.load(Acquire);
+    let generation = h.names_generation.load_acquire();
     (
-        h.meta_used.load(Acquire),
+        h.meta_used.load_acquire(),
         generation,
-        h.names_used[(generation & 1) as usize].load(Acquire),
+        h.names_used[(generation & 1) as usize].load_acquire(),
     )
 }
 

@@ -11,9 +11,10 @@
 
 use crate::damaged_extent::DamagedExtent;
 use crate::error::{bad, Error, Problem, Result};
-use crate::mapping::Mapping;
+use crate::mapping::{Parts, ReadMapping};
 use crate::ring::SlotRead;
 use crate::shadow::Shadow;
+use crate::sync::AtomicWord;
 use core::ptr::NonNull;
 use core::sync::atomic::{fence, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
 use std::io::{BufRead, Read, Seek, Write};
@@ -82,7 +83,7 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
 /// The extents are streamed to the file as each ring is copied (memory: one ring); an
 /// [`Image`] ([`copy`]) holds them all in memory instead, so that no I/O delays the copy.
 pub(crate) fn save(
-    map: &Mapping,
+    map: &ReadMapping,
     shadow: Option<&Shadow>,
     path: &Path,
     cause: &Cause,
@@ -151,7 +152,7 @@ impl core::fmt::Debug for Image {
 
 /// Copies the device `map` into memory (see [`save`]).
 pub(crate) fn copy(
-    map: &Mapping,
+    map: &ReadMapping,
     cause: &Cause,
     latest_stamp: impl FnOnce() -> u64,
 ) -> Result<Image> {
@@ -234,7 +235,7 @@ impl Tail {
 /// Writes the extents of `map`'s image, its rings (slots, heads and aux buffers) taken from
 /// `shadow` where given ([`crate::shadow`]), else copied from the device.
 fn emit<W: Write>(
-    map: &Mapping,
+    map: &ReadMapping,
     shadow: Option<&Shadow>,
     path: &Path,
     out: W,
@@ -283,14 +284,11 @@ fn emit<W: Write>(
                 .map(crate::aux::AuxSnapshot::as_copy)
                 .unwrap_or_default(),
             None => {
-                let aux = map.aux(r);
                 let release = |w| map.release_aux_words(r, w);
-                crate::aux::copy_releasing(aux.first, aux.last, aux.words, release).unwrap_or_else(
-                    |e| {
-                        saved.aux_error.get_or_insert(e);
-                        Default::default()
-                    },
-                )
+                map.aux(r).copy_releasing(release).unwrap_or_else(|e| {
+                    saved.aux_error.get_or_insert(e);
+                    Default::default()
+                })
             }
         };
         aux_part.fill(0);
@@ -390,7 +388,7 @@ fn emit<W: Write>(
         .map(|t| u64::from(t.id) + 1)
         .max()
         .unwrap_or(0);
-    let ids = h.tp_count.load(Acquire).max(defined);
+    let ids = h.tp_count.load_acquire().max(defined);
     let ids = usize::try_from(ids).map_or(tp.len(), |n| n.min(tp.len()));
     load(&tp[..ids], &mut part[META_HEADER_BYTES as usize..table]);
     let (head, table) = part.split_at(META_HEADER_BYTES as usize);
@@ -435,7 +433,7 @@ fn emit<W: Write>(
 /// A snapshot file opened: the device it holds, and what the file says besides.
 pub(crate) struct Opened {
     /// The image, as a device's mapping.
-    pub(crate) map: Mapping,
+    pub(crate) map: ReadMapping,
     /// When the snapshot was taken (`CLOCK_REALTIME`, ns).
     pub(crate) taken_realtime_ns: u64,
     /// The latest timestamp an event of it can have.
@@ -508,7 +506,9 @@ pub(crate) fn open(path: &Path) -> Result<Opened> {
             }),
         ));
     }
-    let (map, damaged) = expand(path, &file, len, &head)?;
+    let (image, damaged) = expand(path, &file, len, &head)?;
+    // Built: from now on only read, so read-only, as a device's files are to a reader.
+    let map = image.make_read_only().map_err(io(path))?;
     Ok(Opened {
         map: from_image(path, map, &head.layout)?,
         taken_realtime_ns: head.taken_realtime_ns,
@@ -520,7 +520,7 @@ pub(crate) fn open(path: &Path) -> Result<Opened> {
 
 /// The device held by `map`, the image of a snapshot file `path` laid out as `layout`
 /// says (checked here against the device header the image holds).
-fn from_image(path: &Path, mut map: memmap2::MmapMut, layout: &Layout) -> Result<Mapping> {
+fn from_image(path: &Path, map: memmap2::Mmap, layout: &Layout) -> Result<ReadMapping> {
     let part_path = |name: &str| PathBuf::from(format!("{}[{name}]", path.display()));
     let hpath = part_path("header");
     // Every layout puts the device header on the second page (`Layout::of`).
@@ -548,7 +548,7 @@ fn from_image(path: &Path, mut map: memmap2::MmapMut, layout: &Layout) -> Result
         ));
     }
     // Every part is derived from this one pointer to the whole mapping.
-    let base = NonNull::from(&mut map[..]).cast::<u8>();
+    let base = NonNull::from(&map[..]).cast::<u8>();
     // SAFETY: the header lies at `header_at` (a page: aligned) within the mapping, whose
     // length is `file_len`, and any bytes are a valid `DeviceHeader`.
     let header = unsafe { base.add(layout.header_at as usize) }.cast::<DeviceHeader>();
@@ -563,10 +563,9 @@ fn from_image(path: &Path, mut map: memmap2::MmapMut, layout: &Layout) -> Result
             _ => Err(bad(&p, Problem::Mismatch)),
         }
     };
-    let mut m = Mapping::assemble(path, header, &dh, parts)?;
-    m.keep_image(vec![map]);
-    m.check_files()?;
-    Ok(m)
+    let parts = Parts::assemble(path, header, &dh, parts)?;
+    parts.check_files()?;
+    Ok(ReadMapping::of_image(parts, map, Vec::new()))
 }
 
 /// Writes the extents of a snapshot, from [`EXTENTS_AT`] on.

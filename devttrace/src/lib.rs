@@ -6,15 +6,20 @@
 //! writes into it; any process may read it, live or after the writers died. This crate
 //! holds the device's files, both halves of every protocol over its words, and two roles:
 //!
-//! - a [`Reader`] maps a device read-only (or a snapshot file) and copies it consistently:
-//!   [`Reader::snapshot`], a [`View`] read in two passes, a [`Follower`] that reads only
-//!   what is new;
-//! - a [`Device`] maps it read-write to change it: create it, register tracepoints, name
-//!   threads, control what is recorded, clear it.
+//! - a [`Reader`] maps a device read-only (`PROT_READ`; or a snapshot file) and copies it
+//!   consistently: [`Reader::snapshot`], a [`View`] read in two passes, a [`Follower`] that
+//!   reads only what is new. Its rings and aux buffers are the reader halves of the
+//!   protocols, [`ring::Ring`] and [`aux::Aux`], which only load: a reader has no way to
+//!   write, and a store through its mapping would fault rather than reach, or silently fork
+//!   from, the live device;
+//! - a [`Device`] maps it shared and writable to change it: create it, register
+//!   tracepoints, name threads, control what is recorded, clear it. It reads only through
+//!   the reader it names, [`Device::reader`] (it is not a `Reader`).
 //!
-//! The writer's hot path (`ttrace-core`) records through the same [`Mapping`] with the
-//! [`ring`] and [`aux`] protocols. How each protocol works and why it is correct:
-//! `docs/DESIGN.md`.
+//! The writer halves, [`ring::RingWriter`] and [`aux::AuxWriter`], come only from the
+//! writable [`Mapping`] ([`Device::mapping`]), through which the writer's hot path
+//! (`ttrace-core`'s `Writer`, which holds a `Device`) records. How each protocol works and
+//! why it is correct, and which role can do what: `docs/DESIGN.md`.
 //!
 //! ```no_run
 //! let dev = devttrace::Reader::open_default()?;
@@ -78,7 +83,7 @@ pub use damage::Check;
 pub use damaged_extent::DamagedExtent;
 pub use device::Device;
 pub use error::{Error, FileKind, PreRelease, Problem, Result};
-pub use event::{Counted, Event, Mark, RingIndex, RingSnapshot};
+pub use event::{Counted, Event, Mark, RingSnapshot};
 pub use files::Trust;
 pub use follow::{Follower, Poll, DEFAULT_WINDOW_NS};
 pub use mapping::Mapping;

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::lock::Guard;
 use crate::meta::{copy_words, record, store_record};
 use crate::ring::{Ring, SlotRead};
-use crate::sync::Ordering::*;
+use crate::sync::{AtomicWord, Ordering::*};
 use core::sync::atomic::{fence, AtomicU64};
 use std::collections::HashMap;
 use ttrace_layouts::device::DeviceHeader;
@@ -95,7 +95,7 @@ impl<'a> Names<'a> {
     /// has every name its events need.
     pub fn generation(&self) -> u64 {
         // Acquire: pairs with the Release of a compaction, as in `names_bytes`.
-        self.header.names_generation.load(Acquire)
+        self.header.names_generation.load_acquire()
     }
 
     /// A consistent copy of the names records in use, with the generation they belong to.
@@ -105,10 +105,10 @@ impl<'a> Names<'a> {
         loop {
             // Acquire: a compaction's copy into the new half happened before its Release
             // store of the generation.
-            let g = h.names_generation.load(Acquire);
+            let g = h.names_generation.load_acquire();
             let half = (g & 1) as usize;
             // Acquire: pairs with the Release store that published the records below it.
-            let used = h.names_used[half].load(Acquire);
+            let used = h.names_used[half].load_acquire();
             let bytes = copy_words(self.half(half), used);
             // Acquire fence: the copy's loads come before the generation is read again, so
             // a compaction that overwrote this half (two flips later) is seen.
@@ -365,8 +365,8 @@ fn scanned(ring: &Ring<'_, Slot>) -> usize {
     // Acquire: pairs with a restartable writer's Release store of the head (a shared
     // ring's positions are taken before their slots are claimed, so its head is already
     // past every slot written).
-    let head = ring.head.load(Acquire);
-    let n = ring.slots.len();
+    let head = ring.head();
+    let n = ring.slot_count();
     usize::try_from(head.saturating_add(2)).map_or(n, |h| h.min(n))
 }
 

@@ -2,26 +2,28 @@
 //! copies of the per-CPU rings (`cpuN`) and of the `aux` buffers, the metadata that names
 //! everything, the control state (`ctl`), and whole-device snapshots.
 
-use crate::aux::{AuxCopy, AuxSnapshots};
+use crate::aux::{Aux, AuxCopy, AuxSnapshots};
 use crate::clear::Cleared;
 use crate::damage::Check;
 use crate::damaged_extent::DamagedExtent;
 use crate::error::{Error, FileKind, Problem, Result};
 use crate::event::RingSnapshot;
-use crate::files::{Access, Trust};
-use crate::mapping::Mapping;
+use crate::files::Trust;
+use crate::mapping::ReadMapping;
 use crate::meta::Metadata;
 use crate::ring::{Keep, Ring};
 use crate::snapshot::Snapshot;
 use crate::status::Status;
 use crate::version::Version;
 use core::ops::RangeInclusive;
+use core::sync::atomic::AtomicU64;
 use std::path::Path;
 use ttrace_layouts::entry::Slot;
 use ttrace_layouts::snapshot::{Cause, CauseKind};
 
-/// A ttrace device opened to be read: a device directory (read-only), a snapshot file, or
-/// the mapping of a [`Device`](crate::Device) that this process also writes.
+/// A ttrace device opened to be read: a device directory (mapped read-only), a snapshot
+/// file, or the mapping of a [`Device`](crate::Device) that this process also changes
+/// ([`Device::reader`](crate::Device::reader)).
 ///
 /// It may belong to a running process or to one that has died; opening checks the magic and
 /// byte order, the layout versions, and every file's length against the header, so that
@@ -50,7 +52,7 @@ use ttrace_layouts::snapshot::{Cause, CauseKind};
 /// dev.apply_text("clrbits 1"); // no such method on a reader
 /// ```
 pub struct Reader {
-    map: Mapping,
+    map: ReadMapping,
     /// The header's facts, read once at open: they never change, and a header truncated
     /// later must not change them.
     version: Version,
@@ -102,8 +104,8 @@ pub(crate) fn missing_file(e: Error) -> Error {
 
 impl Reader {
     /// Opens the device at `dir` read-only: its files are opened `O_RDONLY` and mapped
-    /// private, so nothing can be changed through it, and it still sees every new entry. A
-    /// file at `dir` is opened as a snapshot file.
+    /// read-only (`PROT_READ`), so nothing can be changed through it, and it still sees every
+    /// new entry. A file at `dir` is opened as a snapshot file.
     pub fn open(dir: impl AsRef<Path>) -> Result<Reader> {
         Reader::open_with(dir, Trust::Own)
     }
@@ -125,7 +127,7 @@ impl Reader {
             _ => {}
         }
         is_device_dir(dir)?;
-        let map = Mapping::attach(dir, Access::ReadOnly, trust).map_err(missing_file)?;
+        let map = ReadMapping::attach(dir, trust).map_err(missing_file)?;
         Ok(Reader::of(map))
     }
 
@@ -179,7 +181,7 @@ impl Reader {
     }
 
     /// A reader of `map`.
-    pub(crate) fn of(map: Mapping) -> Reader {
+    pub(crate) fn of(map: ReadMapping) -> Reader {
         Reader {
             version: Version::of(map.header()),
             map,
@@ -251,9 +253,15 @@ impl Reader {
         self.map.dir()
     }
 
-    /// The mapped parts, for tools that need the raw protocol.
-    pub fn mapping(&self) -> &Mapping {
+    /// The mapped parts, to read them.
+    pub(crate) fn map(&self) -> &ReadMapping {
         &self.map
+    }
+
+    /// The current time in the device's clock (for a snapshot file, the clock of the
+    /// machine reading it: compare with [`Reader::stamps`]).
+    pub fn now(&self) -> u64 {
+        self.map.now()
     }
 
     /// The header as a value.
@@ -277,7 +285,31 @@ impl Reader {
         self.version.ring_name(index)
     }
 
-    /// Ring `cpu`, or [`Error::NoSuchCpu`].
+    /// Ring `cpu`, to read (a [`Ring`] only loads), or [`Error::NoSuchCpu`].
+    ///
+    /// A reader cannot write what it reads: its ring has the reader half of the protocol
+    /// only. This compiles:
+    ///
+    /// ```no_run
+    /// # fn f(reader: &devttrace::Reader, device: &devttrace::Device) -> devttrace::Result<()> {
+    /// let _ = device.mapping().ring(0).write(1000, 1, &[0; 7]);
+    /// let _ = reader.ring(0)?.read(0);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// and the same with the reader's ring written does not (the write of a
+    /// [`Device`](crate::Device)'s mapping above shows the call itself is well-formed):
+    ///
+    /// ```compile_fail
+    /// # fn f(reader: &devttrace::Reader, device: &devttrace::Device) -> devttrace::Result<()> {
+    /// let _ = device.mapping().ring(0).write(1000, 1, &[0; 7]);
+    /// let _ = reader.ring(0)?.write(1000, 1, &[0; 7]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// (A pair of doctests rather than a `trybuild` test with the compiler's message: that
+    /// message changes between toolchains, and these two differ only in the call under
+    /// test, so the second fails for no other reason.)
     pub fn ring(&self, cpu: usize) -> Result<Ring<'_, Slot>> {
         if cpu >= self.cpus() {
             return Err(Error::NoSuchCpu {
@@ -286,6 +318,38 @@ impl Reader {
             });
         }
         Ok(self.map.ring(cpu))
+    }
+
+    /// The aux buffer of ring `index`, to read (an [`Aux`] only loads), or
+    /// [`Error::NoSuchCpu`]. As for [`Reader::ring`], this compiles:
+    ///
+    /// ```no_run
+    /// # use ttrace_layouts::aux::{AuxPath, AuxTag};
+    /// # fn f(reader: &devttrace::Reader, device: &devttrace::Device) -> devttrace::Result<()> {
+    /// let (lock, path) = (&device.mapping().ring_header(0).aux_lock, AuxPath::new(AuxTag::String, 0, 2, false));
+    /// let _ = device.mapping().aux(0).write(lock, path, 0, 0, b"hi");
+    /// let _ = reader.aux_buffer(0)?.snapshot();
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// and this does not:
+    ///
+    /// ```compile_fail
+    /// # use ttrace_layouts::aux::{AuxPath, AuxTag};
+    /// # fn f(reader: &devttrace::Reader, device: &devttrace::Device) -> devttrace::Result<()> {
+    /// let (lock, path) = (&device.mapping().ring_header(0).aux_lock, AuxPath::new(AuxTag::String, 0, 2, false));
+    /// let _ = device.mapping().aux(0).write(lock, path, 0, 0, b"hi");
+    /// let _ = reader.aux_buffer(0)?.write(lock, path, 0, 0, b"hi");
+    /// # Ok(()) }
+    /// ```
+    pub fn aux_buffer(&self, index: usize) -> Result<Aux<'_, AtomicU64>> {
+        if index >= self.cpus() {
+            return Err(Error::NoSuchCpu {
+                cpu: index,
+                rings: self.cpus(),
+            });
+        }
+        Ok(self.map.aux(index))
     }
 
     /// What the device's last clear left for ring `cpu` (`cpu < cpus()`).
@@ -351,10 +415,7 @@ impl Reader {
     /// ring.
     pub fn aux_copies(&self) -> Result<Vec<AuxCopy>> {
         let copies = (0..self.cpus())
-            .map(|r| {
-                let a = self.map.aux(r);
-                crate::aux::copy(a.first, a.last, a.words)
-            })
+            .map(|r| self.map.aux(r).copy())
             .collect::<Result<_, _>>()
             .map_err(|source| Error::Aux {
                 path: self.dir().join("aux"),
@@ -435,10 +496,8 @@ impl Reader {
     pub fn ctl_generation(&self) -> u64 {
         // Acquire: pairs with the Release increment after a change, so the rules read
         // after this are at least as new.
-        self.map
-            .header()
-            .ctl_generation
-            .load(crate::sync::Ordering::Acquire)
+        use crate::sync::AtomicWord;
+        self.map.header().ctl_generation.load_acquire()
     }
 
     /// Whether a tracepoint named `name` of `classes` records now (see

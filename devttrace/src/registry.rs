@@ -15,7 +15,7 @@ use crate::lock::{lock, Guard};
 use crate::meta::{
     copy_words, cut, record, store_record, Definition, Metadata, ValuesInfo, MAX_NAME,
 };
-use crate::sync::Ordering::*;
+use crate::sync::{AtomicWord, Ordering::*};
 use crate::values::{ValueTable, ValuesKind};
 use core::sync::atomic::AtomicU64;
 use ttrace_layouts::device::DeviceHeader;
@@ -71,7 +71,7 @@ impl<'a> Registry<'a> {
     pub fn records_bytes(&self) -> Vec<u8> {
         // Acquire: every record below `meta_used` was complete before the Release store
         // that published it.
-        let used = self.header.meta_used.load(Acquire);
+        let used = self.header.meta_used.load_acquire();
         copy_words(self.records, used)
     }
 

@@ -2,9 +2,9 @@
 //! atomic word, of the writer front end's combined section
 //! (`ttrace_core::rseq::Restartable::write_event`).
 //!
-//! The section writes each string's aux record ([`Aux::write_restartable`]'s stores, the
+//! The section writes each string's aux record ([`AuxWriter::write_restartable`]'s stores, the
 //! record's `last` its own little commit), puts the record's [`aux_ref`] in the argument
-//! word that names it, then writes the entry ([`Ring::write_restartable`]'s stores), whose
+//! word that names it, then writes the entry ([`RingWriter::write_restartable`]'s stores), whose
 //! `head` is the section's commit. The CPU runs one section at a time, so nothing of
 //! another writer falls between the records and their entry.
 //!
@@ -16,8 +16,8 @@
 //! and before `head` leaves a whole record that no entry names: space, not a wrong string;
 //! its retry writes the record again after it.
 
-use crate::aux::Aux;
-use crate::ring::{Ring, SlotWords};
+use crate::aux::AuxWriter;
+use crate::ring::{RingWriter, SlotWords};
 use ttrace_layouts::aux::{aux_ref, AuxPath};
 use ttrace_layouts::entry::SLOT_WORDS;
 
@@ -44,9 +44,9 @@ pub struct StringArg<'b> {
 /// and the buffer while it runs.
 #[allow(clippy::too_many_arguments)]
 pub fn write_event<S: SlotWords>(
-    ring: &Ring<'_, S>,
+    ring: &RingWriter<'_, S>,
     last_stamp: &S::Word,
-    aux: &Aux<'_, S::Word>,
+    aux: &AuxWriter<'_, S::Word>,
     buffer: usize,
     timestamp: u64,
     words: &mut [u64; 2 * (SLOT_WORDS - 1)],

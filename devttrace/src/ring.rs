@@ -2,10 +2,16 @@
 //!
 //! A device has two kinds of rings (`ttrace_layouts::ring`). A *restartable* ring is written
 //! one writer at a time per CPU by a restartable sequence (the writer front end's assembly,
-//! whose Rust model is [`Ring::write_restartable`]); a *shared* ring by any number of writers
-//! at once, with [`Ring::write`] and [`Ring::write_pair`]. Readers copy a slot with
-//! [`Ring::read`], a whole ring with the scans ([`Ring::snapshot`], [`Ring::index_kept`]),
-//! and one position from a live cursor with [`Ring::at`].
+//! whose Rust model is [`RingWriter::write_restartable`]); a *shared* ring by any number of
+//! writers at once, with [`RingWriter::write`] and [`RingWriter::write_pair`]. Readers copy a
+//! slot with [`Ring::read`], a whole ring with the scans ([`Ring::snapshot`],
+//! [`Ring::index_kept`]), and one position from a live cursor with [`Ring::at`].
+//!
+//! The two halves are two types over the same words. A [`Ring`] is the reader half: it only
+//! loads (`Relaxed` loads, with fences where the protocol needs Acquire: see
+//! [`crate::sync`]), so it can be, and for a reader is, a view of memory mapped read-only. A
+//! [`RingWriter`] is the writer half, and only a mapping made for writing hands one out
+//! ([`Mapping::ring`](crate::Mapping::ring)); it reads through [`RingWriter::reader`].
 //!
 //! What the code relies on, each argued in `docs/DESIGN.md` (*The restartable protocol*,
 //! *The shared-ring protocol*, *Reading*):
@@ -24,7 +30,7 @@
 //! `devttrace/tests/loom.rs` and `loom_restartable.rs` check it.
 
 use crate::clear::Cleared;
-use crate::event::{Counted, Event, Kept, Mark, RingIndex, RingSnapshot, MAX_WRITERS};
+use crate::event::{Counted, Event, Kept, Mark, RingSnapshot, MAX_WRITERS};
 use crate::sync::{AtomicWord, Ordering::*};
 use ttrace_layouts::entry::{Slot, Stamp, TypeWord, MAX_ARGS, SLOT_WORDS};
 
@@ -55,19 +61,109 @@ impl<W: AtomicWord> SlotWords for [W; SLOT_WORDS] {
     }
 }
 
-/// A ring: its counters and its slots (a power-of-two number of them, at least 2).
+/// A ring as its readers see it: its counters and its slots (a power-of-two number of them,
+/// at least 2), to be loaded, never stored (the reader half of the protocol; see the
+/// [module](self)). A reader's rings lie in memory it mapped read-only.
 pub struct Ring<'a, S: SlotWords> {
     /// Whether it is a restartable ring (read with the head rule; written only by
     /// restartable sequences), or a shared one.
-    pub restartable: bool,
+    restartable: bool,
     /// Positions reserved so far.
-    pub head: &'a S::Word,
+    head: &'a S::Word,
     /// Positions given up because their slot was owned by another writer.
-    pub skipped: &'a S::Word,
+    skipped: &'a S::Word,
     /// Events dropped after [`MAX_ATTEMPTS`] failed claims.
-    pub dropped: &'a S::Word,
+    dropped: &'a S::Word,
     /// The slots.
-    pub slots: &'a [S],
+    slots: &'a [S],
+}
+
+impl<S: SlotWords> Clone for Ring<'_, S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S: SlotWords> Copy for Ring<'_, S> {}
+
+/// A ring as its writers see it: the writer half of the protocol ([`RingWriter::write`],
+/// [`RingWriter::write_pair`], [`RingWriter::write_restartable`]) over the same words as a
+/// [`Ring`]. Only memory this process may store to gives one: a mapping made for writing
+/// ([`Mapping::ring`](crate::Mapping::ring)), or a [`HeapRing`].
+pub struct RingWriter<'a, S: SlotWords> {
+    ring: Ring<'a, S>,
+}
+
+impl<'a, S: SlotWords> Ring<'a, S> {
+    /// The ring whose counters are `head`, `skipped` and `dropped` and whose slots are
+    /// `slots` (a power-of-two number of them, at least 2), restartable or shared.
+    pub(crate) fn new(
+        restartable: bool,
+        head: &'a S::Word,
+        skipped: &'a S::Word,
+        dropped: &'a S::Word,
+        slots: &'a [S],
+    ) -> Ring<'a, S> {
+        debug_assert!(slots.len().is_power_of_two() && slots.len() >= 2);
+        Ring {
+            restartable,
+            head,
+            skipped,
+            dropped,
+            slots,
+        }
+    }
+
+    /// Whether it is a restartable ring (read with the head rule), or a shared one.
+    #[inline]
+    pub fn is_restartable(&self) -> bool {
+        self.restartable
+    }
+
+    /// Its number of slots.
+    #[inline]
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Positions reserved so far (loaded with Acquire: every entry of a restartable ring
+    /// below it is committed and visible).
+    #[inline]
+    pub fn head(&self) -> u64 {
+        self.head.load_acquire()
+    }
+
+    /// Positions given up because their slot was owned by another writer.
+    #[inline]
+    pub fn skipped(&self) -> u64 {
+        self.skipped.load_acquire()
+    }
+
+    /// Events dropped after [`MAX_ATTEMPTS`] failed claims.
+    #[inline]
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load_acquire()
+    }
+}
+
+impl<'a, S: SlotWords> RingWriter<'a, S> {
+    /// The writer half over the words of `ring`; the caller may store to them.
+    pub(crate) fn new(ring: Ring<'a, S>) -> RingWriter<'a, S> {
+        RingWriter { ring }
+    }
+
+    /// The same ring, to read.
+    #[inline(always)]
+    pub fn reader(&self) -> Ring<'a, S> {
+        self.ring
+    }
+
+    /// The slots themselves: what the writer front end's restartable sections store to (by
+    /// address), and what a test that damages a device on purpose changes.
+    #[inline(always)]
+    pub fn slots(&self) -> &'a [S] {
+        self.ring.slots
+    }
 }
 
 /// A ring and its counters on the heap: the protocol without a device, for tests and model
@@ -76,7 +172,7 @@ pub struct Ring<'a, S: SlotWords> {
 /// ```
 /// use core::sync::atomic::AtomicU64;
 /// let mem = devttrace::ring::HeapRing::<AtomicU64>::new(4);
-/// assert!(mem.ring().write(1000, 1, &[0; 7]).is_some());
+/// assert!(mem.writer().write(1000, 1, &[0; 7]).is_some());
 /// assert_eq!(mem.ring().snapshot().committed, 1);
 /// ```
 pub struct HeapRing<W> {
@@ -107,23 +203,27 @@ impl<W: AtomicWord> HeapRing<W> {
         }
     }
 
-    /// The ring view the protocol works on, as a shared ring.
+    /// The ring as a shared one, to read.
     pub fn ring(&self) -> Ring<'_, [W; SLOT_WORDS]> {
-        Ring {
-            restartable: false,
-            head: &self.head,
-            skipped: &self.skipped,
-            dropped: &self.dropped,
-            slots: &self.slots,
-        }
+        Ring::new(false, &self.head, &self.skipped, &self.dropped, &self.slots)
     }
 
-    /// The same, as a restartable ring (written with [`Ring::write_restartable`]).
+    /// The ring as a shared one, to write ([`RingWriter::write`]).
+    pub fn writer(&self) -> RingWriter<'_, [W; SLOT_WORDS]> {
+        RingWriter::new(self.ring())
+    }
+
+    /// The ring as a restartable one, to read.
     pub fn restartable_ring(&self) -> Ring<'_, [W; SLOT_WORDS]> {
         Ring {
             restartable: true,
             ..self.ring()
         }
+    }
+
+    /// The ring as a restartable one, to write ([`RingWriter::write_restartable`]).
+    pub fn restartable_writer(&self) -> RingWriter<'_, [W; SLOT_WORDS]> {
+        RingWriter::new(self.restartable_ring())
     }
 }
 
@@ -196,13 +296,42 @@ impl<'a, S: SlotWords> Ring<'a, S> {
         unsafe { self.slots.get_unchecked(index) }.words()
     }
 
+    /// Copies slot `index` with the stamp check.
+    #[inline]
+    pub fn read(&self, index: usize) -> SlotRead {
+        let slot = self.slots[index].words();
+        let first = Stamp(slot[0].load_acquire());
+        if first == Stamp::EMPTY {
+            return SlotRead::Empty;
+        }
+        if first == Stamp::CHANGED {
+            return SlotRead::Changed;
+        }
+        if first.is_claimed() {
+            return SlotRead::Claimed(first);
+        }
+        let mut words = [first.0; SLOT_WORDS];
+        for (w, src) in words[1..].iter_mut().zip(&slot[1..]) {
+            // Relaxed: validated by the stamp re-check after the Acquire fence.
+            *w = src.load(Relaxed);
+        }
+        S::Word::fence(Acquire);
+        if slot[0].load(Relaxed) == first.0 {
+            SlotRead::Committed(words)
+        } else {
+            SlotRead::Changed
+        }
+    }
+}
+
+impl<S: SlotWords> RingWriter<'_, S> {
     /// Records one entry (stamp + seven words) with the given timestamp; `pid` goes into the
     /// claim. Returns the stamp committed, or `None` if the event was dropped (and counted).
     #[inline(always)]
     pub fn write(&self, timestamp: u64, pid: u32, words: &[u64; SLOT_WORDS - 1]) -> Option<u64> {
         // Relaxed: the position only needs to be unique; the slot claim synchronizes.
-        let pos = self.head.fetch_add(1, Relaxed);
-        let slot = self.slot(pos);
+        let pos = self.ring.head.fetch_add(1, Relaxed);
+        let slot = self.ring.slot(pos);
         match claim(&slot[0], pid, pos) {
             Some(old) => Some(commit(slot, words, pos, timestamp, old)),
             None => self.write_contended(timestamp, pid, words),
@@ -218,15 +347,15 @@ impl<'a, S: SlotWords> Ring<'a, S> {
         words: &[u64; SLOT_WORDS - 1],
     ) -> Option<u64> {
         for _ in 1..MAX_ATTEMPTS {
-            self.skipped.fetch_add(1, Relaxed);
-            let pos = self.head.fetch_add(1, Relaxed);
-            let slot = self.slot(pos);
+            self.ring.skipped.fetch_add(1, Relaxed);
+            let pos = self.ring.head.fetch_add(1, Relaxed);
+            let slot = self.ring.slot(pos);
             if let Some(old) = claim(&slot[0], pid, pos) {
                 return Some(commit(slot, words, pos, timestamp, old));
             }
         }
-        self.skipped.fetch_add(1, Relaxed);
-        self.dropped.fetch_add(1, Relaxed);
+        self.ring.skipped.fetch_add(1, Relaxed);
+        self.ring.dropped.fetch_add(1, Relaxed);
         None
     }
 
@@ -242,8 +371,8 @@ impl<'a, S: SlotWords> Ring<'a, S> {
         cont: &[u64; SLOT_WORDS - 1],
     ) -> Option<u64> {
         for _ in 0..MAX_ATTEMPTS {
-            let pos = self.head.fetch_add(2, Relaxed);
-            let (a, b) = (self.slot(pos), self.slot(pos + 1));
+            let pos = self.ring.head.fetch_add(2, Relaxed);
+            let (a, b) = (self.ring.slot(pos), self.ring.slot(pos + 1));
             if let Some(old_a) = claim(&a[0], pid, pos) {
                 if let Some(old_b) = claim(&b[0], pid, pos + 1) {
                     S::Word::fence(Release);
@@ -259,9 +388,9 @@ impl<'a, S: SlotWords> Ring<'a, S> {
                 // Give the first slot back untouched: its old entry is still whole.
                 a[0].store(old_a.0, Release);
             }
-            self.skipped.fetch_add(2, Relaxed);
+            self.ring.skipped.fetch_add(2, Relaxed);
         }
-        self.dropped.fetch_add(1, Relaxed);
+        self.ring.dropped.fetch_add(1, Relaxed);
         None
     }
 
@@ -285,7 +414,7 @@ impl<'a, S: SlotWords> Ring<'a, S> {
         self.write_restartable_steps(last_stamp, timestamp, words, cont, &mut step)
     }
 
-    /// [`Ring::write_restartable`], each store first asking `step` (false: stop there), so
+    /// [`RingWriter::write_restartable`], each store first asking `step` (false: stop there), so
     /// that a longer section can end with it ([`crate::restartable`]).
     pub(crate) fn write_restartable_steps(
         &self,
@@ -296,10 +425,10 @@ impl<'a, S: SlotWords> Ring<'a, S> {
         step: &mut impl FnMut() -> bool,
     ) -> Option<u64> {
         // Relaxed: this thread is the ring's only writer.
-        let h = self.head.load(Relaxed);
+        let h = self.ring.head.load(Relaxed);
         let slots: &[&[S::Word; SLOT_WORDS]] = match cont {
-            None => &[self.slot(h)],
-            Some(_) => &[self.slot(h), self.slot(h + 1)],
+            None => &[self.ring.slot(h)],
+            Some(_) => &[self.ring.slot(h), self.ring.slot(h + 1)],
         };
         for (k, s) in slots.iter().enumerate() {
             if !step() {
@@ -347,35 +476,8 @@ impl<'a, S: SlotWords> Ring<'a, S> {
             return None;
         }
         // Release: the commit; a reader that acquires this head sees the whole entry.
-        self.head.store(h + slots.len() as u64, Release);
+        self.ring.head.store(h + slots.len() as u64, Release);
         Some(stamp)
-    }
-
-    /// Copies slot `index` with the stamp check.
-    #[inline]
-    pub fn read(&self, index: usize) -> SlotRead {
-        let slot = self.slots[index].words();
-        let first = Stamp(slot[0].load(Acquire));
-        if first == Stamp::EMPTY {
-            return SlotRead::Empty;
-        }
-        if first == Stamp::CHANGED {
-            return SlotRead::Changed;
-        }
-        if first.is_claimed() {
-            return SlotRead::Claimed(first);
-        }
-        let mut words = [first.0; SLOT_WORDS];
-        for (w, src) in words[1..].iter_mut().zip(&slot[1..]) {
-            // Relaxed: validated by the stamp re-check after the Acquire fence.
-            *w = src.load(Relaxed);
-        }
-        S::Word::fence(Acquire);
-        if slot[0].load(Relaxed) == first.0 {
-            SlotRead::Committed(words)
-        } else {
-            SlotRead::Changed
-        }
     }
 }
 
@@ -577,7 +679,7 @@ impl<S: SlotWords> Ring<'_, S> {
     }
 
     /// [`Ring::index_newer_than`] keeping what `keep` says (see [`Ring::snapshot_kept`]).
-    pub fn index_kept(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingIndex {
+    pub fn index_kept(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot<Mark> {
         self.scan(keep, &mut ())
     }
 
@@ -596,7 +698,7 @@ impl<S: SlotWords> Ring<'_, S> {
     /// [`Ring::snapshot_newer_than`] that keeps only where each event is, not a copy of it:
     /// the cheap first half of a two-pass read ([`Ring::event`] is the second), which needs
     /// memory for 16 bytes per event instead of 128.
-    pub fn index_newer_than(&self, timestamp: u64) -> RingIndex {
+    pub fn index_newer_than(&self, timestamp: u64) -> RingSnapshot<Mark> {
         self.scan(&Keep::newer_than(timestamp, Cleared::default()), &mut ())
     }
 
@@ -629,8 +731,8 @@ impl<S: SlotWords> Ring<'_, S> {
         // The cut: positions below it were reserved before the copy (Acquire: with the
         // writers' commits it saw). Visiting the slots oldest first also makes the events come
         // out sorted already, in the common case.
-        let head = self.head.load(Acquire);
-        let skipped = self.skipped.load(Acquire);
+        let head = self.head.load_acquire();
+        let skipped = self.skipped.load_acquire();
         let below = |i: usize| restartable_position(n, i, head).is_some();
         let start = (head as usize) & (n - 1);
         let mut snap = RingSnapshot {
@@ -694,7 +796,7 @@ impl<S: SlotWords> Ring<'_, S> {
     ) -> RingSnapshot<T> {
         snap.head = head;
         snap.skipped = skipped;
-        snap.dropped = self.dropped.load(Acquire).saturating_sub(cleared.dropped);
+        snap.dropped = self.dropped.load_acquire().saturating_sub(cleared.dropped);
         // Saturating: the words of a damaged device can hold anything.
         snap.lost = snap.head.saturating_sub(
             snap.skipped
@@ -735,7 +837,7 @@ impl<S: SlotWords> Ring<'_, S> {
     ) -> RingSnapshot<T> {
         let n = self.slots.len() as u64;
         // Acquire: every entry below `h1` was committed before, and is visible to, the copy.
-        let h1 = self.head.load(Acquire);
+        let h1 = self.head.load_acquire();
         let lo = h1.saturating_sub(n);
         let mut snap = RingSnapshot {
             events: Vec::with_capacity((h1 - lo) as usize),
@@ -802,7 +904,7 @@ impl<S: SlotWords> Ring<'_, S> {
             }
         }
         // The cut is `h1`: what was committed since is counted as such, not as lost.
-        snap.after_cut = self.head.load(Acquire).saturating_sub(h1);
+        snap.after_cut = self.head.load_acquire().saturating_sub(h1);
         self.finish(snap, h1, 0, keep.cleared)
     }
 }
@@ -963,7 +1065,10 @@ mod tests {
     fn ring_wraps_keeping_the_newest_entries_in_time_order() {
         let m = HeapRing::<AtomicU64>::new(8);
         for i in 0..20u64 {
-            assert!(m.ring().write(1000 + 10 * i, 1, &words(1, &[i])).is_some());
+            assert!(m
+                .writer()
+                .write(1000 + 10 * i, 1, &words(1, &[i]))
+                .is_some());
         }
         let s = m.ring().snapshot();
         let got: Vec<u64> = s.events.iter().map(|e| e.args()[0]).collect();
@@ -976,7 +1081,7 @@ mod tests {
     fn newer_than_keeps_later_events_and_the_whole_ring_counts() {
         let m = HeapRing::<AtomicU64>::new(8);
         for i in 0..12u64 {
-            m.ring().write(1000 + 10 * i, 1, &words(1, &[i]));
+            m.writer().write(1000 + 10 * i, 1, &words(1, &[i]));
         }
         let s = m.ring().snapshot_newer_than(1080);
         let got: Vec<u64> = s.events.iter().map(|e| e.args()[0]).collect();
@@ -990,13 +1095,13 @@ mod tests {
         let m = HeapRing::<AtomicU64>::new(4);
         // Positions 0..3 single entries, then a pair at positions 3 and 4 (slots 3 and 0).
         for i in 0..3u64 {
-            m.ring().write(100 + i * 10, 1, &words(1, &[i]));
+            m.writer().write(100 + i * 10, 1, &words(1, &[i]));
         }
         let all: Vec<u64> = (100..112).collect();
         let mut cont = [0u64; 7];
         cont.copy_from_slice(&all[5..12]);
         assert!(m
-            .ring()
+            .writer()
             .write_pair(500, 1, &words(12, &all), &cont)
             .is_some());
         let s = m.ring().snapshot();
@@ -1020,12 +1125,12 @@ mod tests {
         let args: Vec<u64> = (0..12).collect();
         let mut cont = [0u64; 7];
         cont.copy_from_slice(&args[5..]);
-        m.ring().write_pair(100, 1, &words(12, &args), &cont); // slots 0, 1
-        m.ring().write_pair(200, 1, &words(12, &args), &cont); // slots 2, 3
-                                                               // Overwrite slot 1 (the first continuation) and slot 2 (the second parent).
+        m.writer().write_pair(100, 1, &words(12, &args), &cont); // slots 0, 1
+        m.writer().write_pair(200, 1, &words(12, &args), &cont); // slots 2, 3
+                                                                 // Overwrite slot 1 (the first continuation) and slot 2 (the second parent).
         m.head.store(5, Relaxed);
-        m.ring().write(300, 1, &words(1, &[9]));
-        m.ring().write(400, 1, &words(1, &[10]));
+        m.writer().write(300, 1, &words(1, &[9]));
+        m.writer().write(400, 1, &words(1, &[10]));
         let s = m.ring().snapshot();
         assert_eq!(s.events.len(), 3);
         let first = &s.events[0];
@@ -1043,7 +1148,7 @@ mod tests {
         let claim = Stamp::claim(77, 1);
         m.slots[1][0].store(claim.0, Relaxed);
         for i in 0..8u64 {
-            assert!(m.ring().write(1000 + i, 1, &words(1, &[i])).is_some());
+            assert!(m.writer().write(1000 + i, 1, &words(1, &[i])).is_some());
         }
         // Slot 1 still belongs to the stalled writer; positions 1, 5 and 9 were given up.
         assert_eq!(m.slots[1][0].load(Relaxed), claim.0);
@@ -1062,9 +1167,9 @@ mod tests {
         for s in &m.slots {
             s[0].store(Stamp::claim(5, 0).0, Relaxed);
         }
-        assert!(m.ring().write(1, 1, &words(0, &[])).is_none());
+        assert!(m.writer().write(1, 1, &words(0, &[])).is_none());
         assert!(m
-            .ring()
+            .writer()
             .write_pair(1, 1, &words(6, &[1; 6]), &[0; 7])
             .is_none());
         assert_eq!(m.dropped.load(Relaxed), 2);
@@ -1074,12 +1179,12 @@ mod tests {
     #[test]
     fn stamps_strictly_increase_per_slot_even_if_the_clock_goes_back() {
         let m = HeapRing::<AtomicU64>::new(2);
-        m.ring().write(1000, 1, &words(0, &[]));
-        m.ring().write(1000, 1, &words(0, &[]));
-        m.ring().write(500, 1, &words(0, &[]));
+        m.writer().write(1000, 1, &words(0, &[]));
+        m.writer().write(1000, 1, &words(0, &[]));
+        m.writer().write(500, 1, &words(0, &[]));
         assert_eq!(m.slots[0][0].load(Relaxed), 1002);
         // A continuation's stamp is its parent's + 1, and the parent's is above both slots'.
-        m.ring().write_pair(10, 1, &words(6, &[1; 6]), &[0; 7]);
+        m.writer().write_pair(10, 1, &words(6, &[1; 6]), &[0; 7]);
         // Slot 0 last held 1002, so the pair's stamp must exceed it.
         let (a, b) = (m.slots[1][0].load(Relaxed), m.slots[0][0].load(Relaxed));
         assert_eq!(
@@ -1096,7 +1201,7 @@ mod tests {
         // keeps the aborted pair's continuation where position 2's was.
         let m = HeapRing::<AtomicU64>::new(2);
         let last = AtomicU64::new(0);
-        let r = m.restartable_ring();
+        let r = m.restartable_writer();
         let cont = [7u64; 7];
         r.write_restartable(&last, 100, &words(1, &[0]), None, usize::MAX);
         r.write_restartable(&last, 200, &words(12, &[1; 5]), Some(&cont), usize::MAX);
@@ -1105,7 +1210,7 @@ mod tests {
             None
         );
         r.write_restartable(&last, 400, &words(1, &[3]), None, usize::MAX);
-        let s = r.snapshot();
+        let s = r.reader().snapshot();
         assert_eq!(
             s.events.iter().map(|e| e.args()[0]).collect::<Vec<_>>(),
             [3]
@@ -1118,11 +1223,11 @@ mod tests {
         // overwritten by position 3: the event is lost.
         let m = HeapRing::<AtomicU64>::new(2);
         let last = AtomicU64::new(0);
-        let r = m.restartable_ring();
+        let r = m.restartable_writer();
         r.write_restartable(&last, 100, &words(1, &[0]), None, usize::MAX);
         r.write_restartable(&last, 200, &words(12, &[1; 5]), Some(&cont), usize::MAX);
         r.write_restartable(&last, 400, &words(1, &[3]), None, usize::MAX);
-        let s = r.snapshot();
+        let s = r.reader().snapshot();
         assert_eq!(
             (s.head, s.committed, s.changed, s.lost, s.orphans),
             (4, 1, 1, 3, 0)
@@ -1132,7 +1237,7 @@ mod tests {
     #[test]
     fn reader_rejects_a_slot_changed_during_the_copy() {
         let m = HeapRing::<AtomicU64>::new(2);
-        m.ring().write(1000, 1, &words(1, &[1]));
+        m.writer().write(1000, 1, &words(1, &[1]));
         assert!(matches!(m.ring().read(0), SlotRead::Committed(w) if w[3] == 1));
         m.slots[0][0].store(Stamp::claim(1, 2).0, Relaxed);
         assert!(matches!(m.ring().read(0), SlotRead::Claimed(_)));

@@ -5,7 +5,7 @@
 //! which enable nothing.
 
 use crate::error::{Error, Result};
-use crate::sync::Ordering::*;
+use crate::sync::{AtomicWord, Ordering::*};
 use ttrace_layouts::device::{DeviceHeader, RULES_BYTES};
 
 /// Whether `rules` (one `+pattern` / `-pattern` per line) enable `name`.
@@ -49,7 +49,7 @@ pub fn snapshot_rules(rules: &str) -> Vec<String> {
 
 /// The rules text of the device `h`, one `+pattern` / `-pattern` per line.
 pub fn text(h: &DeviceHeader) -> String {
-    let len = (h.rules_len.load(Acquire) as usize).min(RULES_BYTES);
+    let len = (h.rules_len.load_acquire() as usize).min(RULES_BYTES);
     // Relaxed: rules change only under the metadata lock, and are read either under it or
     // after the Acquire load of their length.
     let bytes: Vec<u8> = h.rules[..len].iter().map(|b| b.load(Relaxed)).collect();

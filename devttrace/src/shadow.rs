@@ -69,7 +69,7 @@ impl Shadow {
         let slots = self.rings[r].insert(slots);
         // The slots written: below the head until the ring wraps (a read of another would
         // allocate a page of a device held in memory, for nothing).
-        let written = head.min(ring.slots.len() as u64) as usize;
+        let written = head.min(ring.slot_count() as u64) as usize;
         for (i, slot) in slots.iter_mut().enumerate().take(written) {
             if let SlotRead::Committed(w) = ring.read(i) {
                 *slot = w;

@@ -148,12 +148,13 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
         let base = addr & !(page - 1);
         // SAFETY: the page lies in a mapping this process made and is watching (so it is
         // still mapped); replacing it with a private zero page changes only what that
-        // mapping reads, which readers access through atomics and validate.
+        // mapping reads, which readers access through atomics and validate. Read-only, as
+        // the mapping it replaces a page of (`crate::files::map_read_only`).
         let p = unsafe {
             libc::mmap(
                 base as *mut libc::c_void,
                 page,
-                libc::PROT_READ | libc::PROT_WRITE,
+                libc::PROT_READ,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
                 -1,
                 0,

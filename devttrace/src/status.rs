@@ -1,7 +1,7 @@
 //! A device's counters and control words at one moment.
 
-use crate::mapping::Mapping;
-use std::sync::atomic::Ordering::Acquire;
+use crate::mapping::ReadMapping;
+use crate::sync::AtomicWord;
 
 /// The device's counters and control words at one moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -95,9 +95,9 @@ impl Switches {
 
 impl Status {
     /// The counters and control words of `map` now.
-    pub fn of(map: &Mapping) -> Status {
+    pub(crate) fn of(map: &ReadMapping) -> Status {
         let h = map.header();
-        let load = |a: &std::sync::atomic::AtomicU64| a.load(Acquire);
+        let load = |a: &std::sync::atomic::AtomicU64| a.load_acquire();
         let rings = || (0..map.num_rings()).map(|r| map.ring_header(r));
         let sum = |f: fn(&ttrace_layouts::ring::RingHeader) -> &std::sync::atomic::AtomicU64| {
             rings().map(|r| load(f(r))).fold(0u64, u64::wrapping_add)

@@ -3,6 +3,14 @@
 //! The entry and aux protocols are generic over [`AtomicWord`] so that the very same code runs
 //! on the memory-mapped device (with `core` atomics) and under the loom model checker (with
 //! loom's atomics, when built with `--cfg loom`).
+//!
+//! **Loads a reader makes.** A reader maps the device read-only (`PROT_READ`), and Rust
+//! defines only one kind of atomic access on read-only memory: a `Relaxed` load of at most
+//! the target's word (`core::sync::atomic`, *Atomic accesses to read-only memory*; an
+//! `Acquire` load there works on the targets ttrace runs on, but is not guaranteed to). So
+//! every load of the reader halves that needs Acquire is [`AtomicWord::load_acquire`]: a
+//! `Relaxed` load then an `Acquire` fence, which is at least as strong, and the form the
+//! standard library recommends for read-only memory.
 
 pub use core::sync::atomic::Ordering;
 
@@ -26,6 +34,18 @@ pub trait AtomicWord: Sync + Sized {
     ) -> Result<u64, u64>;
     /// A memory fence of the same memory model as the word.
     fn fence(order: Ordering);
+
+    /// An Acquire load made as a reader of a read-only mapping makes it (see the module
+    /// documentation): a `Relaxed` load, then an `Acquire` fence. At least as strong as
+    /// `load(Acquire)`: the fence orders every later access after the load, and if the
+    /// load read a value a Release store (or a store after a Release fence) wrote, the
+    /// fence synchronizes with it.
+    #[inline(always)]
+    fn load_acquire(&self) -> u64 {
+        let v = self.load(Ordering::Relaxed);
+        Self::fence(Ordering::Acquire);
+        v
+    }
 }
 
 /// A budget of `n` steps for the models of restartable sequences: each call says whether

@@ -3,7 +3,7 @@
 use crate::aux::AuxSnapshots;
 use crate::copy::RingCopy;
 use crate::error::Result;
-use crate::event::{Event, Mark, RingIndex};
+use crate::event::{Event, Mark, RingSnapshot};
 use crate::meta::Metadata;
 use crate::parallel::each_ring;
 use crate::reader::Reader;
@@ -33,7 +33,7 @@ pub struct View<'d> {
     /// Whether each tracepoint (by id) was enabled.
     pub enabled: Vec<bool>,
     /// One index per ring.
-    pub cpus: Vec<RingIndex>,
+    pub cpus: Vec<RingSnapshot<Mark>>,
     /// The aux buffer.
     pub aux: AuxSnapshots,
     /// Why the aux buffer could not be copied, if it could not (strings then show as lost).
@@ -58,13 +58,13 @@ impl<'d> View<'d> {
 
     fn read(dev: &'d Reader, timestamp: u64, only: Option<&[usize]>) -> Result<View<'d>> {
         let wanted = |n: usize| only.is_none_or(|o| o.contains(&n));
-        let map = dev.mapping();
+        let map = dev.map();
         let rings = (0..dev.cpus())
             .map(|n| dev.ring(n))
             .collect::<Result<Vec<_>>>()?;
         let slots = (rings.iter().enumerate())
             .filter(|&(n, _)| wanted(n))
-            .map(|(_, r)| r.slots.len())
+            .map(|(_, r)| r.slot_count())
             .sum();
         // The rings copied side by side: sooner done, and nearer to one cut.
         let copies = each_ring(rings.len(), slots, |n| match map.is_image() || !wanted(n) {
@@ -82,7 +82,7 @@ impl<'d> View<'d> {
         let check = dev.check(&meta, only.is_none().then_some(&aux));
         let cpus = each_ring(copies.len(), slots, |n| {
             if !wanted(n) {
-                return RingIndex::default();
+                return RingSnapshot::<Mark>::default();
             }
             let keep = Keep {
                 newer_than: timestamp,
@@ -121,7 +121,7 @@ impl<'d> View<'d> {
     pub fn event(&self, cpu: usize, mark: Mark) -> Option<Event> {
         match &self.copies[cpu] {
             Some(copy) => copy.event(mark),
-            None => self.dev.mapping().ring(cpu).event(mark),
+            None => self.dev.map().ring(cpu).event(mark),
         }
     }
 

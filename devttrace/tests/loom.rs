@@ -7,7 +7,7 @@
 //! of claiming by compare-and-exchange) and on a reader without the stamp re-check.
 #![cfg(loom)]
 
-use devttrace::ring::{HeapRing, Ring, SlotRead};
+use devttrace::ring::{HeapRing, Ring, RingWriter, SlotRead};
 use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
 use ttrace_layouts::entry::{Kind, TypeWord, SLOT_WORDS};
@@ -36,6 +36,10 @@ impl Mem {
 
     fn ring(&self) -> Ring<'_, [AtomicU64; SLOT_WORDS]> {
         self.heap.ring()
+    }
+
+    fn writer(&self) -> RingWriter<'_, [AtomicU64; SLOT_WORDS]> {
+        self.heap.writer()
     }
 }
 
@@ -96,7 +100,7 @@ fn spawn_writer(m: &Arc<Mem>, w: u64, n: u64) -> loom::thread::JoinHandle<Vec<Wr
         m.start();
         (0..n)
             .filter_map(|k| {
-                m.ring()
+                m.writer()
                     .write(1000 * w + k, w as u32, &entry(w, 5))
                     .map(|s| (s, entry(w, 5)))
             })
@@ -152,7 +156,7 @@ fn continuation_split_by_a_lapping_writer_is_never_stitched_to_another_parent() 
             let m = m.clone();
             loom::thread::spawn(move || {
                 m.start();
-                m.ring()
+                m.writer()
                     .write_pair(1000, 1, &entry(1, 12), &continuation(1))
             })
         };

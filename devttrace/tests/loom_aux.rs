@@ -1,6 +1,6 @@
 //! Model checks of the aux protocol with loom: variable-length records that wrap and overwrite
 //! each other in an 8-word buffer, written by the very code the device runs
-//! ([`Aux::reserve`] then [`Aux::commit`]), with a reader snapshotting concurrently. The lock
+//! ([`AuxWriter::reserve`] then [`AuxWriter::commit`]), with a reader snapshotting concurrently. The lock
 //! word in shared memory is not what is checked: a loom mutex stands in for it.
 //!
 //! The properties are exact: every record a snapshot returns is one completed write (offset,
@@ -58,7 +58,7 @@ impl Mem {
 
     /// Reserves `w`'s record, as the device does; `None` if it was dropped.
     fn reserve(&self, w: &Write, alive: impl Fn(u64) -> bool) -> Option<u64> {
-        self.heap.aux().reserve(
+        self.heap.writer().reserve(
             w.path(),
             w.ctx,
             TRIES,
@@ -79,7 +79,7 @@ impl Mem {
             "live record at {start} overtaken (first {first})"
         );
         self.heap
-            .aux()
+            .writer()
             .commit(start, w.path(), w.timestamp, &w.bytes);
         Some(w.record(start))
     }

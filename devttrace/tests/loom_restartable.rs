@@ -1,5 +1,5 @@
 //! Model checks of the restartable (rseq) write protocols with loom: the Rust models of the
-//! restartable sections (`Ring::write_restartable`, `Aux::write_restartable`), each stopped
+//! restartable sections (`RingWriter::write_restartable`, `AuxWriter::write_restartable`), each stopped
 //! after every possible number of stores (a section preempted, migrated, signalled or killed
 //! before its commit) and followed by its successor's section, which takes the same
 //! position, while a reader copies concurrently.
@@ -33,7 +33,7 @@
 //!   leftovers, and entries whose position is not committed);
 //! - continued events: a writer that does not claim the continuation's slot (an older
 //!   parent is stitched to a continuation mixed with the new one);
-//! - coexisting protocols: the shared writer (`Ring::write`, correct on a ring of its own)
+//! - coexisting protocols: the shared writer (`RingWriter::write`, correct on a ring of its own)
 //!   on the restartable ring, next to the restartable writer (the restartable commit
 //!   `head = h + 1` undoes a reservation made since its `h = head`: a completed write loses
 //!   its position);
@@ -103,7 +103,7 @@ fn stores(cont: bool) -> usize {
 /// A mistake in a copy of the restartable ring writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum WriterBug {
-    /// The library's writer ([`devttrace::ring::Ring::write_restartable`]) itself.
+    /// The library's writer ([`devttrace::ring::RingWriter::write_restartable`]) itself.
     Library,
     /// The copy without a mistake (checked to store what the library stores).
     None,
@@ -144,7 +144,7 @@ fn entry(seq: u64, cont: bool) -> ([u64; 7], Option<[u64; 7]>) {
     (w, cont.then_some([seq; 7]))
 }
 
-/// The restartable write of [`devttrace::ring::Ring::write_restartable`], copied here with
+/// The restartable write of [`devttrace::ring::RingWriter::write_restartable`], copied here with
 /// `bug` (none for [`WriterBug::None`]).
 fn write_copy(
     bug: WriterBug,
@@ -258,7 +258,7 @@ impl Rings {
         // Later sections of one CPU read later clocks.
         let timestamp = 1000 + 10 * pos + u64::from(seq & ABORTED == 0) * 5;
         let stamp = match bug {
-            WriterBug::Library => self.a.restartable_ring().write_restartable(
+            WriterBug::Library => self.a.restartable_writer().write_restartable(
                 &self.last_stamp,
                 timestamp,
                 &w,
@@ -290,9 +290,9 @@ impl Rings {
             ReaderRule::SharedRule => {
                 let ring = self.a.ring();
                 let reads: Vec<devttrace::ring::SlotRead> =
-                    (0..ring.slots.len()).map(|i| ring.read(i)).collect();
+                    (0..ring.slot_count()).map(|i| ring.read(i)).collect();
                 let mut snap = RingSnapshot {
-                    head: ring.head.load(Acquire),
+                    head: ring.head(),
                     ..RingSnapshot::default()
                 };
                 for i in 0..reads.len() {
@@ -663,7 +663,7 @@ fn broken_continued_writer_without_the_continuation_claim_is_caught() {
 /// Model 3: a CPU's restartable ring A (2 slots; position 0 written before the threads; a
 /// section at position 1 aborted after `k` stores, then its successor) and a shared ring B
 /// (2 slots) written at the same time by another thread with the atomic protocol
-/// ([`devttrace::ring::Ring::write`], two entries); a reader snapshots both rings, as a
+/// ([`devttrace::ring::RingWriter::write`], two entries); a reader snapshots both rings, as a
 /// device reader does before it merges them. With `same_ring` (the broken variant) the
 /// shared writer writes ring A instead.
 ///
@@ -683,7 +683,11 @@ fn coexisting(k: usize, same_ring: bool) {
         let m = m.clone();
         loom::thread::spawn(move || {
             start(&m.gate);
-            let ring = if same_ring { m.a.ring() } else { m.b.ring() };
+            let ring = if same_ring {
+                m.a.writer()
+            } else {
+                m.b.writer()
+            };
             (0..2)
                 .filter_map(|i| {
                     let seq = SHARED | i;
@@ -769,7 +773,7 @@ fn a_restartable_ring_and_a_shared_ring_written_at_once_both_read_back_exactly()
 }
 
 /// Broken: the shared protocol on the restartable ring, next to its restartable writer.
-/// `Ring::write` is correct on a ring of its own, but a restartable section's commit
+/// `RingWriter::write` is correct on a ring of its own, but a restartable section's commit
 /// `head = h + 1` (a plain store) undoes a reservation made since its `h = head`, and its
 /// claim (a plain store) does not exclude the other writer: the model finds a completed
 /// write whose position was taken again.
@@ -791,7 +795,7 @@ const AUX_WORDS: usize = 8;
 /// A mistake in a copy of the restartable aux writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum AuxBug {
-    /// The library's writer ([`devttrace::aux::Aux::write_restartable`]) itself.
+    /// The library's writer ([`devttrace::aux::AuxWriter::write_restartable`]) itself.
     Library,
     /// The copy without a mistake (checked to store what the library stores).
     None,
@@ -801,7 +805,7 @@ enum AuxBug {
     FirstAfterOverwrite,
 }
 
-/// The restartable aux write of [`devttrace::aux::Aux::write_restartable`], copied here
+/// The restartable aux write of [`devttrace::aux::AuxWriter::write_restartable`], copied here
 /// with `bug`.
 fn aux_write_copy(
     bug: AuxBug,
@@ -931,7 +935,7 @@ impl AuxMem {
         let at = match bug {
             AuxBug::Library => self
                 .heap
-                .aux()
+                .writer()
                 .write_restartable(path, ts, w.seq, &bytes, steps),
             _ => aux_write_copy(bug, &self.heap, path, ts, w.seq, &bytes, steps),
         }?;
@@ -1154,7 +1158,7 @@ impl EventMem {
             // then the record.
             words[2] = ttrace_layouts::aux::aux_ref(0, self.aux.last.load(Relaxed));
             let (parent, _) = words.split_at(7);
-            let stamp = self.ring.restartable_ring().write_restartable(
+            let stamp = self.ring.restartable_writer().write_restartable(
                 &self.last_stamp,
                 100 + 10 * seq,
                 parent.try_into().unwrap(),
@@ -1162,7 +1166,7 @@ impl EventMem {
                 steps,
             )?;
             self.aux
-                .aux()
+                .writer()
                 .write_restartable(path, 0, seq, &bytes, usize::MAX)?;
             return Some(stamp);
         }
@@ -1172,9 +1176,9 @@ impl EventMem {
             bytes: &bytes,
         };
         write_event(
-            &self.ring.restartable_ring(),
+            &self.ring.restartable_writer(),
             &self.last_stamp,
-            &self.aux.aux(),
+            &self.aux.writer(),
             0,
             100 + 10 * seq,
             &mut words,

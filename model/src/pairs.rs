@@ -4,7 +4,7 @@
 //! events that may be missing, so that a duration is only ever real.
 
 use crate::incarnation::{Thread, Threads};
-use devttrace::event::{Event, RingIndex};
+use devttrace::event::{Event, Mark, RingSnapshot};
 use devttrace::meta::{Metadata, TracepointInfo};
 use foldhash::HashMap as FoldHashMap;
 use std::collections::HashMap;
@@ -148,7 +148,7 @@ pub struct Pairing {
 
 impl Pairing {
     /// Pairing for a trace of the rings `rings`, whose threads `meta` names.
-    pub fn new(rings: &[RingIndex], meta: &Metadata) -> Pairing {
+    pub fn new(rings: &[RingSnapshot<Mark>], meta: &Metadata) -> Pairing {
         let horizon = rings
             .iter()
             .filter(|r| r.lost > 0)
@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn the_horizon_is_the_latest_first_event_of_the_rings_that_lost_entries() {
-        let ring = |lost, first: Option<u64>| RingIndex {
+        let ring = |lost, first: Option<u64>| RingSnapshot::<Mark> {
             lost,
             events: first
                 .map(|stamp| devttrace::event::Mark {
@@ -252,7 +252,8 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        let horizon = |rings: &[RingIndex]| Pairing::new(rings, &Metadata::default()).horizon();
+        let horizon =
+            |rings: &[RingSnapshot<Mark>]| Pairing::new(rings, &Metadata::default()).horizon();
         assert_eq!(horizon(&[ring(0, Some(5)), ring(0, None)]), 0);
         assert_eq!(horizon(&[ring(3, Some(5)), ring(0, Some(9))]), 5);
         assert_eq!(horizon(&[ring(3, Some(5)), ring(1, Some(7))]), 7);

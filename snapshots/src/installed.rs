@@ -76,7 +76,7 @@ impl Progress {
 pub fn start(saver: Saver) -> Result<Applier> {
     let applier = Applier {
         progress: Arc::default(),
-        dev: saver.device(),
+        dev: saver.device().reader(),
     };
     let progress = applier.progress.clone();
     std::thread::Builder::new()
@@ -94,7 +94,7 @@ impl Applier {
     /// once if no rule is installed); the snapshots they asked for are then the saver's
     /// ([`Saver::settle`]).
     pub fn settle(&self) {
-        let now = self.dev.mapping().now();
+        let now = self.dev.now();
         let p = &*self.progress;
         let mut st = p.lock();
         st.hurry += 1;
@@ -115,7 +115,7 @@ struct Following {
 fn run(saver: &Saver, progress: &Progress) {
     // This thread applies the device's rules from now on: `ctl on` can tell.
     saver.device().note_rules_applier();
-    let dev: &'static Reader = saver.device();
+    let dev: &'static Reader = saver.device().reader();
     let mut generation = None;
     let mut following: Option<Following> = None;
     let mut sleep = IDLE;
@@ -142,7 +142,7 @@ fn run(saver: &Saver, progress: &Progress) {
                 continue;
             }
         };
-        let now = dev.mapping().now();
+        let now = dev.now();
         for fired in f.matcher.poll(&poll, now) {
             let reason = format!("{}: {}", f.matcher.rules()[fired.rule], fired.what);
             saver.trigger_interval(CauseKind::Rule, &reason, fired.begin, fired.stamp);

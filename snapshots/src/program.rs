@@ -41,8 +41,8 @@ fn saver() -> Option<&'static Saver> {
             let policy = Policy::from_env()
                 .map_err(|e| eprintln!("ttrace: no snapshots: {e}"))
                 .ok()?;
-            let store = Store::new(default_snapshot_dir(w.dir()));
-            Some(Saver::new(w, store, policy))
+            let store = Store::new(default_snapshot_dir(w.device().reader().dir()));
+            Some(Saver::new(w.device(), store, policy))
         })
         .as_ref()
 }
@@ -120,9 +120,9 @@ pub fn save_snapshot(reason: &str) -> crate::Result<SaveInfo> {
     let policy = saver().map_or_else(Policy::default, |s| s.policy().clone());
     let store = match saver() {
         Some(s) => s.store().clone(),
-        None => Store::new(default_snapshot_dir(w.dir())),
+        None => Store::new(default_snapshot_dir(w.device().reader().dir())),
     };
-    Ok(save_now(w, &store, &policy, reason)?)
+    Ok(save_now(w.device(), &store, &policy, reason)?)
 }
 
 /// Saves a snapshot of the device to `path`, on the calling thread: Go's
@@ -134,7 +134,7 @@ pub fn save_snapshot_to(
     let w = device_or_init()?;
     let mut cause = Cause::new(CauseKind::Saved, reason);
     cause.pid = std::process::id();
-    Ok(w.save_because(path, &cause)?)
+    Ok(w.device().reader().save_because(path, &cause)?)
 }
 
 /// Applies the snapshot rules installed in the device with `ttrace-reader ctl on RULE`

@@ -167,7 +167,7 @@ impl Saver {
         // Due `after` past the trigger's own time (a trigger made late, a rule that matched
         // an event some time after it was written, is copied that much sooner), or past
         // the time it was put off to.
-        let clock = s.dev.version().clock;
+        let clock = s.dev.reader().version().clock;
         let now = s.dev.mapping().now();
         let after = match from.checked_sub(now) {
             Some(ahead) => {
@@ -279,7 +279,7 @@ impl Saver {
             cause.pid = std::process::id();
             // The switches the kernel holds up to now, into the device first.
             ttrace_core::switches::flush();
-            let image = s.dev.copy_because(&cause);
+            let image = s.dev.reader().copy_because(&cause);
             st = s.lock();
             st.copying = false;
             match image {
@@ -306,7 +306,11 @@ impl Saver {
         let s = &*self.shared;
         for image in copies {
             let cause = *image.cause();
-            let at = moment(&s.dev.version().clock, &cause, image.taken_realtime_ns());
+            let at = moment(
+                &s.dev.reader().version().clock,
+                &cause,
+                image.taken_realtime_ns(),
+            );
             let saved = name(&s.store, at, &cause).and_then(|path| Ok((image.write(&path)?, path)));
             drop(image);
             if let Err(e) = kept(s.dev, &s.store, &s.policy, saved, cause) {

@@ -66,6 +66,7 @@ fn make_device(dir: &Path) -> ttrace_core::Writer {
     static TABLES: &[&ttrace_core::ValueTable] = &[&FLAGS, &STATE];
     use ttrace_core::ArgType::{Bool, Char, Signed, Unsigned};
     let (_, typed) = dev
+        .device()
         .register_tracepoint(&ttrace_core::Definition {
             name: "typed",
             kind: ttrace_core::Kind::Entry,
@@ -77,8 +78,10 @@ fn make_device(dir: &Path) -> ttrace_core::Writer {
             role: ttrace_core::Role::Point,
         })
         .expect("typed tracepoint");
-    dev.note_thread(7, 9, "worker").expect("thread name");
-    dev.note_process(7, "app").expect("process name");
+    dev.device()
+        .note_thread(7, 9, "worker")
+        .expect("thread name");
+    dev.device().note_process(7, "app").expect("process name");
     for i in 0..3u64 {
         dev.emit(tick, ctx, &[]);
         dev.emit(
@@ -98,7 +101,7 @@ fn make_device(dir: &Path) -> ttrace_core::Writer {
     dev.emit(text, ctx, &[off]);
     dev.emit(typed, ctx, &[7, 1, -2i64 as u64, 1, 'x' as u64]);
     assert!(crate::message(&dev, ctx, "a message"), "a message");
-    dev.apply_text("disable fi*").expect("rule");
+    dev.device().apply_text("disable fi*").expect("rule");
     dev
 }
 
@@ -599,43 +602,60 @@ pub fn ctl(data: &[u8]) {
     let dev = ctl_device();
     let text = String::from_utf8_lossy(data);
     for line in text.lines().take(16) {
-        let before = (dev.mask(), dev.rules());
+        let before = (dev.device().reader().mask(), dev.device().reader().rules());
         match line.parse::<Command>() {
-            Err(_) => assert!(dev.apply_text(line).is_err(), "{line:?} parsed once"),
+            Err(_) => assert!(
+                dev.device().apply_text(line).is_err(),
+                "{line:?} parsed once"
+            ),
             Ok(cmd) => {
-                let applied = dev.apply(&cmd);
+                let applied = dev.device().apply(&cmd);
                 match (&cmd, applied) {
                     (Command::SetMask { value, mask }, Ok(_)) => {
-                        assert_eq!(dev.mask() & mask, value & mask)
+                        assert_eq!(dev.device().reader().mask() & mask, value & mask)
                     }
-                    (Command::SetBits(b), Ok(_)) => assert_eq!(dev.mask() & b, *b),
-                    (Command::ClearBits(b), Ok(_)) => assert_eq!(dev.mask() & b, 0),
+                    (Command::SetBits(b), Ok(_)) => {
+                        assert_eq!(dev.device().reader().mask() & b, *b)
+                    }
+                    (Command::ClearBits(b), Ok(_)) => {
+                        assert_eq!(dev.device().reader().mask() & b, 0)
+                    }
                     (Command::Enable(p) | Command::Disable(p), Ok(_)) => {
                         // A pattern matches itself, and the newest rule decides.
                         let on = matches!(cmd, Command::Enable(_));
-                        assert_eq!(rules_enable(&dev.rules(), p), on, "{line:?}");
+                        assert_eq!(
+                            rules_enable(&dev.device().reader().rules(), p),
+                            on,
+                            "{line:?}"
+                        );
                     }
                     (Command::On(r), Ok(_)) => {
                         // Installed once, last, and enabling or disabling nothing.
-                        let rules = dev.reader().snapshot_rules();
+                        let rules = dev.device().reader().snapshot_rules();
                         assert_eq!(rules.last(), Some(r), "{line:?}");
                         assert_eq!(rules.iter().filter(|x| *x == r).count(), 1);
-                        assert_eq!(dev.mask(), before.0);
+                        assert_eq!(dev.device().reader().mask(), before.0);
                     }
                     (Command::Off(r), Ok(_)) => {
-                        let rules = dev.reader().snapshot_rules();
+                        let rules = dev.device().reader().snapshot_rules();
                         assert!(r == "all" && rules.is_empty() || !rules.contains(r));
                     }
                     (Command::Reset, Ok(_)) => {
-                        assert_eq!((dev.mask(), dev.rules()), (u64::MAX, String::new()))
+                        assert_eq!(
+                            (dev.device().reader().mask(), dev.device().reader().rules()),
+                            (u64::MAX, String::new())
+                        )
                     }
-                    (_, Err(_)) => assert_eq!((dev.mask(), dev.rules()), before),
+                    (_, Err(_)) => assert_eq!(
+                        (dev.device().reader().mask(), dev.device().reader().rules()),
+                        before
+                    ),
                 }
             }
         }
     }
     // Keep the rules from filling up across inputs: every input starts from a reset device.
-    dev.apply(&Command::Reset).expect("reset");
+    dev.device().apply(&Command::Reset).expect("reset");
 }
 
 /// The device `decode` resolves names, formats and strings against, one per process.
@@ -717,6 +737,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     seeds.push((
         "metadata",
         make_device(&tmp.path().join("dev"))
+            .device()
             .mapping()
             .registry()
             .records_bytes(),

@@ -79,6 +79,7 @@ pub fn message(dev: &ttrace_core::Writer, ctx: u64, text: &str) -> bool {
         )
     };
     let word = dev
+        .device()
         .register_tracepoint(&def)
         .expect("the info tracepoint")
         .1;
@@ -98,9 +99,22 @@ pub fn define_kind(
     kind: ttrace_core::Kind,
     format: &'static str,
 ) -> u64 {
-    dev.register_tracepoint(&ttrace_core::Definition::untyped(name, kind, 1, format))
+    dev.device()
+        .register_tracepoint(&ttrace_core::Definition::untyped(name, kind, 1, format))
         .expect("tracepoint")
         .1
+}
+
+/// Where a snapshot file of the device `dev` reads puts each part
+/// (`ttrace_layouts::snapshot::Layout`), from the sizes the reader read at open: a reader
+/// hands out no reference into its (read-only) header.
+pub fn snapshot_layout(dev: &devttrace::Reader) -> ttrace_layouts::snapshot::Layout {
+    use zerocopy::FromZeros;
+    let v = dev.version();
+    let mut h = ttrace_layouts::device::DeviceHeader::new_zeroed();
+    (h.num_cpus, h.ring_slots, h.aux_size, h.meta_size) =
+        (v.num_cpus, v.ring_slots, v.aux_size, v.meta_size);
+    ttrace_layouts::snapshot::Layout::of(&h).expect("the sizes of a device opened")
 }
 
 /// Rewrites the file at `path` with what `f` makes of its bytes.
@@ -297,9 +311,10 @@ pub fn write_pinned(
     );
     std::thread::scope(|s| {
         s.spawn(|| {
-            pin_to(cpu_for(cpu, dev.mapping().num_cpus() as usize));
+            pin_to(cpu_for(cpu, dev.device().mapping().num_cpus() as usize));
             let ctx = devttrace::thread::context();
-            dev.note_thread((ctx >> 32) as u32, ctx as u32, &format!("writer-{cpu}"))
+            dev.device()
+                .note_thread((ctx >> 32) as u32, ctx as u32, &format!("writer-{cpu}"))
                 .expect("thread name");
             for i in range {
                 dev.emit(one, ctx, &[i]);

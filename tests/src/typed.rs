@@ -39,18 +39,19 @@ pub fn make(dir: &Path) -> Writer {
     })
     .unwrap();
     let def = |name, kind, format, nargs, types, tables| {
-        w.register_tracepoint(&Definition {
-            name,
-            kind,
-            classes: if name == INFO_NAME { CLASS_MESSAGES } else { 1 },
-            format,
-            nargs,
-            types,
-            tables,
-            role: ttrace_core::Role::Point,
-        })
-        .unwrap()
-        .1
+        w.device()
+            .register_tracepoint(&Definition {
+                name,
+                kind,
+                classes: if name == INFO_NAME { CLASS_MESSAGES } else { 1 },
+                format,
+                nargs,
+                types,
+                tables,
+                role: ttrace_core::Role::Point,
+            })
+            .unwrap()
+            .1
     };
     let typed = def(
         "typed",
@@ -74,12 +75,12 @@ pub fn make(dir: &Path) -> Writer {
     let bare = def("bare", Kind::Exit, "", 0, &[], &[]);
     static TABLES: &[&ValueTable] = &[&FLAGS];
     let flagged = def("flagged", Kind::Stop, "f={f:FLAGS}", 1, &[Unsigned], TABLES);
-    w.note_thread(4242, 4243, "worker").unwrap();
+    w.device().note_thread(4242, 4243, "worker").unwrap();
     let strings: Vec<u64> = STRINGS
         .iter()
         .map(|s| w.aux_write(AuxTag::String, CTX, s.as_bytes()).unwrap())
         .collect();
-    let map = w.mapping();
+    let map = w.device().mapping();
     for ring in 0..2usize {
         let r = map.ring(ring);
         let last = &map.ring_header(ring).last_stamp;

@@ -53,7 +53,3 @@ pub use ttrace_layouts::entry::Kind;
 pub use ttrace_layouts::format::count_args;
 pub use ttrace_layouts::meta::ArgType;
 pub use writer::{device, device_or_init, info, init, rename_thread, thread_context, Writer};
-
-/// The writer under the name it had before (`ttrace_core::Device::attach(dir)` still
-/// works): a [`Writer`].
-pub type Device = Writer;

@@ -7,8 +7,8 @@
 //! that CPU's ring one at a time, each to its commit or not at all. What each section
 //! stores, in which order, and why a reader never accepts what an aborted one left, is the
 //! *restartable protocol* of `docs/DESIGN.md`; its Rust model, over any atomic word, is
-//! [`Ring::write_restartable`](devttrace::ring::Ring::write_restartable) and
-//! [`Aux::write_restartable`](devttrace::aux::Aux::write_restartable), which the loom
+//! [`RingWriter::write_restartable`](devttrace::ring::RingWriter::write_restartable) and
+//! [`AuxWriter::write_restartable`](devttrace::aux::AuxWriter::write_restartable), which the loom
 //! models check, and a test here compares every word the assembly stores with the model's.
 //!
 //! x86-64 orders stores with stores and loads with loads, so a section's stores reach other
@@ -316,8 +316,8 @@ impl Restartable {
             head: TableHead {
                 rings: n,
                 ring_mask: map.ring_slots() as usize - 1,
-                aux_mask: map.aux(0).words.len() * 8 - 1,
-                aux_size: map.aux(0).words.len() * 8,
+                aux_mask: map.aux(0).words().len() * 8 - 1,
+                aux_size: map.aux(0).words().len() * 8,
             },
         });
         for c in 0..n {
@@ -325,9 +325,9 @@ impl Restartable {
             table.push(Row {
                 ring: TableRing {
                     head: &header.head,
-                    slots: ring.slots.as_ptr(),
+                    slots: ring.slots().as_ptr(),
                     aux_first: &header.aux_first,
-                    aux_words: aux.words.as_ptr(),
+                    aux_words: aux.words().as_ptr(),
                 },
             });
         }

@@ -34,17 +34,42 @@ use ttrace_layouts::meta::ArgType;
 /// A device opened to record into, with this process's way of writing it: the restartable
 /// path (its rseq table) when the process has one, and where CPU ids come from.
 ///
-/// Everything a [`Device`] offers (control, registration, reading) is reached through it
-/// ([`Writer::device`], or directly: it dereferences to its device).
+/// A writer records; what its [`Device`] offers besides (registration, thread names,
+/// control, clearing) is reached by name, through [`Writer::device`], and reading through
+/// the device's [`Device::reader`]: a `Writer` is not a `Device`, nor a `Reader`.
 ///
 /// ```
 /// # let tmp = tempfile::tempdir().unwrap();
 /// use ttrace_core::{Config, Kind, Writer};
 /// let w = Writer::open(&Config { ring_slots: 64, cpus: Some(2), ..Config::at(tmp.path().join("dev")) })?;
-/// let (_, word) = w.register_tracepoint(&ttrace_core::Definition::untyped("tick", Kind::Start, 1, "n={n}"))?;
+/// let (_, word) = w
+///     .device()
+///     .register_tracepoint(&ttrace_core::Definition::untyped("tick", Kind::Start, 1, "n={n}"))?;
 /// assert!(w.emit(word, w.context(), &[7]));
-/// assert_eq!(w.reader().snapshot()?.events(), 1);
+/// assert_eq!(w.device().reader().snapshot()?.events(), 1);
 /// # Ok::<(), ttrace_core::Error>(())
+/// ```
+///
+/// What only a reader does, a writer does not: there is no way from a `&Writer` to a
+/// reader's method but the named one. These tests are a pair of doctests rather than a
+/// `trybuild` test that compares the compiler's message (which changes between
+/// toolchains): the two differ in the one call under test, so the second fails to compile
+/// for no other reason. This compiles:
+///
+/// ```no_run
+/// # fn f(w: &ttrace_core::Writer) -> ttrace_core::Result<()> {
+/// let reader = w.device().reader();
+/// let _ = (reader.version(), reader.snapshot()?);
+/// # Ok(()) }
+/// ```
+///
+/// and this, the same call on the writer itself, does not:
+///
+/// ```compile_fail
+/// # fn f(w: &ttrace_core::Writer) -> ttrace_core::Result<()> {
+/// let reader = w.device().reader();
+/// let _ = (reader.version(), w.snapshot()?);
+/// # Ok(()) }
 /// ```
 pub struct Writer {
     device: Device,
@@ -52,14 +77,6 @@ pub struct Writer {
     rseq: Option<Restartable>,
     /// Where CPU ids come from ([`cpu::mode`]).
     cpu: i64,
-}
-
-impl core::ops::Deref for Writer {
-    type Target = Device;
-
-    fn deref(&self) -> &Device {
-        &self.device
-    }
 }
 
 impl Writer {
@@ -187,7 +204,7 @@ impl Writer {
     }
 
     /// [`Writer::emit`] into the shared ring of the calling thread's CPU, with the atomic
-    /// protocol ([`Ring::write`](devttrace::ring::Ring::write)).
+    /// protocol ([`RingWriter::write`](devttrace::ring::RingWriter::write)).
     #[inline(never)]
     pub fn emit_shared<const N: usize>(&self, word: u64, ctx: u64, args: &[u64; N]) -> bool {
         self.emit_shared_at(self.now(), word, ctx, args)
@@ -341,10 +358,12 @@ pub fn init(config: &Config) -> Result<&'static Writer> {
     let _serial = INIT.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(w) = device() {
         let wanted = config.resolved_dir();
-        return if wanted == w.dir() {
+        return if wanted == w.device().reader().dir() {
             Ok(w)
         } else {
-            Err(Error::AlreadyInstalled(w.dir().to_path_buf()))
+            Err(Error::AlreadyInstalled(
+                w.device().reader().dir().to_path_buf(),
+            ))
         };
     }
     cpu::detect();
@@ -598,8 +617,8 @@ impl<const N: usize> Tracepoint<N> {
                 types,
                 ..*self.definition()
             };
-            let (id, word) = w.register_tracepoint(&def)?;
-            Ok((w.tracepoint_word(id), word))
+            let (id, word) = w.device().register_tracepoint(&def)?;
+            Ok((w.device().tracepoint_word(id), word))
         });
         let (ptr, word) = match registered {
             Ok((shared, word)) => (shared, word),

@@ -28,7 +28,7 @@ fn trace_points_record_arguments_strings_and_thread_names() {
     assert!(ttrace_core::init(&Config::at(tmp.path().join("other"))).is_err());
 
     point!(OFF, 0u8); // registers it
-    dev.apply_text("disable t_off").unwrap();
+    dev.device().apply_text("disable t_off").unwrap();
     let evaluated = Cell::new(false);
     point!(OFF, {
         evaluated.set(true);
@@ -53,11 +53,11 @@ fn trace_points_record_arguments_strings_and_thread_names() {
 
     // One CPU's rings: its restartable one, and the shared one of every CPU (CPU 1 folds
     // onto CPU 0's shared ring), in time order.
-    let mut events: Vec<_> = (0..dev.mapping().num_rings())
-        .flat_map(|r| dev.mapping().ring(r).snapshot().events)
+    let mut events: Vec<_> = (0..dev.device().mapping().num_rings())
+        .flat_map(|r| dev.device().mapping().ring(r).reader().snapshot().events)
         .collect();
     events.sort_by_key(|e| e.stamp);
-    let meta = dev.metadata();
+    let meta = dev.device().reader().metadata();
     let name_of = |e: &devttrace::Event| {
         meta.tracepoints[e.type_word.tracepoint() as usize]
             .name
@@ -90,7 +90,7 @@ fn trace_points_record_arguments_strings_and_thread_names() {
 
     let text = events[4].args()[0];
     assert_ne!(text & AUX_REF, 0);
-    let aux = dev.aux().unwrap();
+    let aux = dev.device().reader().aux().unwrap();
     let rec = aux.get(text).expect("string kept");
     assert_eq!(rec.bytes, b"/etc/hosts");
     assert_eq!(rec.ctx, worker);
@@ -98,24 +98,24 @@ fn trace_points_record_arguments_strings_and_thread_names() {
 
     // A message: an event of the `info` tracepoint, its text in the aux buffer.
     assert!(ttrace_core::info("hello"));
-    let aux = dev.aux().unwrap();
+    let aux = dev.device().reader().aux().unwrap();
     let events = |dev: &ttrace_core::Writer| -> Vec<_> {
-        (0..dev.mapping().num_rings())
-            .flat_map(|r| dev.mapping().ring(r).snapshot().events)
+        (0..dev.device().mapping().num_rings())
+            .flat_map(|r| dev.device().mapping().ring(r).reader().snapshot().events)
             .collect()
     };
     let message = events(dev)
         .into_iter()
         .find(|e| {
             let id = e.type_word.tracepoint();
-            dev.metadata().tracepoints[id as usize].is_message()
+            dev.device().reader().metadata().tracepoints[id as usize].is_message()
         })
         .expect("the message's event");
     assert_eq!(aux.get(message.args()[0]).unwrap().bytes, b"hello");
 
     // The class mask applies to registered tracepoints at once.
     let before = events(dev).len();
-    dev.apply_text("clrbits 0x2").unwrap();
+    dev.device().apply_text("clrbits 0x2").unwrap();
     point!(FIVE, 1, 2, 3, 4, 5);
     assert_eq!(events(dev).len(), before);
 }

@@ -37,9 +37,9 @@ fn pin_first() -> usize {
     }
 }
 
-fn words(ring: &devttrace::ring::Ring<'_, impl devttrace::ring::SlotWords>) -> Vec<u64> {
+fn words(ring: &devttrace::ring::RingWriter<'_, impl devttrace::ring::SlotWords>) -> Vec<u64> {
     use devttrace::sync::AtomicWord;
-    ring.slots
+    ring.slots()
         .iter()
         .flat_map(|s| s.words().iter().map(|w| w.load(Relaxed)))
         .collect()
@@ -71,7 +71,7 @@ fn the_assembly_stores_what_the_model_stores() {
     let ring = if dev.restartable() {
         cpu
     } else {
-        dev.mapping().shared_ring_index(cpu as u32)
+        dev.device().mapping().shared_ring_index(cpu as u32)
     };
     let model = HeapRing::<AtomicU64>::new(16);
     let last = AtomicU64::new(0);
@@ -88,36 +88,49 @@ fn the_assembly_stores_what_the_model_stores() {
         if !dev.restartable() {
             continue;
         }
-        let stamp = dev.mapping().ring(ring).slots[(model.head.load(Relaxed) & 15) as usize].words
-            [0]
-        .load(Relaxed);
+        let stamp = dev.device().mapping().ring(ring).slots()
+            [(model.head.load(Relaxed) & 15) as usize]
+            .words[0]
+            .load(Relaxed);
         let mut parent = [0u64; 7];
         parent[0] = TypeWord(word).with_cpu(cpu as u32).0;
         parent[1] = ctx;
         parent[2..].copy_from_slice(&args[..5]);
         let cont: [u64; 7] = args[5..].try_into().unwrap();
         let cont = (nargs == 12).then_some(&cont);
-        let m = model.ring();
+        let m = model.writer();
         assert_eq!(
             m.write_restartable(&last, stamp, &parent, cont, usize::MAX),
             Some(stamp)
         );
         assert_eq!(
-            words(&dev.mapping().ring(ring)),
-            words(&model.ring()),
+            words(&dev.device().mapping().ring(ring)),
+            words(&model.writer()),
             "entry {i}"
         );
         assert_eq!(
-            dev.mapping().ring(ring).head.load(Relaxed),
+            dev.device().mapping().ring(ring).reader().head(),
             model.head.load(Relaxed)
         );
         assert_eq!(
-            dev.mapping().ring_header(ring).last_stamp.load(Relaxed),
+            dev.device()
+                .mapping()
+                .ring_header(ring)
+                .last_stamp
+                .load(Relaxed),
             last.load(Relaxed)
         );
     }
-    let events: usize = (0..dev.mapping().num_rings())
-        .map(|r| dev.mapping().ring(r).snapshot().events.len())
+    let events: usize = (0..dev.device().mapping().num_rings())
+        .map(|r| {
+            dev.device()
+                .mapping()
+                .ring(r)
+                .reader()
+                .snapshot()
+                .events
+                .len()
+        })
         .sum();
     assert_eq!(
         events,
@@ -136,15 +149,15 @@ fn the_assembly_stores_what_the_model_stores() {
         }
         let path = AuxPath::new(AuxTag::String, cpu as u32, bytes.len() as u64, false);
         let start = aux
-            .aux()
+            .writer()
             .write_restartable(path, 0, ctx, &bytes, usize::MAX);
         assert_eq!(start, Some(offset));
-        let a = dev.mapping().aux(ring);
-        let got: Vec<u64> = a.words.iter().map(|w| w.load(Relaxed)).collect();
+        let a = dev.device().mapping().aux(ring);
+        let got: Vec<u64> = a.words().iter().map(|w| w.load(Relaxed)).collect();
         let want: Vec<u64> = aux.words.iter().map(|w| w.load(Relaxed)).collect();
         assert_eq!(got, want, "record {i}");
         assert_eq!(
-            (a.first.load(Relaxed), a.last.load(Relaxed)),
+            (a.reader().first(), a.reader().last()),
             (aux.first.load(Relaxed), aux.last.load(Relaxed))
         );
     }
@@ -212,7 +225,8 @@ fn the_combined_section_stores_what_the_model_stores() {
         };
         assert!(ok, "event {i}");
         let head = model.head.load(Relaxed);
-        let stamp = dev.mapping().ring(cpu).slots[(head & 15) as usize].words[0].load(Relaxed);
+        let stamp =
+            dev.device().mapping().ring(cpu).slots()[(head & 15) as usize].words[0].load(Relaxed);
         let mut event = [0u64; 14];
         event[0] = TypeWord(word).with_cpu(cpu as u32).0;
         event[1] = ctx;
@@ -221,9 +235,9 @@ fn the_combined_section_stores_what_the_model_stores() {
         }
         event[2..2 + nargs as usize].copy_from_slice(&args[..nargs as usize]);
         let got = write_event(
-            &model.ring(),
+            &model.writer(),
             &last,
-            &aux.aux(),
+            &aux.writer(),
             cpu,
             stamp,
             &mut event,
@@ -233,24 +247,28 @@ fn the_combined_section_stores_what_the_model_stores() {
         );
         assert_eq!(got, Some(stamp), "event {i}");
         assert_eq!(
-            words(&dev.mapping().ring(cpu)),
-            words(&model.ring()),
+            words(&dev.device().mapping().ring(cpu)),
+            words(&model.writer()),
             "event {i}: the ring"
         );
         assert_eq!(
-            dev.mapping().ring(cpu).head.load(Relaxed),
+            dev.device().mapping().ring(cpu).reader().head(),
             model.head.load(Relaxed)
         );
         assert_eq!(
-            dev.mapping().ring_header(cpu).last_stamp.load(Relaxed),
+            dev.device()
+                .mapping()
+                .ring_header(cpu)
+                .last_stamp
+                .load(Relaxed),
             last.load(Relaxed)
         );
-        let a = dev.mapping().aux(cpu);
-        let got: Vec<u64> = a.words.iter().map(|w| w.load(Relaxed)).collect();
+        let a = dev.device().mapping().aux(cpu);
+        let got: Vec<u64> = a.words().iter().map(|w| w.load(Relaxed)).collect();
         let want: Vec<u64> = aux.words.iter().map(|w| w.load(Relaxed)).collect();
         assert_eq!(got, want, "event {i}: the aux buffer");
         assert_eq!(
-            (a.first.load(Relaxed), a.last.load(Relaxed)),
+            (a.reader().first(), a.reader().last()),
             (aux.first.load(Relaxed), aux.last.load(Relaxed)),
             "event {i}"
         );

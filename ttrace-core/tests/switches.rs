@@ -93,12 +93,12 @@ fn a_sleep_is_blocked_and_a_busy_neighbour_preempts() {
     .unwrap();
     switches::flush(); // the thread exited: its last records are drained, its buffer closed
 
-    let mut events: Vec<_> = (0..dev.mapping().num_rings())
-        .flat_map(|r| dev.mapping().ring(r).snapshot().events)
+    let mut events: Vec<_> = (0..dev.device().mapping().num_rings())
+        .flat_map(|r| dev.device().mapping().ring(r).reader().snapshot().events)
         .filter(|e| e.ctx == ctx)
         .collect();
     events.sort_by_key(|e| e.stamp);
-    let meta = dev.metadata();
+    let meta = dev.device().reader().metadata();
     let name = |e: &devttrace::Event| {
         meta.tracepoints[e.type_word.tracepoint() as usize]
             .name
@@ -129,7 +129,7 @@ fn a_sleep_is_blocked_and_a_busy_neighbour_preempts() {
         assert_eq!(s.0, want, "{switches:?}");
     }
     // Each sleep: a blocked switch out, and the thread back at least the sleep later.
-    let hz = dev.mapping().header().tsc_hz;
+    let hz = dev.device().mapping().header().tsc_hz;
     let sleep_ticks = (SLEEP.as_nanos() as u64 * hz / 1_000_000_000) * 99 / 100;
     let blocked_sleeps = switches
         .chunks(2)
@@ -156,6 +156,6 @@ fn a_sleep_is_blocked_and_a_busy_neighbour_preempts() {
         switches.iter().any(|s| s.0 == "sched_out" && s.1 == 1),
         "{switches:?}"
     );
-    let st = devttrace::status::Status::of(dev.mapping()).switches;
+    let st = dev.device().reader().status().switches;
     assert_eq!((st.threads, st.refused, st.unobserved), (1, 0, 0), "{st:?}");
 }

@@ -76,10 +76,10 @@ fn threads_beyond_the_bound_are_said_unobserved_and_an_exit_frees_a_place() {
     .unwrap();
     switches::flush();
 
-    let events: Vec<_> = (0..dev.mapping().num_rings())
-        .flat_map(|r| dev.mapping().ring(r).snapshot().events)
+    let events: Vec<_> = (0..dev.device().mapping().num_rings())
+        .flat_map(|r| dev.device().mapping().ring(r).reader().snapshot().events)
         .collect();
-    let meta = dev.metadata();
+    let meta = dev.device().reader().metadata();
     let unobserved: Vec<u64> = events
         .iter()
         .filter(|e| meta.tracepoints[e.type_word.tracepoint() as usize].name == "sched_unobserved")
@@ -90,6 +90,6 @@ fn threads_beyond_the_bound_are_said_unobserved_and_an_exit_frees_a_place() {
     assert!(!unobserved
         .iter()
         .any(|c| kept_ctx.contains(c) || *c == later));
-    let st = devttrace::status::Status::of(dev.mapping()).switches;
+    let st = dev.device().reader().status().switches;
     assert_eq!((st.threads, st.unobserved), (3, 2), "{st:?}");
 }

@@ -57,14 +57,14 @@ fn a_forked_child_observes_its_own_thread_and_the_parent_keeps_its_own() {
     std::thread::sleep(Duration::from_millis(2));
     switches::flush();
     let me = ttrace_core::thread_context(dev);
-    let meta = dev.metadata();
-    let mine = (0..dev.mapping().num_rings())
-        .flat_map(|r| dev.mapping().ring(r).snapshot().events)
+    let meta = dev.device().reader().metadata();
+    let mine = (0..dev.device().mapping().num_rings())
+        .flat_map(|r| dev.device().mapping().ring(r).reader().snapshot().events)
         .filter(|e| {
             e.ctx == me && meta.tracepoints[e.type_word.tracepoint() as usize].name == "sched_out"
         })
         .count();
     assert!(mine >= 1, "the parent's sleep after the fork was recorded");
-    let st = devttrace::status::Status::of(dev.mapping()).switches;
+    let st = dev.device().reader().status().switches;
     assert_eq!(st.threads, 2, "the parent's thread and the child's: {st:?}");
 }

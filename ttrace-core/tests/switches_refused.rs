@@ -82,10 +82,10 @@ fn a_refusal_is_said_once_and_changes_nothing_else() {
     }
     assert_eq!(switches::status(), switches::Status::Refused(libc::EPERM));
     switches::flush();
-    let events: Vec<_> = (0..dev.mapping().num_rings())
-        .flat_map(|r| dev.mapping().ring(r).snapshot().events)
+    let events: Vec<_> = (0..dev.device().mapping().num_rings())
+        .flat_map(|r| dev.device().mapping().ring(r).reader().snapshot().events)
         .collect();
-    let meta = dev.metadata();
+    let meta = dev.device().reader().metadata();
     let names: Vec<&str> = events
         .iter()
         .map(|e| {
@@ -95,7 +95,7 @@ fn a_refusal_is_said_once_and_changes_nothing_else() {
         })
         .collect();
     assert_eq!(names, ["t_mark"; 4], "the points, and nothing else");
-    let st = devttrace::status::Status::of(dev.mapping()).switches;
+    let st = dev.device().reader().status().switches;
     assert_eq!((st.threads, st.refused), (0, libc::EPERM as u64));
     assert_eq!(
         st.line().unwrap(),

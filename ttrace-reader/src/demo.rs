@@ -1,7 +1,7 @@
 //! The built-in demo workload: several threads on every CPU, several tracepoints, 12-word
 //! events with continuations, strings, thread names and a message.
 
-use ttrace_core::{point, tracepoint, values, Device};
+use ttrace_core::{point, tracepoint, values, Writer};
 
 /// Class bit of the request tracepoints.
 pub const CLASS_REQUEST: u64 = 1 << 1;
@@ -30,9 +30,9 @@ pub fn pin(cpu: usize) {
 
 /// Runs the workload into the process's device (which must be installed): `per_cpu` named
 /// threads pinned to each of the device's CPUs, each serving `requests` requests.
-pub fn run(dev: &Device, per_cpu: usize, requests: u64) {
+pub fn run(dev: &Writer, per_cpu: usize, requests: u64) {
     ttrace_core::info("demo workload starting");
-    let cpus = dev.mapping().num_cpus() as usize;
+    let cpus = dev.device().mapping().num_cpus() as usize;
     std::thread::scope(|s| {
         for t in 0..cpus * per_cpu {
             std::thread::Builder::new()

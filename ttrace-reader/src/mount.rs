@@ -567,7 +567,6 @@ fn pipe_read(pipe: &Pipe, size: usize, reader: u32, reply: ReplyData) {
 
 fn version_text(dev: &Reader) -> String {
     let v = dev.version();
-    let h = dev.mapping().header();
     let ver = |x: u32| format!("{}.{}", x >> 16, x & 0xffff);
     let clock = match v.clock.source {
         ttrace_layouts::device::ClockSource::Tsc => "tsc",
@@ -575,7 +574,8 @@ fn version_text(dev: &Reader) -> String {
     };
     format!(
         "magic {:#018x}\nheader_version {}\nshared_data_version {}\npercpu_data_version {}\ncpus {}\nring_slots {}\naux_size {}\nmeta_size {}\nmax_tracepoints {}\nclock {clock}\nclock_hz {}\ncreated {}\ncreator_pid {}\nsource {}\n",
-        h.magic,
+        // Opening checked it: a device is read only if its header has the magic.
+        ttrace_layouts::device::MAGIC,
         ver(v.header_version),
         ver(v.shared_data_version),
         ver(v.percpu_data_version),

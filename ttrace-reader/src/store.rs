@@ -189,12 +189,12 @@ pub struct SaveInfo {
 pub fn save_as(dev: &Device, store: &Store, policy: &Policy, mut cause: Cause) -> Result<SaveInfo> {
     cause.pid = std::process::id();
     let at = moment(
-        &dev.version().clock,
+        &dev.reader().version().clock,
         &cause,
         devttrace::clock::realtime_ns(),
     );
-    let saved =
-        name(store, at, &cause).and_then(|path| Ok((dev.save_because(&path, &cause)?, path)));
+    let saved = name(store, at, &cause)
+        .and_then(|path| Ok((dev.reader().save_because(&path, &cause)?, path)));
     kept(dev, store, policy, saved, cause)
 }
 

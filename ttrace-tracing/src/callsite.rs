@@ -269,8 +269,8 @@ fn register(dev: &'static Writer, cs: &Callsite, role: Role, format: String) -> 
     let format: &'static str = Box::leak(format.into_boxed_str());
     let name = cs.name();
     let def = Definition::untyped(name, Kind::Start, cs.classes, format).with_role(role);
-    match dev.register_tracepoint(&def) {
-        Ok((id, _)) => dev.tracepoint_word(id),
+    match dev.device().register_tracepoint(&def) {
+        Ok((id, _)) => dev.device().tracepoint_word(id),
         Err(e) => {
             static WARNED: std::sync::Once = std::sync::Once::new();
             WARNED.call_once(|| eprintln!("ttrace-tracing: {name} not recorded: {e}"));

@@ -192,7 +192,10 @@ impl<S> std::fmt::Debug for TtraceLayer<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let gate = self.inner.filter();
         f.debug_struct("TtraceLayer")
-            .field("device", &gate.dev.map(|d| d.dir().to_path_buf()))
+            .field(
+                "device",
+                &gate.dev.map(|d| d.device().reader().dir().to_path_buf()),
+            )
             .field("max", &gate.max)
             .field("snapshot_on", &self.inner.inner().snapshot_on)
             .finish()

@@ -16,10 +16,10 @@ fn an_error_event_takes_a_snapshot_with_its_message_and_a_warning_does_not() {
         .set_default();
     tracing::info!(n = 1u64, "working");
     tracing::warn!("retrying");
-    assert_eq!(w.status().snapshots.triggers, 0);
+    assert_eq!(w.device().reader().status().snapshots.triggers, 0);
     tracing::error!(code = 503u64, "payment service unreachable");
     ttrace_snapshots::settle_snapshots();
-    let c = w.status().snapshots;
+    let c = w.device().reader().status().snapshots;
     assert_eq!((c.triggers, c.saved, c.failed), (1, 1, 0));
     let files: Vec<_> = std::fs::read_dir(&snaps)
         .unwrap()

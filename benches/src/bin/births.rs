@@ -99,11 +99,11 @@ fn many(dir: &str, threads: u64) {
         // Relaxed: a maximum, read once every thread was joined.
         SLOWEST.fetch_max(ns(|| point!(BORN, i)) as u64, Relaxed);
     });
-    let h = dev.mapping().header();
+    let h = dev.device().mapping().header();
     println!(
         "{bare} {secs} {} {} {} {}",
         h.names_generation.load(Relaxed),
-        dev.metadata().names_evicted,
+        dev.device().reader().metadata().names_evicted,
         h.names_dropped.load(Relaxed),
         SLOWEST.load(Relaxed)
     );
@@ -246,7 +246,7 @@ fn main() {
     }
     let slowest = first.iter().copied().fold(0f64, f64::max);
     let mean = first.iter().sum::<f64>() / first.len() as f64;
-    let h = dev.mapping().header();
+    let h = dev.device().mapping().header();
     let compactions = h
         .names_generation
         .load(std::sync::atomic::Ordering::Relaxed);
@@ -291,7 +291,7 @@ fn main() {
     println!(
         "# names area: {compactions} compactions, {} names reclaimed, {} evicted, {} dropped",
         h.names_reclaimed.load(std::sync::atomic::Ordering::Relaxed),
-        dev.metadata().names_evicted,
+        dev.device().reader().metadata().names_evicted,
         h.names_dropped.load(std::sync::atomic::Ordering::Relaxed)
     );
     let many = args

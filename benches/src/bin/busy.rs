@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::time::Instant;
-use ttrace_core::{Config, Device, Kind};
+use ttrace_core::{Config, Kind, Writer};
 
 /// Slots of the ring (the default device's).
 const SLOTS: u64 = 16_384;
@@ -42,13 +42,14 @@ fn main() -> ExitCode {
 
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let dir = tmp.path().join("dev");
-    let w = Device::open(&Config {
+    let w = Writer::open(&Config {
         ring_slots: SLOTS,
         cpus: Some(2),
         ..Config::at(&dir)
     })
     .expect("the device");
     let word = w
+        .device()
         .register_tracepoint(&ttrace_core::Definition::untyped(
             "busy",
             Kind::Start,
@@ -92,7 +93,7 @@ fn main() -> ExitCode {
         });
         ttrace_benches::pin(1);
         // Lapped a few times before the first dump.
-        while w.mapping().ring(0).head.load(Acquire) < 4 * SLOTS {
+        while w.device().mapping().ring(0).reader().head() < 4 * SLOTS {
             std::hint::spin_loop();
         }
         for (name, cmd) in &readers {

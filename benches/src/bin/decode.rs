@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 use ttrace_core::Definition;
-use ttrace_core::{Config, Device, Kind};
+use ttrace_core::{Config, Kind, Writer};
 use ttrace_reader::decode::{Decoder, TimeFormat};
 use ttrace_reader::merge::{Filter, Merge};
 
@@ -19,28 +19,29 @@ enum Trace {
 
 /// A device in `dir` whose 2 rings of `slots` are full of `trace` events of 5 arguments
 /// (decimal, hex, signed).
-fn device(dir: &std::path::Path, slots: u64, trace: Trace) -> Device {
-    let dev = Device::open(&Config {
+fn device(dir: &std::path::Path, slots: u64, trace: Trace) -> Writer {
+    let dev = Writer::open(&Config {
         ring_slots: slots,
         cpus: Some(2),
         ..Config::at(dir)
     })
     .expect("device");
     let define = |name, kind| {
-        dev.register_tracepoint(&Definition::untyped(
-            name,
-            kind,
-            1,
-            "id={id} size={size} flags={flags:x} delta={delta:d} user={user}",
-        ))
-        .expect("tracepoint")
-        .1
+        dev.device()
+            .register_tracepoint(&Definition::untyped(
+                name,
+                kind,
+                1,
+                "id={id} size={size} flags={flags:x} delta={delta:d} user={user}",
+            ))
+            .expect("tracepoint")
+            .1
     };
     let words = match trace {
         Trace::Instants => [define("request", Kind::Start); 2],
         Trace::Calls => [define("call", Kind::Entry), define("call_done", Kind::Exit)],
     };
-    dev.note_thread(1, 2, "worker").expect("thread");
+    dev.device().note_thread(1, 2, "worker").expect("thread");
     // Times in the device's life, so that `ttrace-reader decode` takes its entries.
     let base = dev.now();
     for ring in 0..2 {
@@ -52,7 +53,8 @@ fn device(dir: &std::path::Path, slots: u64, trace: Trace) -> Device {
             // Written on the ring's CPU, as a restartable ring's entries are.
             let word = ttrace_layouts::entry::TypeWord(words[i as usize % 2]).with_cpu(ring as u32);
             let w = [word.0, ctx, i, i * 3, i ^ 0xff, (i as i64 - 500) as u64, 7];
-            dev.mapping()
+            dev.device()
+                .mapping()
                 .ring(ring)
                 .write(base + i * 100 + ring as u64, 1, &w);
         }
@@ -77,7 +79,7 @@ fn main() {
         Trace::Instants,
     );
     let events = 2 * slots;
-    let reader = devttrace::Reader::open(dev.dir()).expect("open read-only");
+    let reader = devttrace::Reader::open(dev.device().reader().dir()).expect("open read-only");
     let mut best = f64::MAX;
     let mut parts = [0.0; 2];
     for _ in 0..if quick { 1 } else { 5 } {
@@ -152,7 +154,7 @@ fn main() {
         rate(parts[1]),
     );
     let calls = device(&tmp.path().join("calls"), slots, Trace::Calls);
-    let calls = devttrace::Reader::open(calls.dir()).expect("open read-only");
+    let calls = devttrace::Reader::open(calls.device().reader().dir()).expect("open read-only");
     // `report`, view included, over both devices, next to dump's rate above.
     for (reader, what) in [(&reader, "events"), (&calls, "entry/exit events")] {
         let mut report = f64::MAX;

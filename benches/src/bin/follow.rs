@@ -11,14 +11,14 @@
 //!    of the same size (formatting only, as the decode bench measures).
 
 use std::time::{Duration, Instant};
-use ttrace_core::{Config, Device, Kind};
+use ttrace_core::{Config, Kind, Writer};
 use ttrace_reader::decode::{Decoder, TimeFormat};
 use ttrace_reader::merge::{Filter, Merge};
 
 fn idle(quick: bool) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("dev");
-    let _w = Device::open(&Config {
+    let _w = Writer::open(&Config {
         ring_slots: 1 << 20,
         cpus: Some(16),
         ..Config::at(&dir)
@@ -52,7 +52,7 @@ fn idle(quick: bool) {
 /// One run: a writer on CPU 0 at `rate` events per second (paced in batches of 256) for
 /// `run`, a follower on CPU 1 formatting everything to a sink; events shown and lost.
 fn follow_at(dir: &std::path::Path, rate: f64, run: Duration) -> (u64, u64) {
-    let w = Device::open(&Config {
+    let w = Writer::open(&Config {
         ring_slots: 1 << 16,
         cpus: Some(2),
         ..Config::at(dir)
@@ -110,7 +110,7 @@ fn sustained(quick: bool) {
     // A full ring of the same size, dumped (formatting only).
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("dev");
-    let w = Device::open(&Config {
+    let w = Writer::open(&Config {
         ring_slots: 1 << 16,
         cpus: Some(2),
         ..Config::at(&dir)
@@ -141,15 +141,16 @@ fn sustained(quick: bool) {
 }
 
 /// A 5-word tracepoint on `dev`.
-fn define(dev: &Device) -> u64 {
-    dev.register_tracepoint(&ttrace_core::Definition::untyped(
-        "request",
-        Kind::Start,
-        1,
-        "id={id} a={a} b={b:x} c={c} d={d}",
-    ))
-    .expect("tracepoint")
-    .1
+fn define(dev: &Writer) -> u64 {
+    dev.device()
+        .register_tracepoint(&ttrace_core::Definition::untyped(
+            "request",
+            Kind::Start,
+            1,
+            "id={id} a={a} b={b:x} c={c} d={d}",
+        ))
+        .expect("tracepoint")
+        .1
 }
 
 fn main() {

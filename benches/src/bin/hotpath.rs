@@ -34,15 +34,16 @@ fn main() {
     let (iters, reps) = if quick { (20_000, 3) } else { (5_000_000, 7) };
     let dev = ttrace_benches::device();
     point!(OFF, 0);
-    dev.apply_text("disable bench_off").expect("ctl");
-    dev.apply_text(&format!("clrbits {:#x}", ttrace_tracing::CLASS_TRACE))
+    dev.device().apply_text("disable bench_off").expect("ctl");
+    dev.device()
+        .apply_text(&format!("clrbits {:#x}", ttrace_tracing::CLASS_TRACE))
         .expect("ctl");
 
     let notes = format!(
         "cpu source in use: {:?}; clock: {:?} at {} Hz; {} CPUs; {reps} rounds",
         ttrace_core::cpu::source(),
-        dev.mapping().clock(),
-        dev.mapping().header().tsc_hz,
+        dev.device().mapping().clock(),
+        dev.device().mapping().header().tsc_hz,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     let mut b = Bench::default();

@@ -349,8 +349,8 @@ fn machine(dev: &ttrace_core::Writer, cpus: usize) -> Machine {
             "shared"
         }
         .into(),
-        clock: format!("{:?}", dev.mapping().clock()),
-        tsc_hz: dev.mapping().header().tsc_hz,
+        clock: format!("{:?}", dev.device().mapping().clock()),
+        tsc_hz: dev.device().mapping().header().tsc_hz,
     }
 }
 
@@ -468,10 +468,11 @@ fn main() {
         std::process::exit(2);
     }
     let dev = ttrace_benches::device();
-    let slots = usize::try_from(dev.mapping().ring_slots()).expect("a ring's slots fit memory");
+    let slots =
+        usize::try_from(dev.device().mapping().ring_slots()).expect("a ring's slots fit memory");
     MODEL_SLOTS.store(slots, Relaxed);
     point!(OFF, 0);
-    dev.apply_text("disable bench_off").expect("ctl");
+    dev.device().apply_text("disable bench_off").expect("ctl");
 
     let (n, budget) = if o.quick {
         (QUICK_ITERS, QUICK_BUDGET_NS)

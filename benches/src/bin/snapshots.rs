@@ -83,15 +83,16 @@ fn main() {
 /// the events it was given, the entries it lost and the rule's matches (the writer's pairs
 /// are immediate: a match is a pair a preemption made long).
 fn watch_at(dir: &std::path::Path, rate: f64, run: Duration) -> (Duration, u64, u64, usize) {
-    use ttrace_core::{Config, Definition, Device, Kind};
-    let w = Device::open(&Config {
+    use ttrace_core::{Config, Definition, Kind, Writer};
+    let w = Writer::open(&Config {
         ring_slots: 1 << 18,
         cpus: Some(2),
         ..Config::at(dir)
     })
     .expect("device");
     let define = |name, kind| {
-        w.register_tracepoint(&Definition::untyped(name, kind, 1, "id={id}"))
+        w.device()
+            .register_tracepoint(&Definition::untyped(name, kind, 1, "id={id}"))
             .expect("tracepoint")
             .1
     };
@@ -114,7 +115,7 @@ fn watch_at(dir: &std::path::Path, rate: f64, run: Duration) -> (Duration, u64, 
     // Polls as `watch` does with its default interval.
     ttrace_benches::paced_and_polled(run, rate, batch, Duration::from_millis(2), || {
         let p = f.poll().expect("poll");
-        matches += matcher.poll(&p, dev.mapping().now()).len();
+        matches += matcher.poll(&p, dev.now()).len();
         events += p
             .snapshot
             .cpus

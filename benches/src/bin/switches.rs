@@ -107,9 +107,9 @@ fn child(on: bool, threads: usize, seconds: f64) {
         .map_or(0, |t| cpu_ns(t) - drain_before.get().copied().unwrap_or(0));
     let drain_elapsed = drain_start.elapsed().as_secs_f64();
     switches::flush();
-    let meta = dev.metadata();
-    let recorded = (0..dev.mapping().num_rings())
-        .flat_map(|r| dev.mapping().ring(r).snapshot().events)
+    let meta = dev.device().reader().metadata();
+    let recorded = (0..dev.device().mapping().num_rings())
+        .flat_map(|r| dev.device().mapping().ring(r).reader().snapshot().events)
         .filter(|e| {
             meta.tracepoints
                 .get(e.type_word.tracepoint() as usize)

@@ -1,7 +1,7 @@
 //! The model's rules, one test each, on events written by hand.
 
 use super::*;
-use devttrace::event::RingIndex;
+use devttrace::event::{Mark, RingSnapshot};
 use devttrace::meta::{TaskInfo, TracepointInfo};
 use ttrace_layouts::entry::TypeWord;
 
@@ -164,7 +164,7 @@ fn stems_pair_the_latest_start_of_their_thread_and_a_start_no_stop_ends_is_an_in
 
 #[test]
 fn nothing_before_the_horizon_is_paired() {
-    let ring = |lost, first| RingIndex {
+    let ring = |lost, first| RingSnapshot::<Mark> {
         lost,
         events: vec![devttrace::event::Mark {
             stamp: first,

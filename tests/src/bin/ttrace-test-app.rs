@@ -92,7 +92,7 @@ fn main() {
                 // One call of 1.5 ms by the device's clock (busy: a viewer shows it in
                 // milliseconds, to the microsecond).
                 let dev = ttrace_core::device().expect("the device");
-                let (clock, from) = (dev.version().clock, dev.now());
+                let (clock, from) = (dev.device().reader().version().clock, dev.now());
                 while clock.ticks_to_ns(dev.now().saturating_sub(from)) < 1_500_000 {
                     std::hint::spin_loop();
                 }

@@ -99,10 +99,10 @@ fn main() {
         line.push('\n');
         // Where its CPU's restartable ring lies in its address space, for watchpoints.
         let cpu = cpu.expect("held needs a cpu");
-        let map = dev.mapping();
+        let map = dev.device().mapping();
         line.push_str(&format!(
             "ring {:x} {:x}\n",
-            map.ring(cpu).slots.as_ptr() as usize,
+            map.ring(cpu).slots().as_ptr() as usize,
             &map.ring_header(cpu).last_stamp as *const AtomicU64 as usize
         ));
         let mut out = std::io::stdout().lock();
@@ -135,7 +135,7 @@ fn main() {
         // Release: the event is recorded before the count that says so.
         progress.done.store(seq + 1, Release);
     }
-    let hz = dev.mapping().header().tsc_hz.max(1) as u128;
+    let hz = dev.device().mapping().header().tsc_hz.max(1) as u128;
     progress
         .slowest_ns
         .store((slowest as u128 * 1_000_000_000 / hz) as u64, Release);
@@ -207,12 +207,12 @@ fn arm(us: i64) {
 /// the stop would be taken, always at the same instruction of a section, before its stores.
 /// Best effort: a kernel before 5.14 refuses, and the writer then faults as usual.
 fn prefault(dev: &ttrace_core::Writer, cpu: usize) {
-    let map = dev.mapping();
+    let map = dev.device().mapping();
     if cpu >= map.num_cpus() as usize {
         return;
     }
     let header = map.ring_header(cpu) as *const _ as usize;
-    let slots = map.ring(cpu).slots;
+    let slots = map.ring(cpu).slots();
     let ranges = [
         (header, core::mem::size_of_val(map.ring_header(cpu))),
         (slots.as_ptr() as usize, core::mem::size_of_val(slots)),

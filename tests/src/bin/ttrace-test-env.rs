@@ -69,7 +69,7 @@ fn main() {
             }
         }
     }
-    let h = dev.mapping().header();
+    let h = dev.device().mapping().header();
     println!(
         "slots {} aux {} mask {:#x}",
         h.ring_slots,

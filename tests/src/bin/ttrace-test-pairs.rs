@@ -30,7 +30,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let clock = dev.version().clock;
+    let clock = dev.device().reader().version().clock;
     let fail = |line: &str| -> ! {
         eprintln!("ttrace-test-pairs: {line:?}: expected enter ID, exit ID, long ID MS, pairs N or failed STATUS PATH");
         std::process::exit(1)

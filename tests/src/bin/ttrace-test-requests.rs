@@ -79,7 +79,7 @@ fn main() {
         ..ttrace_core::Config::from_env().expect("the environment's settings")
     };
     let dev = ttrace_core::init(&config).expect("device");
-    let clock = dev.version().clock;
+    let clock = dev.device().reader().version().clock;
     if mode == "panic" {
         // Twice, as a library and the program it is linked into may both do: one panic
         // still makes one snapshot (the test counts them).

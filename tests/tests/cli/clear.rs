@@ -159,8 +159,8 @@ fn clear_while_a_writer_writes_shows_only_whole_events_written_after_it() {
     });
     assert!(after > before, "the writer ran through the clear");
     // The rings, read without regard to the clear, still hold events from before it.
-    let hidden = (0..dev.mapping().num_rings())
-        .flat_map(|r| dev.mapping().ring(r).snapshot().events)
+    let hidden = (0..dev.device().mapping().num_rings())
+        .flat_map(|r| dev.device().mapping().ring(r).reader().snapshot().events)
         .filter(|e| e.args()[0] <= before)
         .count();
     assert!(hidden > 0, "the clear hid nothing: the test proves nothing");

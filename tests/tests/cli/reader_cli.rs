@@ -353,9 +353,8 @@ fn ctl_changes_what_a_writer_records_and_rejects_bad_commands() {
 /// The positions written in all the rings of the device `dir` so far (0 before it exists).
 fn written(dir: &Path) -> u64 {
     devttrace::Reader::open(dir).map_or(0, |d| {
-        let map = d.mapping();
-        (0..map.num_rings())
-            .map(|r| map.ring(r).head.load(std::sync::atomic::Ordering::Acquire))
+        (0..d.cpus())
+            .map(|r| d.ring(r).map_or(0, |ring| ring.head()))
             .sum()
     })
 }
@@ -709,13 +708,7 @@ fn garbage_in_the_rings_aux_and_metadata_is_survived_and_reported() {
     let ring = {
         let dev = devttrace::Reader::open(&dir).unwrap();
         let written = (0..dev.cpus())
-            .find(|&r| {
-                dev.mapping()
-                    .ring(r)
-                    .head
-                    .load(std::sync::atomic::Ordering::Acquire)
-                    > 0
-            })
+            .find(|&r| dev.ring(r).is_ok_and(|ring| ring.head() > 0))
             .expect("a ring written");
         dev.ring_name(written)
     };

@@ -1,12 +1,12 @@
 //! `ttrace-reader report`: durations checked against the ones the test itself recorded (a
 //! device on the nanosecond clock, entries written at chosen times).
 
-use ttrace_core::{Config, Device, Kind};
+use ttrace_core::{Config, Kind, Writer};
 use ttrace_layouts::device::ClockSource;
 use ttrace_tests::{define_kind, reader};
 
-fn device(dir: &std::path::Path, slots: u64) -> Device {
-    Device::open(&Config {
+fn device(dir: &std::path::Path, slots: u64) -> Writer {
+    Writer::open(&Config {
         clock: Some(ClockSource::MonotonicNs),
         ..ttrace_tests::config(dir, slots, 2)
     })
@@ -14,7 +14,7 @@ fn device(dir: &std::path::Path, slots: u64) -> Device {
 }
 
 /// The tracepoints of a call on a file descriptor: `call(fd)` and `call_done`, on `dev`.
-fn calls(dev: &Device) -> (u64, u64) {
+fn calls(dev: &Writer) -> (u64, u64) {
     (
         define_kind(dev, "call", Kind::Entry, "fd={fd}"),
         define_kind(dev, "call_done", Kind::Exit, ""),
@@ -28,15 +28,17 @@ fn rank(v: &[u64], q: f64) -> u64 {
 
 /// Writes, into ring `ring` (a restartable one: its entries carry its CPU), one `call`
 /// entry/exit pair of duration `d` per element, from `start` on (ns), for thread `ctx`.
-fn pairs(dev: &Device, ring: usize, ctx: u64, start: u64, ds: &[u64], enter: u64, exit: u64) {
+fn pairs(dev: &Writer, ring: usize, ctx: u64, start: u64, ds: &[u64], enter: u64, exit: u64) {
     let (enter, exit) = (on(enter, ring), on(exit, ring));
     let mut t = start;
     for &d in ds {
-        dev.mapping()
+        dev.device()
+            .mapping()
             .ring(ring)
             .write(t, 1, &[enter, ctx, 0, 0, 0, 0, 0])
             .unwrap();
-        dev.mapping()
+        dev.device()
+            .mapping()
             .ring(ring)
             .write(t + d, 1, &[exit, ctx, 0, 0, 0, 0, 0])
             .unwrap();
@@ -66,8 +68,8 @@ fn percentiles_counts_and_histograms_are_those_of_the_recorded_durations() {
     let dir = tmp.path().join("dev");
     let dev = device(&dir, 1024);
     let [enter, exit, start, stop] = calls_and_jobs(&dev);
-    dev.note_thread(1, 2, "fast").unwrap();
-    dev.note_thread(1, 3, "slow").unwrap();
+    dev.device().note_thread(1, 2, "fast").unwrap();
+    dev.device().note_thread(1, 3, "slow").unwrap();
     let base = dev.now();
     let fast: Vec<u64> = (1..=40).map(|i| i * 100).collect();
     let slow: Vec<u64> = [5_000, 7_000, 9_000, 1_000_000].to_vec();
@@ -75,11 +77,13 @@ fn percentiles_counts_and_histograms_are_those_of_the_recorded_durations() {
     pairs(&dev, 1, 1 << 32 | 3, base + 10, &slow, enter, exit);
     // A start/stop pair of one stem on the slow thread, after its calls.
     let t = base + 2_000_000;
-    dev.mapping()
+    dev.device()
+        .mapping()
         .ring(1)
         .write(t, 1, &[on(start, 1), 1 << 32 | 3, 0, 0, 0, 0, 0])
         .unwrap();
-    dev.mapping()
+    dev.device()
+        .mapping()
         .ring(1)
         .write(t + 12_346, 1, &[on(stop, 1), 1 << 32 | 3, 0, 0, 0, 0, 0])
         .unwrap();
@@ -196,7 +200,8 @@ fn pairs_across_lost_entries_are_counted_not_measured() {
     assert_eq!(call.durations.count, 8);
     assert_eq!((call.durations.min, call.durations.max), (1046, 1060));
     // Write one more exit: the ring now starts with an exit whose entry is gone.
-    dev.mapping()
+    dev.device()
+        .mapping()
         .ring(0)
         .write(base + 1_000_000, 1, &[exit, 1 << 32 | 2, 0, 0, 0, 0, 0])
         .unwrap();
@@ -311,8 +316,9 @@ fn the_durations_heading_says_how_they_are_split() {
 }
 
 /// Writes one event of `word` for `ctx` into ring 0 at `t`.
-fn put(dev: &Device, t: u64, word: u64, ctx: u64) {
-    dev.mapping()
+fn put(dev: &Writer, t: u64, word: u64, ctx: u64) {
+    dev.device()
+        .mapping()
         .ring(0)
         .write(t, 1, &[word, ctx, 0, 0, 0, 0, 0])
         .unwrap();
@@ -326,7 +332,7 @@ fn a_dead_threads_open_entry_is_not_closed_by_the_next_thread_with_its_tid() {
     let [enter, exit, start, stop] = calls_and_jobs(&dev);
     let ctx = 1 << 32 | 2;
     // Thread `first` makes a call of 100 ns, then enters `call` and starts a `job`, and dies.
-    dev.note_thread(1, 2, "first").unwrap();
+    dev.device().note_thread(1, 2, "first").unwrap();
     let t = dev.now();
     pairs(&dev, 0, ctx, t, &[100], enter, exit);
     put(&dev, t + 200, enter, ctx);
@@ -336,7 +342,7 @@ fn a_dead_threads_open_entry_is_not_closed_by_the_next_thread_with_its_tid() {
     while dev.now() <= t + 300 {
         std::hint::spin_loop();
     }
-    dev.note_thread(1, 2, "second").unwrap();
+    dev.device().note_thread(1, 2, "second").unwrap();
     let t = dev.now();
     put(&dev, t, stop, ctx);
     put(&dev, t + 100, exit, ctx);
@@ -408,7 +414,8 @@ fn rates_are_over_the_time_each_ring_covers() {
     // (40 `hot` events 1 us apart): the trace goes back a second (and the device further),
     // but CPU 0's ring holds only its last 15 us.
     let base = (dev.now() + 1_000_000) & !1;
-    dev.mapping()
+    dev.device()
+        .mapping()
         .ring(1)
         .write(base, 1, &[on(idle, 1), 1 << 32 | 3, 0, 0, 0, 0, 0])
         .unwrap();
@@ -482,12 +489,12 @@ fn slowest_lists_the_longest_pairs_of_each_name_with_their_arguments() {
     let dir = tmp.path().join("dev");
     let dev = device(&dir, 1024);
     let (enter, exit) = calls(&dev);
-    dev.note_thread(1, 2, "fast").unwrap();
-    dev.note_thread(1, 3, "slow").unwrap();
+    dev.device().note_thread(1, 2, "fast").unwrap();
+    dev.device().note_thread(1, 3, "slow").unwrap();
     let base = dev.now() & !1;
     // Fast calls on fd 4, slow ones on fd 9 (the entry's argument is the fd).
     let call = |ring: usize, ctx: u64, t: u64, d: u64, fd: u64| {
-        let m = dev.mapping();
+        let m = dev.device().mapping();
         m.ring(ring)
             .write(t, 1, &[on(enter, ring), ctx, fd, 0, 0, 0, 0])
             .unwrap();

@@ -3,20 +3,20 @@
 
 use devttrace::{Counter, Reader};
 use std::path::Path;
-use ttrace_core::{Config, Device};
+use ttrace_core::{Config, Writer};
 use ttrace_layouts::device::ClockSource;
 use ttrace_layouts::snapshot::{Cause, CauseKind};
 use ttrace_tests::reader;
 
 /// A device on the nanosecond clock, with a few `step(n=..)` events.
-fn device(dir: &Path) -> Device {
-    let dev = Device::open(&Config {
+fn device(dir: &Path) -> Writer {
+    let dev = Writer::open(&Config {
         clock: Some(ClockSource::MonotonicNs),
         ..ttrace_tests::config(dir, 64, 2)
     })
     .unwrap();
     let word = ttrace_tests::define(&dev, "step", "n={n}");
-    dev.note_thread(1, 2, "worker").unwrap();
+    dev.device().note_thread(1, 2, "worker").unwrap();
     for n in 0..5 {
         dev.emit(word, 1 << 32 | 2, &[n]);
     }
@@ -25,10 +25,10 @@ fn device(dir: &Path) -> Device {
 
 /// The cause of a trigger "slow request" by pid 4242, 12.345678901 s after the device of
 /// `dev` was created, with a window of 1 s before and 5 ms after, and 2 triggers merged.
-fn slow_request(dev: &Device) -> Cause {
+fn slow_request(dev: &Writer) -> Cause {
     let mut cause = Cause::new(CauseKind::Trigger, "slow request");
     cause.pid = 4242;
-    cause.trigger_stamp = dev.version().clock.anchor_ticks + 12_345_678_901;
+    cause.trigger_stamp = dev.device().reader().version().clock.anchor_ticks + 12_345_678_901;
     cause.before_ns = 1_000_000_000;
     cause.after_ns = 5_000_000;
     cause.merged = 2;
@@ -38,10 +38,10 @@ fn slow_request(dev: &Device) -> Cause {
 /// The line every reader shows of [`slow_request`]'s snapshot of `dev`: what it holds is
 /// whole from the device's creation (no ring lost an entry), its last event (written just
 /// after the device was created) 12.3 s before the trigger.
-fn slow_request_line(dev: &Device) -> String {
-    let clock = dev.version().clock;
+fn slow_request_line(dev: &Writer) -> String {
+    let clock = dev.device().reader().version().clock;
     let utc = ttrace_reader::decode::utc(clock.anchor_realtime_ns + 12_345_678_901);
-    let snap = devttrace::Reader::open(dev.dir())
+    let snap = devttrace::Reader::open(dev.device().reader().dir())
         .unwrap()
         .snapshot()
         .unwrap();
@@ -67,7 +67,10 @@ fn every_reader_says_which_trigger_took_a_snapshot() {
     let tmp = tempfile::tempdir().unwrap();
     let dev = device(&tmp.path().join("dev"));
     let file = tmp.path().join("slow.ttrace");
-    dev.save_because(&file, &slow_request(&dev)).unwrap();
+    dev.device()
+        .reader()
+        .save_because(&file, &slow_request(&dev))
+        .unwrap();
     let line = format!("# {}", slow_request_line(&dev));
 
     let dump = reader!("dump", &file).ok();
@@ -87,7 +90,9 @@ fn every_reader_says_which_trigger_took_a_snapshot() {
     assert_eq!(taken["at"], "12.345678901");
     assert_eq!(
         taken["at_utc"],
-        ttrace_reader::decode::utc(dev.version().clock.anchor_realtime_ns + 12_345_678_901)
+        ttrace_reader::decode::utc(
+            dev.device().reader().version().clock.anchor_realtime_ns + 12_345_678_901
+        )
     );
     assert_eq!(taken["before_ns"], 1_000_000_000u64);
     assert_eq!(taken["after_ns"], 5_000_000u64);
@@ -118,7 +123,7 @@ fn a_device_and_a_snapshot_asked_for_say_nothing_of_a_trigger() {
     let dir = tmp.path().join("dev");
     let dev = device(&dir);
     let file = tmp.path().join("asked.ttrace");
-    dev.save(&file).unwrap();
+    dev.device().reader().save(&file).unwrap();
     assert!(Reader::open(&file).unwrap().cause().is_none());
     for source in [dir.as_path(), file.as_path()] {
         for out in [
@@ -153,7 +158,7 @@ fn stats_shows_the_snapshot_counters_of_a_live_device() {
         (Counter::Failed, 1),
         (Counter::Removed, 4),
     ] {
-        dev.count_snapshots(counter, n);
+        dev.device().count_snapshots(counter, n);
     }
     let stats = reader!("stats", &dir).ok();
     assert!(
@@ -165,18 +170,23 @@ fn stats_shows_the_snapshot_counters_of_a_live_device() {
 
 /// A snapshot directory holding, oldest first: a trigger's snapshot of `dev`, one the
 /// program saved, and a file named like a snapshot that is none; and a file of another name.
-fn directory(dev: &Device, dir: &Path) -> Vec<std::path::PathBuf> {
+fn directory(dev: &Writer, dir: &Path) -> Vec<std::path::PathBuf> {
     let store = ttrace_reader::store::Store::new(dir);
     // 2026-11-24 10:15:12.345 UTC, then a second later.
     let t = 1_795_515_312_345_000_000;
     let slow = store
         .path_for(t, CauseKind::Trigger, "slow request", 4242)
         .unwrap();
-    dev.save_because(&slow, &slow_request(dev)).unwrap();
+    dev.device()
+        .reader()
+        .save_because(&slow, &slow_request(dev))
+        .unwrap();
     let saved = store
         .path_for(t + 1_000_000_000, CauseKind::Saved, "by hand", 4242)
         .unwrap();
-    dev.save_because(&saved, &Cause::new(CauseKind::Saved, "by hand"))
+    dev.device()
+        .reader()
+        .save_because(&saved, &Cause::new(CauseKind::Saved, "by hand"))
         .unwrap();
     let bad = store
         .path_for(t + 2_000_000_000, CauseKind::Trigger, "bad", 1)

@@ -216,7 +216,7 @@ fn crash_run(name: &str, paths: &[WritePath]) -> CrashRun {
         ..ttrace_core::Config::at(&dir)
     })
     .unwrap();
-    let num_cpus = creator.mapping().num_cpus() as usize;
+    let num_cpus = creator.device().mapping().num_cpus() as usize;
     drop(creator);
 
     let stop = AtomicBool::new(false);
@@ -541,7 +541,7 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
     })
     .unwrap();
     let reader = devttrace::Reader::open(&dir).unwrap();
-    let n = dev.mapping().num_cpus() as usize;
+    let n = dev.device().mapping().num_cpus() as usize;
 
     let mut stops = Stops::default();
     let mut checked = 0u64;
@@ -554,9 +554,9 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
         let cpu = cpus[inc as usize % cpus.len()];
         let file = tmp.path().join(format!("progress-{inc}"));
         let progress = Progress::open(&file).unwrap();
-        let ring = dev.mapping().ring(cpu);
-        let header = dev.mapping().ring_header(cpu);
-        let start = ring.head.load(Acquire);
+        let ring = dev.device().mapping().ring(cpu);
+        let header = dev.device().mapping().ring_header(cpu);
+        let start = ring.reader().head();
         if let Some(&h) = next_at.get(&cpu) {
             assert_eq!(
                 start, h,
@@ -699,7 +699,7 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
             head - start
         );
         for (k, p) in (start..head).enumerate() {
-            let read = ring.read((p & (slots - 1)) as usize);
+            let read = ring.reader().read((p & (slots - 1)) as usize);
             assert!(
                 holds_position(&read, p),
                 "writer {inc}: position {p} does not hold its entry: {read:?}"
@@ -734,7 +734,7 @@ fn sigkill_inside_a_critical_section_leaves_nothing_a_reader_accepts() {
         );
         assert!(ring.claimed + ring.changed <= 1, "ring {r}: {ring:?}");
         // Nothing was evicted from the aux buffer unless its `first` moved.
-        let evicted = dev.mapping().aux(r).first.load(Acquire) > 0;
+        let evicted = dev.device().mapping().aux(r).reader().first() > 0;
         for e in &ring.events {
             assert!(whole(e), "a mixed event was accepted: {e:?}");
             let (inc, seq) = (e.args()[0], e.args()[1]);
@@ -850,12 +850,12 @@ struct Frozen {
 
 impl Frozen {
     fn of(
-        ring: &devttrace::ring::Ring<'_, ttrace_layouts::entry::Slot>,
+        ring: &devttrace::ring::RingWriter<'_, ttrace_layouts::entry::Slot>,
         header: &ttrace_layouts::ring::RingHeader,
         slots: u64,
     ) -> Frozen {
-        let head = ring.head.load(Acquire);
-        let words = &ring.slots[(head & (slots - 1)) as usize].words;
+        let head = ring.reader().head();
+        let words = &ring.slots()[(head & (slots - 1)) as usize].words;
         Frozen {
             head,
             last_stamp: header.last_stamp.load(Acquire),

@@ -114,7 +114,7 @@ fn one_run(run: u64) -> Found {
     let printed = &follow.seen[1..];
 
     // Per ring: entries printed (by the CPU column of each event line) and the footer.
-    let map = dev.mapping();
+    let map = dev.device().mapping();
     let cpus = map.num_cpus() as usize;
     let mut shown = vec![0u64; map.num_rings()];
     let mut continued = 0;
@@ -137,8 +137,8 @@ fn one_run(run: u64) -> Found {
     let mut lost = 0;
     for (ring, &shown) in shown.iter().enumerate() {
         let r = map.ring(ring);
-        let head = r.head.load(std::sync::atomic::Ordering::Acquire);
-        let name = dev.version().ring_name(ring);
+        let head = r.reader().head();
+        let name = dev.device().reader().version().ring_name(ring);
         let footer = printed
             .iter()
             .find(|l| l.starts_with(&format!("# {name}: positions ")));

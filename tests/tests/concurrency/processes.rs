@@ -57,7 +57,7 @@ fn two_processes_share_rings_aux_and_tracepoint_ids() {
     }
 
     let dev = Writer::attach(&dir).unwrap();
-    let meta = dev.metadata();
+    let meta = dev.device().reader().metadata();
     // One definition per tracepoint, whichever process registered it first.
     let names: Vec<&str> = meta.tracepoints.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
@@ -76,11 +76,11 @@ fn two_processes_share_rings_aux_and_tracepoint_ids() {
         .find(|t| t.name == "shared_event")
         .unwrap()
         .id;
-    let aux = dev.aux().unwrap();
+    let aux = dev.device().reader().aux().unwrap();
 
     let mut seen = vec![Vec::new(); 3];
-    for ring in 0..dev.mapping().num_rings() {
-        let snap = dev.mapping().ring(ring).snapshot();
+    for ring in 0..dev.device().mapping().num_rings() {
+        let snap = dev.device().mapping().ring(ring).reader().snapshot();
         assert_eq!(snap.lost, 0);
         for e in snap
             .events
@@ -193,18 +193,18 @@ fn fallback_and_restartable_writer_processes_share_a_device_exactly() {
         );
     }
 
-    let meta = dev.metadata();
+    let meta = dev.device().reader().metadata();
     let id = |name: &str| meta.tracepoints.iter().find(|t| t.name == name).unwrap().id;
     let (shared_event, done_event) = (id("shared_event"), id("writer_done"));
-    let aux = dev.aux().unwrap();
-    let n = dev.mapping().num_cpus() as usize;
+    let aux = dev.device().reader().aux().unwrap();
+    let n = dev.device().mapping().num_cpus() as usize;
     // Per writer: the indices seen, its events in restartable rings and in shared ones.
     let mut seen: BTreeMap<usize, (Vec<u64>, u64, u64)> = BTreeMap::new();
     // Per writer: its first and last stamps.
     let mut span: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
     let mut total = 0;
-    for r in 0..dev.mapping().num_rings() {
-        let snap = dev.mapping().ring(r).snapshot();
+    for r in 0..dev.device().mapping().num_rings() {
+        let snap = dev.device().mapping().ring(r).reader().snapshot();
         assert_eq!(
             (
                 snap.lost,

@@ -230,8 +230,10 @@ fn stress(run: &Run) -> Found {
                 let mut ring = r;
                 while !done.load(Relaxed) {
                     let snap = dev
+                        .device()
                         .mapping()
-                        .ring(ring % dev.mapping().num_rings())
+                        .ring(ring % dev.device().mapping().num_rings())
+                        .reader()
                         .snapshot();
                     for e in &snap.events {
                         accepted.fetch_add(1, Relaxed);
@@ -360,11 +362,11 @@ fn stress(run: &Run) -> Found {
     let elapsed = start.elapsed();
 
     // Quiescent now: the accounting must be exact.
-    let n = dev.mapping().num_cpus() as usize;
-    let slots = dev.mapping().ring_slots();
+    let n = dev.device().mapping().num_cpus() as usize;
+    let slots = dev.device().mapping().ring_slots();
     let (mut restartable_slots, mut shared_slots, mut dropped_in_rings, mut residue) = (0, 0, 0, 0);
-    for r in 0..dev.mapping().num_rings() {
-        let snap = dev.mapping().ring(r).snapshot();
+    for r in 0..dev.device().mapping().num_rings() {
+        let snap = dev.device().mapping().ring(r).reader().snapshot();
         assert_eq!(
             snap.head,
             snap.skipped + snap.committed + snap.claimed + snap.lost,

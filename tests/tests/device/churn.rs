@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Barrier};
-use ttrace_core::{Config, Device};
+use ttrace_core::{Config, Writer};
 use ttrace_tests::{reader, test_writer};
 
 /// `ttrace-reader dump <dir>`'s event lines as (pid, tid, thread name, i), from lines like
@@ -48,16 +48,18 @@ fn small(dir: &std::path::Path, meta_bytes: u64) -> Config {
 fn every_event_shows_the_name_its_writer_had_when_tids_are_reused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let dev = Device::open(&small(&dir, 1 << 20)).unwrap();
+    let dev = Writer::open(&small(&dir, 1 << 20)).unwrap();
     let word = ttrace_tests::define(&dev, "churn_event", "i={i}");
     let pid = std::process::id();
     // Ids no live thread has: each forged thread is dead once it wrote its event.
     let tid = |i: u64| 3_000_000 + (i % 300) as u32;
     for i in 0..100_000u64 {
-        dev.note_thread(pid, tid(i), &format!("t{i}")).unwrap();
+        dev.device()
+            .note_thread(pid, tid(i), &format!("t{i}"))
+            .unwrap();
         assert!(dev.emit(word, (pid as u64) << 32 | tid(i) as u64, &[i]));
     }
-    let h = dev.mapping().header();
+    let h = dev.device().mapping().header();
     assert!(
         h.names_generation.load(Relaxed) > 10,
         "the names area was compacted"
@@ -83,7 +85,7 @@ fn every_event_shows_the_name_its_writer_had_when_tids_are_reused() {
 fn real_threads_churning_are_each_named_as_they_were() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let dev = Arc::new(Device::open(&small(&dir, 1 << 20)).unwrap());
+    let dev = Arc::new(Writer::open(&small(&dir, 1 << 20)).unwrap());
     let word = ttrace_tests::define(&dev, "churn_event", "i={i}");
     let threads = 40_000u64;
     let mut tids = HashMap::new();
@@ -100,7 +102,8 @@ fn real_threads_churning_are_each_named_as_they_were() {
                         start.wait();
                         let ctx = devttrace::thread::context();
                         let name = devttrace::thread::name();
-                        dev.note_thread((ctx >> 32) as u32, ctx as u32, &name)
+                        dev.device()
+                            .note_thread((ctx >> 32) as u32, ctx as u32, &name)
                             .unwrap();
                         assert!(dev.emit(word, ctx, &[i]));
                         ctx as u32
@@ -125,8 +128,18 @@ fn real_threads_churning_are_each_named_as_they_were() {
     if pid_max < threads {
         assert!((distinct.len() as u64) < threads, "tids repeated");
     }
-    assert_eq!(dev.mapping().header().names_dropped.load(Relaxed), 0);
-    assert!(dev.mapping().header().names_generation.load(Relaxed) > 0);
+    assert_eq!(
+        dev.device().mapping().header().names_dropped.load(Relaxed),
+        0
+    );
+    assert!(
+        dev.device()
+            .mapping()
+            .header()
+            .names_generation
+            .load(Relaxed)
+            > 0
+    );
     let events = dumped(&dir);
     assert!(events.len() >= 1024, "{} events", events.len());
     for (_, t, name, i) in &events {
@@ -150,14 +163,17 @@ fn a_million_births_leave_a_device_that_still_names_and_registers() {
         .unwrap_or(1_000_000);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let dev = Device::open(&ttrace_tests::config(&dir, 16384, 2)).unwrap();
+    let dev = Writer::open(&ttrace_tests::config(&dir, 16384, 2)).unwrap();
     // Ids no live process has: all dead once named.
     for i in 0..births {
-        dev.note_thread(4_000_000 + i / 64, i, "worker-thread")
+        dev.device()
+            .note_thread(4_000_000 + i / 64, i, "worker-thread")
             .unwrap();
-        dev.note_process(4_000_000 + i, "cron-job").unwrap();
+        dev.device()
+            .note_process(4_000_000 + i, "cron-job")
+            .unwrap();
     }
-    let h = dev.mapping().header();
+    let h = dev.device().mapping().header();
     assert_eq!(h.names_dropped.load(Relaxed), 0);
     assert_eq!(h.meta_dropped.load(Relaxed), 0);
     // All but what one half holds were reclaimed.
@@ -194,16 +210,16 @@ fn a_million_births_leave_a_device_that_still_names_and_registers() {
 fn exports_give_each_thread_of_a_reused_tid_its_own_track_and_name() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let dev = Device::open(&ttrace_tests::config(&dir, 1024, 2)).unwrap();
+    let dev = Writer::open(&ttrace_tests::config(&dir, 1024, 2)).unwrap();
     let word = ttrace_tests::define(&dev, "churn_event", "i={i}");
     let (pid, tid) = (4_000_001u32, 77u32);
     let ctx = (pid as u64) << 32 | tid as u64;
-    dev.note_process(pid, "app").unwrap();
-    dev.note_thread(pid, tid, "first").unwrap();
+    dev.device().note_process(pid, "app").unwrap();
+    dev.device().note_thread(pid, tid, "first").unwrap();
     assert!(dev.emit(word, ctx, &[0]));
-    dev.note_thread(pid, tid, "second").unwrap();
+    dev.device().note_thread(pid, tid, "second").unwrap();
     assert!(dev.emit(word, ctx, &[1]));
-    dev.note_rename(pid, tid, "renamed").unwrap();
+    dev.device().note_rename(pid, tid, "renamed").unwrap();
     assert!(dev.emit(word, ctx, &[2]));
     let names: Vec<(String, u64)> = dumped(&dir)
         .into_iter()
@@ -266,7 +282,7 @@ fn follow_names_every_event_through_compactions() {
     use ttrace_reader::merge::{Filter, Merge};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let dev = Device::open(&small(&dir, 1 << 20)).unwrap();
+    let dev = Writer::open(&small(&dir, 1 << 20)).unwrap();
     let word = ttrace_tests::define(&dev, "churn_event", "i={i}");
     let reader = devttrace::Reader::open(&dir).unwrap();
     let mut follower = devttrace::Follower::with_window(&reader, 0);
@@ -274,7 +290,9 @@ fn follow_names_every_event_through_compactions() {
     let tid = |i: u64| 3_000_000 + (i % 300) as u32;
     let mut printed = Vec::new();
     for i in 0..30_000u64 {
-        dev.note_thread(pid, tid(i), &format!("t{i}")).unwrap();
+        dev.device()
+            .note_thread(pid, tid(i), &format!("t{i}"))
+            .unwrap();
         assert!(dev.emit(word, (pid as u64) << 32 | tid(i) as u64, &[i]));
         if i % 500 == 499 {
             let poll = follower.poll().unwrap();
@@ -284,7 +302,14 @@ fn follow_names_every_event_through_compactions() {
             }
         }
     }
-    assert!(dev.mapping().header().names_generation.load(Relaxed) > 3);
+    assert!(
+        dev.device()
+            .mapping()
+            .header()
+            .names_generation
+            .load(Relaxed)
+            > 3
+    );
     let text = String::from_utf8(printed).unwrap();
     let mut n = 0;
     for l in text.lines() {

@@ -3,7 +3,7 @@
 //! have: a typed error, never a silent success.
 
 use std::path::Path;
-use ttrace_core::{Config, Device, Error};
+use ttrace_core::{Config, Error, Writer};
 use ttrace_tests::cli::Cli;
 use ttrace_tests::{config, env_writer, reader};
 
@@ -109,8 +109,8 @@ fn invalid_values_are_one_clear_error_naming_the_variable() {
 fn opening_an_existing_device_with_other_sizes_is_a_typed_error() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    Device::open(&config(&dir, 16384, 2)).unwrap();
-    match Device::open(&config(&dir, 65536, 2)) {
+    Writer::open(&config(&dir, 16384, 2)).unwrap();
+    match Writer::open(&config(&dir, 65536, 2)) {
         Err(Error::SizeMismatch {
             what,
             asked,
@@ -124,7 +124,7 @@ fn opening_an_existing_device_with_other_sizes_is_a_typed_error() {
         Ok(_) => panic!("a size asked for and silently not given"),
     }
     assert!(matches!(
-        Device::open(&config(&dir, 16384, 4)),
+        Writer::open(&config(&dir, 16384, 4)),
         Err(Error::SizeMismatch {
             what: "cpus",
             asked: 4,
@@ -133,6 +133,6 @@ fn opening_an_existing_device_with_other_sizes_is_a_typed_error() {
         })
     ));
     // Sizes left at their defaults accept the device's.
-    let dev = Device::open(&Config::at(&dir)).unwrap();
-    assert_eq!(dev.mapping().ring_slots(), 16384);
+    let dev = Writer::open(&Config::at(&dir)).unwrap();
+    assert_eq!(dev.device().mapping().ring_slots(), 16384);
 }

@@ -12,7 +12,7 @@ use ttrace_tests::{edit, reader};
 fn make(dir: &Path) {
     let w = ttrace_core::Writer::open(&ttrace_tests::config(dir, 64, 2)).unwrap();
     let word = ttrace_tests::define(&w, "hello", "s={s:s}");
-    w.note_thread(1, 2, "worker").unwrap();
+    w.device().note_thread(1, 2, "worker").unwrap();
     let off = w.aux_write(AuxTag::String, 1 << 32 | 2, b"text").unwrap();
     w.emit(word, 1 << 32 | 2, &[off]);
     assert!(ttrace_tests::message(&w, 1 << 32 | 2, "a message"));

@@ -7,7 +7,7 @@ use ttrace_tests::typed::{damaged, dumped, impossible, make};
 /// The device's age in seconds, by its clock: no event can be later (and a second's slack).
 fn age_s(dev: &Reader) -> f64 {
     let clock = dev.version().clock;
-    clock.since_anchor_ns(dev.mapping().now()) as f64 / 1e9 + 1.0
+    clock.since_anchor_ns(dev.now()) as f64 / 1e9 + 1.0
 }
 
 #[test]
@@ -15,11 +15,11 @@ fn every_flipped_bit_of_every_entry_shows_only_possible_events_and_counts_the_re
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let w = make(&dir);
-    let (base, base_footer) = dumped(&w);
+    let (base, base_footer) = dumped(w.device().reader());
     assert_eq!(base.len(), 26, "{base:#?}");
     assert_eq!(damaged(&base_footer), 0);
     for line in &base {
-        assert_eq!(impossible(line, age_s(&w)), None, "{line}");
+        assert_eq!(impossible(line, age_s(w.device().reader())), None, "{line}");
     }
     // Flipped in place, through a writable mapping, read as a reader reads the file. (All
     // loads and stores here are Relaxed: this thread alone writes the device, and reads it
@@ -28,14 +28,14 @@ fn every_flipped_bit_of_every_entry_shows_only_possible_events_and_counts_the_re
     let (mut flips, mut vanished, mut counted) = (0, 0, 0);
     for ring in 0..2 {
         let r = dev.mapping().ring(ring);
-        let used = r.head.load(core::sync::atomic::Ordering::Relaxed) as usize;
-        for slot in &r.slots[..used] {
+        let used = r.reader().head() as usize;
+        for slot in &r.slots()[..used] {
             for word in 0..8 {
                 for bit in 0..64 {
                     let w = &slot.words[word];
                     w.fetch_xor(1 << bit, core::sync::atomic::Ordering::Relaxed);
-                    let (lines, footer) = dumped(&dev);
-                    let until = age_s(&dev);
+                    let (lines, footer) = dumped(dev.reader());
+                    let until = age_s(dev.reader());
                     w.fetch_xor(1 << bit, core::sync::atomic::Ordering::Relaxed);
                     flips += 1;
                     let at = format!("ring {ring}, word {word}, bit {bit}");
@@ -72,7 +72,7 @@ fn every_flipped_bit_of_every_entry_shows_only_possible_events_and_counts_the_re
 /// Changes word `word` of slot `slot` of ring `ring` with `f` (Relaxed: this thread alone
 /// writes the device, and reads it afterwards).
 fn with_word(dev: &Device, ring: usize, slot: usize, word: usize, f: impl Fn(u64) -> u64) {
-    let w = &dev.mapping().ring(ring).slots[slot].words[word];
+    let w = &dev.mapping().ring(ring).slots()[slot].words[word];
     let old = w.load(core::sync::atomic::Ordering::Relaxed);
     w.store(f(old), core::sync::atomic::Ordering::Relaxed);
 }
@@ -116,13 +116,13 @@ fn each_impossible_field_hides_its_event_and_counts_it() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("dev");
         let w = make(&dir);
-        let (base, base_footer) = dumped(&w);
+        let (base, base_footer) = dumped(w.device().reader());
         let dev = Device::attach(&dir).unwrap();
         let anchor = dev.reader().version().clock.anchor_ticks;
         // A clock read after boot, at the device's creation: never this small.
         assert!(anchor >= 4, "a clock anchor of {anchor}");
         with_word(&dev, 1, 0, word, |w| f(w, anchor));
-        let (lines, footer) = dumped(&dev);
+        let (lines, footer) = dumped(dev.reader());
         let gone: Vec<&String> = base.iter().filter(|l| !lines.contains(l)).collect();
         assert_eq!(gone.len(), 1, "{what}: {gone:#?}");
         assert!(gone[0].contains(" typed(b=false c='x'"), "{what}: {gone:?}");

@@ -122,15 +122,19 @@ fn a_rule_that_matches_nothing_is_kept_with_a_note() {
 fn info_records_nothing_while_disabled() {
     let tmp = tempfile::tempdir().unwrap();
     let dev = ttrace_core::init(&ttrace_tests::config(&tmp.path().join("dev"), 64, 1)).unwrap();
-    assert!(dev.info_enabled());
+    assert!(dev.device().reader().info_enabled());
     assert!(ttrace_core::info("on"));
-    dev.apply_text("disable info").unwrap();
-    assert!(!dev.info_enabled());
+    dev.device().apply_text("disable info").unwrap();
+    assert!(!dev.device().reader().info_enabled());
     assert!(!ttrace_core::info("off"), "recorded while disabled");
-    dev.apply_text("enable in*").unwrap();
+    dev.device().apply_text("enable in*").unwrap();
     assert!(ttrace_core::info("on again"));
-    dev.apply_text("clrbits 0x8000000000000000").unwrap();
+    dev.device()
+        .apply_text("clrbits 0x8000000000000000")
+        .unwrap();
     assert!(!ttrace_core::info("off"));
-    dev.apply_text("setbits 0x8000000000000000").unwrap();
+    dev.device()
+        .apply_text("setbits 0x8000000000000000")
+        .unwrap();
     assert!(ttrace_core::info("on"));
 }

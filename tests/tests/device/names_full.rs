@@ -10,7 +10,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Barrier};
-use ttrace_core::{Config, Device};
+use ttrace_core::{Config, Writer};
 use ttrace_layouts::meta::{record_bytes, records_offset, split};
 use ttrace_tests::reader;
 
@@ -91,16 +91,18 @@ fn a_names_area_full_of_needed_names_evicts_the_oldest_and_counts_their_events()
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let half = 16 << 10;
-    let dev = Device::open(&config(&dir, half)).unwrap();
+    let dev = Writer::open(&config(&dir, half)).unwrap();
     let word = ttrace_tests::define(&dev, "names_event", "i={i}");
     let pid = std::process::id();
     let tid = |i: u64| 3_000_000 + (i % 500) as u32;
     let threads = 4_000u64;
     for i in 0..threads {
-        dev.note_thread(pid, tid(i), &format!("t{i}")).unwrap();
+        dev.device()
+            .note_thread(pid, tid(i), &format!("t{i}"))
+            .unwrap();
         assert!(dev.emit(word, (pid as u64) << 32 | tid(i) as u64, &[i]));
     }
-    let h = dev.mapping().header();
+    let h = dev.device().mapping().header();
     assert_eq!(h.names_dropped.load(Relaxed), 0, "every name went in");
     let compactions = h.names_generation.load(Relaxed);
     // A compaction leaves a quarter of the half free: then at least that many bytes of
@@ -110,7 +112,7 @@ fn a_names_area_full_of_needed_names_evicts_the_oldest_and_counts_their_events()
         compactions >= 1 && compactions <= threads / per_compaction + 2,
         "{compactions} compactions for {threads} threads"
     );
-    let meta = dev.metadata();
+    let meta = dev.device().reader().metadata();
     eprintln!(
         "{threads} threads: {compactions} compactions, {} names evicted",
         meta.names_evicted
@@ -147,7 +149,7 @@ fn live_names_filling_the_area_do_not_make_each_new_name_compact() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let half = 4096;
-    let dev = Arc::new(Device::open(&config(&dir, half)).unwrap());
+    let dev = Arc::new(Writer::open(&config(&dir, half)).unwrap());
     let live = 90;
     let named = Arc::new(Barrier::new(live + 1));
     let done = Arc::new(Barrier::new(live + 1));
@@ -158,7 +160,8 @@ fn live_names_filling_the_area_do_not_make_each_new_name_compact() {
                 .name(format!("live-{k:02}"))
                 .spawn(move || {
                     let ctx = devttrace::thread::context();
-                    dev.note_thread((ctx >> 32) as u32, ctx as u32, &devttrace::thread::name())
+                    dev.device()
+                        .note_thread((ctx >> 32) as u32, ctx as u32, &devttrace::thread::name())
                         .unwrap();
                     named.wait();
                     // Alive until the main thread has checked.
@@ -169,14 +172,14 @@ fn live_names_filling_the_area_do_not_make_each_new_name_compact() {
         })
         .collect();
     named.wait();
-    let h = dev.mapping().header();
+    let h = dev.device().mapping().header();
     let before = h.names_generation.load(Relaxed);
     // Names of dead ids with no event: reclaimed by each compaction, but the live names
     // alone leave less than a quarter of the half free.
     let births = 2_000u64;
     let mut dropped = 0;
     for i in 0..births {
-        match dev.note_thread(4_000_000, i as u32, "dead") {
+        match dev.device().note_thread(4_000_000, i as u32, "dead") {
             Ok(()) => {}
             Err(ttrace_core::Error::MetadataFull) => dropped += 1,
             Err(e) => panic!("{e}"),
@@ -193,7 +196,7 @@ fn live_names_filling_the_area_do_not_make_each_new_name_compact() {
     eprintln!("{births} names: {compactions} compactions, {dropped} dropped");
     assert!(dropped >= births / 2, "{dropped} dropped");
     assert_eq!(h.names_dropped.load(Relaxed), dropped);
-    let meta = dev.metadata();
+    let meta = dev.device().reader().metadata();
     assert_eq!(
         meta.names_evicted, 0,
         "a live thread's name is never evicted"
@@ -219,7 +222,7 @@ fn live_names_filling_the_area_do_not_make_each_new_name_compact() {
 fn snapshots_taken_while_threads_evict_names_show_each_event_its_own_name_or_none() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let dev = Arc::new(Device::open(&config(&dir, 4096)).unwrap());
+    let dev = Arc::new(Writer::open(&config(&dir, 4096)).unwrap());
     let word = ttrace_tests::define(&dev, "names_event", "i={i}");
     let (spawners, each) = (4u64, 600u64);
     let snapshots = Arc::new(AtomicU64::new(0));
@@ -237,7 +240,8 @@ fn snapshots_taken_while_threads_evict_names_show_each_event_its_own_name_or_non
                             let ctx = devttrace::thread::context();
                             let name = devttrace::thread::name();
                             // A full area drops no name here: each compaction can evict.
-                            dev.note_thread((ctx >> 32) as u32, ctx as u32, &name)
+                            dev.device()
+                                .note_thread((ctx >> 32) as u32, ctx as u32, &name)
                                 .unwrap();
                             assert!(dev.emit(word, ctx, &[i]));
                         })
@@ -287,7 +291,7 @@ fn snapshots_taken_while_threads_evict_names_show_each_event_its_own_name_or_non
         "snapshots overlapped writes"
     );
     assert!(checked >= total, "{checked} events checked");
-    let meta = dev.metadata();
+    let meta = dev.device().reader().metadata();
     assert!(meta.names_evicted > 0, "names were evicted");
     check_names(&dir, total);
 }

@@ -15,8 +15,9 @@ fn define(dev: &ttrace_core::Writer, name: &'static str) -> u64 {
 /// Writes `n` (and `pid << 32 | 1`) into ring `ring` directly, `ticks` after the device
 /// was created (a time in its life), from the ring's CPU.
 fn put(dev: &ttrace_core::Writer, ring: usize, word: u64, ticks: u64, n: u64) {
-    let cpu = ring as u32 % dev.mapping().num_cpus();
-    dev.mapping()
+    let cpu = ring as u32 % dev.device().mapping().num_cpus();
+    dev.device()
+        .mapping()
         .ring(ring)
         .write(
             at(dev, ticks),
@@ -28,24 +29,24 @@ fn put(dev: &ttrace_core::Writer, ring: usize, word: u64, ticks: u64, n: u64) {
 
 /// The time `ticks` after the device was created.
 fn at(dev: &ttrace_core::Writer, ticks: u64) -> u64 {
-    dev.mapping().header().anchor_tsc + ticks
+    dev.device().mapping().header().anchor_tsc + ticks
 }
 
 #[test]
 fn version_is_the_header_as_a_value() {
     let tmp = tempfile::tempdir().unwrap();
     let w = writer(&tmp.path().join("dev"), 64);
-    let dev = Reader::open(w.dir()).unwrap();
+    let dev = Reader::open(w.device().reader().dir()).unwrap();
     let v = dev.version();
     assert_eq!((v.num_cpus, v.ring_slots), (2, 64));
     assert_eq!(v.header_version, ttrace_layouts::device::HEADER_VERSION);
-    assert_eq!(v.aux_size, w.mapping().header().aux_size);
+    assert_eq!(v.aux_size, w.device().mapping().header().aux_size);
     assert_eq!(v.creator_pid, std::process::id());
-    assert_eq!(v.clock.hz, w.mapping().header().tsc_hz);
+    assert_eq!(v.clock.hz, w.device().mapping().header().tsc_hz);
     // The anchor converts back to the creation time.
     assert_eq!(
         v.clock.realtime_ns(v.clock.anchor_ticks),
-        w.mapping().header().anchor_realtime_ns
+        w.device().mapping().header().anchor_realtime_ns
     );
 }
 
@@ -60,7 +61,7 @@ fn cpu_snapshots_are_time_ordered_counted_and_filterable() {
     }
     put(&w, 0, word, 1200, 11);
     put(&w, 0, word, 1150, 10);
-    let dev = Reader::open(w.dir()).unwrap();
+    let dev = Reader::open(w.device().reader().dir()).unwrap();
     let s = dev.cpu(0).unwrap();
     let ns: Vec<u64> = s.events.iter().map(|e| e.args()[0]).collect();
     assert_eq!(
@@ -91,13 +92,16 @@ fn aux_and_metadata_come_with_the_snapshot() {
     let tmp = tempfile::tempdir().unwrap();
     let w = writer(&tmp.path().join("dev"), 64);
     let word = define(&w, "str");
-    w.note_thread(7, 1, "the-thread").unwrap();
-    w.note_process(7, "the-process").unwrap();
+    w.device().note_thread(7, 1, "the-thread").unwrap();
+    w.device().note_process(7, "the-process").unwrap();
     let off = w
         .aux_write(AuxTag::String, 7 << 32 | 1, b"hello aux")
         .unwrap();
     w.emit(word, 7 << 32 | 1, &[off]);
-    let snap = Reader::open(w.dir()).unwrap().snapshot().unwrap();
+    let snap = Reader::open(w.device().reader().dir())
+        .unwrap()
+        .snapshot()
+        .unwrap();
     assert_eq!(snap.events(), 1);
     let e = snap.cpus.iter().flat_map(|c| &c.events).next().unwrap();
     let rec = snap.aux.get(e.args()[0]).unwrap();
@@ -121,8 +125,8 @@ fn ctl_needs_control_access_and_rejects_malformed_commands() {
     define(&w, "beta");
     // A reader cannot change the device: it has no control methods at all (a
     // `compile_fail` example on `devttrace::Reader` checks that it does not build).
-    let ro = Reader::open(w.dir()).unwrap();
-    let ctl = devttrace::Device::attach(w.dir()).unwrap();
+    let ro = Reader::open(w.device().reader().dir()).unwrap();
+    let ctl = devttrace::Device::attach(w.device().reader().dir()).unwrap();
     assert_eq!(ctl.apply_text("disable a*").unwrap(), 1, "beta is still on");
     assert!(
         !ro.enabled(0) && ro.enabled(1),
@@ -135,7 +139,7 @@ fn ctl_needs_control_access_and_rejects_malformed_commands() {
         );
     }
     assert_eq!(
-        ctl.ctl(),
+        ctl.reader().ctl(),
         "setmask 0xffffffffffffffff 0xffffffffffffffff\ndisable a*\n"
     );
     assert_eq!(ctl.apply_text("setmask 0 1").unwrap(), 0);
@@ -150,13 +154,13 @@ fn opening_reports_what_is_wrong_with_which_file() {
     let w = writer(&tmp.path().join("dev"), 64);
     std::fs::OpenOptions::new()
         .write(true)
-        .open(w.dir().join("aux"))
+        .open(w.device().reader().dir().join("aux"))
         .unwrap()
         .set_len(10)
         .unwrap();
-    match Reader::open(w.dir()) {
+    match Reader::open(w.device().reader().dir()) {
         Err(Error::Invalid { path, problem }) => {
-            assert_eq!(path, w.dir().join("aux"));
+            assert_eq!(path, w.device().reader().dir().join("aux"));
             assert!(matches!(problem, Problem::Length { found: 10, .. }));
         }
         other => panic!("{:?}", other.err()),
@@ -169,7 +173,7 @@ fn the_follower_reports_each_event_once_and_counts_what_it_missed() {
     let w = writer(&tmp.path().join("dev"), 64);
     let word = define(&w, "n");
     put(&w, 0, word, 10, 0);
-    let dev = Reader::open(w.dir()).unwrap();
+    let dev = Reader::open(w.device().reader().dir()).unwrap();
     let mut f = Follower::new(&dev);
     let p = f.poll().unwrap();
     assert_eq!(
@@ -211,7 +215,7 @@ fn a_view_is_a_copy_that_writers_cannot_change() {
     for n in 0..8 {
         put(&w, 0, word, 100 + n, n);
     }
-    let dev = Reader::open(w.dir()).unwrap();
+    let dev = Reader::open(w.device().reader().dir()).unwrap();
     let view = devttrace::View::of(&dev, 0).unwrap();
     assert_eq!(view.cpus[0].events.len(), 8);
     // Three entries overwrite the three oldest after the view was taken: the view copied
@@ -238,7 +242,7 @@ fn a_copy_overtaken_by_a_writer_shows_what_it_reached_and_counts_the_rest() {
     for n in 0..2 * N {
         put(&w, 0, word, 100 + n, n);
     }
-    let dev = Reader::open(w.dir()).unwrap();
+    let dev = Reader::open(w.device().reader().dir()).unwrap();
     let ring = dev.ring(0).unwrap();
     let mut calls = 0;
     // After the first chunk (4,096 slots) is copied, the writer writes 8,192 more: over
@@ -278,7 +282,7 @@ fn a_follower_started_during_writes_reports_no_false_losses() {
     let tmp = tempfile::tempdir().unwrap();
     let w = writer(&tmp.path().join("dev"), 1 << 16);
     let word = define(&w, "n");
-    let dev = Reader::open(w.dir()).unwrap();
+    let dev = Reader::open(w.device().reader().dir()).unwrap();
     let (started, wait_started) = std::sync::mpsc::channel();
     let (following, wait_following) = std::sync::mpsc::channel();
     let mut reported = Vec::new();
@@ -333,7 +337,7 @@ fn the_follower_releases_events_in_time_order_while_writers_migrate() {
     let tmp = tempfile::tempdir().unwrap();
     let w = std::sync::Arc::new(writer(&tmp.path().join("dev"), 1 << 14));
     let word = define(&w, "seq");
-    let dev = Reader::open(w.dir()).unwrap();
+    let dev = Reader::open(w.device().reader().dir()).unwrap();
     let mut f = Follower::with_window(&dev, 20_000_000);
     const EACH: u64 = 3000;
     let writers: Vec<_> = (0..4u64)
@@ -405,7 +409,7 @@ fn a_stalled_writer_holds_later_events_for_the_window_then_comes_out_late() {
     let tmp = tempfile::tempdir().unwrap();
     let w = writer(&tmp.path().join("dev"), 64);
     let word = define(&w, "n");
-    let dev = Reader::open(w.dir()).unwrap();
+    let dev = Reader::open(w.device().reader().dir()).unwrap();
     let window = std::time::Duration::from_millis(5);
     let mut f = Follower::with_window(&dev, window.as_nanos() as u64);
     // The same, with a window of an hour: what holds an event, with no time passing that
@@ -414,13 +418,18 @@ fn a_stalled_writer_holds_later_events_for_the_window_then_comes_out_late() {
     // The window in the device's ticks, as the follower counts it.
     let window_ticks = dev.version().clock.ns_to_ticks(window.as_nanos() as u64);
     // A writer of CPU 0's shared ring takes its time, reserves its position, and stalls.
-    let ring = w.mapping().shared_ring(0);
+    let map = w.device().mapping();
+    let ring = map.shared_ring(0);
     let t0 = w.now();
-    let pos = ring.head.fetch_add(1, Relaxed);
+    let pos = map
+        .ring_header(map.shared_ring_index(0))
+        .head
+        .fetch_add(1, Relaxed);
     // A later event, on CPU 1's shared ring, waits for it...
     let t1 = w.now();
     let tw = TypeWord(word).with_cpu(1).0;
-    w.mapping()
+    w.device()
+        .mapping()
         .shared_ring(1)
         .write(t1, 7, &[tw, 7 << 32 | 2, 1, 0, 0, 0, 0])
         .unwrap();
@@ -454,7 +463,7 @@ fn a_stalled_writer_holds_later_events_for_the_window_then_comes_out_late() {
     };
     assert_eq!(released.late, 0);
     // The stalled writer commits its older event: out at once, marked late.
-    let slot = &ring.slots[(pos & 63) as usize].words;
+    let slot = &ring.slots()[(pos & 63) as usize].words;
     slot[0].store(Stamp::claim(7, pos).0, Relaxed);
     let entry = [
         TypeWord(word).with_cpu(0).with_position(pos).0,
@@ -480,8 +489,12 @@ fn where_switches_are_recorded_a_late_switch_is_held_in_order_not_late() {
     let word = define(&w, "n");
     // A writer of the device records context switches (`ttrace_core::switches`): they
     // arrive a drain period after they happened.
-    w.mapping().header().switch_threads.store(1, Relaxed);
-    let dev = Reader::open(w.dir()).unwrap();
+    w.device()
+        .mapping()
+        .header()
+        .switch_threads
+        .store(1, Relaxed);
+    let dev = Reader::open(w.device().reader().dir()).unwrap();
     // A window of an hour: no time passing in this test can release what it holds.
     let mut f = Follower::with_window(&dev, 3_600_000_000_000);
     // Even: a committed entry's stamp has bit 0 clear.
@@ -490,14 +503,16 @@ fn where_switches_are_recorded_a_late_switch_is_held_in_order_not_late() {
     let tw = |cpu| TypeWord(word).with_cpu(cpu).0;
     // An event committed now, with no position still being written anywhere: held all the
     // same, since a switch older than it may still come...
-    w.mapping()
+    w.device()
+        .mapping()
         .shared_ring(1)
         .write(t_event, 7, &[tw(1), 7 << 32 | 2, 1, 0, 0, 0, 0])
         .unwrap();
     let p = f.poll().unwrap();
     assert_eq!(p.snapshot.events(), 0, "held for the window");
     // ... and it does: the drain writes it, stamped when it happened.
-    w.mapping()
+    w.device()
+        .mapping()
         .shared_ring(0)
         .write(t_switch, 7, &[tw(0), 7 << 32 | 1, 2, 0, 0, 0, 0])
         .unwrap();

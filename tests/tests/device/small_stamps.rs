@@ -77,7 +77,7 @@ fn rebase(dir: &Path) -> u64 {
         }
     };
     for r in 0..map.num_rings() {
-        for slot in map.ring(r).slots {
+        for slot in map.ring(r).slots() {
             // Committed entries only: an empty slot stays 0, a claim keeps its pid and
             // position.
             if Stamp(slot.words[0].load(Relaxed)).is_committed() {
@@ -278,7 +278,7 @@ fn followed(dir: &Path) -> (Vec<String>, Vec<String>) {
                 events.push(format!("{t} ring{r} {word:x} {ctx:x} {:?}", e.args()));
             }
         }
-        for f in matcher.poll(&poll, reader.mapping().now()) {
+        for f in matcher.poll(&poll, reader.now()) {
             fired.push(format!("{} {} {}", f.stamp - anchor, rules[f.rule], f.what));
         }
     }
@@ -337,7 +337,7 @@ fn every_reader_reads_a_device_whose_clock_started_just_before_it_as_it_was() {
 /// this thread alone writes the device, and reads it afterwards through other mappings).
 fn with_word(dir: &Path, ring: usize, slot: usize, word: usize, f: impl Fn(u64) -> u64) {
     let dev = Device::attach(dir).unwrap();
-    let w = &dev.mapping().ring(ring).slots[slot].words[word];
+    let w = &dev.mapping().ring(ring).slots()[slot].words[word];
     w.store(f(w.load(Relaxed)), Relaxed);
 }
 
@@ -359,7 +359,7 @@ fn damaged_copy(
     copy_device(from, &dir);
     let reader = Reader::open(&dir).unwrap();
     let anchor = reader.version().clock.anchor_ticks;
-    let now = reader.mapping().now();
+    let now = reader.now();
     with_word(&dir, 1, 0, word, |w| f(w, anchor, now));
     let (lines, footer) = dumped(&Reader::open(&dir).unwrap());
     (dir, lines, footer)
@@ -559,13 +559,13 @@ fn a_follower_counts_an_impossible_time_as_damage_at_once() {
             let ring = map.ring(1);
             let last = &map.ring_header(1).last_stamp;
             let words: [u64; 7] =
-                core::array::from_fn(|k| ring.slots[0].words[k + 1].load(Relaxed));
-            let at = ring.head.load(Relaxed) as usize;
+                core::array::from_fn(|k| ring.slots()[0].words[k + 1].load(Relaxed));
+            let at = ring.reader().head() as usize;
             let t = last.load(Relaxed) + 1_000;
             ring.write_restartable(last, t, &words, None, usize::MAX)
                 .unwrap();
-            let stamp = &ring.slots[at].words[0];
-            stamp.store(f(t, anchor, reader.mapping().now()), Relaxed);
+            let stamp = &ring.slots()[at].words[0];
+            stamp.store(f(t, anchor, reader.now()), Relaxed);
             let poll = follower.poll().unwrap();
             let cpu1 = &poll.snapshot.cpus[1];
             assert_eq!(

@@ -70,7 +70,7 @@ fn reading_a_device_allocates_none_of_its_unwritten_pages() {
     );
     let pid = std::process::id();
     let ctx = u64::from(pid) << 32 | u64::from(pid);
-    w.note_thread(pid, pid, "sparse-test").unwrap();
+    w.device().note_thread(pid, pid, "sparse-test").unwrap();
     // 18 events: through the writer (wherever its thread runs), one with a string and one
     // with a continuation, and straight into a restartable and a shared ring.
     for n in 0..10 {
@@ -79,7 +79,7 @@ fn reading_a_device_allocates_none_of_its_unwritten_pages() {
     let off = w.aux_write(AuxTag::String, ctx, b"a string").unwrap();
     assert!(w.emit(string, ctx, &[off]));
     assert!(w.emit(wide, ctx, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]));
-    let map = w.mapping();
+    let map = w.device().mapping();
     for (ring, n) in [
         (0usize, 100u64),
         (0, 101),

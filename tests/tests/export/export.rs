@@ -1242,7 +1242,7 @@ fn wrapped_trace(dir: &Path) -> ttrace_core::Writer {
         tracepoint(&w, "call_done", ttrace_core::Kind::Exit),
     );
     let ctx = 1 << 32 | 2;
-    w.note_thread(1, 2, "caller").unwrap();
+    w.device().note_thread(1, 2, "caller").unwrap();
     w.emit(entry, ctx, &[100]);
     for n in 0..10 {
         w.emit(entry, ctx, &[n]);
@@ -1312,10 +1312,11 @@ fn tracepoint(w: &ttrace_core::Writer, name: &'static str, kind: ttrace_core::Ki
 /// Writes an event of `word` for `ctx` into ring `cpu` at `stamp`, whatever CPU this runs on.
 fn put(w: &ttrace_core::Writer, cpu: usize, stamp: u64, word: u64, ctx: u64, n: u64) {
     let word = ttrace_layouts::entry::TypeWord(word).with_cpu(cpu as u32).0;
-    let stamp = w
-        .mapping()
-        .ring(cpu)
-        .write(stamp, (ctx >> 32) as u32, &[word, ctx, n, 0, 0, 0, 0]);
+    let stamp = w.device().mapping().ring(cpu).write(
+        stamp,
+        (ctx >> 32) as u32,
+        &[word, ctx, n, 0, 0, 0, 0],
+    );
     assert!(stamp.is_some());
 }
 
@@ -1341,7 +1342,7 @@ fn two_rings_one_wrapped(dir: &Path) -> ttrace_core::Writer {
     );
     let tick = tracepoint(&w, "tick", Kind::Start);
     let (t, other) = (1 << 32 | 2, 1 << 32 | 3);
-    w.note_thread(1, 2, "caller").unwrap();
+    w.device().note_thread(1, 2, "caller").unwrap();
     let t0 = w.now();
     put(&w, 0, t0 + 1, outer, t, 1);
     put(&w, 1, t0 + 2, inner, t, 2);
@@ -1433,7 +1434,7 @@ fn uftrace_limits(dir: &Path) -> std::path::PathBuf {
             tables: &[],
             role: devttrace::Role::Point,
         };
-        w.register_tracepoint(&d).unwrap().1
+        w.device().register_tracepoint(&d).unwrap().1
     };
     let many = def(
         "many",
@@ -1700,8 +1701,8 @@ fn detailed_trace(dir: &Path, slots: u64) -> ttrace_core::Writer {
     // `cpu0` (or `cpu0.shared`: that CPU's where it is not CPU 0, or restartable sequences
     // are not available).
     ttrace_tests::pin(0);
-    w.note_thread(1, 2, "alpha-thread").unwrap();
-    w.note_thread(1, 3, "beta").unwrap();
+    w.device().note_thread(1, 2, "alpha-thread").unwrap();
+    w.device().note_thread(1, 3, "beta").unwrap();
     let say = |ctx: u64, text: String| {
         assert!(ttrace_tests::message(&w, ctx, &text));
     };

@@ -25,7 +25,7 @@
 use devttrace::{Follower, Reader, View};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use ttrace_core::{Config, Device, Kind};
+use ttrace_core::{Config, Kind, Writer};
 use ttrace_layouts::device::ClockSource;
 use ttrace_model::model::{Model, Step, Why};
 use ttrace_reader::merge::{Filter, Item, Merge};
@@ -285,7 +285,7 @@ fn of_matcher(dir: &Path) -> BTreeSet<Interval> {
     let mut follower = Follower::from_start(&reader, 0);
     let mut intervals = BTreeSet::new();
     for poll in [follower.poll().unwrap(), follower.finish().unwrap()] {
-        for f in matcher.poll(&poll, reader.mapping().now()) {
+        for f in matcher.poll(&poll, reader.now()) {
             let Some(begin) = f.begin else { continue };
             intervals.insert(Interval {
                 name: names[f.rule].clone(),
@@ -381,7 +381,7 @@ fn futures_polled_on_two_threads_mean_the_same_to_every_reader() {
 fn overlapping_stems_and_a_reused_thread_id_mean_the_same_to_every_reader() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    let dev = Device::open(&Config {
+    let dev = Writer::open(&Config {
         clock: Some(ClockSource::MonotonicNs),
         ..ttrace_tests::config(&dir, 1024, 2)
     })
@@ -393,14 +393,15 @@ fn overlapping_stems_and_a_reused_thread_id_mean_the_same_to_every_reader() {
         define_kind(&dev, "job_done", Kind::Stop, ""),
     ];
     let put = |t: u64, word: u64, ctx: u64| {
-        dev.mapping()
+        dev.device()
+            .mapping()
             .ring(0)
             .write(t, 1, &[word, ctx, 0, 0, 0, 0, 0])
             .unwrap();
     };
     let (reused, other) = (1 << 32 | 2, 1 << 32 | 3);
-    dev.note_thread(1, 2, "first").unwrap();
-    dev.note_thread(1, 3, "other").unwrap();
+    dev.device().note_thread(1, 2, "first").unwrap();
+    dev.device().note_thread(1, 3, "other").unwrap();
     let t = dev.now();
     // Two jobs overlap on `first`, a third on `other` inside them; `first` closes one, makes
     // a call, then dies with a job and a call open.
@@ -416,7 +417,7 @@ fn overlapping_stems_and_a_reused_thread_id_mean_the_same_to_every_reader() {
         std::hint::spin_loop();
     }
     // The kernel gives tid 2 to `second`: its stop and exit close nothing of `first`'s.
-    dev.note_thread(1, 2, "second").unwrap();
+    dev.device().note_thread(1, 2, "second").unwrap();
     let t = dev.now();
     put(t, stop, reused);
     put(t + 10, exit, reused);

@@ -3,7 +3,7 @@
 //! order (events of equal stamps on several rings included), the same counts, whatever
 //! the filter.
 
-use ttrace_core::{Config, Definition, Device, Kind};
+use ttrace_core::{Config, Definition, Kind, Writer};
 use ttrace_reader::decode::{Decoder, Tally, TimeFormat};
 use ttrace_reader::merge::{Filter, Item, Merge};
 
@@ -11,20 +11,21 @@ use ttrace_reader::merge::{Filter, Item, Merge};
 const SLOTS: u64 = 1 << 17;
 
 /// A device whose rings 0, 1 and 2 are full; many stamps repeat within and across rings.
-fn device(dir: &std::path::Path) -> Device {
-    let dev = Device::open(&Config {
+fn device(dir: &std::path::Path) -> Writer {
+    let dev = Writer::open(&Config {
         ring_slots: SLOTS,
         cpus: Some(2),
         ..Config::at(dir)
     })
     .unwrap();
     let define = |name, kind| {
-        dev.register_tracepoint(&Definition::untyped(name, kind, 1, "n={n} x={x:x}"))
+        dev.device()
+            .register_tracepoint(&Definition::untyped(name, kind, 1, "n={n} x={x:x}"))
             .unwrap()
             .1
     };
     let words = [define("request", Kind::Start), define("reply", Kind::Stop)];
-    dev.note_thread(1, 2, "worker").unwrap();
+    dev.device().note_thread(1, 2, "worker").unwrap();
     let base = dev.now();
     for ring in 0..3u64 {
         for i in 0..SLOTS {
@@ -33,7 +34,10 @@ fn device(dir: &std::path::Path) -> Device {
             let w = [word.0, 1 << 32 | 2, i, i ^ ring, 0, 0, 0];
             // Runs of four equal stamps, shifted per ring so that rings tie often.
             let stamp = base + (i / 4) * 8 + ring % 2;
-            dev.mapping().ring(ring as usize).write(stamp, 1, &w);
+            dev.device()
+                .mapping()
+                .ring(ring as usize)
+                .write(stamp, 1, &w);
         }
     }
     dev
@@ -54,7 +58,7 @@ fn decode(view: &devttrace::View<'_>, filter: &Filter, parts: bool) -> (Vec<u8>,
 fn with_view(f: impl FnOnce(&devttrace::View<'_>)) {
     let tmp = tempfile::tempdir().unwrap();
     let dev = device(&tmp.path().join("dev"));
-    let reader = devttrace::Reader::open(dev.dir()).unwrap();
+    let reader = devttrace::Reader::open(dev.device().reader().dir()).unwrap();
     f(&devttrace::View::of(&reader, 0).unwrap());
 }
 

@@ -25,11 +25,11 @@ fn reused_tid(dir: &Path) -> Writer {
     let job_start = define_kind(&w, "job_start", Kind::Start, "n={n}");
     let job_done = define_kind(&w, "job_done", Kind::Stop, "n={n}");
     let ctx = 1 << 32 | 2;
-    w.note_process(1, "app").unwrap();
-    w.note_thread(1, 2, "first").unwrap();
+    w.device().note_process(1, "app").unwrap();
+    w.device().note_thread(1, 2, "first").unwrap();
     assert!(w.emit(call, ctx, &[1]));
     assert!(w.emit(job_start, ctx, &[1]));
-    w.note_thread(1, 2, "second").unwrap();
+    w.device().note_thread(1, 2, "second").unwrap();
     assert!(w.emit(job_done, ctx, &[2]));
     assert!(w.emit(call_done, ctx, &[2]));
     w
@@ -105,9 +105,9 @@ fn an_entry_left_open_by_a_dead_thread_is_not_closed_by_the_next_thread_with_its
 /// call, and then the other way round; every tick's argument is its own (`1000 + k` for
 /// alpha's, `2000 + k` for beta's), so its text `tick(n=...)` names its thread. The stamps
 /// are chosen (a nanosecond clock), so the interleaving is the same on every run.
-fn two_busy_threads(dir: &Path) -> ttrace_core::Device {
+fn two_busy_threads(dir: &Path) -> ttrace_core::Writer {
     use ttrace_layouts::device::ClockSource;
-    let dev = ttrace_core::Device::open(&ttrace_core::Config {
+    let dev = ttrace_core::Writer::open(&ttrace_core::Config {
         clock: Some(ClockSource::MonotonicNs),
         ..ttrace_tests::config(dir, 256, 2)
     })
@@ -115,14 +115,15 @@ fn two_busy_threads(dir: &Path) -> ttrace_core::Device {
     let work = define_kind(&dev, "work", Kind::Entry, "");
     let work_done = define_kind(&dev, "work_done", Kind::Exit, "");
     let tick = define_kind(&dev, "tick", Kind::Start, "n={n}");
-    dev.note_thread(1, 2, "alpha").unwrap();
-    dev.note_thread(1, 3, "beta").unwrap();
+    dev.device().note_thread(1, 2, "alpha").unwrap();
+    dev.device().note_thread(1, 3, "beta").unwrap();
     let (alpha, beta) = (1u64 << 32 | 2, 1u64 << 32 | 3);
     let put = |ring: usize, t: u64, word: u64, ctx: u64, n: u64| {
         let word = ttrace_layouts::entry::TypeWord(word)
             .with_cpu(ring as u32)
             .0;
         let written = dev
+            .device()
             .mapping()
             .ring(ring)
             .write(t, 1, &[word, ctx, n, 0, 0, 0, 0]);

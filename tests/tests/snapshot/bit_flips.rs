@@ -156,7 +156,7 @@ fn dump_names_a_damaged_extent_and_reads_the_rest() {
         .enumerate()
         .filter(|(_, (head, _))| {
             let h = ExtentHead::read_from_bytes(&bytes[*head..*head + 32]).unwrap();
-            let layout = ttrace_layouts::snapshot::Layout::of(dev.mapping().header()).unwrap();
+            let layout = ttrace_tests::snapshot_layout(&dev);
             h.at == layout.rings_at + layout.ring_stride + 4096
         })
         .collect::<Vec<_>>();

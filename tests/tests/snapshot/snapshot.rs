@@ -12,7 +12,7 @@ use zerocopy::FromBytes;
 /// `n` events `step(n=.. s="string ..")` of thread 1/2, named `worker`.
 fn steps(w: &ttrace_core::Writer, n: u64) {
     let word = ttrace_tests::define(w, "step", "n={n} s={s:s}");
-    w.note_thread(1, 2, "worker").unwrap();
+    w.device().note_thread(1, 2, "worker").unwrap();
     for n in 0..n {
         let s = w
             .aux_write(
@@ -30,7 +30,7 @@ fn make(dir: &Path) -> ttrace_core::Writer {
     let w = ttrace_core::Writer::open(&ttrace_tests::config(dir, 8, 2)).unwrap();
     steps(&w, 20);
     assert!(ttrace_tests::message(&w, 1 << 32 | 2, "a message"));
-    w.apply_text("disable other*").unwrap();
+    w.device().apply_text("disable other*").unwrap();
     w
 }
 
@@ -379,7 +379,7 @@ fn read_while_writing(
         ttrace_core::Writer::open(&ttrace_tests::config(&dir, slots, n.max(2))).unwrap(),
     );
     assert!(w.restartable(), "{}", ttrace_tests::rseq::RSEQ_REQUIRED);
-    let n = w.mapping().num_cpus() as usize;
+    let n = w.device().mapping().num_cpus() as usize;
     let word = ttrace_tests::define(&w, "n", "n={n}");
     let dev = Reader::open(&dir).unwrap();
     let file = tmp.path().join("s.ttrace");
@@ -592,8 +592,8 @@ fn a_snapshot_holds_only_what_the_device_holds_and_reads_as_the_device_does() {
         "twelve",
         "{a} {b} {c} {d} {e} {f} {g} {h} {i} {j} {k} {l:x}",
     );
-    w.note_thread(1, 2, "worker").unwrap();
-    w.note_process(1, "app").unwrap();
+    w.device().note_thread(1, 2, "worker").unwrap();
+    w.device().note_process(1, "app").unwrap();
     let mut events = 0u64;
     for n in 0..600u64 {
         let s = w
@@ -616,7 +616,7 @@ fn a_snapshot_holds_only_what_the_device_holds_and_reads_as_the_device_does() {
     let saved = dev.save(&file).unwrap();
     let size = std::fs::metadata(&file).unwrap().len();
     assert_eq!(saved.bytes, size);
-    let image = Layout::of(dev.mapping().header()).unwrap().file_len;
+    let image = ttrace_tests::snapshot_layout(&dev).file_len;
     assert_eq!(saved.image_bytes, image);
     // What the device holds: 700 events (100 of them two slots), 600 strings, a few
     // names and definitions; not its 2 x 2 rings of 16384 slots, nor its metadata areas.
@@ -827,7 +827,7 @@ fn an_impossible_event_of_a_resealed_snapshot_is_counted_not_shown() {
     let mut bytes = std::fs::read(&good).unwrap();
     // A flipped bit the checksums agree with is read, but an event it makes impossible
     // (here `cpu1024`, in the first slot of ring cpu0) is counted, not shown.
-    let layout = Layout::of(Reader::open(&good).unwrap().mapping().header()).unwrap();
+    let layout = ttrace_tests::snapshot_layout(&Reader::open(&good).unwrap());
     let first_slot = layout.rings_at + 4096;
     let head = EXTENT_HEAD_BYTES as usize;
     let mut at = 4096;

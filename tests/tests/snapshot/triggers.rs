@@ -24,8 +24,8 @@ fn a_thousand_triggers_in_a_second_stay_within_the_limits_and_are_counted_exactl
     };
     // Two savers of one device: what two processes sharing it have.
     let savers = [
-        Saver::new(w, store.clone(), policy.clone()),
-        Saver::new(w, store.clone(), policy.clone()),
+        Saver::new(w.device(), store.clone(), policy.clone()),
+        Saver::new(w.device(), store.clone(), policy.clone()),
     ];
     let asked: Vec<Vec<Asked>> = std::thread::scope(|s| {
         let runs: Vec<_> = savers
@@ -53,7 +53,7 @@ fn a_thousand_triggers_in_a_second_stay_within_the_limits_and_are_counted_exactl
     let (granted, merged, put_off) = (of(Asked::Granted), of(Asked::Merged), of(Asked::PutOff));
     assert_eq!(granted + merged + put_off, 1000, "{asked:?}");
     assert!(granted >= 1, "{granted} granted, {put_off} put off");
-    let counts = w.status().snapshots;
+    let counts = w.device().reader().status().snapshots;
     assert_eq!(counts.triggers, 1000);
     assert_eq!(counts.merged, merged);
     assert_eq!(counts.put_off, put_off);
@@ -89,7 +89,7 @@ fn a_save_at_once_takes_over_the_pending_snapshot_and_counts_each_trigger_once()
         after: Duration::from_secs(3600),
         ..Policy::default()
     };
-    let saver = Saver::new(w, store.clone(), policy);
+    let saver = Saver::new(w.device(), store.clone(), policy);
     assert_eq!(
         saver.trigger(CauseKind::Trigger, "slow", w.now()),
         Asked::Granted
@@ -109,7 +109,7 @@ fn a_save_at_once_takes_over_the_pending_snapshot_and_counts_each_trigger_once()
     );
     // Nothing left pending: settling does not wait for the hour.
     saver.settle();
-    let counts = w.status().snapshots;
+    let counts = w.device().reader().status().snapshots;
     assert_eq!((counts.triggers, counts.merged, counts.put_off), (3, 2, 0));
     // Granted (triggers less merged): one, saved once.
     assert_eq!((counts.saved, counts.failed), (1, 0));
@@ -137,7 +137,7 @@ fn a_trigger_sooner_than_the_interval_is_put_off_and_its_snapshot_holds_it() {
         interval: Duration::from_secs(3600),
         ..Policy::default()
     };
-    let saver = Saver::new(w, store.clone(), policy);
+    let saver = Saver::new(w.device(), store.clone(), policy);
     w.emit(tp, ctx, &[1]);
     let first = saver.trigger(CauseKind::Trigger, "slow 1", w.now());
     saver.settle();
@@ -150,7 +150,7 @@ fn a_trigger_sooner_than_the_interval_is_put_off_and_its_snapshot_holds_it() {
         (Asked::Granted, Asked::PutOff, Asked::Merged)
     );
     saver.settle();
-    let counts = w.status().snapshots;
+    let counts = w.device().reader().status().snapshots;
     assert_eq!(
         (counts.triggers, counts.merged, counts.put_off, counts.saved),
         (3, 1, 1, 2)

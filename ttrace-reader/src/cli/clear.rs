@@ -9,9 +9,9 @@ use std::path::PathBuf;
 pub(super) fn run(device: Option<PathBuf>) -> Result<(), Error> {
     let dev = open_control(device, Error::SnapshotNotCleared)?;
     let clears = dev.clear().map_err(|source| Error::NotCleared {
-        path: dev.dir().to_path_buf(),
+        path: dev.reader().dir().to_path_buf(),
         source,
     })?;
-    eprintln!("{}: cleared (clear {clears})", dev.dir().display());
+    eprintln!("{}: cleared (clear {clears})", dev.reader().dir().display());
     Ok(())
 }

@@ -351,7 +351,7 @@ impl Watcher<'_> {
                     self.shadow.record(r, e);
                 }
             }
-            let now = dev.mapping().now();
+            let now = dev.now();
             for f in self.matcher.poll(&poll, now) {
                 self.counts.matches += 1;
                 self.count(Counter::Triggers, 1);
@@ -390,7 +390,7 @@ impl Watcher<'_> {
                 }
             }
             // Due, and everything up to its due time read and released (in the copy).
-            let now = dev.mapping().now();
+            let now = dev.now();
             let released = poll.released_through;
             if let Some(p) = self
                 .pending

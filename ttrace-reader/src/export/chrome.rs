@@ -39,7 +39,7 @@ use crate::append::{self, Text};
 use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
-use devttrace::{AuxSnapshots, Clock, Event, RingIndex};
+use devttrace::{AuxSnapshots, Clock, Event, Mark, RingSnapshot};
 use foldhash::HashMap as FoldHashMap;
 use std::io::Write;
 use ttrace_layouts::entry::Kind;
@@ -552,7 +552,7 @@ impl Writer<'_> {
 /// per-ring counts for `otherData`.
 pub fn write(
     ctx: Context<'_>,
-    rings: &[RingIndex],
+    rings: &[RingSnapshot<Mark>],
     mut items: Merge<'_>,
     out: &mut impl Write,
     mut progress: impl FnMut(u64),

@@ -20,7 +20,7 @@ use super::{Schema, Written};
 use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
-use devttrace::{AuxSnapshots, Event, RingIndex};
+use devttrace::{AuxSnapshots, Event, Mark, RingSnapshot};
 use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
@@ -282,7 +282,7 @@ impl Stream {
 /// (created; it must not exist or be empty).
 pub fn write(
     ctx: Context<'_>,
-    rings: &[RingIndex],
+    rings: &[RingSnapshot<Mark>],
     mut items: Merge<'_>,
     dir: &Path,
     mut progress: impl FnMut(u64),

@@ -17,7 +17,7 @@ pub mod uftrace;
 use crate::decode::Tally;
 use crate::format::{self, Spec};
 use crate::merge::{Item, Merge};
-use devttrace::{Metadata, RingIndex};
+use devttrace::{Mark, Metadata, RingSnapshot};
 use ttrace_layouts::entry::Kind;
 
 // Pairing and argument names are the device's (devttrace), shared with the snapshot rules.
@@ -108,7 +108,7 @@ impl Written {
     }
 
     /// Adds the losses of the rings `items` reads.
-    pub fn losses(&mut self, rings: &[RingIndex], items: &Merge<'_>) {
+    pub fn losses(&mut self, rings: &[RingSnapshot<Mark>], items: &Merge<'_>) {
         for (ring, r) in rings.iter().enumerate() {
             if items.selects_ring(ring) {
                 self.lost += r.lost;

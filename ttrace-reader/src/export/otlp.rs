@@ -34,7 +34,7 @@ use super::{Identities, Schema, Written};
 use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
-use devttrace::{AuxSnapshots, Clock, Event, RingIndex, Role};
+use devttrace::{AuxSnapshots, Clock, Event, Mark, RingSnapshot, Role};
 use foldhash::HashMap;
 use ttrace_layouts::entry::Kind;
 use ttrace_model::model::{Model, Step, Why};
@@ -635,7 +635,7 @@ fn host_name() -> String {
 /// resource attribute `ttrace.device`). Counts the spans as [`Written::pairs`].
 pub fn write(
     ctx: Context<'_>,
-    rings: &[RingIndex],
+    rings: &[RingSnapshot<Mark>],
     mut items: Merge<'_>,
     encoding: Encoding,
     device: &str,

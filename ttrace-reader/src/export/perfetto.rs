@@ -61,7 +61,7 @@ use super::{Closes, Identities, Pairing, Schema, Stems, Written};
 use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
-use devttrace::{AuxSnapshots, Clock, Event, RingIndex, Role};
+use devttrace::{AuxSnapshots, Clock, Event, Mark, RingSnapshot, Role};
 use foldhash::HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -1252,7 +1252,7 @@ fn value(out: &mut Vec<u8>, spec: &Spec, w: u64, aux: &AuxSnapshots) {
 /// counters `counters` ([`counters`]); `rings` gives the per-ring counts.
 pub fn write(
     ctx: Context<'_>,
-    rings: &[RingIndex],
+    rings: &[RingSnapshot<Mark>],
     mut items: Merge<'_>,
     counters: &[Counter],
     out: &mut impl Write,

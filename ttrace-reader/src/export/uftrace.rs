@@ -50,7 +50,7 @@ use super::{Closes, Identities, Pairing, Schema, Written};
 use crate::decode::{Context, Decoder, TimeFormat};
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
-use devttrace::{AuxSnapshots, Event, RingIndex};
+use devttrace::{AuxSnapshots, Event, Mark, RingSnapshot};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -306,7 +306,7 @@ impl Streams<'_> {
 /// (created; it must not exist or be empty).
 pub fn write(
     ctx: Context<'_>,
-    rings: &[RingIndex],
+    rings: &[RingSnapshot<Mark>],
     mut items: Merge<'_>,
     dir: &Path,
     mut progress: impl FnMut(u64),

@@ -144,7 +144,7 @@ pub fn each_call_on_a_multi_thread_runtime_is_one_instance_measured_whole() {
     // same device cannot hold back the last closes, as they may a poll's.
     let rule = "latency calls::call > 2ms".parse().unwrap();
     let mut matcher = ttrace_reader::matcher::Matcher::new(vec![rule]);
-    let fired = matcher.poll(&follower.finish().unwrap(), reader.mapping().now());
+    let fired = matcher.poll(&follower.finish().unwrap(), reader.now());
     assert_eq!(fired.len() as u64, CALLS, "{fired:?}");
 
     // `report`: the same instances, lifetimes, busy times and polls.
