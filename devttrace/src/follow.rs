@@ -218,11 +218,12 @@ impl<'d> Follower<'d> {
 
     /// A copy of the rings as this follower reads them ([`crate::shadow`]): made before its
     /// first poll, it holds the rings as they were (what the follower had not to read),
-    /// then records each event released ([`Shadow::record`](crate::Shadow::record)), and is
+    /// then records each event released ([`Shadow::record`](crate::shadow::Shadow::record)), and is
     /// told how far the follower reached before it is saved ([`Follower::reached`]).
-    pub fn shadow(&self) -> crate::Shadow {
+    pub fn shadow(&self) -> crate::shadow::Shadow {
         let map = self.dev.map();
-        let mut shadow = crate::Shadow::new(self.rings.len(), self.dev.version().ring_slots);
+        let mut shadow =
+            crate::shadow::Shadow::new(self.rings.len(), self.dev.version().ring_slots);
         for (r, c) in self.rings.iter().enumerate() {
             shadow.copy_ring(r, &map.ring(r), c.totals.from);
         }
@@ -232,7 +233,7 @@ impl<'d> Follower<'d> {
     /// Tells `shadow` (made by [`Follower::shadow`]) how far this follower reached: the
     /// positions it looked at, and its copies of the aux buffers (the strings of the events
     /// it read).
-    pub fn reached(&self, shadow: &mut crate::Shadow) {
+    pub fn reached(&self, shadow: &mut crate::shadow::Shadow) {
         shadow.reached(self.rings.iter().map(|c| c.next), &self.aux);
     }
 

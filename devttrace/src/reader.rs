@@ -546,7 +546,7 @@ impl Reader {
         &self,
         path: impl AsRef<Path>,
         cause: &Cause,
-        shadow: &crate::Shadow,
+        shadow: &crate::shadow::Shadow,
     ) -> Result<crate::image::Saved> {
         if shadow.rings() != self.cpus() {
             return Err(crate::error::bad(

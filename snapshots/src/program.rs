@@ -115,7 +115,7 @@ fn record<const N: usize>(
 /// assert!(info.path.exists());
 /// # Ok::<(), ttrace_core::Error>(())
 /// ```
-pub fn save_snapshot(reason: &str) -> crate::Result<SaveInfo> {
+pub fn save_snapshot(reason: &str) -> crate::error::Result<SaveInfo> {
     let w = device_or_init()?;
     let policy = saver().map_or_else(Policy::default, |s| s.policy().clone());
     let store = match saver() {
@@ -130,7 +130,7 @@ pub fn save_snapshot(reason: &str) -> crate::Result<SaveInfo> {
 pub fn save_snapshot_to(
     path: impl AsRef<std::path::Path>,
     reason: &str,
-) -> crate::Result<devttrace::image::Saved> {
+) -> crate::error::Result<devttrace::image::Saved> {
     let w = device_or_init()?;
     let mut cause = Cause::new(CauseKind::Saved, reason);
     cause.pid = std::process::id();
@@ -151,7 +151,7 @@ pub fn save_snapshot_to(
 /// ttrace_snapshots::apply_snapshot_rules().expect("rules applied");
 /// # Ok::<(), ttrace_core::Error>(())
 /// ```
-pub fn apply_snapshot_rules() -> crate::Result<()> {
+pub fn apply_snapshot_rules() -> crate::error::Result<()> {
     let mut started = APPLIER.lock().unwrap_or_else(|p| p.into_inner());
     if started.is_some() {
         return Ok(());
@@ -162,7 +162,7 @@ pub fn apply_snapshot_rules() -> crate::Result<()> {
         None => {
             device_or_init()?;
             Policy::from_env()?;
-            return Err(crate::Error::Thread {
+            return Err(crate::error::Error::Thread {
                 what: "snapshot saver",
                 source: std::io::ErrorKind::Other.into(),
             });
