@@ -151,7 +151,9 @@ impl Matcher {
     /// Fires the latency rules on what `step` closed.
     fn render(&mut self, step: Step, clock: devttrace::Clock, fired: &mut Vec<Fired>) {
         let (begin, end) = match step {
-            Step::CallEnd { begin, end, .. } | Step::StemEnd { begin, end } => (begin, end.stamp),
+            Step::CallEnd { begin, end, .. } | Step::StemEnd { begin, end, .. } => {
+                (begin, end.stamp)
+            }
             // A span's duration is its instance's lifetime, new to close, when whole.
             Step::SpanEnd(i) => match (i.new, i.close.filter(|_| i.whole)) {
                 (Some(new), Some(close)) => (new, close),

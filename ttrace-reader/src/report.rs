@@ -702,7 +702,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     let mut render = |step: Step, now: bool, chosen: &mut HashSet<(u64, u64, u32, u16)>| {
         let mut pick = |e: &Event| all || chosen.remove(&key(e));
         match step {
-            Step::CallEnd { begin, end, .. } | Step::StemEnd { begin, end } if pick(&begin) => {
+            Step::CallEnd { begin, end, .. } | Step::StemEnd { begin, end, .. } if pick(&begin) => {
                 add(&begin, &end)
             }
             Step::SpanEnd(i) if i.new.as_ref().map_or(all, &mut pick) => ended(*i, None),

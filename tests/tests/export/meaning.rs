@@ -106,7 +106,7 @@ fn of_model(view: &View<'_>) -> Meaning {
                 m.chrome.insert(interval(&begin, end.stamp));
                 m.otlp.insert(unix(&begin, end.stamp));
             }
-            Step::StemEnd { begin, end } => {
+            Step::StemEnd { begin, end, .. } => {
                 m.intervals.insert(interval(&begin, end.stamp));
                 m.chrome.insert(by_ends(&begin, end.stamp));
                 m.otlp.insert(unix(&begin, end.stamp));

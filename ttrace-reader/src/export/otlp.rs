@@ -311,7 +311,7 @@ impl Writer<'_, '_> {
                 }
                 self.starts.insert(key(&e), slot);
             }
-            Step::StemEnd { begin, end } => {
+            Step::StemEnd { begin, end, .. } => {
                 if let Some(slot) = self.starts.remove(&key(&begin)) {
                     self.end(slot, end.stamp, Some(&end))?;
                 }
