@@ -254,6 +254,9 @@ struct Held {
     exit: Option<(Event, Mark)>,
 }
 
+/// A thread's starts of one stem (by its number).
+type Stack = (Thread, usize);
+
 /// A poll open on a thread.
 #[derive(Clone, Copy, Debug)]
 struct Polling {
@@ -318,7 +321,7 @@ pub struct Model {
     /// keys and randomly seeded, so that a hostile trace cannot choose threads that collide.
     calls: FoldHashMap<Thread, Vec<(Event, Mark)>>,
     /// Open starts, by thread and stem.
-    starts: FoldHashMap<(Thread, usize), Vec<(Event, Mark)>>,
+    starts: FoldHashMap<Stack, Vec<(Event, Mark)>>,
     /// Open instances, by process and id.
     instances: FoldHashMap<(u32, u64), Instance>,
     /// Enters held back, by writer.
@@ -563,8 +566,7 @@ impl Model {
         };
         let mut calls: Vec<(Thread, Vec<(Event, Mark)>)> = self.calls.into_iter().collect();
         calls.sort_unstable_by_key(|(t, _)| *t);
-        let mut starts: Vec<((Thread, usize), Vec<(Event, Mark)>)> =
-            self.starts.into_iter().collect();
+        let mut starts: Vec<(Stack, Vec<(Event, Mark)>)> = self.starts.into_iter().collect();
         starts.sort_unstable_by_key(|(k, v)| (k.0, v.first().map(|e| e.0.stamp), k.1));
         for (t, v) in calls
             .into_iter()
