@@ -136,6 +136,29 @@ impl Parts {
         Part::ALL.into_iter().map(|p| (p, self.get(p)))
     }
 
+    /// The parts in another unit: `to` converts a length of ticks (the device's clock to
+    /// nanoseconds). Each part is the difference of its running sum's conversion and the
+    /// previous one's, so that the parts still add up to the whole's conversion.
+    ///
+    /// ```
+    /// use ttrace_model::anatomy::{Part, Parts};
+    /// let mut p = Parts::default();
+    /// p.add(Part::OnCpu, 1);
+    /// p.add(Part::Idle, 1);
+    /// let ns = p.scaled(|t| t * 10 / 4);
+    /// assert_eq!((ns.get(Part::OnCpu), ns.get(Part::Idle), ns.total()), (2, 3, 5));
+    /// ```
+    pub fn scaled(&self, to: impl Fn(u64) -> u64) -> Parts {
+        let (mut out, mut sum, mut done) = (Parts::default(), 0u64, 0u64);
+        for (p, t) in self.iter() {
+            sum = sum.saturating_add(t);
+            let now = to(sum);
+            out.add(p, now.saturating_sub(done));
+            done = now;
+        }
+        out
+    }
+
     /// Whether any part but [`Part::Unknown`] was measured.
     pub fn known(&self) -> bool {
         self.total() > self.get(Part::Unknown)

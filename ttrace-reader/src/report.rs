@@ -228,17 +228,9 @@ impl PartDists {
     }
 }
 
-/// `parts` (ticks) in nanoseconds, each the difference of the running sums' conversions, so
-/// that they add up to the whole's.
+/// `parts` (ticks) in nanoseconds, adding up to the whole's.
 fn parts_ns(clock: &devttrace::clock::Clock, parts: &Parts) -> Parts {
-    let (mut ns, mut sum, mut done) = (Parts::default(), 0u64, 0u64);
-    for (p, t) in parts.iter() {
-        sum = sum.saturating_add(t);
-        let to = clock.ticks_to_ns(sum);
-        ns.add(p, to.saturating_sub(done));
-        done = to;
-    }
-    ns
+    parts.scaled(|t| clock.ticks_to_ns(t))
 }
 
 /// The parts of one interval, nanoseconds, by name, as JSON.
