@@ -217,6 +217,20 @@ pub(crate) struct Cpu {
     out: Option<(u64, bool)>,
     /// Its time off the CPU in the intervals that ended: preempted, blocked.
     off: [u64; 2],
+    /// On its CPU since then (its last `in`), if known.
+    on: Option<u64>,
+}
+
+/// A stretch of a thread's time in one state, as its switches tell it: on its CPU
+/// ([`Part::OnCpu`]), or off it ([`Part::Preempted`], [`Part::Blocked`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stretch {
+    /// The state.
+    pub state: Part,
+    /// When it began (the device's clock).
+    pub from: u64,
+    /// When it ended.
+    pub to: u64,
 }
 
 impl Mark {
@@ -231,28 +245,40 @@ impl Mark {
 }
 
 impl Cpu {
-    /// The thread left its CPU at `at`.
-    pub(crate) fn switch_out(&mut self, at: u64, preempted: bool) {
+    /// The thread left its CPU at `at`: the stretch on it that ended, if known.
+    pub(crate) fn switch_out(&mut self, at: u64, preempted: bool) -> Option<Stretch> {
         if let Some((from, p)) = self.out {
             // An `in` went missing: what came between is not known.
             self.off[!p as usize] += at.saturating_sub(from);
         }
         self.out = Some((at, preempted));
         self.known = true;
+        let from = self.on.take()?;
+        Some(Stretch {
+            state: Part::OnCpu,
+            from,
+            to: at.max(from),
+        })
     }
 
-    /// The thread came back at `at`.
-    pub(crate) fn switch_in(&mut self, at: u64) {
-        if let Some((from, p)) = self.out.take() {
-            self.off[!p as usize] += at.saturating_sub(from);
-        }
+    /// The thread came back at `at`: the stretch off its CPU that ended, if known.
+    pub(crate) fn switch_in(&mut self, at: u64) -> Option<Stretch> {
         self.known = true;
+        self.on = Some(at);
+        let (from, p) = self.out.take()?;
+        self.off[!p as usize] += at.saturating_sub(from);
+        Some(Stretch {
+            state: if p { Part::Preempted } else { Part::Blocked },
+            from,
+            to: at.max(from),
+        })
     }
 
     /// Its switches are not known from here until its next one.
     pub(crate) fn lose(&mut self) {
         self.known = false;
         self.out = None;
+        self.on = None;
         self.epoch = self.epoch.wrapping_add(1);
     }
 

@@ -73,7 +73,7 @@
 //! A [`Model`] is [`Clone`]: a reader that formats a trace in parts can run the model over
 //! the whole, clone it at each cut, and hand each part the state at its start.
 
-use crate::anatomy::{self, Builtin, Cpu, Mark, Parts};
+use crate::anatomy::{self, Builtin, Cpu, Mark, Parts, Stretch};
 use crate::incarnation::{Thread, Threads};
 use crate::pairs::Stems;
 use crate::spans::{Instance, Node, Poll};
@@ -202,6 +202,14 @@ pub enum Step {
         instance: Box<Instance>,
         /// Why.
         why: Why,
+    },
+    /// A stretch of a thread's time on or off its CPU ended ([`crate::anatomy`]: told by
+    /// its `sched_out` or `sched_in`, which is also an [`Step::Instant`]).
+    Cpu {
+        /// The thread (`pid << 32 | tid`).
+        ctx: u64,
+        /// The stretch.
+        stretch: Stretch,
     },
     /// An event that opens or closes, left unpaired.
     Unpaired {
@@ -445,8 +453,15 @@ impl Model {
         // they never release an enter held (a switch may come between any two events).
         if self.switches {
             if let Some(b) = self.builtins[tp] {
-                self.builtin(b, e);
-                return out(Step::Instant(*e));
+                let stretch = self.builtin(b, e);
+                out(Step::Instant(*e));
+                if let Some(stretch) = stretch {
+                    out(Step::Cpu {
+                        ctx: e.ctx,
+                        stretch,
+                    });
+                }
+                return;
             }
         }
         if self.any_spans {
@@ -842,8 +857,9 @@ impl Model {
         }
     }
 
-    /// A built-in event of the kernel's or the runtime's ([`crate::anatomy`]).
-    fn builtin(&mut self, b: Builtin, e: &Event) {
+    /// A built-in event of the kernel's or the runtime's ([`crate::anatomy`]): the stretch
+    /// of its thread's time it ended, if known.
+    fn builtin(&mut self, b: Builtin, e: &Event) -> Option<Stretch> {
         let args = e.args();
         match b {
             Builtin::Out => {
@@ -852,18 +868,22 @@ impl Model {
                 self.cpus
                     .entry(e.ctx)
                     .or_default()
-                    .switch_out(at, preempted);
+                    .switch_out(at, preempted)
             }
             Builtin::In => {
                 let at = args.first().copied().unwrap_or(e.stamp);
-                self.cpus.entry(e.ctx).or_default().switch_in(at);
+                self.cpus.entry(e.ctx).or_default().switch_in(at)
             }
-            Builtin::Lost => self.cpus.entry(e.ctx).or_default().lose(),
+            Builtin::Lost => {
+                self.cpus.entry(e.ctx).or_default().lose();
+                None
+            }
             Builtin::Wake => {
                 let key = ((e.ctx >> 32) as u32, args.first().copied().unwrap_or(0));
                 if let Some(i) = self.instances.get_mut(&key) {
                     i.woken.get_or_insert(e.stamp);
                 }
+                None
             }
         }
     }

@@ -89,6 +89,12 @@ fn show(s: &Step) -> String {
             format!("unended {} {}", instance.begin(), why.name())
         }
         Step::Unpaired { event, why } => format!("unpaired {} {}", event.stamp, why.name()),
+        Step::Cpu { ctx, stretch } => format!(
+            "cpu {ctx:#x} {} {}..{}",
+            stretch.state.name(),
+            stretch.from,
+            stretch.to
+        ),
     }
 }
 
@@ -541,6 +547,42 @@ fn an_instance_waits_idle_until_its_task_is_woken_then_scheduled() {
         [
             "span 2 on_cpu=12 blocked=4 scheduled=21 idle=30 unknown=3",
             "span 1 on_cpu=18 blocked=4 scheduled=20 idle=29 unknown=19",
+        ]
+    );
+}
+
+#[test]
+fn a_threads_switches_end_stretches_on_and_off_its_cpu_once_known() {
+    let steps = run(
+        Model::whole(&meta_anatomy()),
+        &[
+            Some(ev2(5, IN, T1, &[5])),
+            Some(ev2(20, OUT, T1, &[1, 20])),
+            Some(ev2(30, IN, T1, &[30])),
+            Some(ev2(35, OUT, T1, &[0, 35])),
+            Some(ev2(45, IN, T1, &[45])),
+            // After a loss, the next switch only makes the thread known again.
+            Some(ev2(50, LOST, T1, &[])),
+            Some(ev2(60, IN, T1, &[60])),
+            Some(ev2(70, OUT, T1, &[0, 70])),
+        ],
+    );
+    assert_eq!(
+        steps,
+        [
+            "instant 5",
+            "instant 20",
+            "cpu 0x100000001 on_cpu 5..20",
+            "instant 30",
+            "cpu 0x100000001 preempted 20..30",
+            "instant 35",
+            "cpu 0x100000001 on_cpu 30..35",
+            "instant 45",
+            "cpu 0x100000001 blocked 35..45",
+            "instant 50",
+            "instant 60",
+            "instant 70",
+            "cpu 0x100000001 on_cpu 60..70",
         ]
     );
 }

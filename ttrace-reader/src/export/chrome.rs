@@ -444,7 +444,8 @@ impl Writer<'_> {
             | Step::SpanFollows(_)
             | Step::PollBegin(_)
             | Step::PollEnd { .. }
-            | Step::PollDrop { .. } => {}
+            | Step::PollDrop { .. }
+            | Step::Cpu { .. } => {}
         }
     }
 

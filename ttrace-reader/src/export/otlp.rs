@@ -451,7 +451,7 @@ impl Writer<'_, '_> {
                 }
             }
             // The drop re-entry is no scope; what is open at the end ends with the trace.
-            Step::PollDrop { .. } | Step::SpanUnended { .. } => {}
+            Step::PollDrop { .. } | Step::SpanUnended { .. } | Step::Cpu { .. } => {}
         }
         Ok(())
     }
