@@ -11,8 +11,16 @@
 //!   thread. A request's span idle while its worker ran other tasks waited in the queue; one
 //!   idle while its worker was parked waited on its future.
 //!
+//! - **with `--cfg tokio_unstable`**, tokio's task hooks too: a task **spawned**
+//!   (`tokio_task_spawn`: its id, the file and line that spawned it), each **poll** (the
+//!   call `tokio_task_poll`, entry and exit on the worker, with the task's id: `report`
+//!   gives its durations and, with switches recorded, where each poll's time went), and its
+//!   **end** (`tokio_task_terminate`). Tokio's wakes come through its `tracing`
+//!   instrumentation instead (its `tracing` feature): the layer records them
+//!   (`task_wake`).
+//!
 //! Tokio keeps one hook of each kind: a program that sets its own calls [`on_start`],
-//! [`on_park`] and [`on_unpark`] from it instead.
+//! [`on_park`] and [`on_unpark`] (and the task hooks' functions) from it instead.
 
 use ttrace_core::{point, tracepoint};
 
@@ -24,6 +32,60 @@ tracepoint!(
     /// A worker wakes from its park.
     static UNPARK: Start = "tokio_worker_unpark", ""
 );
+
+#[cfg(tokio_unstable)]
+tracepoint!(
+    /// A task was spawned: its id, where.
+    static TASK_SPAWN: Start = "tokio_task_spawn", "task={task} file={file:s} line={line}"
+);
+#[cfg(tokio_unstable)]
+tracepoint!(
+    /// A worker begins to poll a task.
+    static TASK_POLL: Entry = "tokio_task_poll", "task={task}"
+);
+#[cfg(tokio_unstable)]
+tracepoint!(
+    /// The poll ended.
+    static TASK_POLLED: Exit = "tokio_task_poll", "task={task}"
+);
+#[cfg(tokio_unstable)]
+tracepoint!(
+    /// A task ended.
+    static TASK_TERMINATE: Stop = "tokio_task_terminate", "task={task}"
+);
+
+/// What tokio's task hooks record (`--cfg tokio_unstable`).
+#[cfg(tokio_unstable)]
+pub mod task {
+    use super::*;
+    use tokio::runtime::TaskMeta;
+
+    /// The task's id as a number: tokio prints it, and only that is stable.
+    fn id(meta: &TaskMeta<'_>) -> u64 {
+        meta.id().to_string().parse().unwrap_or(0)
+    }
+
+    /// A task was spawned.
+    pub fn on_spawn(meta: &TaskMeta<'_>) {
+        let at = meta.spawned_at();
+        point!(TASK_SPAWN, id(meta), at.file(), at.line());
+    }
+
+    /// A worker begins to poll a task.
+    pub fn on_before_poll(meta: &TaskMeta<'_>) {
+        point!(TASK_POLL, id(meta));
+    }
+
+    /// The poll ended.
+    pub fn on_after_poll(meta: &TaskMeta<'_>) {
+        point!(TASK_POLLED, id(meta));
+    }
+
+    /// A task ended.
+    pub fn on_terminate(meta: &TaskMeta<'_>) {
+        point!(TASK_TERMINATE, id(meta));
+    }
+}
 
 /// What a worker does as it starts: it is named (and observed) at once.
 pub fn on_start() {
@@ -57,5 +119,12 @@ pub fn instrument(builder: &mut tokio::runtime::Builder) -> &mut tokio::runtime:
     builder
         .on_thread_start(on_start)
         .on_thread_park(on_park)
-        .on_thread_unpark(on_unpark)
+        .on_thread_unpark(on_unpark);
+    #[cfg(tokio_unstable)]
+    builder
+        .on_task_spawn(task::on_spawn)
+        .on_before_task_poll(task::on_before_poll)
+        .on_after_task_poll(task::on_after_poll)
+        .on_task_terminate(task::on_terminate);
+    builder
 }
