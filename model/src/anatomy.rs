@@ -25,7 +25,7 @@
 //! it holds all of its later ones, unless the kernel's buffer overflowed (a `sched_lost`
 //! event: unknown until the next switch) or the reader found events lost (a gap: the same).
 //! An interval is measured only if its thread's switches were known when it began and stayed
-//! known to its end ([`Cpu::mark`] keeps an epoch that each loss moves on).
+//! known to its end (each mark keeps an epoch that each loss moves on).
 
 use devttrace::meta::TracepointInfo;
 use ttrace_layouts::device::{

@@ -214,7 +214,7 @@ impl Writer {
     /// clock), before now: a thread's context switch, read from the kernel a little later
     /// ([`crate::switches`]). The shared ring's readers expect entries out of time order;
     /// the stamp is `timestamp` unless the slot's previous entry was stamped later (the
-    /// protocol then stamps just after it: [`Ring::write`](devttrace::ring::Ring::write)).
+    /// protocol then stamps just after it: [`RingWriter::write`](devttrace::ring::RingWriter::write)).
     pub fn emit_shared_at<const N: usize>(
         &self,
         timestamp: u64,
