@@ -11,6 +11,10 @@
 //!   thread. A request's span idle while its worker ran other tasks waited in the queue; one
 //!   idle while its worker was parked waited on its future.
 //!
+//! When a parked task was woken is not a hook's to tell: in a program built with
+//! `RUSTFLAGS="--cfg tokio_unstable"` and tokio's `tracing` feature, the layer records each
+//! wake as `task_wake` ([`crate::wake`]).
+//!
 //! Tokio keeps one hook of each kind: a program that sets its own calls [`on_start`],
 //! [`on_park`] and [`on_unpark`] from it instead.
 
