@@ -1,8 +1,9 @@
 //! What the device holds after a run, read from `dump`: each request's polls, the task
 //! (`runtime.spawn` instance) it ran in, the wakes of that task, and the kernel's switches
-//! of its worker inside its polls.
+//! of its worker inside its polls; without the kernel's view (not asked for, or refused by
+//! a seccomp filter), no switch, the refusal said, and the wakes as before.
 
-use crate::program::{self, Event, EACH};
+use crate::program::{self, Event, Sched, EACH};
 use std::collections::HashMap;
 
 /// Tokio's task span, as readers name it.
@@ -136,7 +137,7 @@ fn woken(events: &[Event], kind: &str) -> Vec<((f64, String, u64), f64)> {
 #[ignore = "needs perf_event_open (kernel.perf_event_paranoid <= 2) and a second build with --cfg tokio_unstable: cargo test -- --ignored"]
 fn the_device_holds_each_kinds_wakes_and_switches() {
     let tmp = tempfile::tempdir().unwrap();
-    let dev = program::run(tmp.path(), "1");
+    let dev = program::run(tmp.path(), Sched::On);
     let (header, events) = sorted(&dev);
     assert!(
         header.contains("switches: recorded for") && !header.contains("recorded for 0 threads"),
@@ -223,19 +224,33 @@ fn the_device_holds_each_kinds_wakes_and_switches() {
 #[test]
 #[ignore = "needs perf_event_open (kernel.perf_event_paranoid <= 2) and a second build with --cfg tokio_unstable: cargo test -- --ignored"]
 fn without_the_kernels_view_the_wakes_are_still_recorded() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dev = program::run(tmp.path(), "0");
-    let (header, events) = sorted(&dev);
-    assert!(!header.contains("switches: recorded for"), "{header}");
-    assert!(
-        !events.iter().any(|e| e.name.starts_with("sched_")),
-        "no switch recorded"
-    );
-    for (wake, _) in woken(&events, "idle") {
-        assert!(wake.1.starts_with("why-worker"), "{wake:?}");
-    }
-    for (wake, resumed) in woken(&events, "queued") {
-        assert_eq!(wake.1, "why-helper", "{wake:?}");
-        assert!(resumed - wake.0 >= 0.018, "{wake:?} polled at {resumed}");
+    for (sched, says) in [
+        (Sched::Off, None),
+        (Sched::Refused, Some("perf_event_open refused (EACCES)")),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dev = program::run(tmp.path(), sched);
+        let (header, events) = sorted(&dev);
+        assert!(
+            !header.contains("switches: recorded for"),
+            "{sched:?}: {header}"
+        );
+        if let Some(says) = says {
+            assert!(header.contains(says), "{sched:?}: {header}");
+        }
+        assert!(
+            !events.iter().any(|e| e.name.starts_with("sched_")),
+            "{sched:?}: no switch recorded"
+        );
+        for (wake, _) in woken(&events, "idle") {
+            assert!(wake.1.starts_with("why-worker"), "{sched:?}: {wake:?}");
+        }
+        for (wake, resumed) in woken(&events, "queued") {
+            assert_eq!(wake.1, "why-helper", "{sched:?}: {wake:?}");
+            assert!(
+                resumed - wake.0 >= 0.018,
+                "{sched:?}: {wake:?} polled at {resumed}"
+            );
+        }
     }
 }

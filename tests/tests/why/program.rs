@@ -41,15 +41,33 @@ pub fn binary() -> &'static Path {
     })
 }
 
-/// Runs the program (all four kinds, [`EACH`] of each) on a fresh device under `tmp`, with
-/// `TTRACE_SCHED` set to `sched`, and returns the device's directory.
-pub fn run(tmp: &Path, sched: &str) -> PathBuf {
+/// How a run sees the kernel's view of its threads.
+#[derive(Clone, Copy, Debug)]
+pub enum Sched {
+    /// `TTRACE_SCHED=1`: the switches recorded.
+    On,
+    /// `TTRACE_SCHED=0`: not asked for.
+    Off,
+    /// `TTRACE_SCHED=1`, and the kernel refuses `perf_event_open` (`--refuse-perf`: a
+    /// seccomp filter the program installs, `EACCES`).
+    Refused,
+}
+
+/// Runs the program (all four kinds, [`EACH`] of each) on a fresh device under `tmp`, the
+/// kernel's view as `sched` says, and returns the device's directory.
+pub fn run(tmp: &Path, sched: Sched) -> PathBuf {
     let dev = tmp.join("dev");
+    let (env, refuse) = match sched {
+        Sched::On => ("1", false),
+        Sched::Off => ("0", false),
+        Sched::Refused => ("1", true),
+    };
     Cli::new(binary().to_str().unwrap())
         .args(["--each", &EACH.to_string()])
+        .args(refuse.then_some("--refuse-perf"))
         .env("TTRACE_DIR", &dev)
         .env("TTRACE_BUFFER", "4m")
-        .env("TTRACE_SCHED", sched)
+        .env("TTRACE_SCHED", env)
         .within(std::time::Duration::from_secs(120))
         .succeeds();
     dev

@@ -6,7 +6,7 @@
 //! then (and with tokio's `tracing` feature, which its Cargo.toml turns on). Without the
 //! flag it does not compile.
 //!
-//! `ttrace-test-why [--kinds K,K..] [--each N]` serves `N` requests (default 4) of each
+//! `ttrace-test-why [--kinds K,K..] [--each N] [--refuse-perf]` serves `N` requests (default 4) of each
 //! kind named (default all four), one after another, each an `#[instrument]`ed async fn
 //! named after its kind, recording on the device the environment names (`TTRACE_DIR`;
 //! `TTRACE_SCHED=1` records the context switches):
@@ -18,6 +18,10 @@
 //! - `queued`: on a one-worker runtime, awaits a channel; a second task, polled next, has a
 //!   plain thread send on that channel and spins 20 ms in the same poll once the thread
 //!   says it sent: the request woken at once, and polled only after that spin.
+//!
+//! With `--refuse-perf` it first installs a seccomp filter that has the kernel refuse
+//! `perf_event_open` to the process (`EACCES`), as a container's profile may: the switches
+//! are then not recorded, whatever `TTRACE_SCHED` says, and the device says why.
 //!
 //! Each order between threads is made by messages, never by sleeps. An INFO line per request
 //! goes to stderr through `fmt`, beside the ttrace layer, as in a real service. It exits
@@ -40,12 +44,14 @@ const KINDS: [&str; 4] = ["blocking", "contended", "idle", "queued"];
 struct Args {
     kinds: Vec<String>,
     each: u32,
+    refuse_perf: bool,
 }
 
 fn args() -> Result<Args, String> {
     let mut args = Args {
         kinds: KINDS.iter().map(|k| k.to_string()).collect(),
         each: 4,
+        refuse_perf: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -63,6 +69,7 @@ fn args() -> Result<Args, String> {
                     .parse()
                     .map_err(|_| format!("--each {v}: not a count of requests"))?;
             }
+            "--refuse-perf" => args.refuse_perf = true,
             _ => return Err(format!("unknown argument {a}")),
         }
     }
@@ -130,6 +137,62 @@ fn first_cpu() -> usize {
         // SAFETY: `c` is below CPU_SETSIZE; `set` is a valid set.
         .find(|&c| unsafe { libc::CPU_ISSET(c, &set) })
         .expect("a CPU to run on")
+}
+
+/// The `AUDIT_ARCH_*` of the system calls of this build.
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xc000_003e;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xc000_00b7;
+
+/// Has the kernel refuse `perf_event_open` to this thread and those it starts from now on,
+/// with `EACCES`: a seccomp filter (a classic BPF program over `struct seccomp_data`: `nr`
+/// at offset 0, `arch` at 4), allowed without privileges once `no_new_privs` is set.
+fn refuse_perf_event_open() -> std::io::Result<()> {
+    let op = |code: u32, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jeq = |k: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    };
+    let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    let ret = libc::BPF_RET | libc::BPF_K;
+    let filter = [
+        op(load, 4),
+        // Another architecture's calls: allowed.
+        jeq(AUDIT_ARCH, 1, 0),
+        op(ret, libc::SECCOMP_RET_ALLOW),
+        op(load, 0),
+        jeq(libc::SYS_perf_event_open as u32, 0, 1),
+        op(ret, libc::SECCOMP_RET_ERRNO | libc::EACCES as u32),
+        op(ret, libc::SECCOMP_RET_ALLOW),
+    ];
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `program` points to `filter`, alive for the call (the kernel copies it).
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &program as *const libc::sock_fprog,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
 }
 
 /// Blocked: sleeps inside its one poll.
@@ -279,6 +342,12 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if args.refuse_perf {
+        if let Err(e) = refuse_perf_event_open() {
+            eprintln!("ttrace-test-why: no seccomp filter: {e}");
+            std::process::exit(1);
+        }
+    }
     tracing_subscriber::registry()
         .with(ttrace_tracing::layer())
         .with(
