@@ -76,7 +76,7 @@ pub const WAKE_NAME: &str = "task_wake";
 /// The format of [`WAKE_NAME`]: the id of the woken task's span instance (tokio's
 /// `runtime.spawn` span, entered around each poll of the task), as the span's own events
 /// record it.
-pub const WAKE_FORMAT: &str = "span={span}";
+pub const WAKE_FORMAT: &str = "span={span:x}";
 
 /// Bytes of the `header` file.
 pub const HEADER_BYTES: usize = 4096;

@@ -69,7 +69,7 @@ fn wakes_are_recorded_as_task_wake_and_clones_and_drops_are_not() {
         .collect();
     assert_eq!(
         spans,
-        ["span=7", "span=8", "span=7", "span=8"],
+        ["span=0x7", "span=0x8", "span=0x7", "span=0x8"],
         "the wakes in order, no clone or drop: {wakes:#?}"
     );
     // Nothing of the waker target is recorded under a name of its own.

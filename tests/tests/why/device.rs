@@ -96,7 +96,11 @@ fn wakes(events: &[Event]) -> Vec<(f64, String, u64)> {
         .filter(|e| e.name == ttrace_layouts::device::WAKE_NAME)
         .map(|e| {
             let span = e.arg("span").expect("a wake names a span");
-            (e.at, e.thread.clone(), span.parse().expect("a span id"))
+            let hex = span
+                .strip_prefix("0x")
+                .expect("a span id in hex, as span steps show it");
+            let span = u64::from_str_radix(hex, 16).expect("a span id");
+            (e.at, e.thread.clone(), span)
         })
         .collect()
 }
