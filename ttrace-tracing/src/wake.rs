@@ -15,7 +15,7 @@
 //!   layer records as that instance's id.
 //!
 //! The layer recognises the callsites of [`TARGET`] once, when it first meets each one
-//! ([`crate::callsite`]), and records their wakes (`waker.wake` and `waker.wake_by_ref`) as
+//! (`callsite`), and records their wakes (`waker.wake` and `waker.wake_by_ref`) as
 //! the built-in event [`WAKE_NAME`] (format [`WAKE_FORMAT`], kind `Start`, class
 //! [`CLASS_MESSAGES`]: like the context switches, not a level of the program's): its one
 //! argument the woken task's span id, on the thread that woke it, stamped when it woke it.
