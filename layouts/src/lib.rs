@@ -40,6 +40,8 @@
 //! `kind u16 | reserved u16 | len u32` then a kind-specific fixed part and its strings.
 //! Tracepoint records are append-only; thread and process names are kept in a names area
 //! whose records are compacted once no event can refer to them. See [`meta`].
+
+#![deny(missing_docs)]
 #![no_std]
 #![forbid(unsafe_code)]
 

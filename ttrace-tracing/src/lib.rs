@@ -57,6 +57,8 @@
 //!   is recorded as the built-in event `task_wake` naming that span's instance ([`wake`]):
 //!   readers tell a task waiting for a worker from one waiting on its future.
 
+#![deny(missing_docs)]
+
 // Listed from the bottom up: each module uses only modules listed before it.
 mod name;
 #[cfg(feature = "snapshots")]
