@@ -2,7 +2,7 @@
 //! ring and aux buffer, with no copy of the trace held, so that the memory it takes does not
 //! grow with the device.
 //!
-//! Each ring is scanned in place ([`Ring::count_cleared`]) with the checks of every read,
+//! Each ring is scanned in place ([`Ring::count_kept`](crate::ring::Ring::count_kept)) with the checks of every read,
 //! the pages of its mapping given back as the scan passes them; each event is counted by its
 //! tracepoint, and its string arguments are looked up in the aux buffers' extents. Each aux
 //! buffer is copied in turn and only its extent kept ([`AuxExtent`]): which offsets held

@@ -912,7 +912,7 @@ impl<S: SlotWords> Ring<'_, S> {
 /// Slots a scan reads between two calls of [`Visitor::done`].
 const VISITED: usize = 4096;
 
-/// What a scan tells besides the events it keeps ([`Ring::count_cleared`]).
+/// What a scan tells besides the events it keeps ([`Ring::count_kept`]).
 pub trait Visitor {
     /// An event the scan keeps.
     #[inline(always)]
