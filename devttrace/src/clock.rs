@@ -47,7 +47,7 @@ pub fn realtime_ns() -> u64 {
 pub fn invariant_tsc() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        use core::arch::x86_64::{CpuidResult, __cpuid};
+        use core::arch::x86_64::{__cpuid, CpuidResult};
         // SAFETY: `cpuid` exists on every x86_64 CPU and only reads; leaf 0x8000_0007 is
         // asked only where the CPU says it has it. (`__cpuid` is a safe function since Rust
         // 1.87; the block keeps the crate building with its `rust-version`.)

@@ -16,13 +16,15 @@
 //!   an instance polled inside a task's poll was woken when that task was;
 //! - what the trace cannot tell is [`Part::Unknown`], never shared out by a guess: time in a
 //!   poll of a thread whose switches are not known (not recorded, refused, beyond the bound,
-//!   records lost, or before the first switch of the thread the trace holds), time between
+//!   records lost, or before the first switch of the thread the trace holds: the `sched_in`
+//!   written when the thread began to be observed, unless the ring lost it), time between
 //!   polls with no wake known, and the time after the last poll.
 //!
 //! **Why a thread's switches are known from its first one on.** The process records every
-//! switch of a thread it observes, from the thread's first event; the drain writes them into
-//! the device stamped when they happened. So once the trace holds one switch of a thread,
-//! it holds all of its later ones, unless the kernel's buffer overflowed (a `sched_lost`
+//! switch of a thread it observes, from the thread's first event, where it also records a
+//! `sched_in` for it (the thread is on its CPU then); the drain writes the switches into the
+//! device stamped when they happened. So once the trace holds one switch of a thread, it
+//! holds all of its later ones, unless the kernel's buffer overflowed (a `sched_lost`
 //! event: unknown until the next switch) or the reader found events lost (a gap: the same).
 //! An interval is measured only if its thread's switches were known when it began and stayed
 //! known to its end (each mark keeps an epoch that each loss moves on).

@@ -480,6 +480,13 @@ impl switches::Recorder for Writer {
         match note {
             Note::Observed => {
                 header.switch_threads.fetch_add(1, Relaxed);
+                // The thread (the caller) is on its CPU now, and every switch of it from
+                // here on is recorded: a `sched_in` says so, so that readers know its
+                // switches from this moment rather than from its first switch.
+                if let word @ 1.. = builtin_word(&SWITCH_IN) {
+                    let now = self.now();
+                    self.emit_shared_at(now, word, ctx, &[now]);
+                }
             }
             Note::Unobserved => {
                 header.switch_unobserved.fetch_add(1, Relaxed);
