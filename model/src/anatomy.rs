@@ -7,7 +7,8 @@
 //! - inside a call, a pair or a poll, the thread was on its CPU ([`Part::OnCpu`]), or off it:
 //!   switched out while still runnable ([`Part::Preempted`]: another thread had the CPU) or
 //!   because it waited in the kernel ([`Part::Blocked`]: a blocking call, in async code a
-//!   blocking call inside a poll). The thread's `sched_out` and `sched_in` events
+//!   blocking call inside a poll; from the switch out to the switch back in, so the wait for
+//!   a CPU once the kernel woke it counts here too: the kernel tells no wake-up time). The thread's `sched_out` and `sched_in` events
 //!   (`ttrace_core::switches`) say which, to the nanosecond;
 //! - between two polls of an instance (and from its `new` to its first poll), it waited:
 //!   on its future ([`Part::Idle`]) until it was woken, then in the runtime's queue
