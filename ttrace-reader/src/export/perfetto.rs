@@ -14,8 +14,9 @@
 //!   pair (a start and the stop of its name stem on the same thread) one on an async track
 //!   of that stem under the thread's. Each poll of a `tracing` span (an enter and its exit)
 //!   is a slice on the thread that polled. What the model leaves unpaired (its other half
-//!   lost, or before the horizon) is an instant, in the category `unpaired`; a slice whose
-//!   end is not in the trace is left open (Perfetto shows it as not ended).
+//!   lost, or before the horizon) is an instant, in the category `unpaired`, with the
+//!   model's reason as its argument `why` (`before_horizon`, `partner_missing`); a slice
+//!   whose end is not in the trace is left open (Perfetto shows it as not ended).
 //! - **Span instances** are slices from their new to their close on *lanes*: async tracks
 //!   under the process's, grouped per process and name of the root span (a `request` group
 //!   holds `request` instances and everything under them), all of a group named as its
@@ -196,6 +197,9 @@ enum Name<'a> {
 enum Args<'e> {
     /// An event's, named by its tracepoint.
     Of(&'e Event),
+    /// An unpaired event's, then why the model left it unpaired: the argument `why`
+    /// ([`Why::name`]).
+    Unpaired(&'e Event, Why),
     /// A message's text, the argument `message`.
     Message(&'e str),
     /// A loss: the CPU, then the entries lost, dropped and damaged ([`LOSS_ARGS`]).
@@ -639,6 +643,11 @@ impl<'s> Writer<'s> {
                 let id = event.type_word.tracepoint() as usize;
                 Self::point_iids(sequence, id, labels, schemas, &mut new);
             }
+            Args::Unpaired(event, _) => {
+                let id = event.type_word.tracepoint() as usize;
+                Self::point_iids(sequence, id, labels, schemas, &mut new);
+                own[0] = Self::iid(sequence, strings::ANNOTATION, "why", &mut new);
+            }
             Args::Message(_) => {
                 own[0] = Self::iid(sequence, strings::ANNOTATION, "message", &mut new)
             }
@@ -675,16 +684,21 @@ impl<'s> Writer<'s> {
                 fixed64(t, event::FLOW_IDS, flow);
             }
             match e.args {
-                Args::Of(ev) => {
+                Args::Of(ev) | Args::Unpaired(ev, _) => {
                     let id = ev.type_word.tracepoint() as usize;
-                    let (Some(s), Some(Some(iids))) = (schemas.get(id), sequence.points.get(id))
-                    else {
-                        return;
-                    };
-                    for ((&w, (_, spec)), &iid) in ev.args().iter().zip(&s.args).zip(&iids.2) {
+                    if let (Some(s), Some(Some(iids))) = (schemas.get(id), sequence.points.get(id))
+                    {
+                        for ((&w, (_, spec)), &iid) in ev.args().iter().zip(&s.args).zip(&iids.2) {
+                            message(t, event::DEBUG_ANNOTATIONS, |a| {
+                                uint(a, annotation::NAME_IID, iid);
+                                value(a, spec, w, aux);
+                            });
+                        }
+                    }
+                    if let Args::Unpaired(_, why) = e.args {
                         message(t, event::DEBUG_ANNOTATIONS, |a| {
-                            uint(a, annotation::NAME_IID, iid);
-                            value(a, spec, w, aux);
+                            uint(a, annotation::NAME_IID, own[0]);
+                            bytes(a, annotation::STRING, why.name().as_bytes());
                         });
                     }
                 }
@@ -724,8 +738,8 @@ impl<'s> Writer<'s> {
     }
 
     /// Writes `event` as an instant on its thread, in the category `unpaired`: the other
-    /// half of its pair is not in the trace, or cannot be told.
-    fn unpaired(&mut self, event: &Event) {
+    /// half of its pair is not in the trace, or cannot be told (`why`, its argument `why`).
+    fn unpaired(&mut self, event: &Event, why: Why) {
         let label = self.labels[event.type_word.tracepoint() as usize].0.clone();
         self.track_event(TrackEvent {
             ctx: event.ctx,
@@ -733,7 +747,7 @@ impl<'s> Writer<'s> {
             track: None,
             kind: event::INSTANT,
             name: Name::Given(&label, "unpaired"),
-            args: Args::Of(event),
+            args: Args::Unpaired(event, why),
             flows: &[],
         });
     }
@@ -797,11 +811,11 @@ impl<'s> Writer<'s> {
                 }
                 Why::BeforeHorizon => {
                     self.written.uncertain += 1;
-                    self.unpaired(&event);
+                    self.unpaired(&event, why);
                 }
                 Why::PartnerMissing => {
                     self.written.unpaired += 1;
-                    self.unpaired(&event);
+                    self.unpaired(&event, why);
                 }
             },
             Step::PollDrop { begin, end } => {
