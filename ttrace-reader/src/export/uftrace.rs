@@ -284,15 +284,26 @@ fn point_names(schemas: &[Schema]) -> Vec<String> {
     names
 }
 
+/// A thread's records not yet appended to its file, and the ENTRY records it has open in
+/// the output (not yet closed by an EXIT): the depth of its next record.
+#[derive(Default)]
+struct Stream {
+    bytes: Vec<u8>,
+    depth: usize,
+}
+
+/// The streams, by thread (its tid as uftrace shows it).
+type Buffers = BTreeMap<u64, Stream>;
+
 /// Per-thread record streams, appended to their files in blocks.
 struct Streams<'d> {
     dir: &'d Path,
-    buffers: BTreeMap<u64, Vec<u8>>,
+    buffers: Buffers,
 }
 
 impl Streams<'_> {
     fn flush(&mut self, tid: u64) -> std::io::Result<()> {
-        let Some(buf) = self.buffers.get_mut(&tid) else {
+        let Some(Stream { bytes: buf, .. }) = self.buffers.get_mut(&tid) else {
             return Ok(());
         };
         let path = self.dir.join(format!("{tid}.dat"));
@@ -342,7 +353,7 @@ pub fn write(
         decoder: Decoder::new(ctx, TimeFormat::Relative),
         identities: Identities::new(ctx.meta),
         clock,
-        depths: HashMap::new(),
+        full: false,
         written: Written::default(),
         text: Vec::new(),
     };
@@ -365,9 +376,14 @@ pub fn write(
                 comm(&mut comms, t.saturating_sub(1), pid, tid, name);
             }
         }
-        let out = streams.buffers.entry(tid).or_default();
         if let Some(n) = lost.get_mut(ring).filter(|n| **n > 0) {
-            record(out, t, LOST, 0, *n);
+            record(
+                &mut streams.buffers.entry(tid).or_default().bytes,
+                t,
+                LOST,
+                0,
+                *n,
+            );
             *n = 0;
         }
         match item {
@@ -377,13 +393,20 @@ pub fn write(
                 model.feed(event, &mut |step| p.step(step, buffers, Some(&now)));
             }
             Item::Message(_) => {
-                let depth = p.depths.get(&tid).copied().unwrap_or(0);
-                p.call(out, t, depth, p.schemas.len(), item);
+                let out = streams.buffers.entry(tid).or_default();
+                p.call(&mut out.bytes, t, out.depth, p.schemas.len(), item);
+                p.full |= out.bytes.len() >= FLUSH;
             }
         }
         p.written.item(item);
-        if streams.buffers.get(&tid).is_some_and(|b| b.len() >= FLUSH) {
-            streams.flush(tid)?;
+        if std::mem::take(&mut p.full) {
+            let full: Vec<u64> = (streams.buffers.iter())
+                .filter(|(_, s)| s.bytes.len() >= FLUSH)
+                .map(|(&tid, _)| tid)
+                .collect();
+            for tid in full {
+                streams.flush(tid)?;
+            }
             progress(p.written.events);
         }
         Ok::<(), std::io::Error>(())
@@ -396,7 +419,7 @@ pub fn write(
     let unreported: u64 = lost.iter().sum();
     if let (true, Some((&tid, &(_, _, t)))) = (unreported > 0, threads.iter().next()) {
         record(
-            streams.buffers.entry(tid).or_default(),
+            &mut streams.buffers.entry(tid).or_default().bytes,
             t,
             LOST,
             0,
@@ -462,9 +485,8 @@ struct Points<'s> {
     /// A reused id's later threads (processes) are tasks (sessions) of their own.
     identities: Identities<'s>,
     clock: Clock,
-    /// Per thread (its tid as uftrace shows it), the ENTRY records written and not yet
-    /// closed by an EXIT: the depth of its next record.
-    depths: HashMap<u64, usize>,
+    /// Whether a stream written to holds [`FLUSH`] bytes or more.
+    full: bool,
     written: Written,
     /// A buffer for an event's text.
     text: Vec<u8>,
@@ -476,7 +498,7 @@ impl Points<'_> {
     /// an exit with nothing open an EXIT record of its own at depth 0; every other event
     /// a call of its point function (the drop re-entry too: it is no poll). `now` is the
     /// event fed (`None` at the end, where steps only count what was left open).
-    fn step(&mut self, step: Step, buffers: &mut BTreeMap<u64, Vec<u8>>, now: Option<&Now<'_>>) {
+    fn step(&mut self, step: Step, buffers: &mut Buffers, now: Option<&Now<'_>>) {
         let Some(now) = now else {
             if let Step::Unpaired { event, .. } = step {
                 let id = event.type_word.tracepoint() as usize;
@@ -488,8 +510,8 @@ impl Points<'_> {
         match step {
             Step::CallBegin { event, .. } | Step::PollBegin(event) => {
                 let (tid, t) = self.at(&event, now);
-                let out = buffers.entry(tid).or_default();
-                let depth = self.depths.entry(tid).or_default();
+                let stream = buffers.entry(tid).or_default();
+                let (out, depth) = (&mut stream.bytes, stream.depth);
                 let id = event.type_word.tracepoint();
                 match self.schemas.get(id as usize) {
                     // Every argument the spec names is there (not a lost continuation).
@@ -497,28 +519,29 @@ impl Points<'_> {
                         if self.specs.with_args[id as usize]
                             && event.args().len() >= s.args.len() =>
                     {
-                        record(out, t, ENTRY | MORE, *depth, addr(id));
+                        record(out, t, ENTRY | MORE, depth, addr(id));
                         arguments(out, &event, s, self.aux);
                     }
-                    _ => record(out, t, ENTRY, *depth, addr(id)),
+                    _ => record(out, t, ENTRY, depth, addr(id)),
                 }
-                *depth += 1;
+                stream.depth += 1;
+                self.full |= stream.bytes.len() >= FLUSH;
             }
             Step::CallEnd { begin, end, .. } | Step::PollEnd { begin, end } => {
                 self.written.pairs += 1;
                 let (tid, t) = self.at(&end, now);
-                let depth = self.depths.entry(tid).or_default();
-                *depth = depth.saturating_sub(1);
-                let depth = *depth;
-                self.exit(buffers, &end, (tid, t), begin.type_word.tracepoint(), depth);
+                let stream = buffers.entry(tid).or_default();
+                stream.depth = stream.depth.saturating_sub(1);
+                let depth = stream.depth;
+                self.exit(stream, &end, t, begin.type_word.tracepoint(), depth);
             }
             Step::Unpaired { event, why } => {
                 let id = event.type_word.tracepoint();
                 match (self.schemas.get(id as usize).map(|s| s.kind), why) {
                     (Some(Kind::Exit), Why::PartnerMissing) => {
                         self.written.unpaired += 1;
-                        let at = self.at(&event, now);
-                        self.exit(buffers, &event, at, id, 0);
+                        let (tid, t) = self.at(&event, now);
+                        self.exit(buffers.entry(tid).or_default(), &event, t, id, 0);
                     }
                     // Before the horizon: a call of its point function.
                     (Some(Kind::Entry | Kind::Exit), _) => {
@@ -554,17 +577,10 @@ impl Points<'_> {
         (self.identities.of(event.ctx, event.stamp).tid, t)
     }
 
-    /// An EXIT record of `function` at `depth` for `event` (written at `at`), its text the
-    /// return value where the function's spec has one.
-    fn exit(
-        &mut self,
-        buffers: &mut BTreeMap<u64, Vec<u8>>,
-        event: &Event,
-        (tid, t): (u64, u64),
-        function: u16,
-        depth: usize,
-    ) {
-        let out = buffers.entry(tid).or_default();
+    /// An EXIT record of `function` at `depth` for `event` (written at `t`) in `stream`,
+    /// its text the return value where the function's spec has one.
+    fn exit(&mut self, stream: &mut Stream, event: &Event, t: u64, function: u16, depth: usize) {
+        let out = &mut stream.bytes;
         let has_args = (self.schemas.get(event.type_word.tracepoint() as usize))
             .is_some_and(|s| !s.args.is_empty());
         match self.specs.with_ret.get(function as usize) {
@@ -582,28 +598,24 @@ impl Points<'_> {
             }
             _ => record(out, t, EXIT, depth, addr(function)),
         }
+        self.full |= out.len() >= FLUSH;
     }
 
     /// `event` as a call of its point function, at its thread's depth.
-    fn point(&mut self, buffers: &mut BTreeMap<u64, Vec<u8>>, event: &Event, now: &Now<'_>) {
+    fn point(&mut self, buffers: &mut Buffers, event: &Event, now: &Now<'_>) {
         let id = event.type_word.tracepoint() as usize;
         let k = match self.schemas.get(id) {
             Some(_) => id,
             None => self.schemas.len() + 1,
         };
         let (tid, t) = self.at(event, now);
-        let depth = self.depths.get(&tid).copied().unwrap_or(0);
-        let out = buffers.entry(tid).or_default();
-        self.call(
-            out,
-            t,
-            depth,
-            k,
-            &Item::Point {
-                cpu: 0,
-                event: *event,
-            },
-        );
+        let stream = buffers.entry(tid).or_default();
+        let item = Item::Point {
+            cpu: 0,
+            event: *event,
+        };
+        self.call(&mut stream.bytes, t, stream.depth, k, &item);
+        self.full |= stream.bytes.len() >= FLUSH;
     }
 
     /// Appends a call of point function `k` (see [`point_names`]) at `t` and `depth` that
