@@ -280,7 +280,9 @@ impl<'s> Decoder<'s> {
         }
     }
 
-    fn point(&self, event: &Event, out: &mut Vec<u8>) {
+    /// Appends what a line shows of the trace point `event` after its writer (as
+    /// [`Decoder::text`] does for its item).
+    pub(crate) fn point(&self, event: &Event, out: &mut Vec<u8>) {
         let id = event.type_word.tracepoint() as usize;
         let Some(tp) = self.tracepoints.get(id) else {
             // One line whatever the arguments: `tracepoint#7(0x1 0xff)`.

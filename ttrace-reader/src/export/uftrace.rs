@@ -587,13 +587,7 @@ impl Points<'_> {
             Some(true) if has_args => {
                 record(out, t, EXIT | MORE, depth, addr(function));
                 self.text.clear();
-                self.decoder.text(
-                    &Item::Point {
-                        cpu: 0,
-                        event: *event,
-                    },
-                    &mut self.text,
-                );
+                self.decoder.point(event, &mut self.text);
                 return_value(out, &self.text);
             }
             _ => record(out, t, EXIT, depth, addr(function)),
@@ -610,12 +604,13 @@ impl Points<'_> {
         };
         let (tid, t) = self.at(event, now);
         let stream = buffers.entry(tid).or_default();
-        let item = Item::Point {
-            cpu: 0,
-            event: *event,
-        };
-        self.call(&mut stream.bytes, t, stream.depth, k, &item);
-        self.full |= stream.bytes.len() >= FLUSH;
+        let (out, at) = (&mut stream.bytes, point_addr(self.schemas.len(), k));
+        record(out, t, ENTRY, stream.depth, at);
+        record(out, t, EXIT | MORE, stream.depth, at);
+        self.text.clear();
+        self.decoder.point(event, &mut self.text);
+        return_value(out, &self.text);
+        self.full |= out.len() >= FLUSH;
     }
 
     /// Appends a call of point function `k` (see [`point_names`]) at `t` and `depth` that
