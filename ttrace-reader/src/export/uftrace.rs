@@ -390,7 +390,7 @@ pub fn write(
             Item::Point { event, .. } => {
                 let now = Now { event, tid, t };
                 let buffers = &mut streams.buffers;
-                model.feed(event, &mut |step| p.step(step, buffers, Some(&now)));
+                model.feed(event, &mut |step| p.step(&step, buffers, Some(&now)));
             }
             Item::Message(_) => {
                 let out = streams.buffers.entry(tid).or_default();
@@ -413,7 +413,7 @@ pub fn write(
     })?;
     p.written.strings_lost = items.strings_lost();
     // What is open at the end writes nothing: it is counted.
-    model.finish(&mut |step| p.step(step, &mut streams.buffers, None));
+    model.finish(&mut |step| p.step(&step, &mut streams.buffers, None));
     // Losses of rings none of whose events are exported: at the end of the first thread's
     // stream (uftrace has no other place for them; with no thread at all there is no trace).
     let unreported: u64 = lost.iter().sum();
@@ -498,7 +498,7 @@ impl Points<'_> {
     /// an exit with nothing open an EXIT record of its own at depth 0; every other event
     /// a call of its point function (the drop re-entry too: it is no poll). `now` is the
     /// event fed (`None` at the end, where steps only count what was left open).
-    fn step(&mut self, step: Step, buffers: &mut Buffers, now: Option<&Now<'_>>) {
+    fn step(&mut self, step: &Step, buffers: &mut Buffers, now: Option<&Now<'_>>) {
         let Some(now) = now else {
             if let Step::Unpaired { event, .. } = step {
                 let id = event.type_word.tracepoint() as usize;
@@ -509,7 +509,7 @@ impl Points<'_> {
         };
         match step {
             Step::CallBegin { event, .. } | Step::PollBegin(event) => {
-                let (tid, t) = self.at(&event, now);
+                let (tid, t) = self.at(event, now);
                 let stream = buffers.entry(tid).or_default();
                 let (out, depth) = (&mut stream.bytes, stream.depth);
                 let id = event.type_word.tracepoint();
@@ -520,7 +520,7 @@ impl Points<'_> {
                             && event.args().len() >= s.args.len() =>
                     {
                         record(out, t, ENTRY | MORE, depth, addr(id));
-                        arguments(out, &event, s, self.aux);
+                        arguments(out, event, s, self.aux);
                     }
                     _ => record(out, t, ENTRY, depth, addr(id)),
                 }
@@ -529,38 +529,38 @@ impl Points<'_> {
             }
             Step::CallEnd { begin, end, .. } | Step::PollEnd { begin, end } => {
                 self.written.pairs += 1;
-                let (tid, t) = self.at(&end, now);
+                let (tid, t) = self.at(end, now);
                 let stream = buffers.entry(tid).or_default();
                 stream.depth = stream.depth.saturating_sub(1);
                 let depth = stream.depth;
-                self.exit(stream, &end, t, begin.type_word.tracepoint(), depth);
+                self.exit(stream, end, t, begin.type_word.tracepoint(), depth);
             }
             Step::Unpaired { event, why } => {
                 let id = event.type_word.tracepoint();
                 match (self.schemas.get(id as usize).map(|s| s.kind), why) {
                     (Some(Kind::Exit), Why::PartnerMissing) => {
                         self.written.unpaired += 1;
-                        let (tid, t) = self.at(&event, now);
-                        self.exit(buffers.entry(tid).or_default(), &event, t, id, 0);
+                        let (tid, t) = self.at(event, now);
+                        self.exit(buffers.entry(tid).or_default(), event, t, id, 0);
                     }
                     // Before the horizon: a call of its point function.
                     (Some(Kind::Entry | Kind::Exit), _) => {
                         self.written.uncertain += 1;
-                        self.point(buffers, &event, now);
+                        self.point(buffers, event, now);
                     }
-                    _ => self.point(buffers, &event, now),
+                    _ => self.point(buffers, event, now),
                 }
             }
             Step::PollDrop { begin, end } => {
-                self.point(buffers, &begin, now);
-                self.point(buffers, &end, now);
+                self.point(buffers, begin, now);
+                self.point(buffers, end, now);
             }
             Step::Instant(e)
             | Step::StemBegin(e)
             | Step::StemEnd { end: e, .. }
             | Step::SpanNew(e)
             | Step::SpanRecord(e)
-            | Step::SpanFollows(e) => self.point(buffers, &e, now),
+            | Step::SpanFollows(e) => self.point(buffers, e, now),
             // The close is the event fed.
             Step::SpanEnd(_) => self.point(buffers, now.event, now),
             Step::SpanUnended { .. } => {}
