@@ -67,6 +67,14 @@ pub const SWITCH_UNOBSERVED_NAME: &str = "sched_unobserved";
 /// The format of [`SWITCH_UNOBSERVED_NAME`]: the `errno` of the refusal, or 0 for the bound.
 pub const SWITCH_UNOBSERVED_FORMAT: &str = "errno={errno}";
 
+/// The name of the tracepoint that records a task woken: the `tracing` layer writes one on
+/// the waking thread for each wake tokio's instrumentation reports (`--cfg tokio_unstable`,
+/// tokio's `tracing` feature). Readers tell from it a request waiting on its future from
+/// one waiting in the runtime's queue.
+pub const WAKE_NAME: &str = "task_wake";
+/// The format of [`WAKE_NAME`]: the id of the woken task's span (`runtime.spawn`).
+pub const WAKE_FORMAT: &str = "span={span}";
+
 /// Bytes of the `header` file.
 pub const HEADER_BYTES: usize = 4096;
 /// Bytes of the rules text area (enable/disable wildcard rules, one per line).

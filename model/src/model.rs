@@ -61,11 +61,19 @@
 //! entries left out as damaged do not move it: a pair around such a loss may still be
 //! paired. Both are counted per ring, so the report says they happened.
 //!
+//! **Where the time went.** Each call and pair that ends ([`Step::CallEnd`],
+//! [`Step::StemEnd`]) and each instance that closes ([`Instance::parts`]) carries its
+//! anatomy ([`crate::anatomy`]): on or off its CPU from its thread's switch events, idle or
+//! scheduled between polls from the runtime's wakes, unknown where the trace cannot tell.
+//! Those events are the kernel's and the runtime's, not the thread's: they never release an
+//! enter held back, and an enter held keeps where its thread stood when it came.
+//!
 //! **Cost.** Feeding an event allocates nothing unless it opens something on a thread or
 //! instance not seen before; steps go to the caller's sink (`FnMut(Step)`), one at a time.
 //! A [`Model`] is [`Clone`]: a reader that formats a trace in parts can run the model over
 //! the whole, clone it at each cut, and hand each part the state at its start.
 
+use crate::anatomy::{self, Builtin, Cpu, Mark, Parts, Stretch};
 use crate::incarnation::{Thread, Threads};
 use crate::pairs::Stems;
 use crate::spans::{Instance, Node, Poll};
@@ -150,6 +158,8 @@ pub enum Step {
         end: Event,
         /// The call's depth.
         depth: usize,
+        /// Where its time went ([`crate::anatomy`]).
+        parts: Parts,
     },
     /// A start opened a pair of its stem.
     StemBegin(Event),
@@ -159,6 +169,8 @@ pub enum Step {
         begin: Event,
         /// The stop.
         end: Event,
+        /// Where its time went ([`crate::anatomy`]).
+        parts: Parts,
     },
     /// A span instance was created.
     SpanNew(Event),
@@ -190,6 +202,14 @@ pub enum Step {
         instance: Box<Instance>,
         /// Why.
         why: Why,
+    },
+    /// A stretch of a thread's time on or off its CPU ended ([`crate::anatomy`]: told by
+    /// its `sched_out` or `sched_in`, which is also an [`Step::Instant`]).
+    Cpu {
+        /// The thread (`pid << 32 | tid`).
+        ctx: u64,
+        /// The stretch.
+        stretch: Stretch,
     },
     /// An event that opens or closes, left unpaired.
     Unpaired {
@@ -235,8 +255,30 @@ struct Held {
     /// The instance's key.
     key: (u32, u64),
     enter: Event,
-    /// The exit of the same instance that came next on the thread, if any.
-    exit: Option<Event>,
+    /// Where its thread stood at the enter (switches may come before it is applied).
+    mark: Mark,
+    /// The exit of the same instance that came next on the thread, if any, and where its
+    /// thread stood then.
+    exit: Option<(Event, Mark)>,
+}
+
+/// A thread's starts of one stem (by its number).
+type Stack = (Thread, usize);
+
+/// A poll open on a thread.
+#[derive(Clone, Copy, Debug)]
+struct Polling {
+    /// The instance's key.
+    key: (u32, u64),
+    /// When it began.
+    begin: u64,
+    /// The wake that led to it, if known.
+    woken: Option<u64>,
+    /// Where its thread stood then.
+    mark: Mark,
+    /// Whether it is the instance's outermost (an enter with none of its own open): only
+    /// those are measured.
+    outermost: bool,
 }
 
 /// What events mean, one event at a time (see the module's documentation).
@@ -261,13 +303,21 @@ struct Held {
 /// model.feed(&event(10, 0, Kind::Entry), &mut |s| steps.push(s));
 /// model.feed(&event(25, 1, Kind::Exit), &mut |s| steps.push(s));
 /// model.finish(&mut |s| steps.push(s));
-/// let Step::CallEnd { begin, end, depth: 0 } = &steps[1] else { panic!("{steps:?}") };
+/// let Step::CallEnd { begin, end, depth: 0, .. } = &steps[1] else { panic!("{steps:?}") };
 /// assert_eq!((begin.stamp, end.stamp), (10, 25));
 /// ```
 #[derive(Clone, Debug)]
 pub struct Model {
     /// Per tracepoint id, its kind and role.
     kinds: Vec<(Kind, Role)>,
+    /// Per tracepoint id, which built-in it is, if any ([`crate::anatomy`]).
+    builtins: Vec<Option<Builtin>>,
+    /// Whether the metadata has the switch tracepoints.
+    switches: bool,
+    /// Per thread (`ctx`), its time off the CPU so far.
+    cpus: FoldHashMap<u64, Cpu>,
+    /// Per thread (`ctx`), the polls open on it, innermost last.
+    polling: FoldHashMap<u64, Vec<Polling>>,
     stems: Stems,
     /// Per stem, whether a start tracepoint has it.
     started: Vec<bool>,
@@ -275,11 +325,11 @@ pub struct Model {
     any_spans: bool,
     threads: Threads,
     horizon: u64,
-    /// Open calls, by thread: foldhash, fast on small keys and randomly seeded, so that a
-    /// hostile trace cannot choose threads that collide.
-    calls: FoldHashMap<Thread, Vec<Event>>,
+    /// Open calls, by thread, each with where its thread stood: foldhash, fast on small
+    /// keys and randomly seeded, so that a hostile trace cannot choose threads that collide.
+    calls: FoldHashMap<Thread, Vec<(Event, Mark)>>,
     /// Open starts, by thread and stem.
-    starts: FoldHashMap<(Thread, usize), Vec<Event>>,
+    starts: FoldHashMap<Stack, Vec<(Event, Mark)>>,
     /// Open instances, by process and id.
     instances: FoldHashMap<(u32, u64), Instance>,
     /// Enters held back, by writer.
@@ -295,6 +345,10 @@ impl Model {
     pub fn new<T: Kept>(meta: &Metadata, rings: &[RingSnapshot<T>]) -> Model {
         let mut m = Model {
             kinds: Vec::new(),
+            builtins: Vec::new(),
+            switches: false,
+            cpus: FoldHashMap::default(),
+            polling: FoldHashMap::default(),
             stems: Stems::default(),
             started: Vec::new(),
             any_spans: false,
@@ -353,6 +407,8 @@ impl Model {
     fn learn(&mut self, meta: &Metadata) {
         let tps = &meta.tracepoints;
         self.kinds = tps.iter().map(|t| (t.kind, t.role)).collect();
+        self.builtins = tps.iter().map(Builtin::of).collect();
+        self.switches = self.builtins.iter().any(|b| b.is_some());
         self.stems = Stems::new(tps);
         self.started = vec![false; self.stems.names.len()];
         for (t, s) in tps.iter().zip(&self.stems.of) {
@@ -399,9 +455,25 @@ impl Model {
     /// Feeds `e`, the next event in time order: its steps go to `out`.
     #[inline]
     pub fn feed(&mut self, e: &Event, out: &mut impl FnMut(Step)) {
-        let Some(&(kind, role)) = self.kinds.get(e.type_word.tracepoint() as usize) else {
+        let tp = e.type_word.tracepoint() as usize;
+        let Some(&(kind, role)) = self.kinds.get(tp) else {
             return out(Step::Instant(*e));
         };
+        // The runtime's and the kernel's own events are no event of the program's thread:
+        // they never release an enter held (a switch may come between any two events).
+        if self.switches {
+            if let Some(b) = self.builtins[tp] {
+                let stretch = self.builtin(b, e);
+                out(Step::Instant(*e));
+                if let Some(stretch) = stretch {
+                    out(Step::Cpu {
+                        ctx: e.ctx,
+                        stretch,
+                    });
+                }
+                return;
+            }
+        }
         if self.any_spans {
             if !self.held.is_empty() && self.release_held(e, role, out) {
                 return;
@@ -421,8 +493,9 @@ impl Model {
             }),
             Kind::Entry => {
                 let thread = self.threads.of(e.ctx, e.stamp);
+                let mark = self.mark(e.ctx, e.stamp);
                 let stack = self.calls.entry(thread).or_default();
-                stack.push(*e);
+                stack.push((*e, mark));
                 out(Step::CallBegin {
                     event: *e,
                     depth: stack.len() - 1,
@@ -439,10 +512,11 @@ impl Model {
                     .get_mut(&thread)
                     .and_then(|s| s.pop().map(|b| (b, s.len())))
                 {
-                    Some((begin, depth)) => out(Step::CallEnd {
+                    Some(((begin, mark), depth)) => out(Step::CallEnd {
                         begin,
                         end: *e,
                         depth,
+                        parts: self.parts(e.ctx, &mark, e.stamp),
                     }),
                     None => out(Step::Unpaired {
                         event: *e,
@@ -464,11 +538,16 @@ impl Model {
                 }
                 let thread = self.threads.of(e.ctx, e.stamp);
                 if kind == Kind::Start {
-                    self.starts.entry((thread, s)).or_default().push(*e);
+                    let mark = self.mark(e.ctx, e.stamp);
+                    self.starts.entry((thread, s)).or_default().push((*e, mark));
                     return out(Step::StemBegin(*e));
                 }
                 match self.starts.get_mut(&(thread, s)).and_then(Vec::pop) {
-                    Some(begin) => out(Step::StemEnd { begin, end: *e }),
+                    Some((begin, mark)) => out(Step::StemEnd {
+                        begin,
+                        end: *e,
+                        parts: self.parts(e.ctx, &mark, e.stamp),
+                    }),
                     None => out(Step::Unpaired {
                         event: *e,
                         why: Why::PartnerMissing,
@@ -483,6 +562,10 @@ impl Model {
     /// outermost first; instances open are no longer whole.
     pub fn gap(&mut self, out: &mut impl FnMut(Step)) {
         self.release_all(out);
+        // Switches may be among what was lost: no thread's are known until its next one.
+        for c in self.cpus.values_mut() {
+            c.lose();
+        }
         for e in outermost_first(std::mem::take(&mut self.calls))
             .chain(outermost_first(std::mem::take(&mut self.starts)))
         {
@@ -506,16 +589,16 @@ impl Model {
             true => Why::ThreadEnded,
             false => Why::OpenAtEnd,
         };
-        let mut calls: Vec<(Thread, Vec<Event>)> = self.calls.into_iter().collect();
+        let mut calls: Vec<(Thread, Vec<(Event, Mark)>)> = self.calls.into_iter().collect();
         calls.sort_unstable_by_key(|(t, _)| *t);
-        let mut starts: Vec<((Thread, usize), Vec<Event>)> = self.starts.into_iter().collect();
-        starts.sort_unstable_by_key(|(k, v)| (k.0, v.first().map(|e| e.stamp), k.1));
+        let mut starts: Vec<(Stack, Vec<(Event, Mark)>)> = self.starts.into_iter().collect();
+        starts.sort_unstable_by_key(|(k, v)| (k.0, v.first().map(|e| e.0.stamp), k.1));
         for (t, v) in calls
             .into_iter()
             .chain(starts.into_iter().map(|((t, _), v)| (t, v)))
         {
             let why = why(&t);
-            for event in v {
+            for (event, _) in v {
                 out(Step::Unpaired { event, why });
             }
         }
@@ -540,6 +623,9 @@ impl Model {
             Role::SpanNew => {
                 if let Some(old) = self.instances.remove(&key) {
                     self.release_instance(key, out);
+                    if !old.open.is_empty() {
+                        self.forget_polls(key);
+                    }
                     out(Step::SpanUnended {
                         instance: Box::new(old),
                         why: Why::Superseded,
@@ -548,6 +634,7 @@ impl Model {
                 let mut i = Instance::new(key.0, id, tp);
                 i.whole = e.stamp >= self.horizon;
                 i.new = Some(*e);
+                i.since = Some(e.stamp);
                 if self.fields {
                     let parent = match e.args().get(1) {
                         Some(&p) if p != 0 => self.instances.get(&(key.0, p)),
@@ -568,19 +655,25 @@ impl Model {
             Role::SpanEnter => {
                 let i = self.instance(key, tp);
                 if i.polls.is_empty() {
-                    return self.enter(key, *e, out);
+                    let mark = self.mark(e.ctx, e.stamp);
+                    return self.enter(key, *e, mark, out);
                 }
+                let mark = self.mark(e.ctx, e.stamp);
                 // Perhaps the drop re-entry: wait for the thread's next events.
                 self.held.insert(
                     e.ctx,
                     Held {
                         key,
                         enter: *e,
+                        mark,
                         exit: None,
                     },
                 );
             }
-            Role::SpanExit => self.exit(key, tp, *e, out),
+            Role::SpanExit => {
+                let end = self.mark(e.ctx, e.stamp);
+                self.exit(key, tp, *e, end, out)
+            }
             Role::SpanFollows => {
                 let follows = e.args().get(1).copied().unwrap_or(0);
                 self.instance(key, tp).follows.push(follows);
@@ -593,6 +686,16 @@ impl Model {
                     .remove(&key)
                     .unwrap_or_else(|| Instance::new(key.0, id, tp));
                 i.close = Some(e.stamp);
+                if !i.open.is_empty() {
+                    self.forget_polls(key);
+                }
+                // After its last poll: what it did until dropped the trace does not tell.
+                // And whatever its polls left unmeasured (polls of two threads at once) is
+                // unknown too, so that the parts add up to the lifetime.
+                if let Some(life) = i.lifetime() {
+                    let rest = life.saturating_sub(i.parts.total());
+                    i.parts.add(anatomy::Part::Unknown, rest);
+                }
                 out(Step::SpanEnd(Box::new(i)))
             }
             Role::SpanRecord => {
@@ -624,18 +727,62 @@ impl Model {
         })
     }
 
-    fn enter(&mut self, key: (u32, u64), e: Event, out: &mut impl FnMut(Step)) {
-        self.instance(key, e.type_word.tracepoint())
-            .open
-            .push((e, 0));
+    /// A poll begins: `e`, its thread standing at `mark`.
+    fn enter(&mut self, key: (u32, u64), e: Event, mark: Mark, out: &mut impl FnMut(Step)) {
+        // The poll open on the thread around this one: a task's, whose wake brought it here.
+        let around = (self.polling.get(&e.ctx))
+            .and_then(|s| s.last())
+            .map(|p| (p.begin, p.woken));
+        let i = self.instance(key, e.type_word.tracepoint());
+        let outermost = i.open.is_empty();
+        let mut woken = None;
+        if outermost {
+            let own = i.woken.take();
+            if let Some(since) = i.since {
+                // Its own wake, else that of the poll around it if that poll began after it
+                // began to wait (the poll that brought it here); else none is known.
+                woken = own.or(match around {
+                    Some((begin, w)) if begin >= since => w,
+                    _ => None,
+                });
+                i.parts.add_all(&anatomy::wait(since, woken, e.stamp));
+            }
+        }
+        i.open.push((e, 0));
+        self.polling.entry(e.ctx).or_default().push(Polling {
+            key,
+            begin: e.stamp,
+            woken,
+            mark,
+            outermost,
+        });
         out(Step::PollBegin(e))
     }
 
-    fn exit(&mut self, key: (u32, u64), tp: u16, e: Event, out: &mut impl FnMut(Step)) {
+    /// A poll ends: `e`, its thread standing at `end`.
+    fn exit(&mut self, key: (u32, u64), tp: u16, e: Event, end: Mark, out: &mut impl FnMut(Step)) {
+        let open =
+            (self.instances.get(&key)).is_some_and(|i| i.open.iter().any(|o| o.0.ctx == e.ctx));
+        let mut parts = None;
+        if open {
+            let stack = self.polling.get_mut(&e.ctx);
+            if let Some(p) = stack.and_then(|s| {
+                let at = s.iter().rposition(|p| p.key == key)?;
+                Some(s.remove(at))
+            }) {
+                parts = p.outermost.then(|| anatomy::between(&p.mark, &end));
+            }
+        }
         let i = self.instance(key, tp);
         match i.open.iter().rposition(|o| o.0.ctx == e.ctx) {
             Some(at) => {
                 let (begin, _) = i.open.remove(at);
+                if let Some(p) = parts {
+                    i.parts.add_all(&p);
+                }
+                if i.open.is_empty() {
+                    i.since = Some(e.stamp);
+                }
                 i.polls.push(Poll {
                     enter: begin.stamp,
                     exit: e.stamp,
@@ -659,16 +806,20 @@ impl Model {
     /// The next event `e` of a thread with an enter held: whether it was taken (the exit
     /// that makes the held enter an empty poll).
     fn release_held(&mut self, e: &Event, role: Role, out: &mut impl FnMut(Step)) -> bool {
+        if !self.held.contains_key(&e.ctx) {
+            return false;
+        }
+        let mark = self.mark(e.ctx, e.stamp);
         let Some(h) = self.held.get_mut(&e.ctx) else {
             return false;
         };
         let same = e.args().first() == Some(&h.key.1) && (e.ctx >> 32) as u32 == h.key.0;
         match (h.exit, role) {
             (None, Role::SpanExit) if same => {
-                h.exit = Some(*e);
+                h.exit = Some((*e, mark));
                 return true;
             }
-            (Some(exit), Role::SpanClose) if same => {
+            (Some((exit, _)), Role::SpanClose) if same => {
                 let h = self.held.remove(&e.ctx).expect("held above");
                 if let Some(i) = self.instances.get_mut(&h.key) {
                     i.dropped = Some(Poll {
@@ -694,9 +845,9 @@ impl Model {
 
     /// A held enter (and exit) as the poll steps they are.
     fn apply(&mut self, h: Held, out: &mut impl FnMut(Step)) {
-        self.enter(h.key, h.enter, out);
-        if let Some(exit) = h.exit {
-            self.exit(h.key, h.enter.type_word.tracepoint(), exit, out);
+        self.enter(h.key, h.enter, h.mark, out);
+        if let Some((exit, end)) = h.exit {
+            self.exit(h.key, h.enter.type_word.tracepoint(), exit, end, out);
         }
     }
 
@@ -716,6 +867,57 @@ impl Model {
         }
     }
 
+    /// A built-in event of the kernel's or the runtime's ([`crate::anatomy`]): the stretch
+    /// of its thread's time it ended, if known.
+    fn builtin(&mut self, b: Builtin, e: &Event) -> Option<Stretch> {
+        let args = e.args();
+        match b {
+            Builtin::Out => {
+                let at = args.get(1).copied().unwrap_or(e.stamp);
+                let preempted = args.first().is_some_and(|&p| p != 0);
+                self.cpus
+                    .entry(e.ctx)
+                    .or_default()
+                    .switch_out(at, preempted)
+            }
+            Builtin::In => {
+                let at = args.first().copied().unwrap_or(e.stamp);
+                self.cpus.entry(e.ctx).or_default().switch_in(at)
+            }
+            Builtin::Lost => {
+                self.cpus.entry(e.ctx).or_default().lose();
+                None
+            }
+            Builtin::Wake => {
+                let key = ((e.ctx >> 32) as u32, args.first().copied().unwrap_or(0));
+                if let Some(i) = self.instances.get_mut(&key) {
+                    i.woken.get_or_insert(e.stamp);
+                }
+                None
+            }
+        }
+    }
+
+    /// Where thread `ctx` stands at `at`, an interval of it beginning.
+    fn mark(&self, ctx: u64, at: u64) -> Mark {
+        match self.switches {
+            true => self.cpus.get(&ctx).copied().unwrap_or_default().mark(at),
+            false => Mark::unknown(at),
+        }
+    }
+
+    /// The parts of thread `ctx`'s interval from `mark` to `at`.
+    fn parts(&self, ctx: u64, mark: &Mark, at: u64) -> Parts {
+        anatomy::between(mark, &self.mark(ctx, at))
+    }
+
+    /// Forgets the polls of instance `key` still open on any thread (it closed).
+    fn forget_polls(&mut self, key: (u32, u64)) {
+        for s in self.polling.values_mut() {
+            s.retain(|p| p.key != key);
+        }
+    }
+
     /// Releases every enter held, in order of their stamps.
     fn release_all(&mut self, out: &mut impl FnMut(Step)) {
         let mut held: Vec<Held> = self.held.drain().map(|(_, h)| h).collect();
@@ -728,11 +930,12 @@ impl Model {
 
 /// The events open in `stacks`, per key outermost first, keys in order.
 fn outermost_first<K: Ord + Copy>(
-    stacks: FoldHashMap<K, Vec<Event>>,
+    stacks: FoldHashMap<K, Vec<(Event, Mark)>>,
 ) -> impl Iterator<Item = Event> {
-    let mut v: Vec<(K, Vec<Event>)> = stacks.into_iter().collect();
+    let mut v: Vec<(K, Vec<(Event, Mark)>)> = stacks.into_iter().collect();
     v.sort_unstable_by_key(|(k, _)| *k);
-    v.into_iter().flat_map(|(_, s)| s)
+    v.into_iter()
+        .flat_map(|(_, s)| s.into_iter().map(|(e, _)| e))
 }
 
 #[cfg(test)]

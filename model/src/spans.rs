@@ -21,6 +21,7 @@
 //! resolved then, not later); a parent that records a field after the child began shows it
 //! too, since both see the one node.
 
+use crate::anatomy::Parts;
 use devttrace::event::Event;
 use std::sync::{Arc, Mutex};
 
@@ -68,6 +69,13 @@ pub struct Instance {
     pub(crate) open: Vec<(Event, u64)>,
     /// Its fields and its parent's, when kept (the model's `keep_fields`).
     pub node: Option<Arc<Node>>,
+    /// Where its time went ([`crate::anatomy`]): for a whole, closed instance, the parts
+    /// add up to its lifetime.
+    pub parts: Parts,
+    /// When it last began to wait (its `new`, the end of its last poll), if in the trace.
+    pub(crate) since: Option<u64>,
+    /// When it was first woken since then, if it was.
+    pub(crate) woken: Option<u64>,
 }
 
 /// What an instance was given (its `new` and `record` steps) and its parent's node: kept by
@@ -145,6 +153,9 @@ impl Instance {
             unmatched_exits: 0,
             open: Vec::new(),
             node: None,
+            parts: Parts::default(),
+            since: None,
+            woken: None,
         }
     }
 

@@ -16,6 +16,7 @@
 use crate::rules::{arguments, ArgKind, Limit, Op, Rule, Value};
 use devttrace::{Event, Metadata, Poll, Role};
 use std::collections::VecDeque;
+use ttrace_model::anatomy::Parts;
 use ttrace_model::model::{Model, Step};
 
 /// A rule that fired.
@@ -150,57 +151,65 @@ impl Matcher {
 
     /// Fires the latency rules on what `step` closed.
     fn render(&mut self, step: Step, clock: devttrace::Clock, fired: &mut Vec<Fired>) {
-        let (begin, end) = match step {
-            Step::CallEnd { begin, end, .. } | Step::StemEnd { begin, end } => (begin, end.stamp),
+        let (begin, end, parts) = match step {
+            Step::CallEnd {
+                begin, end, parts, ..
+            }
+            | Step::StemEnd { begin, end, parts } => (begin, end.stamp, parts),
             // A span's duration is its instance's lifetime, new to close, when whole.
             Step::SpanEnd(i) => match (i.new, i.close.filter(|_| i.whole)) {
-                (Some(new), Some(close)) => (new, close),
+                (Some(new), Some(close)) => (new, close, i.parts),
                 _ => return,
             },
             _ => return,
         };
-        let ns = clock.ticks_to_ns(end.saturating_sub(begin.stamp));
+        let parts = parts.scaled(|t| clock.ticks_to_ns(t));
         self.latency(
             usize::from(begin.type_word.tracepoint()),
-            ns,
+            &parts,
             (begin.stamp, end),
             fired,
         );
     }
 
-    /// A duration of `ns` opened by tracepoint `open_id`, from `begin` to `stamp`: the
-    /// latency rules it fires.
+    /// A duration opened by tracepoint `open_id`, from `begin` to `stamp`, its time in
+    /// `parts` (ns): the latency rules it fires, each saying what it measured and, where the
+    /// trace tells, where most of the time went.
     fn latency(
         &mut self,
         open_id: usize,
-        ns: u64,
+        parts: &Parts,
         (begin, stamp): (u64, u64),
         fired: &mut Vec<Fired>,
     ) {
+        let total = parts.total();
+        let approx = crate::rules::approx;
         for &rule in self.plan.get(open_id).map_or(&[][..], |p| &p.latencies) {
-            let what = match &self.rules[rule] {
-                Rule::Latency {
-                    limit: Limit::Over(d),
-                    ..
-                } => (u128::from(ns) > d.as_nanos()).then(|| crate::rules::approx(ns)),
-                Rule::Latency {
-                    limit: Limit::Max, ..
-                } => {
+            let Rule::Latency { part, limit, .. } = &self.rules[rule] else {
+                continue;
+            };
+            let ns = part.map_or(total, |p| parts.get(p));
+            let what = match limit {
+                Limit::Over(d) => (u128::from(ns) > d.as_nanos()).then(|| approx(ns)),
+                Limit::Max => {
                     let max = &mut self.maxima[rule];
                     let before = *max;
                     if before.is_none_or(|m| ns > m) {
                         *max = Some(ns);
                     }
-                    before.filter(|&m| ns > m).map(|m| {
-                        format!(
-                            "{} (max before {})",
-                            crate::rules::approx(ns),
-                            crate::rules::approx(m)
-                        )
-                    })
+                    before
+                        .filter(|&m| ns > m)
+                        .map(|m| format!("{} (max before {})", approx(ns), approx(m)))
                 }
-                _ => None,
             };
+            let what = what.map(|w| match (part, parts.known()) {
+                (Some(p), _) => format!("{} {w} of {}", p.name(), approx(total)),
+                (None, true) => match parts.dominant() {
+                    Some(d) => format!("{w}, mostly {} ({})", d.name(), approx(parts.get(d))),
+                    None => w,
+                },
+                (None, false) => w,
+            });
             if let Some(what) = what {
                 fired.push(Fired {
                     rule,

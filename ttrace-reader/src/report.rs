@@ -23,9 +23,12 @@ use crate::export::Schema;
 use crate::format::Spec;
 use crate::merge::{Filter, Item, Merge, Selection};
 use devttrace::aux::AuxSnapshots;
+use devttrace::status::Switches;
 use devttrace::{Event, TaskIndex, View};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
+use ttrace_layouts::device::WAKE_NAME;
+use ttrace_model::anatomy::{Part, Parts};
 use ttrace_model::incarnation::{Thread, Threads};
 use ttrace_model::model::{Model, Step, Why};
 use ttrace_model::spans::{Instance, Node};
@@ -116,6 +119,8 @@ pub struct LatencyRow {
     pub group: Option<String>,
     /// The pairs' durations.
     pub durations: Dist,
+    /// Where their time went.
+    pub parts: PartDists,
 }
 
 /// Pairs that give no duration, and why.
@@ -182,6 +187,61 @@ impl Dist {
     }
 }
 
+/// Where the time of the instances or pairs of one name went ([`ttrace_model::anatomy`]):
+/// per part, the distribution over them, nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PartDists(pub [Dist; 6]);
+
+impl PartDists {
+    /// The distributions of `parts` (per part, a value per instance).
+    fn of(parts: [Vec<u64>; 6]) -> PartDists {
+        PartDists(parts.map(Dist::of))
+    }
+
+    /// Part `p`'s distribution.
+    pub fn get(&self, p: Part) -> &Dist {
+        &self.0[p as usize]
+    }
+
+    /// Whether any part but unknown was measured.
+    pub fn known(&self) -> bool {
+        Part::ALL
+            .iter()
+            .any(|&p| p != Part::Unknown && self.get(p).total > 0)
+    }
+
+    /// The part with the largest total.
+    pub fn dominant(&self) -> Option<Part> {
+        let mut t = Parts::default();
+        for p in Part::ALL {
+            t.add(p, self.get(p).total);
+        }
+        t.dominant()
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let map: serde_json::Map<String, serde_json::Value> = Part::ALL
+            .iter()
+            .map(|&p| (p.name().to_string(), self.get(p).json()))
+            .collect();
+        serde_json::Value::Object(map)
+    }
+}
+
+/// `parts` (ticks) in nanoseconds, adding up to the whole's.
+fn parts_ns(clock: &devttrace::clock::Clock, parts: &Parts) -> Parts {
+    parts.scaled(|t| clock.ticks_to_ns(t))
+}
+
+/// The parts of one interval, nanoseconds, by name, as JSON.
+fn parts_json(p: &Parts) -> serde_json::Value {
+    let map: serde_json::Map<String, serde_json::Value> = p
+        .iter()
+        .map(|(p, ns)| (p.name().to_string(), serde_json::json!(ns)))
+        .collect();
+    serde_json::Value::Object(map)
+}
+
 /// The span instances of one name (`tracing` spans: [`ttrace_model::spans`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpanRow {
@@ -201,6 +261,8 @@ pub struct SpanRow {
     pub polls: Dist,
     /// Drop re-entries left out of the polls.
     pub drop_reentries: u64,
+    /// Where their time went.
+    pub parts: PartDists,
 }
 
 /// Span instances not measured, and why.
@@ -252,6 +314,8 @@ pub struct Scope {
 /// One of the slowest span instances or pairs of a name.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Slow {
+    /// Where its time went, nanoseconds (they add up to `duration`).
+    pub parts: Parts,
     /// A span instance (else a pair).
     pub span: bool,
     /// The span's name, or the pair's (its entry's or start's).
@@ -345,6 +409,10 @@ pub struct Report {
     pub slowest: Vec<Slow>,
     /// Why the snapshot file reported on was taken, if it says.
     pub snapshot: Option<crate::cause::Taken>,
+    /// What the device says of the kernel's switches (the parts on and off the CPU).
+    pub switches: Switches,
+    /// Whether the trace holds any wake of a task (the parts between polls).
+    pub wakes: bool,
     /// The counts of the rings reported on (those the filter selects; a shared ring only
     /// once written to), as the footer shows them.
     pub rings: Vec<RingCounts>,
@@ -386,6 +454,8 @@ pub fn span_fields(meta: &devttrace::Metadata) -> Vec<String> {
 /// The times of the instances of one span name, nanoseconds, as they end.
 #[derive(Default)]
 struct SpanTimes {
+    /// Per part, its nanoseconds in each instance.
+    parts: [Vec<u64>; 6],
     lifetime: Vec<u64>,
     busy: Vec<u64>,
     idle: Vec<u64>,
@@ -393,6 +463,10 @@ struct SpanTimes {
     /// Drop re-entries left out.
     drops: u64,
 }
+
+/// The durations of the pairs of one name and group, nanoseconds, an event of the group to
+/// name it by, and per part, its nanoseconds in each pair.
+type PairTimes = (Vec<u64>, Event, [Vec<u64>; 6]);
 
 /// The slowest `n` of one name so far, offered as they come: kept loosely (up to `2n`),
 /// trimmed now and then, sorted at the end (longest first, then earliest).
@@ -620,6 +694,9 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
                 .map(|p| clock.ticks_to_ns(p.exit.saturating_sub(p.enter))),
         );
         e.drops += i.dropped.is_some() as u64;
+        for (p, ns) in parts_ns(&clock, &i.parts).iter() {
+            e.parts[p as usize].push(ns);
+        }
         if wanted(&name) {
             let k = opts.slowest.unwrap_or(1);
             slow_spans
@@ -636,27 +713,30 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     let mut in_ring: Vec<Vec<u64>> = vec![Vec::new(); view.cpus.len()];
     let mut unknown_in_ring: BTreeMap<(usize, usize), u64> = BTreeMap::new();
     let mut messages_in_ring = vec![0u64; view.cpus.len()];
-    // Durations by (tracepoint id, group), with an event of the group to name it by.
-    let mut durations: HashMap<(usize, u64), (Vec<u64>, Event)> = HashMap::new();
+    // Durations by (tracepoint id, group), with an event of the group to name it by, and
+    // per part, its nanoseconds in each pair.
+    let mut durations: HashMap<(usize, u64), PairTimes> = HashMap::new();
     // The slowest pairs asked for, by tracepoint id: their entries (starts).
     let slow_pair_ids: Vec<bool> = schemas.iter().map(|s| wanted(&s.name)).collect();
-    let mut slow_pairs: BTreeMap<usize, Slowest<Event>> = BTreeMap::new();
+    let mut slow_pairs: BTreeMap<usize, Slowest<(Event, Parts)>> = BTreeMap::new();
     let mut un = Unmeasured::default();
     let (mut first, mut last, mut events) = (None, 0u64, 0u64);
-    let mut add = |open: &Event, close: &Event| {
+    let mut add = |open: &Event, close: &Event, parts: &Parts| {
         let ns = clock.ticks_to_ns(close.stamp.saturating_sub(open.stamp));
         let id = open.type_word.tracepoint() as usize;
-        durations
+        let d = durations
             .entry((id, group_key(open)))
-            .or_insert_with(|| (Vec::new(), *open))
-            .0
-            .push(ns);
+            .or_insert_with(|| (Vec::new(), *open, Default::default()));
+        d.0.push(ns);
+        for (p, ns) in parts_ns(&clock, parts).iter() {
+            d.2[p as usize].push(ns);
+        }
         if slow_pair_ids.get(id).copied().unwrap_or(false) {
             let k = opts.slowest.unwrap_or(1);
             slow_pairs
                 .entry(id)
                 .or_insert_with(|| Slowest::new(k))
-                .offer(ns, open.stamp, || *open);
+                .offer(ns, open.stamp, || (*open, *parts));
         }
     };
     let rings = view.cpus.len();
@@ -702,8 +782,13 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     let mut render = |step: Step, now: bool, chosen: &mut HashSet<(u64, u64, u32, u16)>| {
         let mut pick = |e: &Event| all || chosen.remove(&key(e));
         match step {
-            Step::CallEnd { begin, end, .. } | Step::StemEnd { begin, end } if pick(&begin) => {
-                add(&begin, &end)
+            Step::CallEnd {
+                begin, end, parts, ..
+            }
+            | Step::StemEnd { begin, end, parts }
+                if pick(&begin) =>
+            {
+                add(&begin, &end, &parts)
             }
             Step::SpanEnd(i) if i.new.as_ref().map_or(all, &mut pick) => ended(*i, None),
             Step::SpanUnended { instance, why } if instance.new.as_ref().map_or(all, &mut pick) => {
@@ -764,7 +849,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
         let mut all: Vec<u64> = durations
             .iter()
             .filter(|((id, _), _)| schemas[*id].name == *h)
-            .flat_map(|(_, (v, _))| v.iter().copied())
+            .flat_map(|(_, (v, _, _))| v.iter().copied())
             .collect();
         let pairs = all.len() as u64;
         all.extend(
@@ -792,6 +877,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             idle: Dist::of(t.idle),
             polls: Dist::of(t.polls),
             drop_reentries: t.drops,
+            parts: PartDists::of(t.parts),
         })
         .collect();
     let span_key = |r: &SpanRow| match opts.sort {
@@ -879,10 +965,11 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     };
     let mut latencies: Vec<LatencyRow> = durations
         .into_iter()
-        .map(|((id, key), (v, example))| LatencyRow {
+        .map(|((id, key), (v, example, parts))| LatencyRow {
             name: schemas[id].name.clone(),
             group: group_name(&example, key),
             durations: Dist::of(v),
+            parts: PartDists::of(parts),
         })
         .collect();
     let key = |r: &LatencyRow| match opts.sort {
@@ -943,6 +1030,9 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
         slowest,
         snapshot: crate::cause::Taken::of(view.reader())
             .map(|t| t.holding(crate::cause::Held::of_view(view))),
+        switches: view.status.switches,
+        wakes: (view.meta.tracepoints.iter())
+            .any(|t| t.name == WAKE_NAME && counts.get(t.id as usize).is_some_and(|&c| c > 0)),
     }
 }
 
@@ -953,7 +1043,7 @@ fn slowest_of(
     span_text: &SpanFields<'_>,
     schemas: &[Schema],
     spans: BTreeMap<String, Slowest<Instance>>,
-    pairs: BTreeMap<usize, Slowest<Event>>,
+    pairs: BTreeMap<usize, Slowest<(Event, Parts)>>,
     thread_label: &dyn Fn(u64, u64) -> String,
 ) -> Vec<Slow> {
     let clock = view.version.clock;
@@ -1014,6 +1104,7 @@ fn slowest_of(
             }
             let busy = clock.ticks_to_ns(i.busy());
             Slow {
+                parts: parts_ns(&clock, &i.parts),
                 span: true,
                 name: name.clone(),
                 duration: lifetime,
@@ -1039,34 +1130,38 @@ fn slowest_of(
     }
     let decoder = crate::decode::Decoder::new(view, crate::decode::TimeFormat::Relative);
     for (id, kept) in pairs {
-        let group = kept.into_sorted().into_iter().map(|(ns, begin, open)| {
-            let mut path = Vec::new();
-            decoder.text(
-                &Item::Point {
-                    cpu: 0,
-                    event: open,
-                },
-                &mut path,
-            );
-            let args = open.args().iter().zip(&schemas[id].args);
-            Slow {
-                span: false,
-                name: schemas[id].name.clone(),
-                duration: ns,
-                busy_idle_polls: None,
-                begin: crate::decode::seconds(&clock, begin),
-                begin_ns: clock.since_anchor_ns(begin),
-                pid: (open.ctx >> 32) as u32,
-                id: None,
-                threads: vec![thread_label(open.ctx, open.stamp)],
-                fields: args
-                    .map(|(&w, (name, spec))| slow_field(name, spec, w))
-                    .collect(),
-                ancestors: Vec::new(),
-                rooted: true,
-                path: String::from_utf8_lossy(&path).into_owned(),
-            }
-        });
+        let group = kept
+            .into_sorted()
+            .into_iter()
+            .map(|(ns, begin, (open, parts))| {
+                let mut path = Vec::new();
+                decoder.text(
+                    &Item::Point {
+                        cpu: 0,
+                        event: open,
+                    },
+                    &mut path,
+                );
+                let args = open.args().iter().zip(&schemas[id].args);
+                Slow {
+                    parts: parts_ns(&clock, &parts),
+                    span: false,
+                    name: schemas[id].name.clone(),
+                    duration: ns,
+                    busy_idle_polls: None,
+                    begin: crate::decode::seconds(&clock, begin),
+                    begin_ns: clock.since_anchor_ns(begin),
+                    pid: (open.ctx >> 32) as u32,
+                    id: None,
+                    threads: vec![thread_label(open.ctx, open.stamp)],
+                    fields: args
+                        .map(|(&w, (name, spec))| slow_field(name, spec, w))
+                        .collect(),
+                    ancestors: Vec::new(),
+                    rooted: true,
+                    path: String::from_utf8_lossy(&path).into_owned(),
+                }
+            });
         groups.push(group.collect());
     }
     groups.retain(|g| !g.is_empty());
@@ -1133,6 +1228,35 @@ fn dist_line(s: &mut String, d: &Dist, label: &str) {
     );
 }
 
+/// What the report says of the kernel's view (the parts on and off the CPU) and of the
+/// runtime's (the wakes, between polls).
+fn sources_line(w: &Switches, wakes: bool) -> String {
+    let parts = "on_cpu, preempted, blocked (inside calls, pairs and polls, from the kernel's switches); scheduled, idle (between polls, from the runtime's wakes); unknown (what the trace cannot tell)";
+    let kernel = match w.line() {
+        Some(line) => line,
+        None => "switches not recorded (TTRACE_SCHED=1 records them): the time inside is unknown"
+            .to_string(),
+    };
+    let runtime = match wakes {
+        true => "",
+        false => "; no wakes in the trace (tokio's instrumentation: RUSTFLAGS=\"--cfg tokio_unstable\" and tokio's feature \"tracing\"): the time between polls is unknown",
+    };
+    format!("{parts}; {kernel}{runtime}")
+}
+
+/// The rows of the parts of `d` that are not all zero, under `label`'s, when any part but
+/// unknown was measured.
+fn part_lines(s: &mut String, d: &PartDists, label: &str) {
+    if !d.known() {
+        return;
+    }
+    for p in Part::ALL {
+        if d.get(p).total > 0 {
+            dist_line(s, d.get(p), &format!("{label} {}", p.name()));
+        }
+    }
+}
+
 /// The report as text.
 pub fn text(r: &Report) -> String {
     let mut s = String::new();
@@ -1182,6 +1306,13 @@ pub fn text(r: &Report) -> String {
         Some(By::Cpu) => ", per cpu".to_string(),
         Some(By::Arg(name)) => format!(", per value of {name}"),
     };
+    if !r.latencies.is_empty() || !r.spans.is_empty() {
+        let _ = writeln!(
+            s,
+            "# where the time went: {}",
+            sources_line(&r.switches, r.wakes)
+        );
+    }
     let _ = writeln!(s, "# durations: entry to exit, start to stop{split}");
     let _ = writeln!(
         s,
@@ -1194,6 +1325,7 @@ pub fn text(r: &Report) -> String {
             .as_ref()
             .map_or(String::new(), |g| format!("  [{g}]"));
         dist_line(&mut s, &l.durations, &format!("{}{group}", l.name));
+        part_lines(&mut s, &l.parts, &format!("{}{group}", l.name));
     }
     let u = r.unmeasured;
     let _ = writeln!(
@@ -1231,6 +1363,8 @@ pub fn text(r: &Report) -> String {
                     .map_or(String::new(), |g| format!("  [{g}]"));
                 dist_line(&mut s, d, &format!("{} {what}{group}", sp.name));
             }
+            let group = (sp.group.as_ref()).map_or(String::new(), |g| format!("  [{g}]"));
+            part_lines(&mut s, &sp.parts, &format!("{}{group}", sp.name));
         }
         let u = r.spans_unmeasured;
         let drops: u64 = r.spans.iter().map(|sp| sp.drop_reentries).sum();
@@ -1257,6 +1391,14 @@ pub fn text(r: &Report) -> String {
                     dur(busy),
                     dur(idle)
                 );
+            }
+            if w.parts.known() {
+                let mut parts: Vec<(Part, u64)> = w.parts.iter().filter(|p| p.1 > 0).collect();
+                parts.sort_by_key(|p| std::cmp::Reverse(p.1));
+                let each: Vec<String> = (parts.iter())
+                    .map(|&(p, ns)| format!("{} {}", p.name(), dur(ns)))
+                    .collect();
+                let _ = write!(s, "  ({}: mostly {})", each.join(", "), parts[0].0.name());
             }
             let _ = write!(s, "  begun {}", w.begin);
             if let Some(id) = w.id {
@@ -1298,6 +1440,8 @@ pub fn json(r: &Report) -> String {
         .iter()
         .map(|l| {
             let mut row = l.durations.json();
+            row["parts"] = l.parts.json();
+            row["dominant"] = serde_json::json!(l.parts.dominant().map(Part::name));
             row["name"] = serde_json::json!(l.name);
             row["group"] = serde_json::json!(l.group);
             row
@@ -1344,7 +1488,13 @@ pub fn json(r: &Report) -> String {
             "name": sp.name, "group": sp.group, "instances": sp.instances, "lifetime": sp.lifetime.json(),
             "busy": sp.busy.json(), "idle": sp.idle.json(), "polls": sp.polls.json(),
             "drop_reentries": sp.drop_reentries,
+            "parts": sp.parts.json(), "dominant": sp.parts.dominant().map(Part::name),
         })).collect::<Vec<_>>(),
+        "switches": {
+            "threads": r.switches.threads, "unobserved": r.switches.unobserved,
+            "refused": r.switches.refused, "lost": r.switches.lost,
+        },
+        "wakes": r.wakes,
         "spans_not_measured": {
             "open_at_end": r.spans_unmeasured.open_at_end,
             "superseded": r.spans_unmeasured.superseded,
@@ -1386,6 +1536,8 @@ fn slow_json(w: &Slow) -> serde_json::Value {
         "pid": w.pid,
         "threads": w.threads,
         "path": w.path,
+        "parts": parts_json(&w.parts),
+        "dominant": w.parts.dominant().map(Part::name),
     });
     match w.busy_idle_polls {
         Some((busy, idle, polls)) => {

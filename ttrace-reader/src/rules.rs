@@ -13,6 +13,9 @@
 //!                                longer than DURATION (5ms, 250us, 1.5s)
 //! latency NAME max               a pair whose duration is a new maximum (the first pair
 //!                                sets the maximum and does not fire)
+//! latency NAME.PART > DURATION   ... whose part PART is longer (on_cpu, preempted,
+//!                                blocked, scheduled, idle, unknown: where its time went,
+//!                                `ttrace_model::anatomy`); also with max
 //! lost > N/s                     more than N entries lost by the follower over the last
 //!                                second
 //! ```
@@ -20,8 +23,10 @@
 //! ```
 //! use ttrace_reader::rules::{Limit, Rule};
 //! let rule: Rule = "latency request > 5ms".parse()?;
-//! assert_eq!(rule, Rule::Latency { name: "request".into(), limit: Limit::Over(std::time::Duration::from_millis(5)) });
+//! assert_eq!(rule, Rule::Latency { name: "request".into(), part: None, limit: Limit::Over(std::time::Duration::from_millis(5)) });
 //! assert_eq!(rule.to_string(), "latency request > 5ms");
+//! let blocked: Rule = "latency request.blocked > 5ms".parse()?;
+//! assert!(matches!(blocked, Rule::Latency { part: Some(ttrace_model::anatomy::Part::Blocked), .. }));
 //! assert!("latncy request > 5ms".parse::<Rule>().is_err());
 //! # Ok::<(), ttrace_reader::rules::RuleError>(())
 //! ```
@@ -30,6 +35,7 @@ use devttrace::{ArgType, Metadata, TracepointInfo};
 use std::fmt;
 use std::time::Duration;
 use ttrace_layouts::format::{Letter, Token, Tokens};
+use ttrace_model::anatomy::Part;
 
 /// A snapshot rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,10 +48,13 @@ pub enum Rule {
         /// What an argument must be.
         condition: Option<Condition>,
     },
-    /// A pair named `name` (its entry's or start's name) whose duration passes `limit`.
+    /// A pair named `name` (its entry's or start's name) whose duration, or its part
+    /// `part`, passes `limit`.
     Latency {
         /// The pair's name.
         name: String,
+        /// The part of its time measured, if not the whole.
+        part: Option<Part>,
         /// What duration fires.
         limit: Limit,
     },
@@ -294,7 +303,16 @@ impl std::str::FromStr for Rule {
                         }))
                     }
                 };
-                Rule::Latency { name, limit }
+                // `request.blocked`: a part of the pair's time. A name whose last dot is not
+                // followed by a part's name is a name (`runtime.spawn`).
+                let (name, part) = match name.rsplit_once('.') {
+                    Some((n, p)) if !n.is_empty() => match Part::from_name(p) {
+                        Some(part) => (n.to_string(), Some(part)),
+                        None => (name, None),
+                    },
+                    _ => (name, None),
+                };
+                Rule::Latency { name, part, limit }
             }
             Some("lost") => {
                 words.expect(">", "> N/s after lost").map_err(&fail)?;
@@ -522,10 +540,13 @@ impl fmt::Display for Rule {
                 }
                 Ok(())
             }
-            Rule::Latency { name, limit } => match limit {
-                Limit::Over(d) => write!(f, "latency {name} > {}", duration(*d)),
-                Limit::Max => write!(f, "latency {name} max"),
-            },
+            Rule::Latency { name, part, limit } => {
+                let part = part.map_or(String::new(), |p| format!(".{}", p.name()));
+                match limit {
+                    Limit::Over(d) => write!(f, "latency {name}{part} > {}", duration(*d)),
+                    Limit::Max => write!(f, "latency {name}{part} max"),
+                }
+            }
             Rule::Lost { per_second } => write!(f, "lost > {per_second}/s"),
         }
     }
@@ -718,6 +739,15 @@ mod tests {
             ("latency request > 5ms", "latency request > 5ms"),
             ("latency request>250 us", "latency request > 250us"),
             ("latency request max", "latency request max"),
+            (
+                "latency request.blocked > 5ms",
+                "latency request.blocked > 5ms",
+            ),
+            (
+                "latency request.scheduled max",
+                "latency request.scheduled max",
+            ),
+            ("latency runtime.spawn > 1ms", "latency runtime.spawn > 1ms"),
             ("lost > 1000/s", "lost > 1000/s"),
         ] {
             let rule = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));

@@ -65,11 +65,13 @@ fn show(s: &Step) -> String {
     match s {
         Step::Instant(e) => format!("instant {}", e.stamp),
         Step::CallBegin { event, depth } => format!("call+ {} d{depth}", event.stamp),
-        Step::CallEnd { begin, end, depth } => {
+        Step::CallEnd {
+            begin, end, depth, ..
+        } => {
             format!("call {}..{} d{depth}", begin.stamp, end.stamp)
         }
         Step::StemBegin(e) => format!("stem+ {}", e.stamp),
-        Step::StemEnd { begin, end } => format!("stem {}..{}", begin.stamp, end.stamp),
+        Step::StemEnd { begin, end, .. } => format!("stem {}..{}", begin.stamp, end.stamp),
         Step::SpanNew(e) => format!("new {}", e.stamp),
         Step::SpanRecord(e) => format!("record {}", e.stamp),
         Step::SpanFollows(e) => format!("follows {}", e.stamp),
@@ -87,6 +89,12 @@ fn show(s: &Step) -> String {
             format!("unended {} {}", instance.begin(), why.name())
         }
         Step::Unpaired { event, why } => format!("unpaired {} {}", event.stamp, why.name()),
+        Step::Cpu { ctx, stretch } => format!(
+            "cpu {ctx:#x} {} {}..{}",
+            stretch.state.name(),
+            stretch.from,
+            stretch.to
+        ),
     }
 }
 
@@ -466,4 +474,194 @@ fn kept_fields_link_each_instance_to_the_parent_open_at_its_new() {
         });
     }
     assert_eq!(nodes, [true]);
+}
+
+/// Tracepoint ids of [`meta_anatomy`]: [`meta`]'s, then the kernel's and the runtime's.
+const OUT: u16 = 10;
+const IN: u16 = 11;
+const WAKE: u16 = 12;
+const LOST: u16 = 13;
+
+fn meta_anatomy() -> Metadata {
+    use ttrace_layouts::device::{
+        CLASS_MESSAGES, SWITCH_IN_NAME, SWITCH_LOST_NAME, SWITCH_OUT_NAME, WAKE_NAME,
+    };
+    let mut m = meta();
+    for (name, kind, classes) in [
+        (SWITCH_OUT_NAME, Kind::Stop, CLASS_MESSAGES),
+        (SWITCH_IN_NAME, Kind::Start, CLASS_MESSAGES),
+        (WAKE_NAME, Kind::Entry, 1),
+        (SWITCH_LOST_NAME, Kind::Entry, CLASS_MESSAGES),
+    ] {
+        m.tracepoints.push(TracepointInfo {
+            id: m.tracepoints.len() as u16,
+            name: name.into(),
+            kind,
+            classes,
+            format: String::new(),
+            nargs: 0,
+            types: Vec::new(),
+            tables: Vec::new(),
+            role: Role::Point,
+        });
+    }
+    m
+}
+
+fn ev2(stamp: u64, tp: u16, ctx: u64, args: &[u64]) -> Event {
+    let kind = meta_anatomy().tracepoints[tp as usize].kind;
+    Event::new(
+        stamp,
+        TypeWord::new(kind, args.len() as u8, tp),
+        ctx,
+        args,
+        0,
+    )
+}
+
+/// What `model` makes of `events`: the parts of each call, pair and closed instance, as
+/// `name=ticks` of the parts that are not zero.
+fn anatomies(mut model: Model, events: &[Option<Event>]) -> Vec<String> {
+    use crate::anatomy::Parts;
+    let show = |what: String, p: &Parts| {
+        let parts: Vec<String> = (p.iter().filter(|(_, t)| *t > 0))
+            .map(|(part, t)| format!("{}={t}", part.name()))
+            .collect();
+        format!("{what} {}", parts.join(" "))
+    };
+    let mut lines = Vec::new();
+    let mut out = |s: Step| match s {
+        Step::CallEnd { begin, parts, .. } => {
+            lines.push(show(format!("call {}", begin.stamp), &parts))
+        }
+        Step::StemEnd { begin, parts, .. } => {
+            lines.push(show(format!("stem {}", begin.stamp), &parts))
+        }
+        Step::SpanEnd(i) => lines.push(show(format!("span {}", i.id), &i.parts)),
+        _ => {}
+    };
+    for e in events {
+        match e {
+            Some(e) => model.feed(e, &mut out),
+            None => model.gap(&mut out),
+        }
+    }
+    model.finish(&mut out);
+    lines
+}
+
+#[test]
+fn a_call_is_on_its_cpu_preempted_or_blocked_as_its_threads_switches_say() {
+    let lines = anatomies(
+        Model::whole(&meta_anatomy()),
+        &[
+            Some(ev2(5, IN, T1, &[5])),
+            Some(ev2(10, ENTRY, T1, &[])),
+            Some(ev2(10, ENTRY, T2, &[])),
+            Some(ev2(20, OUT, T1, &[1, 20])),
+            Some(ev2(30, IN, T1, &[30])),
+            Some(ev2(35, OUT, T1, &[0, 35])),
+            Some(ev2(45, IN, T1, &[45])),
+            Some(ev2(50, EXIT, T1, &[])),
+            // T2's switches are not known (none in the trace): its call is unknown.
+            Some(ev2(50, EXIT, T2, &[])),
+            // A pair begun before a loss of T1's switches is unknown.
+            Some(ev2(60, START, T1, &[])),
+            Some(ev2(62, LOST, T1, &[])),
+            Some(ev2(70, STOP, T1, &[])),
+            Some(ev2(75, OUT, T1, &[1, 75])),
+            Some(ev2(76, IN, T1, &[76])),
+            Some(ev2(80, START, T1, &[])),
+            Some(ev2(90, STOP, T1, &[])),
+            // A gap loses every thread's switches.
+            Some(ev2(100, ENTRY, T1, &[])),
+            None,
+            Some(ev2(110, ENTRY, T1, &[])),
+            Some(ev2(120, EXIT, T1, &[])),
+        ],
+    );
+    assert_eq!(
+        lines,
+        [
+            "call 10 on_cpu=20 preempted=10 blocked=10",
+            "call 10 unknown=40",
+            "stem 60 unknown=10",
+            "stem 80 on_cpu=10",
+            "call 110 unknown=10",
+        ]
+    );
+}
+
+#[test]
+fn an_instance_waits_idle_until_its_task_is_woken_then_scheduled() {
+    // W: a task's span (id 1); X: a request's span (id 2) polled inside W's polls.
+    let (w, x) = (1, 2);
+    let lines = anatomies(
+        Model::whole(&meta_anatomy()),
+        &[
+            Some(ev2(5, IN, T1, &[5])),
+            Some(ev2(100, NEW, T1, &[w, 0])),
+            Some(ev2(110, ENTER, T1, &[w])),
+            Some(ev2(112, NEW, T1, &[x, w])),
+            Some(ev2(113, ENTER, T1, &[x])),
+            Some(ev2(120, LEAVE, T1, &[x])),
+            Some(ev2(121, LEAVE, T1, &[w])),
+            // Another thread wakes W; T1 polls it 20 ticks later.
+            Some(ev2(150, WAKE, T2, &[w])),
+            Some(ev2(170, ENTER, T1, &[w])),
+            Some(ev2(171, ENTER, T1, &[x])),
+            Some(ev2(174, OUT, T1, &[0, 174])),
+            Some(ev2(178, IN, T1, &[178])),
+            Some(ev2(180, LEAVE, T1, &[x])),
+            Some(ev2(181, LEAVE, T1, &[w])),
+            Some(ev2(182, CLOSE, T1, &[x])),
+            Some(ev2(190, CLOSE, T1, &[w])),
+        ],
+    );
+    // X: unknown 1 (new to its first poll, inside the same poll of W), polls 7 + 9 (4 of
+    // them blocked), idle 30 (120 to the wake), scheduled 21, unknown 2 after its last poll.
+    // W: unknown 10 before its first poll (no wake), idle 29, scheduled 20, unknown 9 after.
+    assert_eq!(
+        lines,
+        [
+            "span 2 on_cpu=12 blocked=4 scheduled=21 idle=30 unknown=3",
+            "span 1 on_cpu=18 blocked=4 scheduled=20 idle=29 unknown=19",
+        ]
+    );
+}
+
+#[test]
+fn a_threads_switches_end_stretches_on_and_off_its_cpu_once_known() {
+    let steps = run(
+        Model::whole(&meta_anatomy()),
+        &[
+            Some(ev2(5, IN, T1, &[5])),
+            Some(ev2(20, OUT, T1, &[1, 20])),
+            Some(ev2(30, IN, T1, &[30])),
+            Some(ev2(35, OUT, T1, &[0, 35])),
+            Some(ev2(45, IN, T1, &[45])),
+            // After a loss, the next switch only makes the thread known again.
+            Some(ev2(50, LOST, T1, &[])),
+            Some(ev2(60, IN, T1, &[60])),
+            Some(ev2(70, OUT, T1, &[0, 70])),
+        ],
+    );
+    assert_eq!(
+        steps,
+        [
+            "instant 5",
+            "instant 20",
+            "cpu 0x100000001 on_cpu 5..20",
+            "instant 30",
+            "cpu 0x100000001 preempted 20..30",
+            "instant 35",
+            "cpu 0x100000001 on_cpu 30..35",
+            "instant 45",
+            "cpu 0x100000001 blocked 35..45",
+            "instant 50",
+            "instant 60",
+            "instant 70",
+            "cpu 0x100000001 on_cpu 60..70",
+        ]
+    );
 }

@@ -543,3 +543,75 @@ fn slowest_lists_the_longest_pairs_of_each_name_with_their_arguments() {
     assert!(lines[at].ends_with("  on 1/3 (slow)"), "{text}");
     assert_eq!(lines[at + 1], "    call(fd=9)");
 }
+
+/// Writes one event of `word` for `ctx` with `args` into ring 0 at `t`.
+fn put_args(dev: &Writer, t: u64, word: u64, ctx: u64, args: &[u64]) {
+    let mut slot = [word, ctx, 0, 0, 0, 0, 0];
+    slot[2..2 + args.len()].copy_from_slice(args);
+    dev.device().mapping().ring(0).write(t, 1, &slot).unwrap();
+}
+
+#[test]
+fn a_pairs_time_is_cut_into_parts_by_its_threads_switches() {
+    use ttrace_layouts::device::*;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = device(&dir, 1024);
+    let (enter, exit) = calls(&dev);
+    let builtin = |name: &'static str, kind, format: &'static str| {
+        let d = ttrace_core::Definition::untyped(name, kind, CLASS_MESSAGES, format);
+        dev.device().register_tracepoint(&d).unwrap().1
+    };
+    let out = builtin(SWITCH_OUT_NAME, Kind::Stop, SWITCH_OUT_FORMAT);
+    let back = builtin(SWITCH_IN_NAME, Kind::Start, SWITCH_IN_FORMAT);
+    let (t1, t2) = (1 << 32 | 2, 1 << 32 | 3);
+    let t = dev.now();
+    // Thread 2's switches are known from its first one: its call of 9 us was preempted
+    // 1 us, blocked 5 us, on its CPU the rest.
+    put_args(&dev, t + 500, back, t1, &[t + 500]);
+    put_args(&dev, t + 1000, enter, t1, &[3]);
+    put_args(&dev, t + 2000, out, t1, &[1, t + 2000]);
+    put_args(&dev, t + 3000, back, t1, &[t + 3000]);
+    put_args(&dev, t + 4000, out, t1, &[0, t + 4000]);
+    put_args(&dev, t + 9000, back, t1, &[t + 9000]);
+    put_args(&dev, t + 10_000, exit, t1, &[]);
+    // Thread 3 has no switch in the trace: its call's time is unknown.
+    put_args(&dev, t + 20_000, enter, t2, &[4]);
+    put_args(&dev, t + 28_000, exit, t2, &[]);
+    let json: serde_json::Value =
+        serde_json::from_str(&reader!("report", &dir, "--json", "--slowest", "2").ok()).unwrap();
+    let slow = json["slowest"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{json}"));
+    let parts = |fd: u64| {
+        let s = (slow.iter())
+            .find(|s| s["args"]["fd"] == fd)
+            .unwrap_or_else(|| panic!("{json}"));
+        (
+            s["parts"].clone(),
+            s["dominant"].clone(),
+            s["duration_ns"].clone(),
+        )
+    };
+    assert_eq!(
+        parts(3),
+        (
+            serde_json::json!({"on_cpu": 3000, "preempted": 1000, "blocked": 5000,
+                "scheduled": 0, "idle": 0, "unknown": 0}),
+            serde_json::json!("blocked"),
+            serde_json::json!(9000)
+        )
+    );
+    assert_eq!(parts(4).0["unknown"], 8000, "{json}");
+    assert_eq!(parts(4).1, "unknown", "{json}");
+    let call = &json["durations"][0];
+    assert_eq!(call["parts"]["blocked"]["total_ns"], 5000, "{json}");
+    assert_eq!(call["dominant"], "unknown", "{json}");
+    // The text says where the time went, per part, and for the slowest.
+    let text = reader!("report", &dir, "--slowest", "1").ok();
+    assert!(text.contains(" call blocked\n"), "{text}");
+    assert!(
+        text.contains("(blocked 5.0us, on_cpu 3.0us, preempted 1.0us: mostly blocked)"),
+        "{text}"
+    );
+}

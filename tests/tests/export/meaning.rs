@@ -146,7 +146,7 @@ fn of_model(view: &View<'_>) -> Meaning {
                 m.perfetto.insert(by_ends(&begin, end.stamp));
                 m.uftrace.insert(by_ends(&begin, end.stamp));
             }
-            Step::StemEnd { begin, end } => {
+            Step::StemEnd { begin, end, .. } => {
                 m.intervals.insert(interval(&begin, end.stamp));
                 m.chrome.insert(by_ends(&begin, end.stamp));
                 m.otlp.insert(unix(&begin, end.stamp));

@@ -405,7 +405,7 @@ impl Writer<'_> {
             Step::Instant(e) => self.instant(&e),
             Step::CallEnd { begin, end, .. } => self.slice(&begin, &end),
             Step::StemBegin(e) => self.instant(&e),
-            Step::StemEnd { begin, end } => {
+            Step::StemEnd { begin, end, .. } => {
                 self.instant(&end);
                 let id = begin.type_word.tracepoint() as usize;
                 let name = &schemas[id].name;
@@ -444,7 +444,8 @@ impl Writer<'_> {
             | Step::SpanFollows(_)
             | Step::PollBegin(_)
             | Step::PollEnd { .. }
-            | Step::PollDrop { .. } => {}
+            | Step::PollDrop { .. }
+            | Step::Cpu { .. } => {}
         }
     }
 

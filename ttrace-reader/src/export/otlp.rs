@@ -15,6 +15,10 @@
 //!   when it began (the drop re-entry is no poll). A root begins a trace of its own; a
 //!   child is in its parent's.
 //!   `follows_from` is a link.
+//! - **Where the time went.** A span whose anatomy the trace tells
+//!   ([`ttrace_model::anatomy`]) has the attributes `ttrace.<part>_ns` (`on_cpu`,
+//!   `preempted`, `blocked`, `scheduled`, `idle`, `unknown`: those not zero, adding up to
+//!   its length) and `ttrace.dominant`, the largest part's name.
 //! - **Span events.** An event of a thread (a `tracing` event, a trace point that is no
 //!   pair's half, a message) inside an entry or a poll of that thread is an event of that
 //!   span (at most [`MAX_EVENTS`] a span; the rest counted as dropped). Events inside no
@@ -37,6 +41,7 @@ use crate::merge::{Item, Merge};
 use devttrace::{AuxSnapshots, Clock, Event, Mark, RingSnapshot, Role};
 use foldhash::HashMap;
 use ttrace_layouts::entry::Kind;
+use ttrace_model::anatomy::Parts;
 use ttrace_model::model::{Model, Step, Why};
 
 /// Spans a batch holds at most: a JSON line, a protobuf `ResourceSpans` group, a request.
@@ -244,6 +249,26 @@ impl Writer<'_, '_> {
         Ok(())
     }
 
+    /// Gives the span in `slot` its anatomy as attributes, where the trace tells any of
+    /// it: `ttrace.<part>_ns` for each part not zero, and `ttrace.dominant`.
+    fn parts(&mut self, slot: usize, parts: &Parts) {
+        if !parts.known() {
+            return;
+        }
+        let ns = parts.scaled(|t| self.clock.ticks_to_ns(t));
+        let Some(span) = self.open.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        for (p, v) in ns.iter().filter(|p| p.1 > 0) {
+            let v = Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
+            span.attrs.push((format!("ttrace.{}_ns", p.name()), v));
+        }
+        if let Some(d) = ns.dominant() {
+            span.attrs
+                .push(("ttrace.dominant".into(), Value::Str(d.name().into())));
+        }
+    }
+
     /// Adds an event to the innermost span open on its thread.
     fn event(&mut self, ctx: u64, stamp: u64, name: String, attrs: Vec<(String, Value)>) {
         let thread = self.thread(ctx, stamp);
@@ -286,12 +311,13 @@ impl Writer<'_, '_> {
                 let slot = self.begin(&event, parent);
                 self.scopes.entry(thread).or_default().push((slot, true));
             }
-            Step::CallEnd { end, .. } => {
+            Step::CallEnd { end, parts, .. } => {
                 let thread = self.thread(end.ctx, end.stamp);
                 let scopes = self.scopes.entry(thread).or_default();
                 // The innermost call: the one the model closes.
                 let at = scopes.iter().rposition(|s| s.1);
                 if let Some((slot, _)) = at.map(|at| scopes.remove(at)) {
+                    self.parts(slot, &parts);
                     self.end(slot, end.stamp, Some(&end))?;
                 }
             }
@@ -311,8 +337,9 @@ impl Writer<'_, '_> {
                 }
                 self.starts.insert(key(&e), slot);
             }
-            Step::StemEnd { begin, end } => {
+            Step::StemEnd { begin, end, parts } => {
                 if let Some(slot) = self.starts.remove(&key(&begin)) {
+                    self.parts(slot, &parts);
                     self.end(slot, end.stamp, Some(&end))?;
                 }
             }
@@ -369,6 +396,9 @@ impl Writer<'_, '_> {
                     for scopes in self.scopes.values_mut() {
                         scopes.retain(|s| s.0 != slot);
                     }
+                    if i.whole {
+                        self.parts(slot, &i.parts);
+                    }
                     self.end(slot, i.close.unwrap_or(now), None)?;
                 }
             }
@@ -421,7 +451,7 @@ impl Writer<'_, '_> {
                 }
             }
             // The drop re-entry is no scope; what is open at the end ends with the trace.
-            Step::PollDrop { .. } | Step::SpanUnended { .. } => {}
+            Step::PollDrop { .. } | Step::SpanUnended { .. } | Step::Cpu { .. } => {}
         }
         Ok(())
     }

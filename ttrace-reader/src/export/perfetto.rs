@@ -849,6 +849,8 @@ impl<'s> Writer<'s> {
             Step::SpanUnended { instance: i, .. } => {
                 self.instances.remove(&(i.pid, i.id));
             }
+            // Stretches on and off the CPU: no thread-state track yet.
+            Step::Cpu { .. } => {}
             Step::SpanFollows(e) => {
                 let key = span_key(&e);
                 let track = self.innermost(key);

@@ -563,7 +563,8 @@ impl Points<'_> {
             | Step::SpanFollows(e) => self.point(buffers, e, now),
             // The close is the event fed.
             Step::SpanEnd(_) => self.point(buffers, now.event, now),
-            Step::SpanUnended { .. } => {}
+            // Stretches on and off the CPU: uftrace has no place for them.
+            Step::SpanUnended { .. } | Step::Cpu { .. } => {}
         }
     }
 
