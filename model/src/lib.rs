@@ -2,13 +2,13 @@
 //!
 //! A device holds events (`devttrace`); what they mean is decided here, once, for `report`,
 //! every export and the snapshot rules: which thread wrote each event ([`incarnation`]: a
-//! thread id the kernel gave again is another thread), how an entry pairs with its exit and
-//! a start with a stop of its name's stem ([`pairs`]: never across events that may be
-//! missing), how a `tracing` span's steps make one instance with its polls ([`spans`]), and
-//! what a format's arguments are named ([`arguments`]), and where an interval's time went
-//! ([`anatomy`]: on or off the CPU, waiting idle or in the runtime's queue). The [`model`] puts them together:
-//! fed every event in time order, and the gaps, it says what each event did as steps, which
-//! every reader renders.
+//! thread id the kernel gave again is another thread), what pairs are named by ([`pairs`]: a
+//! start and a stop by their name's stem), what a `tracing` span's instance is with its
+//! polls ([`spans`]), what a format's arguments are named ([`arguments`]), and where an
+//! interval's time went ([`anatomy`]: on or off the CPU, waiting idle or in the runtime's
+//! queue). The [`model`] puts them together, and alone pairs: fed every event in time
+//! order, and the gaps, it says what each event did as steps (never pairing across events
+//! that may be missing), which every reader renders.
 //!
 //! Modules are listed from the bottom up: each one uses only modules listed before it.
 

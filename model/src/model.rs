@@ -431,6 +431,16 @@ impl Model {
         Some(&self.stems.names[s])
     }
 
+    /// The enter of a span that writer `ctx` made last, if the model still holds it back
+    /// with no exit after it (its steps come at the writer's next event: see the drop
+    /// re-entry): an instance the writer is in meanwhile.
+    pub fn held_enter(&self, ctx: u64) -> Option<&Event> {
+        self.held
+            .get(&ctx)
+            .filter(|h| h.exit.is_none())
+            .map(|h| &h.enter)
+    }
+
     /// Whether tracepoint `id` opens something that ends: a call, a stem pair, an instance.
     pub fn opens(&self, id: u16) -> bool {
         match self.kinds.get(id as usize) {

@@ -6,10 +6,11 @@
 //! **Span paths** (`dump --spans`, [`SpanPaths`]): a line can also show, before the
 //! tracepoint, the `tracing` span instances its thread was in when it was recorded, as
 //! `tracing`'s fmt shows them: `svc::request{method="GET" uri="/work/1"}:svc::work{id=1}: `.
-//! A thread is in an instance from its `enter` to the `exit` of the same thread that follows
-//! (innermost last; an exit takes its own instance off the thread's stack, wherever it is,
-//! and nothing else); the path of an `enter` or `exit` line is the one around that instance
-//! (the instance itself left out), that of every other line all its thread is in. Each
+//! The paths render the model's steps ([`ttrace_model::model`]): a thread is in an instance
+//! during each of its polls, from the enter that begins it to the exit the model ends it
+//! with (innermost last; `tracing` allows exits out of order); the path of an `enter` or
+//! `exit` line is the one around that instance (the instance itself left out), that of
+//! every other line all its thread is in. Each
 //! instance shows as its name (its tracepoint's, `target::name`) and the fields its `new`
 //! and the `record`s before the line gave (as dump shows arguments; a field with no value
 //! is left out; `{?}` when its `new` is not in the trace, below).
@@ -17,7 +18,7 @@
 //! A path is never guessed: it holds only instances the trace shows the thread in. A ring
 //! that lost entries may have held any thread's steps (threads migrate) from before its
 //! oldest one kept, so before the *horizon* ([`span_horizon`]: the latest oldest event of
-//! the rings that lost entries, as `ttrace_model::pairs` has it) no path can be told: such a
+//! the rings that lost entries, as the model has it) no path can be told: such a
 //! line shows `?: ` in its place. From the horizon on every step is in the trace, and the
 //! paths are built from those steps alone: every thread's stack starts empty there, so a
 //! path leaves out an instance its thread entered before the horizon (as it leaves out one
@@ -44,6 +45,7 @@ use foldhash::HashMap as FoldHashMap;
 use std::io::Write;
 use std::ops::Range;
 use ttrace_model::incarnation::{Thread, Threads};
+use ttrace_model::model::{Model, Step};
 
 use std::path::Path;
 use ttrace_layouts::ring::ring_name;
@@ -249,8 +251,8 @@ impl<'s> Decoder<'s> {
         };
         append::put_text(out, &self.writers[writer]);
         if let Some(s) = &mut self.spans {
-            s.path(item, out);
             s.step(item);
+            s.path(item, out);
         }
         self.text(item, out);
         out.push(b'\n');
@@ -278,7 +280,9 @@ impl<'s> Decoder<'s> {
         }
     }
 
-    fn point(&self, event: &Event, out: &mut Vec<u8>) {
+    /// Appends what a line shows of the trace point `event` after its writer (as
+    /// [`Decoder::text`] does for its item).
+    pub(crate) fn point(&self, event: &Event, out: &mut Vec<u8>) {
         let id = event.type_word.tracepoint() as usize;
         let Some(tp) = self.tracepoints.get(id) else {
             // One line whatever the arguments: `tracepoint#7(0x1 0xff)`.
@@ -708,7 +712,7 @@ struct PathScope {
 /// the rings `rings` read: every ring holds every entry it was given from then on.
 ///
 /// That of each ring that lost entries is its oldest event kept (the *horizon* of
-/// `ttrace_model::pairs`), or, where writers overwrote some of its oldest entries while it was
+/// `ttrace_model::model`), or, where writers overwrote some of its oldest entries while it was
 /// copied (`after_cut`, `changed`), the event after as many as they may have overtaken
 /// (the entries lost then may lie between events kept); none for a ring whose losses are
 /// all older than an event left out by `--since` (`older`). A ring that kept no event after
@@ -756,7 +760,7 @@ pub fn span_horizon<T: Kept>(rings: &[RingSnapshot<T>]) -> u64 {
 }
 
 /// The span paths of `dump --spans` (see the module's documentation), built from the items
-/// fed in time order.
+/// fed in time order: the model's steps ([`Model`]) say which instances each thread is in.
 #[derive(Clone)]
 pub struct SpanPaths<'s> {
     fields: SpanFields<'s>,
@@ -764,16 +768,23 @@ pub struct SpanPaths<'s> {
     roles: Vec<Role>,
     /// Whether any tracepoint is a span's step (else no line has a path to tell).
     any: bool,
+    /// What the steps mean: fed the items from the horizon on (taken while it feeds).
+    model: Option<Model>,
     threads: Threads,
     /// Steps before it are not fed: paths are told from it on ([`span_horizon`]).
     horizon: u64,
-    /// The instances open, by pid and id.
+    /// The instances open, by pid and id: how each shows.
     open: FoldHashMap<(u32, u64), PathScope>,
-    /// Per thread in some instance, the instances it entered and has not exited, innermost
-    /// last.
+    /// Per thread in some instance, the instances it is polling (the model's polls begun
+    /// and not ended), innermost last.
     stacks: FoldHashMap<Thread, Vec<(u32, u64)>>,
     /// Per instance on some stack, how many times it is there.
     entered: FoldHashMap<(u32, u64), u32>,
+    /// The instance whose poll the item fed began (an enter's path is the one before it).
+    began: Option<(u32, u64)>,
+    /// The `record` fed last, applied at the next item (a `record`'s path shows the fields
+    /// before it).
+    recorded: Option<Event>,
 }
 
 impl<'s> SpanPaths<'s> {
@@ -784,27 +795,23 @@ impl<'s> SpanPaths<'s> {
             fields: SpanFields::new(ctx),
             roles: ctx.meta.tracepoints.iter().map(|t| t.role).collect(),
             any: ctx.meta.tracepoints.iter().any(|t| t.role.is_span()),
+            model: Some(Model::whole(ctx.meta)),
             threads: Threads::new(ctx.meta),
             horizon,
             open: FoldHashMap::default(),
             stacks: FoldHashMap::default(),
             entered: FoldHashMap::default(),
+            began: None,
+            recorded: None,
         }
     }
 
-    /// The span step `item` is, if it is one: its role and instance.
-    fn step_of(&self, item: &Item<'_>) -> Option<(Role, (u32, u64), Event)> {
-        let Item::Point { event, .. } = item else {
-            return None;
-        };
-        let role = *self.roles.get(event.type_word.tracepoint() as usize)?;
-        let id = *event.args().first()?;
-        role.is_span()
-            .then_some((role, ((event.ctx >> 32) as u32, id), *event))
-    }
-
     /// Writes the span path of `item` (nothing if its thread is in no instance), then `: `;
-    /// `?: ` before the horizon, where no path can be told.
+    /// `?: ` before the horizon, where no path can be told. Call it after [`SpanPaths::step`]
+    /// of the same item: a line's path is what its thread is in once the model said what
+    /// the item did, less the instance whose poll it began (an enter's path is the one
+    /// before it; an exit's, the one around its instance; a close's or new's has no
+    /// instance of its id).
     pub fn path(&mut self, item: &Item<'_>, out: &mut Vec<u8>) {
         let (ctx, stamp) = match item {
             Item::Point { event, .. } => (event.ctx, event.stamp),
@@ -816,26 +823,30 @@ impl<'s> SpanPaths<'s> {
             }
             return;
         }
-        let thread = self.threads.of(ctx, stamp);
-        let Some(stack) = self.stacks.get(&thread) else {
+        if !self.any {
             return;
+        }
+        let thread = self.threads.of(ctx, stamp);
+        // A message inside a poll whose enter the model still holds (its steps come at the
+        // thread's next event) is in that instance.
+        let held = match item {
+            Item::Message(_) => self
+                .model
+                .as_ref()
+                .and_then(|m| m.held_enter(ctx))
+                .and_then(|e| {
+                    let id = *e.args().first()?;
+                    Some(((e.ctx >> 32) as u32, id))
+                }),
+            Item::Point { .. } => None,
         };
-        // An exit's path is the one around its instance (an enter's is the stack before it);
-        // a close's or new's leaves out every entry of its id (no thread is in an instance
-        // that closes, or in one whose id is given again), as does a step of another span
-        // than the one open under its id ([`SpanPaths::check_span`]).
-        let (own, gone) = match self.step_of(item) {
-            Some((role, key, e)) => match role {
-                _ if !self.fits(key, e.type_word.tracepoint()) => (None, Some(key)),
-                Role::SpanExit => (stack.iter().rposition(|k| *k == key), None),
-                Role::SpanClose | Role::SpanNew => (None, Some(key)),
-                _ => (None, None),
-            },
-            None => (None, None),
-        };
+        let stack = self.stacks.get(&thread).map_or(&[][..], Vec::as_slice);
+        let own = self
+            .began
+            .and_then(|key| stack.iter().rposition(|k| *k == key));
         let before = out.len();
-        for (i, key) in stack.iter().enumerate() {
-            if Some(i) == own || Some(*key) == gone {
+        for (i, key) in stack.iter().chain(held.as_ref()).enumerate() {
+            if Some(i) == own {
                 continue;
             }
             if let Some(s) = self.open.get(key) {
@@ -847,74 +858,98 @@ impl<'s> SpanPaths<'s> {
         }
     }
 
-    /// Feeds `item`, the next in time order: what it does to the instances and the threads
-    /// (nothing before the horizon).
+    /// Feeds `item`, the next in time order, to the model, and renders its steps: what it
+    /// does to the instances and the threads (nothing before the horizon).
     pub fn step(&mut self, item: &Item<'_>) {
-        if item.timestamp() < self.horizon {
-            return;
+        self.began = None;
+        if let Some(e) = self.recorded.take() {
+            self.record(&e);
         }
-        let Some((role, key, event)) = self.step_of(item) else {
+        let Item::Point { event, .. } = item else {
             return;
         };
+        if !self.any || event.stamp < self.horizon {
+            return;
+        }
         let tracepoint = event.type_word.tracepoint();
-        self.check_span(key, tracepoint);
-        match role {
-            Role::SpanNew => {
-                // Its id was free: an instance that had it closed, whatever a stack says.
-                self.leave_everywhere(key);
+        let role = self.roles.get(tracepoint as usize).copied();
+        if let (Some(role), Some(&id)) = (role, event.args().first()) {
+            if role.is_span() {
+                self.check_span(((event.ctx >> 32) as u32, id), tracepoint);
+            }
+        }
+        if let Some(mut model) = self.model.take() {
+            model.feed(event, &mut |step| self.render(step, event));
+            self.model = Some(model);
+        }
+    }
+
+    /// What the model's `step` does to the paths; `now` is the event fed.
+    fn render(&mut self, step: Step, now: &Event) {
+        let key = |e: &Event| ((e.ctx >> 32) as u32, e.args().first().copied().unwrap_or(0));
+        match step {
+            Step::SpanNew(e) => {
                 let mut fields = Vec::new();
-                self.fields.set(&event, &mut fields);
-                let scope = self.scope(tracepoint, Some(fields));
-                self.open.insert(key, scope);
+                self.fields.set(&e, &mut fields);
+                let scope = self.scope(e.type_word.tracepoint(), Some(fields));
+                self.open.insert(key(&e), scope);
             }
-            Role::SpanRecord => {
-                if let Some(mut s) = self.open.remove(&key) {
-                    if let Some(f) = &mut s.fields {
-                        self.fields.set(&event, f);
-                    }
-                    s = self.scope(s.tracepoint, s.fields);
-                    self.open.insert(key, s);
-                }
-            }
-            Role::SpanEnter => {
-                if !self.open.contains_key(&key) {
+            Step::SpanRecord(e) => self.recorded = Some(e),
+            Step::PollBegin(e) => {
+                let k = key(&e);
+                if !self.open.contains_key(&k) {
                     // Its `new` is not in the trace (or is before the horizon): its name is
                     // its enter's, its fields unknown.
-                    let scope = self.scope(tracepoint, None);
-                    self.open.insert(key, scope);
+                    let scope = self.scope(e.type_word.tracepoint(), None);
+                    self.open.insert(k, scope);
                 }
-                let thread = self.threads.of(event.ctx, event.stamp);
-                self.stacks.entry(thread).or_default().push(key);
-                *self.entered.entry(key).or_default() += 1;
+                let thread = self.threads.of(e.ctx, e.stamp);
+                self.stacks.entry(thread).or_default().push(k);
+                *self.entered.entry(k).or_default() += 1;
+                if e == *now {
+                    self.began = Some(k);
+                }
             }
-            Role::SpanExit => {
-                let thread = self.threads.of(event.ctx, event.stamp);
+            Step::PollEnd { begin, .. } => {
+                let k = key(&begin);
+                let thread = self.threads.of(begin.ctx, begin.stamp);
                 let Some(stack) = self.stacks.get_mut(&thread) else {
                     return;
                 };
-                // Usually the innermost; `tracing` allows exits out of order. An exit of an
-                // instance not on the stack (entered before the horizon) leaves it as it is.
-                let Some(at) = stack.iter().rposition(|k| *k == key) else {
+                // Usually the innermost; `tracing` allows exits out of order.
+                let Some(at) = stack.iter().rposition(|x| *x == k) else {
                     return;
                 };
                 stack.remove(at);
                 if stack.is_empty() {
                     self.stacks.remove(&thread);
                 }
-                if let Some(n) = self.entered.get_mut(&key) {
+                if let Some(n) = self.entered.get_mut(&k) {
                     *n -= 1;
                     if *n == 0 {
-                        self.entered.remove(&key);
+                        self.entered.remove(&k);
                     }
                 }
             }
-            Role::SpanClose => {
-                self.open.remove(&key);
-                // A thread still in it (its exit not recorded) is not in the next instance
-                // of its id.
-                self.leave_everywhere(key);
+            // A thread still in it (its exit not recorded) is not in the next instance of
+            // its id.
+            Step::SpanEnd(i) | Step::SpanUnended { instance: i, .. } => {
+                self.open.remove(&(i.pid, i.id));
+                self.leave_everywhere((i.pid, i.id));
             }
             _ => {}
+        }
+    }
+
+    /// Sets the fields the `record` `e` gives in the instance it is of.
+    fn record(&mut self, e: &Event) {
+        let key = ((e.ctx >> 32) as u32, e.args().first().copied().unwrap_or(0));
+        if let Some(mut s) = self.open.remove(&key) {
+            if let Some(f) = &mut s.fields {
+                self.fields.set(e, f);
+            }
+            s = self.scope(s.tracepoint, s.fields);
+            self.open.insert(key, s);
         }
     }
 

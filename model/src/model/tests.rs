@@ -397,6 +397,85 @@ fn an_undefined_tracepoint_is_an_instant() {
     assert_eq!(run(Model::whole(&meta()), &[Some(e)]), ["instant 1"]);
 }
 
+#[test]
+fn kept_fields_link_each_instance_to_the_parent_open_at_its_new() {
+    let (new, close) = (NEW, CLOSE);
+    // `record` steps of the span (tracepoint 10).
+    let mut m = meta();
+    m.tracepoints.push(TracepointInfo {
+        role: Role::SpanRecord,
+        ..m.tracepoints[NEW as usize].clone()
+    });
+    let record = 10;
+    let event = |stamp, tp: u16, args: &[u64]| {
+        let kind = m.tracepoints[tp as usize].kind;
+        Event::new(
+            stamp,
+            TypeWord::new(kind, args.len() as u8, tp),
+            T1,
+            args,
+            0,
+        )
+    };
+    let mut model = Model::whole(&m).keep_fields();
+    let mut ended = Vec::new();
+    let mut feed = |model: &mut Model, e: Event| {
+        model.feed(&e, &mut |s| {
+            if let Step::SpanEnd(i) = s {
+                ended.push(*i);
+            }
+        })
+    };
+    // Parent 5 (field 70), its child 6; the parent records 200 after the child began,
+    // then closes; id 5 is given again to a root, whose child 7 is not 6's sibling.
+    feed(&mut model, event(10, new, &[5, 0, 70]));
+    feed(&mut model, event(20, new, &[6, 5, 1]));
+    feed(&mut model, event(30, record, &[5, 200]));
+    feed(&mut model, event(40, close, &[6]));
+    feed(&mut model, event(50, close, &[5]));
+    feed(&mut model, event(60, new, &[5, 0, 71]));
+    feed(&mut model, event(70, new, &[7, 5, 2]));
+    feed(&mut model, event(80, close, &[7]));
+    // A child whose parent is not in the trace.
+    feed(&mut model, event(90, new, &[8, 9, 3]));
+    feed(&mut model, event(95, close, &[8]));
+    let by_id = |id: u64, at: u64| {
+        let i = ended
+            .iter()
+            .find(|i| i.id == id && i.begin() == at)
+            .unwrap();
+        i.node.clone().unwrap()
+    };
+    let six = by_id(6, 20);
+    let parents = six.ancestors();
+    assert_eq!(parents.len(), 1);
+    assert_eq!(parents[0].new.map(|e| e.args()[2]), Some(70));
+    let late: Vec<u64> = parents[0].records().iter().map(|e| e.args()[1]).collect();
+    assert_eq!(
+        late,
+        [200],
+        "the parent's record after the child began is seen"
+    );
+    assert!(six.rooted());
+    let seven = by_id(7, 70);
+    assert_eq!(seven.ancestors()[0].new.map(|e| e.args()[2]), Some(71));
+    let eight = by_id(8, 90);
+    assert!(eight.ancestors().is_empty());
+    assert!(!eight.rooted());
+    assert_eq!(eight.parent_id(), Some(9));
+    // Without `keep_fields`, no node.
+    let mut plain = Model::whole(&m);
+    let mut nodes = Vec::new();
+    for e in [event(10, new, &[5, 0, 70]), event(20, close, &[5])] {
+        plain.feed(&e, &mut |s| {
+            if let Step::SpanEnd(i) = s {
+                nodes.push(i.node.is_none());
+            }
+        });
+    }
+    assert_eq!(nodes, [true]);
+}
+
 /// Tracepoint ids of [`meta_anatomy`]: [`meta`]'s, then the kernel's and the runtime's.
 const OUT: u16 = 10;
 const IN: u16 = 11;

@@ -219,9 +219,16 @@ fn ctf_as_dump(e: &ctf::Event) -> Event {
 /// A Perfetto track event as the event `dump --utc` shows (its CPU is not in the trace: 0),
 /// at its wall-clock time as the trace's clock snapshots tell it: its arguments put in the
 /// format of its tracepoint (the one of its name and argument names in `meta`), as dump
-/// shows them (value tables' names, and lost strings, unquoted).
+/// shows them (value tables' names, and lost strings, unquoted). An `unpaired` instant's
+/// last argument, `why`, is the model's reason, not the event's.
 fn perfetto_as_dump(e: &ttrace_tests::perfetto::Event, meta: &devttrace::Metadata) -> Event {
     use ttrace_reader::format::{Piece, Spec};
+    let mut e = e.clone();
+    if e.category == "unpaired" {
+        let why = e.args.pop().expect("why");
+        assert_eq!(why.0, "why", "{e:?}");
+    }
+    let e = &e;
     use ttrace_tests::perfetto::Value;
     let value = |v: &Value, spec: Option<&Spec>| match v {
         Value::Str(s)

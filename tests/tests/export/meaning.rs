@@ -13,15 +13,32 @@
 //! so an async slice's length is the difference of its ends' times. The OTLP export's spans
 //! give the same intervals (in Unix time; its unpaired events have no place in OTLP).
 //!
+//! The Perfetto export, read back with `ttrace_tests::perfetto`: the same intervals (slices
+//! on thread tracks of the category `entry` are calls, other slices there polls; slices on
+//! async tracks are stem pairs and span instances, named by their stem, their length the
+//! difference of their ends' times), the same polls and drop re-entries (the `drop`
+//! instants, two each), and the same unpaired events: the `unpaired` instants by their
+//! `why` argument; what the model leaves open at the end (or when its thread ended) is a
+//! slice Perfetto shows not ended, which cannot say which of the two: those are compared as
+//! one count. The uftrace export, read back with `ttrace_tests::uftrace` (its records paired
+//! per thread by depth as uftrace pairs them): uftrace has calls only, no stem pairs, and no
+//! place for a reason, so the calls' intervals are compared, the polls (calls of a span's
+//! function), the drop re-entries (calls of its `_enter` point function), and of the
+//! unpaired entries and exits those it can tell apart: before the horizon (calls of their
+//! point functions), an exit with no entry (an EXIT with nothing open on its thread), and
+//! entries left open (never exited) as one count.
+//!
 //! The devices: (a) the demo workload (`ttrace-reader demo`) with more requests than its
 //! rings hold, so that entries are lost and a horizon applies; (b) `ttrace-test-handoff`,
 //! `tracing` futures polled on two threads, each dropped after its last poll (the drop
 //! re-entry); (c) start/stop pairs of one stem overlapping on a thread, and a thread id the
 //! kernel gave again, written directly.
 //!
-//! The other exports (Perfetto, uftrace) and `dump --spans` do not render the model yet:
-//! they are not compared here.
+//! `dump --spans` renders the model too (the polls a thread is in), tested in
+//! `tests/cli/spans.rs` against the truth its program knew; the CTF export shows events,
+//! not pairs: neither is compared here.
 
+use devttrace::Role;
 use devttrace::{Follower, Reader, View};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -54,6 +71,27 @@ struct Meaning {
     /// The intervals as OTLP shows them: named by their stem, begun at a Unix time in ns,
     /// their length the difference of their ends' times.
     otlp: BTreeSet<Interval>,
+    /// The intervals as Perfetto shows them: named by their stem, their length the
+    /// difference of their ends' times (ns since the device was created).
+    perfetto: BTreeSet<Interval>,
+    /// The calls' intervals as uftrace shows them (as [`Meaning::perfetto`]'s).
+    uftrace: BTreeSet<Interval>,
+    /// Unpaired entries and exits (of calls), by reason.
+    unpaired_calls: BTreeMap<Why, u64>,
+}
+
+/// What an export can tell of unpaired events: before the horizon, a partner missing, and
+/// left open (at the end, or when its thread ended: one count).
+fn told(unpaired: &BTreeMap<Why, u64>) -> BTreeMap<&'static str, u64> {
+    let mut out = BTreeMap::new();
+    for (&why, &n) in unpaired {
+        let key = match why {
+            Why::BeforeHorizon | Why::PartnerMissing => why.name(),
+            _ => "left open",
+        };
+        *out.entry(key).or_default() += n;
+    }
+    out
 }
 
 /// `name` without a start's suffix (`job_start`: `job`), as Chrome names a start/stop pair.
@@ -105,17 +143,21 @@ fn of_model(view: &View<'_>) -> Meaning {
                 m.intervals.insert(interval(&begin, end.stamp));
                 m.chrome.insert(interval(&begin, end.stamp));
                 m.otlp.insert(unix(&begin, end.stamp));
+                m.perfetto.insert(by_ends(&begin, end.stamp));
+                m.uftrace.insert(by_ends(&begin, end.stamp));
             }
             Step::StemEnd { begin, end, .. } => {
                 m.intervals.insert(interval(&begin, end.stamp));
                 m.chrome.insert(by_ends(&begin, end.stamp));
                 m.otlp.insert(unix(&begin, end.stamp));
+                m.perfetto.insert(by_ends(&begin, end.stamp));
             }
             Step::SpanEnd(i) => {
                 if let (Some(new), Some(close), true) = (i.new, i.close, i.whole) {
                     m.intervals.insert(interval(&new, close));
                     m.chrome.insert(by_ends(&new, close));
                     m.otlp.insert(unix(&new, close));
+                    m.perfetto.insert(by_ends(&new, close));
                     m.polls += i.polls.len() as u64;
                     m.drops += i.dropped.is_some() as u64;
                 }
@@ -124,6 +166,9 @@ fn of_model(view: &View<'_>) -> Meaning {
                 let t = &meta.tracepoints[event.type_word.tracepoint() as usize];
                 if !t.role.is_span() {
                     *m.unpaired.entry(why).or_default() += 1;
+                }
+                if t.role == Role::Point && matches!(t.kind, Kind::Entry | Kind::Exit) {
+                    *m.unpaired_calls.entry(why).or_default() += 1;
                 }
             }
             _ => {}
@@ -140,7 +185,132 @@ fn of_model(view: &View<'_>) -> Meaning {
     m.intervals.retain(|i| i.ns > 0);
     m.chrome.retain(|i| i.ns > 0);
     m.otlp.retain(|i| i.ns > 0);
+    m.perfetto.retain(|i| i.ns > 0);
+    m.uftrace.retain(|i| i.ns > 0);
     m
+}
+
+/// What the Perfetto export of the device `dir` shows (see the module's documentation):
+/// its intervals, polls and drop re-entries, and its unpaired events as [`told`] counts
+/// them (in `unpaired`, by the name of their `why`).
+fn of_perfetto(dir: &Path) -> (Meaning, BTreeMap<&'static str, u64>) {
+    let out = dir.with_extension("perfetto");
+    let (source, file) = (dir.to_str().unwrap(), out.to_str().unwrap());
+    reader!("export", "--format", "perfetto", source, "-o", file).ok();
+    let trace = ttrace_tests::perfetto::read(&std::fs::read(&out).unwrap()).unwrap();
+    let mut m = Meaning::default();
+    let mut unpaired = BTreeMap::new();
+    for s in trace.slices() {
+        let b = &trace.events[s.begin];
+        let arg = |e: &ttrace_tests::perfetto::Event, name: &str| {
+            e.args.iter().find(|a| a.0 == name).map(|a| a.1.clone())
+        };
+        match (b.kind, b.category.as_str(), s.end) {
+            (3, "unpaired", _) => {
+                let Some(ttrace_tests::perfetto::Value::Str(why)) = arg(b, "why") else {
+                    panic!("an unpaired instant without why: {b:?}")
+                };
+                let why = Why::from_name(&why).unwrap_or_else(|| panic!("{why}"));
+                *unpaired.entry(why.name()).or_default() += 1;
+            }
+            (3, "drop", _) => m.drops += 1,
+            (1, "entry" | "start", None) => *unpaired.entry("left open").or_default() += 1,
+            (1, category, Some(end)) => {
+                let e = &trace.events[end];
+                if b.on_thread && category != "entry" {
+                    m.polls += 1;
+                    continue;
+                }
+                // A half of an instance moved to another lane is no interval of its own.
+                if arg(b, "moved").is_some() || arg(e, "moved").is_some() {
+                    continue;
+                }
+                m.perfetto.insert(Interval {
+                    name: stem(&b.name),
+                    begin_ns: b.ns as i64,
+                    ns: e.ns - b.ns,
+                });
+            }
+            _ => {}
+        }
+    }
+    // An enter and an exit each.
+    m.drops /= 2;
+    m.perfetto.retain(|i| i.ns > 0);
+    (m, unpaired)
+}
+
+/// What the uftrace export of the device `dir` (whose metadata is `meta`) shows (see the
+/// module's documentation): the calls' intervals, the polls and drop re-entries, and the
+/// unpaired entries and exits as [`told`] counts them.
+fn of_uftrace(dir: &Path, meta: &devttrace::Metadata) -> (Meaning, BTreeMap<&'static str, u64>) {
+    let out = dir.with_extension("uftrace");
+    let (source, file) = (dir.to_str().unwrap(), out.to_str().unwrap());
+    reader!("export", "--format", "uftrace", source, "-o", file).ok();
+    let data = ttrace_tests::uftrace::read(&out).unwrap();
+    // What the functions are: calls' entries and exits (their point functions: `ttrace:`
+    // and the name, as the export makes them), spans' polls and drop re-entries.
+    let point = |name: &str| {
+        let plain: String = (name.chars())
+            .map(
+                |c| match c.is_ascii_alphanumeric() || c == '_' || c == ':' {
+                    true => c,
+                    false => '_',
+                },
+            )
+            .collect();
+        format!("ttrace:{plain}")
+    };
+    let of = |kind: Kind, role: Role| -> BTreeSet<String> {
+        (meta.tracepoints.iter())
+            .filter(|t| t.kind == kind && t.role == role)
+            .map(|t| t.name.clone())
+            .collect()
+    };
+    let (entries, exits) = (of(Kind::Entry, Role::Point), of(Kind::Exit, Role::Point));
+    let polled = of(Kind::Entry, Role::SpanEnter);
+    let before_horizon: BTreeSet<String> = entries.iter().chain(&exits).map(|n| point(n)).collect();
+    let dropped: BTreeSet<String> = polled
+        .iter()
+        .map(|n| point(&format!("{n}_enter")))
+        .collect();
+    let mut m = Meaning::default();
+    let mut unpaired = BTreeMap::new();
+    for records in data.threads.values() {
+        let mut open: Vec<&ttrace_tests::uftrace::Record> = Vec::new();
+        for r in records {
+            match r.kind {
+                ttrace_tests::uftrace::Kind::Entry(_) => open.push(r),
+                ttrace_tests::uftrace::Kind::Exit => {
+                    let Some(entry) = open.pop() else {
+                        assert!(exits.contains(&r.name), "{r:?}");
+                        *unpaired.entry(Why::PartnerMissing.name()).or_default() += 1;
+                        continue;
+                    };
+                    if before_horizon.contains(&entry.name) {
+                        *unpaired.entry(Why::BeforeHorizon.name()).or_default() += 1;
+                    } else if dropped.contains(&entry.name) {
+                        m.drops += 1;
+                    } else if polled.contains(&entry.name) {
+                        m.polls += 1;
+                    } else if entries.contains(&entry.name) {
+                        m.uftrace.insert(Interval {
+                            name: stem(&entry.name),
+                            begin_ns: entry.ns as i64,
+                            ns: r.ns - entry.ns,
+                        });
+                    }
+                }
+                ttrace_tests::uftrace::Kind::Lost(_) => {}
+            }
+        }
+        for entry in open {
+            assert!(entries.contains(&entry.name), "{entry:?}");
+            *unpaired.entry("left open").or_default() += 1;
+        }
+    }
+    m.uftrace.retain(|i| i.ns > 0);
+    (m, unpaired)
 }
 
 /// The intervals of the OTLP export (JSON lines) of the device `dir`: its spans, but those
@@ -267,8 +437,7 @@ fn of_report(view: &View<'_>) -> Meaning {
         unpaired,
         polls,
         drops,
-        chrome: BTreeSet::new(),
-        otlp: BTreeSet::new(),
+        ..Meaning::default()
     }
 }
 
@@ -331,6 +500,30 @@ fn agree(dir: &Path) -> Meaning {
         (model.polls, model.drops),
         (report.polls, report.drops),
         "polls and drop re-entries"
+    );
+    let (perfetto, unpaired) = of_perfetto(dir);
+    same(
+        "intervals",
+        ("model", &model.perfetto),
+        ("perfetto", &perfetto.perfetto),
+    );
+    assert_eq!(told(&model.unpaired), unpaired, "unpaired in Perfetto");
+    assert_eq!(
+        (model.polls, model.drops),
+        (perfetto.polls, perfetto.drops),
+        "polls and drop re-entries in Perfetto"
+    );
+    let (uftrace, unpaired) = of_uftrace(dir, &view.meta);
+    same(
+        "intervals",
+        ("model", &model.uftrace),
+        ("uftrace", &uftrace.uftrace),
+    );
+    assert_eq!(told(&model.unpaired_calls), unpaired, "unpaired in uftrace");
+    assert_eq!(
+        (model.polls, model.drops),
+        (uftrace.polls, uftrace.drops),
+        "polls and drop re-entries in uftrace"
     );
     model
 }

@@ -192,20 +192,25 @@ struct Instance {
     dropped: Option<(u64, u32)>,
 }
 
-/// The instances of `dev`, closed, as `ttrace_model::spans` rebuilds them.
+/// The instances of `dev`, closed, as the model (`ttrace_model::model`) rebuilds them.
 fn instances(dev: &str) -> Vec<Instance> {
-    use ttrace_model::spans::{Added, Spans};
+    use ttrace_model::model::{Model, Step};
     let reader = devttrace::Reader::open(dev).unwrap();
     let view = devttrace::View::of(&reader, 0).unwrap();
     let clock = view.version.clock;
     let ns = |stamp: u64| clock.since_anchor_ns(stamp) as u64;
-    let mut spans = Spans::new(&view.meta, 0);
+    let mut model = Model::whole(&view.meta);
     let mut out = Vec::new();
     let mut items = ttrace_reader::merge::Merge::view(&view, &Default::default());
     items
         .try_for_each_ref(|item| {
             if let ttrace_reader::merge::Item::Point { event, .. } = item {
-                if let Added::Ended(i) = spans.add(event) {
+                model.feed(event, &mut |step| {
+                    let i = match step {
+                        Step::SpanEnd(i) => i,
+                        Step::SpanUnended { instance, why } => panic!("{why:?}: {instance:?}"),
+                        _ => return,
+                    };
                     let new = i.new.expect("every new in the trace");
                     out.push(Instance {
                         id: i.id,
@@ -215,12 +220,16 @@ fn instances(dev: &str) -> Vec<Instance> {
                         close: ns(i.close.expect("closed")),
                         dropped: i.dropped.map(|p| (ns(p.enter), p.ctx as u32)),
                     });
-                }
+                });
             }
             Ok::<_, ()>(())
         })
         .unwrap();
-    assert!(spans.into_open().is_empty());
+    model.finish(&mut |step| {
+        if let Step::SpanUnended { instance, why } = step {
+            panic!("{why:?}: {instance:?}")
+        }
+    });
     out
 }
 

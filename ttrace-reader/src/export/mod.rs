@@ -20,9 +20,8 @@ use crate::merge::{Item, Merge};
 use devttrace::{Mark, Metadata, RingSnapshot};
 use ttrace_layouts::entry::Kind;
 
-// Pairing and argument names are the device's (devttrace), shared with the snapshot rules.
+// Argument names are the model's, shared with the snapshot rules.
 pub use ttrace_model::arguments::unique;
-pub use ttrace_model::pairs::{stem, Closes, Open, Pairing, Stems};
 
 /// A tracepoint as exporters see it: its name, kind, and its arguments' names and specs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,7 +93,7 @@ pub struct Written {
     /// Entries whose exit is not in the trace, and exits whose entry is not.
     pub unpaired: u64,
     /// Entries and exits left unpaired because events of their thread may be missing
-    /// around them (see [`Pairing`]).
+    /// around them (before the model's horizon: [`ttrace_model::model::Why::BeforeHorizon`]).
     pub uncertain: u64,
     /// Strings of the events written that show as `<lost>` ([`Merge::strings_lost`]).
     pub strings_lost: u64,

@@ -9,13 +9,14 @@
 //! - **Tracks.** A process track per process and a thread track per thread (its pid and
 //!   tid, as reused ids show in every export: [`Identities`]), named as the writer was at
 //!   the event's time.
-//! - **Slices.** An entry and the exit that closes it ([`Pairing`]) begin and end a slice
-//!   on the thread track; a start and the stop of its name stem on the same thread begin
-//!   and end one on an async track of that stem under the thread's. Each poll of a
-//!   `tracing` span (an enter and its exit) is a slice on the thread that polled.
-//!   What cannot be paired exactly (its other half lost or before the horizon) is an
-//!   instant, in the category `unpaired`; a slice whose end is not in the trace is left
-//!   open (Perfetto shows it as not ended).
+//! - **Slices** render the model's steps ([`ttrace_model::model`]): a call (an entry and
+//!   the exit the model closes it with) begins and ends a slice on the thread track; a stem
+//!   pair (a start and the stop of its name stem on the same thread) one on an async track
+//!   of that stem under the thread's. Each poll of a `tracing` span (an enter and its exit)
+//!   is a slice on the thread that polled. What the model leaves unpaired (its other half
+//!   lost, or before the horizon) is an instant, in the category `unpaired`, with the
+//!   model's reason as its argument `why` (`before_horizon`, `partner_missing`); a slice
+//!   whose end is not in the trace is left open (Perfetto shows it as not ended).
 //! - **Span instances** are slices from their new to their close on *lanes*: async tracks
 //!   under the process's, grouped per process and name of the root span (a `request` group
 //!   holds `request` instances and everything under them), all of a group named as its
@@ -30,10 +31,9 @@
 //!   flow joining the two (both halves carry the argument `moved`). An instance whose new is
 //!   not in the trace has no slice: its steps are instants on the thread.
 //! - **The drop re-entry** (`tracing` enters a span once more to drop its future, then
-//!   closes it: [`ttrace_model::spans`]) is no poll: its enter and exit are instants of the
-//!   category `drop` on the instance's lane. The enter of a span is written at its thread's
-//!   next event, which tells (with the instance's close, as [`Spans`] recognises it) whether
-//!   it is one.
+//!   closes it: the model's `PollDrop`) is no poll: its enter and exit are instants of the
+//!   category `drop` on the instance's lane. The model gives a poll's steps up to two events
+//!   of its thread late (what tells the drop re-entry), so they are written then.
 //! - **Instants:** every other event; a span's records and `follows_from` on its lane
 //!   (on the thread where a slice under it is open there), each `follows_from` a flow to
 //!   the close of the span it names (a flow id for each).
@@ -52,12 +52,12 @@
 //!   anchor; the first snapshot makes `CLOCK_REALTIME` the trace's clock, so the UI shows
 //!   wall-clock time, as `dump --utc` does.
 //!
-//! Memory holds the tracks and interned strings seen and what is open (entries, starts,
-//! span instances and their lanes, flows, per thread at most an enter and an exit not yet
-//! written), never the events: the trace is written as it is read.
+//! Memory holds the tracks and interned strings seen, the model's state (what is open) and
+//! the span instances' lanes and flows, never the events: the trace is written as it is
+//! read.
 
 use super::proto::{bytes, close, double, fixed64, message, open, uint};
-use super::{Closes, Identities, Pairing, Schema, Stems, Written};
+use super::{Identities, Schema, Written};
 use crate::decode::Context;
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
@@ -66,8 +66,8 @@ use foldhash::HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::Write;
-use ttrace_layouts::entry::Kind;
-use ttrace_model::spans::{Added, Spans};
+use ttrace_model::model::{Model, Step, Why};
+use ttrace_model::pairs::Stems;
 
 /// `TracePacket` fields.
 mod packet {
@@ -197,6 +197,9 @@ enum Name<'a> {
 enum Args<'e> {
     /// An event's, named by its tracepoint.
     Of(&'e Event),
+    /// An unpaired event's, then why the model left it unpaired: the argument `why`
+    /// ([`Why::name`]).
+    Unpaired(&'e Event, Why),
     /// A message's text, the argument `message`.
     Message(&'e str),
     /// A loss: the CPU, then the entries lost, dropped and damaged ([`LOSS_ARGS`]).
@@ -242,8 +245,6 @@ struct Instance {
     /// Its lane while its slice is open there: group and lane (`None`: no slice, its new
     /// is not in the trace).
     lane: Option<(usize, usize)>,
-    /// Its polls begun and not yet ended: the thread of each.
-    polls: Vec<(u64, u64)>,
 }
 
 /// An instance's slice open on a lane.
@@ -271,15 +272,6 @@ struct Group {
     lanes: Vec<Lane>,
     /// The lanes with nothing open, lowest first.
     free: BinaryHeap<Reverse<usize>>,
-}
-
-/// Span steps of a thread not written yet: what its next event tells them apart by.
-enum Held {
-    /// An enter: a poll begins, unless its exit follows at once, then its close.
-    Enter(Event, (u32, u64)),
-    /// An enter and the exit right after it: a poll, or the drop re-entry if the close
-    /// follows at once (as [`Spans`] tells).
-    Poll(Event, Event, (u32, u64)),
 }
 
 /// An argument the user marks as a counter: tracepoint `point`'s argument `arg`, a counter
@@ -400,16 +392,11 @@ struct Writer<'s> {
     /// The last writer seen (events come in runs of one thread).
     recent: Option<Recent>,
     next_uuid: u64,
-    pairing: Pairing,
-    /// Before it, nothing is paired: a thread's events there may be missing.
-    horizon: u64,
+    /// Per tracepoint id, the stem of a start or stop, as a small number (what names its
+    /// async tracks).
     stems: Stems,
-    /// Per thread and stem: its async track, and the starts open on it.
-    starts: HashMap<((u64, u64), usize), (u64, u32)>,
-    /// Span instances as `ttrace_model::spans` rebuilds them (what tells the drop re-entry),
-    /// and whether the trace has any.
-    spans: Spans,
-    any_spans: bool,
+    /// Per thread and stem: its async track.
+    starts: HashMap<((u64, u64), usize), u64>,
     /// Span instances open, by process and span id.
     instances: HashMap<(u32, u64), Instance>,
     next_serial: u64,
@@ -418,8 +405,6 @@ struct Writer<'s> {
     by_group: HashMap<(u64, usize), usize>,
     /// Per tracepoint id, its name as a small number (the names of groups).
     names: Vec<usize>,
-    /// Per writer (`ctx`), its span steps not yet written.
-    held: HashMap<u64, Held>,
     /// The flows waiting for the close of a span (by process and span id).
     flows: HashMap<(u32, u64), Vec<u64>>,
     next_flow: u64,
@@ -658,6 +643,11 @@ impl<'s> Writer<'s> {
                 let id = event.type_word.tracepoint() as usize;
                 Self::point_iids(sequence, id, labels, schemas, &mut new);
             }
+            Args::Unpaired(event, _) => {
+                let id = event.type_word.tracepoint() as usize;
+                Self::point_iids(sequence, id, labels, schemas, &mut new);
+                own[0] = Self::iid(sequence, strings::ANNOTATION, "why", &mut new);
+            }
             Args::Message(_) => {
                 own[0] = Self::iid(sequence, strings::ANNOTATION, "message", &mut new)
             }
@@ -694,16 +684,21 @@ impl<'s> Writer<'s> {
                 fixed64(t, event::FLOW_IDS, flow);
             }
             match e.args {
-                Args::Of(ev) => {
+                Args::Of(ev) | Args::Unpaired(ev, _) => {
                     let id = ev.type_word.tracepoint() as usize;
-                    let (Some(s), Some(Some(iids))) = (schemas.get(id), sequence.points.get(id))
-                    else {
-                        return;
-                    };
-                    for ((&w, (_, spec)), &iid) in ev.args().iter().zip(&s.args).zip(&iids.2) {
+                    if let (Some(s), Some(Some(iids))) = (schemas.get(id), sequence.points.get(id))
+                    {
+                        for ((&w, (_, spec)), &iid) in ev.args().iter().zip(&s.args).zip(&iids.2) {
+                            message(t, event::DEBUG_ANNOTATIONS, |a| {
+                                uint(a, annotation::NAME_IID, iid);
+                                value(a, spec, w, aux);
+                            });
+                        }
+                    }
+                    if let Args::Unpaired(_, why) = e.args {
                         message(t, event::DEBUG_ANNOTATIONS, |a| {
-                            uint(a, annotation::NAME_IID, iid);
-                            value(a, spec, w, aux);
+                            uint(a, annotation::NAME_IID, own[0]);
+                            bytes(a, annotation::STRING, why.name().as_bytes());
                         });
                     }
                 }
@@ -743,8 +738,8 @@ impl<'s> Writer<'s> {
     }
 
     /// Writes `event` as an instant on its thread, in the category `unpaired`: the other
-    /// half of its pair is not in the trace, or cannot be told.
-    fn unpaired(&mut self, event: &Event) {
+    /// half of its pair is not in the trace, or cannot be told (`why`, its argument `why`).
+    fn unpaired(&mut self, event: &Event, why: Why) {
         let label = self.labels[event.type_word.tracepoint() as usize].0.clone();
         self.track_event(TrackEvent {
             ctx: event.ctx,
@@ -752,7 +747,7 @@ impl<'s> Writer<'s> {
             track: None,
             kind: event::INSTANT,
             name: Name::Given(&label, "unpaired"),
-            args: Args::Of(event),
+            args: Args::Unpaired(event, why),
             flows: &[],
         });
     }
@@ -770,41 +765,10 @@ impl<'s> Writer<'s> {
         });
     }
 
-    /// A trace point: a slice's half, an instant, a span's step.
-    fn point(&mut self, event: &Event) {
+    /// A trace point: what the model says it did (`model.feed`), then the counters it sets.
+    fn point(&mut self, event: &Event, model: &mut Model) {
+        model.feed(event, &mut |step| self.step(step, Some(event)));
         let id = event.type_word.tracepoint();
-        // Every event, for the instance model's count of what each thread recorded (none
-        // in a trace without spans).
-        let added = match self.any_spans {
-            true => self.spans.add(event),
-            false => Added::NotAStep,
-        };
-        if self.took(event, &added) {
-            // An exit held with its enter.
-        } else if let Some(s) = self.schemas.get(id as usize) {
-            let (kind, role) = (s.kind, s.role);
-            if role.is_span() {
-                self.step(event, role);
-            } else {
-                match kind {
-                    Kind::Entry if role == Role::Point => self.entry(event),
-                    Kind::Exit if role == Role::Point => self.exit(event),
-                    Kind::Start | Kind::Stop if role == Role::Point => self.start_stop(event, kind),
-                    _ => self.own(event, None, event::INSTANT, &[]),
-                }
-            }
-        } else {
-            let name = format!("tracepoint#{id}");
-            return self.track_event(TrackEvent {
-                ctx: event.ctx,
-                stamp: event.stamp,
-                track: None,
-                kind: event::INSTANT,
-                name: Name::Given(&name, "unknown"),
-                args: Args::Of(event),
-                flows: &[],
-            });
-        }
         if self
             .counters
             .get(id as usize)
@@ -816,207 +780,152 @@ impl<'s> Writer<'s> {
         }
     }
 
-    /// An entry: a slice begins on its thread, if its exit can be told.
-    fn entry(&mut self, event: &Event) {
-        match self.pairing.enter(event) {
-            Some(_) => self.own(event, None, event::SLICE_BEGIN, &[]),
-            None => {
-                self.written.uncertain += 1;
-                self.unpaired(event);
+    /// Writes a step of the model ([`ttrace_model::model`]); `now` is the event fed (what
+    /// closes an instance that ends). Calls and polls are slices on their thread, stem
+    /// pairs slices on an async track of the thread's, instances slices on lanes; what is
+    /// left unpaired an instant `unpaired`, the drop re-entry instants `drop`; what is open
+    /// at the end stays open (`now`: `None`).
+    fn step(&mut self, step: Step, now: Option<&Event>) {
+        match step {
+            Step::Instant(e) => self.instant(&e),
+            Step::CallBegin { event, .. } | Step::PollBegin(event) => {
+                self.own(&event, None, event::SLICE_BEGIN, &[])
             }
-        }
-    }
-
-    /// An exit: the slice of its entry ends.
-    fn exit(&mut self, event: &Event) {
-        match self.pairing.exit(event) {
-            Closes::Entry(..) => {
+            Step::CallEnd { end, .. } | Step::PollEnd { end, .. } => {
                 self.written.pairs += 1;
-                self.own(event, None, event::SLICE_END, &[]);
+                self.own(&end, None, event::SLICE_END, &[]);
             }
-            Closes::Nothing => {
-                self.written.unpaired += 1;
-                self.unpaired(event);
+            Step::StemBegin(e) => {
+                let track = self.stem_track(&e);
+                self.own(&e, Some(track), event::SLICE_BEGIN, &[]);
             }
-            Closes::Uncertain => {
-                self.written.uncertain += 1;
-                self.unpaired(event);
-            }
-        }
-    }
-
-    /// A start or a stop: a slice of its stem begins or ends on an async track of the
-    /// thread's, if its stem pairs; else an instant.
-    fn start_stop(&mut self, event: &Event, kind: Kind) {
-        let id = event.type_word.tracepoint() as usize;
-        let stem = self.stems.of.get(id).copied().flatten();
-        let Some(stem) = stem.filter(|&s| self.stems.paired[s]) else {
-            return self.own(event, None, event::INSTANT, &[]);
-        };
-        let seq = self.sequence(event.ctx, event.stamp);
-        let open = self.starts.get(&(seq.key, stem)).map_or(0, |s| s.1);
-        match kind {
-            Kind::Start if event.stamp >= self.horizon => {
-                let track = match self.starts.get(&(seq.key, stem)) {
-                    Some(&(track, _)) => track,
-                    None => {
-                        let name = self.stems.names[stem].clone();
-                        self.child_track(seq.track, &name)
-                    }
-                };
-                self.starts.insert((seq.key, stem), (track, open + 1));
-                self.own(event, Some(track), event::SLICE_BEGIN, &[]);
-            }
-            Kind::Stop if open > 0 => {
-                let track = self.starts[&(seq.key, stem)].0;
-                self.starts.insert((seq.key, stem), (track, open - 1));
+            Step::StemEnd { end, .. } => {
                 self.written.pairs += 1;
-                self.own(event, Some(track), event::SLICE_END, &[]);
+                let track = self.stem_track(&end);
+                self.own(&end, Some(track), event::SLICE_END, &[]);
             }
-            _ => self.own(event, None, event::INSTANT, &[]),
-        }
-    }
-
-    /// What `event`'s thread held (see [`Held`]) is written before it, as what `event`
-    /// tells it is; whether `event` is held with it (an exit right after its enter).
-    fn took(&mut self, event: &Event, added: &Added) -> bool {
-        if self.held.is_empty() {
-            return false;
-        }
-        let Some(held) = self.held.remove(&event.ctx) else {
-            return false;
-        };
-        match held {
-            Held::Enter(enter, key) if self.exits(event, key) => {
-                self.held.insert(event.ctx, Held::Poll(enter, *event, key));
-                return true;
-            }
-            Held::Poll(enter, exit, key) => {
-                let dropped = match added {
-                    Added::Ended(i) => i.dropped.is_some_and(|p| {
-                        (p.enter, p.exit, p.ctx) == (enter.stamp, exit.stamp, enter.ctx)
-                    }),
-                    _ => false,
-                };
-                match dropped {
-                    // Instants on its lane (where the instance is innermost, as at its
-                    // close), else on the thread.
-                    true => {
-                        let track = self.innermost(key);
-                        for e in [&enter, &exit] {
-                            let label = self.labels[e.type_word.tracepoint() as usize].0.clone();
-                            self.track_event(TrackEvent {
-                                ctx: e.ctx,
-                                stamp: e.stamp,
-                                track,
-                                kind: event::INSTANT,
-                                name: Name::Given(&label, "drop"),
-                                args: Args::Of(e),
-                                flows: &[],
-                            });
-                        }
-                    }
-                    false => self.release(Held::Poll(enter, exit, key)),
+            Step::Unpaired { event, why } => match why {
+                // Written when it began; left open.
+                Why::OpenAtEnd | Why::ThreadEnded | Why::AcrossGap | Why::Superseded => {
+                    self.written.unpaired += 1
                 }
-            }
-            held => self.release(held),
-        }
-        false
-    }
-
-    /// Whether `event` is an exit of the span `key`.
-    fn exits(&self, event: &Event, key: (u32, u64)) -> bool {
-        self.spans.role(event.type_word.tracepoint()) == Role::SpanExit
-            && event.args().first() == Some(&key.1)
-            && (event.ctx >> 32) as u32 == key.0
-    }
-
-    /// Writes what a thread held as what it is: a poll begun, or a whole poll.
-    fn release(&mut self, held: Held) {
-        match held {
-            Held::Enter(enter, key) => {
-                let thread = self.sequence(enter.ctx, enter.stamp).key;
-                self.instance(key).polls.push(thread);
-                self.own(&enter, None, event::SLICE_BEGIN, &[]);
-            }
-            Held::Poll(enter, exit, _) => {
-                self.written.pairs += 1;
-                self.own(&enter, None, event::SLICE_BEGIN, &[]);
-                self.own(&exit, None, event::SLICE_END, &[]);
-            }
-        }
-    }
-
-    /// A step of a `tracing` span: its new and close begin and end its slice on a lane,
-    /// an enter and its exit a poll on the thread.
-    fn step(&mut self, event: &Event, role: Role) {
-        let Some(&span) = event.args().first() else {
-            return self.own(event, None, event::INSTANT, &[]);
-        };
-        let key = ((event.ctx >> 32) as u32, span);
-        match role {
-            Role::SpanNew => self.new_instance(event, key),
-            Role::SpanClose => {
-                let flows = self.flows.remove(&key).unwrap_or_default();
-                let lane = self
-                    .instances
-                    .remove(&key)
-                    .and_then(|i| Some((i.lane?, i.serial)));
-                let Some(((g, l), serial)) = lane else {
-                    return self.own(event, None, event::INSTANT, &flows);
-                };
-                let open = &self.groups[g].lanes[l].open;
-                let Some(at) = open.iter().rposition(|o| o.serial == serial) else {
-                    return self.own(event, None, event::INSTANT, &flows);
-                };
-                if at + 1 < open.len() {
-                    self.move_above(g, l, at + 1, event);
+                Why::BeforeHorizon => {
+                    self.written.uncertain += 1;
+                    self.unpaired(&event, why);
                 }
-                let lane = &mut self.groups[g].lanes[l];
-                lane.open.pop();
-                let track = lane.track;
-                if lane.open.is_empty() {
-                    self.groups[g].free.push(Reverse(l));
+                Why::PartnerMissing => {
+                    self.written.unpaired += 1;
+                    self.unpaired(&event, why);
                 }
-                self.own(event, Some(track), event::SLICE_END, &flows);
-            }
-            Role::SpanEnter if event.stamp >= self.horizon => {
-                // Written at the thread's next event, which tells whether it is a poll.
-                self.instance(key);
-                self.held.insert(event.ctx, Held::Enter(*event, key));
-            }
-            Role::SpanExit => {
-                let thread = self.sequence(event.ctx, event.stamp).key;
-                let polls = &mut self.instance(key).polls;
-                match polls.iter().rposition(|&t| t == thread) {
-                    Some(at) => {
-                        polls.remove(at);
-                        self.written.pairs += 1;
-                        self.own(event, None, event::SLICE_END, &[]);
-                    }
-                    None => {
-                        self.written.unpaired += 1;
-                        self.unpaired(event);
-                    }
-                }
-            }
-            Role::SpanFollows => {
+            },
+            Step::PollDrop { begin, end } => {
+                // Instants on its lane (where the instance is innermost, as at its close),
+                // else on the thread.
+                let key = span_key(&begin);
                 let track = self.innermost(key);
-                let follows = event.args().get(1).copied().unwrap_or(0);
+                for e in [&begin, &end] {
+                    let label = self.labels[e.type_word.tracepoint() as usize].0.clone();
+                    self.track_event(TrackEvent {
+                        ctx: e.ctx,
+                        stamp: e.stamp,
+                        track,
+                        kind: event::INSTANT,
+                        name: Name::Given(&label, "drop"),
+                        args: Args::Of(e),
+                        flows: &[],
+                    });
+                }
+            }
+            Step::SpanNew(e) => {
+                let key = span_key(&e);
+                self.new_instance(&e, key);
+            }
+            Step::SpanEnd(i) => {
+                if let Some(now) = now {
+                    self.close(now, (i.pid, i.id));
+                }
+            }
+            // Its slice stays open (a new one took its id, or the trace ends).
+            Step::SpanUnended { instance: i, .. } => {
+                self.instances.remove(&(i.pid, i.id));
+            }
+            // Stretches on and off the CPU: no thread-state track yet.
+            Step::Cpu { .. } => {}
+            Step::SpanFollows(e) => {
+                let key = span_key(&e);
+                let track = self.innermost(key);
+                let follows = e.args().get(1).copied().unwrap_or(0);
                 self.next_flow += 1;
                 let flow = self.next_flow;
                 self.flows.entry((key.0, follows)).or_default().push(flow);
-                self.own(event, track, event::INSTANT, &[flow]);
+                self.own(&e, track, event::INSTANT, &[flow]);
             }
-            Role::SpanRecord => {
+            Step::SpanRecord(e) => {
+                let key = span_key(&e);
                 let track = self.innermost(key);
-                self.own(event, track, event::INSTANT, &[]);
-            }
-            _ => {
-                self.written.uncertain += u64::from(role == Role::SpanEnter);
-                self.unpaired(event);
+                self.own(&e, track, event::INSTANT, &[]);
             }
         }
+    }
+
+    /// An instant on `event`'s thread (of the category `unknown` for a tracepoint the
+    /// metadata does not know).
+    fn instant(&mut self, event: &Event) {
+        let id = event.type_word.tracepoint();
+        if (id as usize) < self.schemas.len() {
+            return self.own(event, None, event::INSTANT, &[]);
+        }
+        let name = format!("tracepoint#{id}");
+        self.track_event(TrackEvent {
+            ctx: event.ctx,
+            stamp: event.stamp,
+            track: None,
+            kind: event::INSTANT,
+            name: Name::Given(&name, "unknown"),
+            args: Args::Of(event),
+            flows: &[],
+        });
+    }
+
+    /// The async track, under its thread's, of the stem of `event` (a start or stop the
+    /// model paired).
+    fn stem_track(&mut self, event: &Event) -> u64 {
+        let stem = self.stems.of[event.type_word.tracepoint() as usize].unwrap_or(0);
+        let seq = self.sequence(event.ctx, event.stamp);
+        if let Some(&track) = self.starts.get(&(seq.key, stem)) {
+            return track;
+        }
+        let name = self.stems.names[stem].clone();
+        let track = self.child_track(seq.track, &name);
+        self.starts.insert((seq.key, stem), track);
+        track
+    }
+
+    /// The close `event` of the instance `key`: its slice ends on its lane (the slices
+    /// above it there move to a free lane); an instant if it has no slice.
+    fn close(&mut self, event: &Event, key: (u32, u64)) {
+        let flows = self.flows.remove(&key).unwrap_or_default();
+        let lane = self
+            .instances
+            .remove(&key)
+            .and_then(|i| Some((i.lane?, i.serial)));
+        let Some(((g, l), serial)) = lane else {
+            return self.own(event, None, event::INSTANT, &flows);
+        };
+        let open = &self.groups[g].lanes[l].open;
+        let Some(at) = open.iter().rposition(|o| o.serial == serial) else {
+            return self.own(event, None, event::INSTANT, &flows);
+        };
+        if at + 1 < open.len() {
+            self.move_above(g, l, at + 1, event);
+        }
+        let lane = &mut self.groups[g].lanes[l];
+        lane.open.truncate(at);
+        let track = lane.track;
+        if lane.open.is_empty() {
+            self.groups[g].free.push(Reverse(l));
+        }
+        self.own(event, Some(track), event::SLICE_END, &flows);
     }
 
     /// A new instance: its slice begins on its parent's lane, nested in it, if its parent
@@ -1064,7 +973,6 @@ impl<'s> Writer<'s> {
         let instance = Instance {
             serial,
             lane: Some((g, l)),
-            polls: Vec::new(),
         };
         self.instances.insert(key, instance);
         let flows: &[u64] = match &flow {
@@ -1132,7 +1040,6 @@ impl<'s> Writer<'s> {
             let i = Instance {
                 serial: self.next_serial,
                 lane: None,
-                polls: Vec::new(),
             };
             self.instances.insert(key, i);
         }
@@ -1205,6 +1112,12 @@ impl<'s> Writer<'s> {
     }
 }
 
+/// The instance a span's step `e` is of: its process and span id (its first argument,
+/// which the model's span steps have).
+fn span_key(e: &Event) -> (u32, u64) {
+    ((e.ctx >> 32) as u32, e.args().first().copied().unwrap_or(0))
+}
+
 /// The name and category the events of a tracepoint show: a `tracing` callsite's level, a
 /// span step's role, a native point's kind.
 fn label(s: &Schema) -> (String, String) {
@@ -1258,8 +1171,7 @@ pub fn write(
     out: &mut impl Write,
     mut progress: impl FnMut(u64),
 ) -> std::io::Result<Written> {
-    let pairing = Pairing::new(rings, ctx.meta);
-    let horizon = pairing.horizon();
+    let mut model = Model::new(ctx.meta, rings);
     let schemas = Schema::all(ctx.meta);
     let mut by_point = vec![Vec::new(); schemas.len()];
     for c in counters {
@@ -1294,18 +1206,13 @@ pub fn write(
         by_thread: HashMap::default(),
         processes: HashMap::default(),
         next_uuid: 0,
-        horizon,
-        pairing,
         stems: Stems::new(&ctx.meta.tracepoints),
         starts: HashMap::default(),
-        spans: Spans::new(ctx.meta, horizon),
-        any_spans: Spans::any(ctx.meta),
         instances: HashMap::default(),
         next_serial: 0,
         groups: Vec::new(),
         by_group: HashMap::default(),
         names,
-        held: HashMap::default(),
         flows: HashMap::default(),
         next_flow: 0,
         clocked: false,
@@ -1325,7 +1232,7 @@ pub fn write(
                     w.loss(counts, event.ctx, event.stamp);
                 }
                 first.get_or_insert((event.stamp, event.ctx));
-                w.point(event)
+                w.point(event, &mut model)
             }
             Item::Message(r) => {
                 first.get_or_insert((r.timestamp, r.ctx));
@@ -1344,12 +1251,8 @@ pub fn write(
         super::spill(&mut w.buf, out, || progress(w.written.events))
     })?;
     w.written.strings_lost = items.strings_lost();
-    // What threads held at the end: polls (begun, or whole).
-    let mut held: Vec<(u64, Held)> = w.held.drain().collect();
-    held.sort_unstable_by_key(|h| h.0);
-    for (_, h) in held {
-        w.release(h);
-    }
+    // What is open at the end stays open; the polls the model held are written.
+    model.finish(&mut |step| w.step(step, None));
     // Rings whose every entry was lost: their losses at the trace's first event.
     let rest: Vec<[u64; 4]> = w.losses.iter_mut().filter_map(Option::take).collect();
     if let Some((stamp, ctx)) = first {

@@ -4,10 +4,13 @@
 //! - Each tracepoint is a "function" of a module `/ttrace/tracepoints` whose symbol file
 //!   (`tracepoints.sym`) names it: the tracepoint with id `i` is at offset `0x10 * (i + 1)`;
 //!   its point function (below) follows those of all `n` tracepoints, at `0x10 * (n + i + 1)`.
-//! - An entry is an ENTRY record at its thread's depth; the exit that closes it (see
-//!   [`Pairing`]) is an EXIT record of the same function and depth. An exit whose entry is
-//!   not in the trace is an EXIT at depth 0 of its own tracepoint. Entries and exits before
-//!   the horizon, which cannot be paired, are calls of their point functions.
+//! - The records render the model's steps ([`ttrace_model::model`]): an entry that begins
+//!   a call is an ENTRY record at its thread's depth, the exit the model closes it with an
+//!   EXIT record of the same function and depth; a poll of a `tracing` span (an enter and
+//!   its exit) likewise, as a call of the enter's tracepoint. An exit whose partner is
+//!   missing is an EXIT at depth 0 of its own tracepoint. Entries and exits before the
+//!   horizon, which cannot be paired, are calls of their point functions, and so is the
+//!   drop re-entry, which is no poll. uftrace has no place for why an event is unpaired.
 //! - An ENTRY record carries its entry's arguments, typed from the format string, as the
 //!   `argspec` in `info` describes them (`uftrace replay` shows `file_open("/etc/hosts",
 //!   0x8000, -25)`; an argument shown with a value table is the string of its names); not
@@ -46,15 +49,16 @@
 //! (see uftrace's `uftrace.h`) and perf's `struct perf_event_header` records
 //! (`utils/perf.h`).
 
-use super::{Closes, Identities, Pairing, Schema, Written};
+use super::{Identities, Schema, Written};
 use crate::decode::{Context, Decoder, TimeFormat};
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
-use devttrace::{AuxSnapshots, Event, Mark, RingSnapshot};
+use devttrace::{AuxSnapshots, Clock, Event, Mark, RingSnapshot, Role};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use ttrace_layouts::entry::Kind;
+use ttrace_model::model::{Model, Step, Why};
 
 /// Record types.
 const ENTRY: u64 = 0;
@@ -280,15 +284,26 @@ fn point_names(schemas: &[Schema]) -> Vec<String> {
     names
 }
 
+/// A thread's records not yet appended to its file, and the ENTRY records it has open in
+/// the output (not yet closed by an EXIT): the depth of its next record.
+#[derive(Default)]
+struct Stream {
+    bytes: Vec<u8>,
+    depth: usize,
+}
+
+/// The streams, by thread (its tid as uftrace shows it).
+type Buffers = BTreeMap<u64, Stream>;
+
 /// Per-thread record streams, appended to their files in blocks.
 struct Streams<'d> {
     dir: &'d Path,
-    buffers: BTreeMap<u64, Vec<u8>>,
+    buffers: Buffers,
 }
 
 impl Streams<'_> {
     fn flush(&mut self, tid: u64) -> std::io::Result<()> {
-        let Some(buf) = self.buffers.get_mut(&tid) else {
+        let Some(Stream { bytes: buf, .. }) = self.buffers.get_mut(&tid) else {
             return Ok(());
         };
         let path = self.dir.join(format!("{tid}.dat"));
@@ -321,8 +336,6 @@ pub fn write(
     };
     // pid, first and last time of each thread.
     let mut threads: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
-    // A reused id's later threads (processes) are tasks (sessions) of their own.
-    let identities = Identities::new(ctx.meta);
     let mut process_names: HashMap<u64, String> = HashMap::new();
     // Each thread's name as last given to uftrace, and the records that give them.
     let mut thread_names: HashMap<u64, &str> = HashMap::new();
@@ -338,17 +351,20 @@ pub fn write(
         specs,
         aux: ctx.aux,
         decoder: Decoder::new(ctx, TimeFormat::Relative),
-        pairing: Pairing::new(rings, ctx.meta),
+        identities: Identities::new(ctx.meta),
+        clock,
+        full: false,
         written: Written::default(),
         text: Vec::new(),
     };
+    let mut model = Model::new(ctx.meta, rings);
     p.written.losses(rings, &items);
     items.try_for_each_ref(|item| {
         let (ring, who, stamp) = match *item {
             Item::Point { cpu, ref event } => (cpu, event.ctx, event.stamp),
             Item::Message(r) => (r.cpu as usize, r.ctx, r.timestamp),
         };
-        let id = identities.of(who, stamp);
+        let id = p.identities.of(who, stamp);
         let (pid, tid) = (id.pid, id.tid);
         if let Some(name) = id.process {
             process_names.entry(pid).or_insert_with(|| name.to_string());
@@ -360,33 +376,50 @@ pub fn write(
                 comm(&mut comms, t.saturating_sub(1), pid, tid, name);
             }
         }
-        let out = streams.buffers.entry(tid).or_default();
         if let Some(n) = lost.get_mut(ring).filter(|n| **n > 0) {
-            record(out, t, LOST, 0, *n);
+            record(
+                &mut streams.buffers.entry(tid).or_default().bytes,
+                t,
+                LOST,
+                0,
+                *n,
+            );
             *n = 0;
         }
         match item {
-            Item::Point { event, .. } => p.point(out, t, item, event),
+            Item::Point { event, .. } => {
+                let now = Now { event, tid, t };
+                let buffers = &mut streams.buffers;
+                model.feed(event, &mut |step| p.step(&step, buffers, Some(&now)));
+            }
             Item::Message(_) => {
-                let depth = p.pairing.depth(who, stamp);
-                p.call(out, t, depth, p.schemas.len(), item);
+                let out = streams.buffers.entry(tid).or_default();
+                p.call(&mut out.bytes, t, out.depth, p.schemas.len(), item);
+                p.full |= out.bytes.len() >= FLUSH;
             }
         }
         p.written.item(item);
-        if out.len() >= FLUSH {
-            streams.flush(tid)?;
+        if std::mem::take(&mut p.full) {
+            let full: Vec<u64> = (streams.buffers.iter())
+                .filter(|(_, s)| s.bytes.len() >= FLUSH)
+                .map(|(&tid, _)| tid)
+                .collect();
+            for tid in full {
+                streams.flush(tid)?;
+            }
             progress(p.written.events);
         }
         Ok::<(), std::io::Error>(())
     })?;
     p.written.strings_lost = items.strings_lost();
-    p.written.unpaired += std::mem::take(&mut p.pairing).into_open().len() as u64;
+    // What is open at the end writes nothing: it is counted.
+    model.finish(&mut |step| p.step(&step, &mut streams.buffers, None));
     // Losses of rings none of whose events are exported: at the end of the first thread's
     // stream (uftrace has no other place for them; with no thread at all there is no trace).
     let unreported: u64 = lost.iter().sum();
     if let (true, Some((&tid, &(_, _, t)))) = (unreported > 0, threads.iter().next()) {
         record(
-            streams.buffers.entry(tid).or_default(),
+            &mut streams.buffers.entry(tid).or_default().bytes,
             t,
             LOST,
             0,
@@ -432,6 +465,14 @@ fn comm(out: &mut Vec<u8>, t: u64, pid: u64, tid: u64, name: &str) {
     out.extend_from_slice(&t.to_le_bytes());
 }
 
+/// The event being written, its thread's stream (its tid, as uftrace shows it) and its
+/// time in nanoseconds.
+struct Now<'e> {
+    event: &'e Event,
+    tid: u64,
+    t: u64,
+}
+
 /// What the records of trace points need from one event to the next.
 struct Points<'s> {
     schemas: Vec<Schema>,
@@ -441,73 +482,136 @@ struct Points<'s> {
     aux: &'s AuxSnapshots,
     /// Shows events as `dump` does, for return values.
     decoder: Decoder<'s>,
-    pairing: Pairing,
+    /// A reused id's later threads (processes) are tasks (sessions) of their own.
+    identities: Identities<'s>,
+    clock: Clock,
+    /// Whether a stream written to holds [`FLUSH`] bytes or more.
+    full: bool,
     written: Written,
     /// A buffer for an event's text.
     text: Vec<u8>,
 }
 
 impl Points<'_> {
-    /// Appends the records of `event` (the trace point of `item`), at `t`, to its thread's
-    /// stream `out`.
-    fn point(&mut self, out: &mut Vec<u8>, t: u64, item: &Item<'_>, event: &Event) {
-        let id = event.type_word.tracepoint();
-        let schema = self.schemas.get(id as usize);
-        match schema.map(|s| s.kind) {
-            Some(Kind::Entry) => {
-                if let Some(depth) = self.pairing.enter(event) {
-                    match schema {
-                        // Every argument the spec names is there (not a lost continuation).
-                        Some(s)
-                            if self.specs.with_args[id as usize]
-                                && event.args().len() >= s.args.len() =>
-                        {
-                            record(out, t, ENTRY | MORE, depth, addr(id));
-                            arguments(out, event, s, self.aux);
-                        }
-                        _ => record(out, t, ENTRY, depth, addr(id)),
-                    };
-                    return;
-                }
-                self.written.uncertain += 1;
+    /// Writes what the model's `step` says into the streams `buffers`: a call's or a poll's
+    /// beginning and end are ENTRY and EXIT records of the entry's (enter's) tracepoint;
+    /// an exit with nothing open an EXIT record of its own at depth 0; every other event
+    /// a call of its point function (the drop re-entry too: it is no poll). `now` is the
+    /// event fed (`None` at the end, where steps only count what was left open).
+    fn step(&mut self, step: &Step, buffers: &mut Buffers, now: Option<&Now<'_>>) {
+        let Some(now) = now else {
+            if let Step::Unpaired { event, .. } = step {
+                let id = event.type_word.tracepoint() as usize;
+                let call = self.schemas.get(id).map(|s| (s.kind, s.role));
+                self.written.unpaired += u64::from(call == Some((Kind::Entry, Role::Point)));
             }
-            Some(Kind::Exit) => {
-                let closes = match self.pairing.exit(event) {
-                    Closes::Entry(open, depth) => {
-                        self.written.pairs += 1;
-                        Some((open.event.type_word.tracepoint(), depth))
+            return;
+        };
+        match step {
+            Step::CallBegin { event, .. } | Step::PollBegin(event) => {
+                let (tid, t) = self.at(event, now);
+                let stream = buffers.entry(tid).or_default();
+                let (out, depth) = (&mut stream.bytes, stream.depth);
+                let id = event.type_word.tracepoint();
+                match self.schemas.get(id as usize) {
+                    // Every argument the spec names is there (not a lost continuation).
+                    Some(s)
+                        if self.specs.with_args[id as usize]
+                            && event.args().len() >= s.args.len() =>
+                    {
+                        record(out, t, ENTRY | MORE, depth, addr(id));
+                        arguments(out, event, s, self.aux);
                     }
-                    Closes::Nothing => {
+                    _ => record(out, t, ENTRY, depth, addr(id)),
+                }
+                stream.depth += 1;
+                self.full |= stream.bytes.len() >= FLUSH;
+            }
+            Step::CallEnd { begin, end, .. } | Step::PollEnd { begin, end } => {
+                self.written.pairs += 1;
+                let (tid, t) = self.at(end, now);
+                let stream = buffers.entry(tid).or_default();
+                stream.depth = stream.depth.saturating_sub(1);
+                let depth = stream.depth;
+                self.exit(stream, end, t, begin.type_word.tracepoint(), depth);
+            }
+            Step::Unpaired { event, why } => {
+                let id = event.type_word.tracepoint();
+                match (self.schemas.get(id as usize).map(|s| s.kind), why) {
+                    (Some(Kind::Exit), Why::PartnerMissing) => {
                         self.written.unpaired += 1;
-                        Some((id, 0))
+                        let (tid, t) = self.at(event, now);
+                        self.exit(buffers.entry(tid).or_default(), event, t, id, 0);
                     }
-                    Closes::Uncertain => None,
-                };
-                if let Some((function, depth)) = closes {
-                    let has_args = schema.is_some_and(|s| !s.args.is_empty());
-                    match self.specs.with_ret.get(function as usize) {
-                        Some(true) if has_args => {
-                            record(out, t, EXIT | MORE, depth, addr(function));
-                            self.text.clear();
-                            self.decoder.text(item, &mut self.text);
-                            return_value(out, &self.text);
-                        }
-                        _ => record(out, t, EXIT, depth, addr(function)),
+                    // Before the horizon: a call of its point function.
+                    (Some(Kind::Entry | Kind::Exit), _) => {
+                        self.written.uncertain += 1;
+                        self.point(buffers, event, now);
                     }
-                    return;
+                    _ => self.point(buffers, event, now),
                 }
-                self.written.uncertain += 1;
             }
-            _ => {}
+            Step::PollDrop { begin, end } => {
+                self.point(buffers, begin, now);
+                self.point(buffers, end, now);
+            }
+            Step::Instant(e)
+            | Step::StemBegin(e)
+            | Step::StemEnd { end: e, .. }
+            | Step::SpanNew(e)
+            | Step::SpanRecord(e)
+            | Step::SpanFollows(e) => self.point(buffers, e, now),
+            // The close is the event fed.
+            Step::SpanEnd(_) => self.point(buffers, now.event, now),
+            // Stretches on and off the CPU: uftrace has no place for them.
+            Step::SpanUnended { .. } | Step::Cpu { .. } => {}
         }
-        // Any other point, and an entry or exit before the horizon: a call of its point
-        // function, which returns its text.
-        let k = match schema {
-            Some(_) => id as usize,
+    }
+
+    /// The stream (tid) and time (ns) of `event`'s records: `now`'s if it is the event fed,
+    /// else its own (a step the model gave late).
+    fn at(&self, event: &Event, now: &Now<'_>) -> (u64, u64) {
+        if (event.ctx, event.stamp) == (now.event.ctx, now.event.stamp) {
+            return (now.tid, now.t);
+        }
+        let t = self.clock.since_anchor_ns(event.stamp).max(0) as u64;
+        (self.identities.of(event.ctx, event.stamp).tid, t)
+    }
+
+    /// An EXIT record of `function` at `depth` for `event` (written at `t`) in `stream`,
+    /// its text the return value where the function's spec has one.
+    fn exit(&mut self, stream: &mut Stream, event: &Event, t: u64, function: u16, depth: usize) {
+        let out = &mut stream.bytes;
+        let has_args = (self.schemas.get(event.type_word.tracepoint() as usize))
+            .is_some_and(|s| !s.args.is_empty());
+        match self.specs.with_ret.get(function as usize) {
+            Some(true) if has_args => {
+                record(out, t, EXIT | MORE, depth, addr(function));
+                self.text.clear();
+                self.decoder.point(event, &mut self.text);
+                return_value(out, &self.text);
+            }
+            _ => record(out, t, EXIT, depth, addr(function)),
+        }
+        self.full |= out.len() >= FLUSH;
+    }
+
+    /// `event` as a call of its point function, at its thread's depth.
+    fn point(&mut self, buffers: &mut Buffers, event: &Event, now: &Now<'_>) {
+        let id = event.type_word.tracepoint() as usize;
+        let k = match self.schemas.get(id) {
+            Some(_) => id,
             None => self.schemas.len() + 1,
         };
-        let depth = self.pairing.depth(event.ctx, event.stamp);
-        self.call(out, t, depth, k, item);
+        let (tid, t) = self.at(event, now);
+        let stream = buffers.entry(tid).or_default();
+        let (out, at) = (&mut stream.bytes, point_addr(self.schemas.len(), k));
+        record(out, t, ENTRY, stream.depth, at);
+        record(out, t, EXIT | MORE, stream.depth, at);
+        self.text.clear();
+        self.decoder.point(event, &mut self.text);
+        return_value(out, &self.text);
+        self.full |= out.len() >= FLUSH;
     }
 
     /// Appends a call of point function `k` (see [`point_names`]) at `t` and `depth` that

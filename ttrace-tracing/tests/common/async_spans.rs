@@ -11,7 +11,8 @@ use std::sync::OnceLock;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::time::Duration;
 use tracing::instrument;
-use ttrace_model::spans::{Added, Instance, Spans};
+use ttrace_model::model::{Model, Step};
+use ttrace_model::spans::Instance;
 
 /// The device (in a directory of its own), with the binary's subscriber as the global one.
 pub fn device() -> &'static (tempfile::TempDir, &'static ttrace_core::Writer) {
@@ -47,20 +48,25 @@ pub fn instances(name: &str) -> Vec<(u64, Instance)> {
 /// The instances of span `name` that ended (see [`instances`]), and how many are open.
 pub fn instances_and_open(name: &str) -> (Vec<(u64, Instance)>, usize) {
     view_of(|view| {
-        let horizon = ttrace_model::pairs::Pairing::new(&view.cpus, &view.meta).horizon();
-        let mut spans = Spans::new(&view.meta, horizon);
-        let mut done = Vec::new();
+        let mut model = Model::new(&view.meta, &view.cpus);
+        let (mut done, mut left) = (Vec::new(), Vec::new());
         let filter = ttrace_reader::merge::Filter::default();
         let _ = ttrace_reader::merge::Merge::view(view, &filter).try_for_each_ref(|item| {
             if let ttrace_reader::merge::Item::Point { event, .. } = item {
-                if let Added::Ended(i) = spans.add(event) {
-                    done.push(*i);
-                }
+                model.feed(event, &mut |step| match step {
+                    Step::SpanEnd(i) | Step::SpanUnended { instance: i, .. } => done.push(*i),
+                    _ => {}
+                });
             }
             Ok::<(), ()>(())
         });
+        model.finish(&mut |step| {
+            if let Step::SpanUnended { instance, .. } = step {
+                left.push(*instance);
+            }
+        });
         let named = |i: &Instance| view.meta.tracepoints[i.tracepoint as usize].name == name;
-        let open = spans.into_open().iter().filter(|i| named(i)).count();
+        let open = left.iter().filter(|i| named(i)).count();
         let ended = done
             .into_iter()
             .filter(named)
