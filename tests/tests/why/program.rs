@@ -56,6 +56,10 @@ pub enum Sched {
 /// Runs the program (all four kinds, [`EACH`] of each) on a fresh device under `tmp`, the
 /// kernel's view as `sched` says, and returns the device's directory.
 pub fn run(tmp: &Path, sched: Sched) -> PathBuf {
+    // One program at a time: each pins busy threads to a CPU for its contended requests,
+    // which would starve the others' requests of every kind (the tests run side by side).
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let dev = tmp.join("dev");
     let (env, refuse) = match sched {
         Sched::On => ("1", false),

@@ -66,6 +66,7 @@ use foldhash::HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::Write;
+use ttrace_model::anatomy::{Parts, Stretch};
 use ttrace_model::model::{Model, Step, Why};
 use ttrace_model::pairs::Stems;
 
@@ -206,10 +207,26 @@ enum Args<'e> {
     Loss([u64; 4]),
     /// A half of an instance moved to another lane: the argument `moved` ([`MOVED`]).
     Moved,
+    /// An end's, then where its slice's time went (ns, those not zero, `<part>_ns`) and
+    /// the largest part (`dominant`): [`ttrace_model::anatomy`].
+    Parts(&'e Event, Parts),
+    /// None.
+    Nothing,
 }
 
 /// The argument of both halves of an instance moved to another lane: its name and value.
 pub const MOVED: (&str, &str) = ("moved", "a span under it closed first");
+
+/// The arguments of a slice's end that say where its time went, by part
+/// ([`ttrace_model::anatomy::Part::ALL`]'s order).
+pub const PART_ARGS: [&str; 6] = [
+    "on_cpu_ns",
+    "preempted_ns",
+    "blocked_ns",
+    "scheduled_ns",
+    "idle_ns",
+    "unknown_ns",
+];
 
 /// A track event to write.
 struct TrackEvent<'a> {
@@ -397,6 +414,8 @@ struct Writer<'s> {
     stems: Stems,
     /// Per thread and stem: its async track.
     starts: HashMap<((u64, u64), usize), u64>,
+    /// Per thread: the track of its states on and off the CPU, under its own.
+    states: HashMap<(u64, u64), u64>,
     /// Span instances open, by process and span id.
     instances: HashMap<(u32, u64), Instance>,
     next_serial: u64,
@@ -638,6 +657,8 @@ impl<'s> Writer<'s> {
         let (labels, schemas) = (&self.labels, &self.schemas);
         // The argument names: a tracepoint's (interned with it), or the event's own.
         let mut own = [0u64; 4];
+        // The parts' names (interned) and values.
+        let mut parted: Vec<(u64, u64)> = Vec::new();
         match e.args {
             Args::Of(event) => {
                 let id = event.type_word.tracepoint() as usize;
@@ -657,6 +678,16 @@ impl<'s> Writer<'s> {
                 }
             }
             Args::Moved => own[0] = Self::iid(sequence, strings::ANNOTATION, MOVED.0, &mut new),
+            Args::Parts(event, parts) => {
+                let id = event.type_word.tracepoint() as usize;
+                Self::point_iids(sequence, id, labels, schemas, &mut new);
+                for (p, ns) in parts.iter().filter(|p| p.1 > 0) {
+                    let name = PART_ARGS[p as usize];
+                    parted.push((Self::iid(sequence, strings::ANNOTATION, name, &mut new), ns));
+                }
+                own[0] = Self::iid(sequence, strings::ANNOTATION, "dominant", &mut new);
+            }
+            Args::Nothing => {}
         }
         let (name_iid, category_iid) = match e.name {
             Name::Point(id) => {
@@ -684,7 +715,7 @@ impl<'s> Writer<'s> {
                 fixed64(t, event::FLOW_IDS, flow);
             }
             match e.args {
-                Args::Of(ev) | Args::Unpaired(ev, _) => {
+                Args::Of(ev) | Args::Unpaired(ev, _) | Args::Parts(ev, _) => {
                     let id = ev.type_word.tracepoint() as usize;
                     if let (Some(s), Some(Some(iids))) = (schemas.get(id), sequence.points.get(id))
                     {
@@ -700,6 +731,20 @@ impl<'s> Writer<'s> {
                             uint(a, annotation::NAME_IID, own[0]);
                             bytes(a, annotation::STRING, why.name().as_bytes());
                         });
+                    }
+                    if let Args::Parts(_, parts) = e.args {
+                        for &(iid, ns) in &parted {
+                            message(t, event::DEBUG_ANNOTATIONS, |a| {
+                                uint(a, annotation::NAME_IID, iid);
+                                uint(a, annotation::UINT, ns);
+                            });
+                        }
+                        if let Some(d) = parts.dominant() {
+                            message(t, event::DEBUG_ANNOTATIONS, |a| {
+                                uint(a, annotation::NAME_IID, own[0]);
+                                bytes(a, annotation::STRING, d.name().as_bytes());
+                            });
+                        }
                     }
                 }
                 Args::Message(text) => message(t, event::DEBUG_ANNOTATIONS, |a| {
@@ -718,6 +763,7 @@ impl<'s> Writer<'s> {
                     uint(a, annotation::NAME_IID, own[0]);
                     bytes(a, annotation::STRING, MOVED.1.as_bytes());
                 }),
+                Args::Nothing => {}
             }
         });
         close(&mut self.buf, at);
@@ -735,6 +781,53 @@ impl<'s> Writer<'s> {
             args: Args::Of(event),
             flows,
         });
+    }
+
+    /// Ends a call's or pair's slice with `end` (on `track`, `None`: its thread's), its
+    /// parts (ticks) among its arguments where the trace tells any.
+    fn end(&mut self, end: &Event, track: Option<u64>, parts: &Parts, flows: &[u64]) {
+        if !parts.known() {
+            return self.own(end, track, event::SLICE_END, flows);
+        }
+        let parts = parts.scaled(|t| self.clock.ticks_to_ns(t));
+        self.track_event(TrackEvent {
+            ctx: end.ctx,
+            stamp: end.stamp,
+            track,
+            kind: event::SLICE_END,
+            name: Name::Point(end.type_word.tracepoint()),
+            args: Args::Parts(end, parts),
+            flows,
+        });
+    }
+
+    /// A stretch of thread `ctx`'s time on or off its CPU: a slice named by its state
+    /// (`on_cpu`, `preempted`, `blocked`), category `sched`, on the thread's state track
+    /// (`cpu state`, under the thread's).
+    fn stretch(&mut self, ctx: u64, stretch: &Stretch) {
+        let seq = self.sequence(ctx, stretch.from);
+        let track = match self.states.get(&seq.key) {
+            Some(&t) => t,
+            None => {
+                let t = self.child_track(seq.track, "cpu state");
+                self.states.insert(seq.key, t);
+                t
+            }
+        };
+        for (stamp, kind) in [
+            (stretch.from, event::SLICE_BEGIN),
+            (stretch.to, event::SLICE_END),
+        ] {
+            self.track_event(TrackEvent {
+                ctx,
+                stamp,
+                track: Some(track),
+                kind,
+                name: Name::Given(stretch.state.name(), "sched"),
+                args: Args::Nothing,
+                flows: &[],
+            });
+        }
     }
 
     /// Writes `event` as an instant on its thread, in the category `unpaired`: the other
@@ -791,7 +884,11 @@ impl<'s> Writer<'s> {
             Step::CallBegin { event, .. } | Step::PollBegin(event) => {
                 self.own(&event, None, event::SLICE_BEGIN, &[])
             }
-            Step::CallEnd { end, .. } | Step::PollEnd { end, .. } => {
+            Step::CallEnd { end, parts, .. } => {
+                self.written.pairs += 1;
+                self.end(&end, None, &parts, &[]);
+            }
+            Step::PollEnd { end, .. } => {
                 self.written.pairs += 1;
                 self.own(&end, None, event::SLICE_END, &[]);
             }
@@ -799,10 +896,10 @@ impl<'s> Writer<'s> {
                 let track = self.stem_track(&e);
                 self.own(&e, Some(track), event::SLICE_BEGIN, &[]);
             }
-            Step::StemEnd { end, .. } => {
+            Step::StemEnd { end, parts, .. } => {
                 self.written.pairs += 1;
                 let track = self.stem_track(&end);
-                self.own(&end, Some(track), event::SLICE_END, &[]);
+                self.end(&end, Some(track), &parts, &[]);
             }
             Step::Unpaired { event, why } => match why {
                 // Written when it began; left open.
@@ -842,15 +939,16 @@ impl<'s> Writer<'s> {
             }
             Step::SpanEnd(i) => {
                 if let Some(now) = now {
-                    self.close(now, (i.pid, i.id));
+                    let parts = i.parts.scaled(|t| self.clock.ticks_to_ns(t));
+                    let parts = (i.whole && parts.known()).then_some(parts);
+                    self.close(now, (i.pid, i.id), parts);
                 }
             }
             // Its slice stays open (a new one took its id, or the trace ends).
             Step::SpanUnended { instance: i, .. } => {
                 self.instances.remove(&(i.pid, i.id));
             }
-            // Stretches on and off the CPU: no thread-state track yet.
-            Step::Cpu { .. } => {}
+            Step::Cpu { ctx, stretch } => self.stretch(ctx, &stretch),
             Step::SpanFollows(e) => {
                 let key = span_key(&e);
                 let track = self.innermost(key);
@@ -903,7 +1001,7 @@ impl<'s> Writer<'s> {
 
     /// The close `event` of the instance `key`: its slice ends on its lane (the slices
     /// above it there move to a free lane); an instant if it has no slice.
-    fn close(&mut self, event: &Event, key: (u32, u64)) {
+    fn close(&mut self, event: &Event, key: (u32, u64), parts: Option<Parts>) {
         let flows = self.flows.remove(&key).unwrap_or_default();
         let lane = self
             .instances
@@ -925,7 +1023,18 @@ impl<'s> Writer<'s> {
         if lane.open.is_empty() {
             self.groups[g].free.push(Reverse(l));
         }
-        self.own(event, Some(track), event::SLICE_END, &flows);
+        match parts {
+            Some(parts) => self.track_event(TrackEvent {
+                ctx: event.ctx,
+                stamp: event.stamp,
+                track: Some(track),
+                kind: event::SLICE_END,
+                name: Name::Point(event.type_word.tracepoint()),
+                args: Args::Parts(event, parts),
+                flows: &flows,
+            }),
+            None => self.own(event, Some(track), event::SLICE_END, &flows),
+        }
     }
 
     /// A new instance: its slice begins on its parent's lane, nested in it, if its parent
@@ -1208,6 +1317,7 @@ pub fn write(
         next_uuid: 0,
         stems: Stems::new(&ctx.meta.tracepoints),
         starts: HashMap::default(),
+        states: HashMap::default(),
         instances: HashMap::default(),
         next_serial: 0,
         groups: Vec::new(),
