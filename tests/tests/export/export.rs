@@ -228,6 +228,11 @@ fn perfetto_as_dump(e: &ttrace_tests::perfetto::Event, meta: &devttrace::Metadat
         let why = e.args.pop().expect("why");
         assert_eq!(why.0, "why", "{e:?}");
     }
+    // A slice's end says where its time went after its event's own arguments.
+    let parts = ttrace_reader::export::perfetto::PART_ARGS;
+    while (e.args.last()).is_some_and(|a| a.0 == "dominant" || parts.contains(&a.0.as_str())) {
+        e.args.pop();
+    }
     let e = &e;
     use ttrace_tests::perfetto::Value;
     let value = |v: &Value, spec: Option<&Spec>| match v {
@@ -312,7 +317,8 @@ pub(crate) fn perfetto_events(trace: &ttrace_tests::perfetto::Trace, dev: &str) 
     let mut got: Vec<Event> = trace
         .events
         .iter()
-        .filter(|e| e.kind != 4 && e.category != "loss" && !moved(e))
+        // Not the thread-state slices: no event's, but stretches between switches.
+        .filter(|e| e.kind != 4 && e.category != "loss" && e.category != "sched" && !moved(e))
         .map(|e| perfetto_as_dump(e, &meta))
         .collect();
     got.sort_by(|a, b| a.time.cmp(&b.time));
@@ -1938,4 +1944,128 @@ fn uftrace_replay_shows_exit_arguments_event_texts_messages_and_thread_names() {
         info.contains("alpha-thread") && info.contains("beta"),
         "{info}"
     );
+}
+
+/// A device on the nanosecond clock where thread 2's call of 9 us, its switches known, was
+/// preempted 1 us and blocked 5 us, and thread 3's call of 8 us has no switch: written
+/// directly, as the writer's drain writes switches.
+fn switches_device(dir: &Path) -> String {
+    use ttrace_core::{Config, Definition, Kind, Writer};
+    use ttrace_layouts::device::*;
+    let dev = Writer::open(&Config {
+        clock: Some(ClockSource::MonotonicNs),
+        ..ttrace_tests::config(&dir.join("switches"), 1024, 2)
+    })
+    .unwrap();
+    let (enter, exit) = (
+        define_kind(&dev, "call", Kind::Entry, "fd={fd}"),
+        define_kind(&dev, "call_done", Kind::Exit, ""),
+    );
+    let builtin = |name: &'static str, kind, format: &'static str| {
+        let d = Definition::untyped(name, kind, CLASS_MESSAGES, format);
+        dev.device().register_tracepoint(&d).unwrap().1
+    };
+    let out = builtin(SWITCH_OUT_NAME, Kind::Stop, SWITCH_OUT_FORMAT);
+    let back = builtin(SWITCH_IN_NAME, Kind::Start, SWITCH_IN_FORMAT);
+    let put = |t: u64, word: u64, ctx: u64, args: &[u64]| {
+        let mut slot = [word, ctx, 0, 0, 0, 0, 0];
+        slot[2..2 + args.len()].copy_from_slice(args);
+        dev.device().mapping().ring(0).write(t, 1, &slot).unwrap();
+    };
+    let (t1, t2) = (1 << 32 | 2, 1 << 32 | 3);
+    let t = dev.now();
+    put(t + 500, back, t1, &[t + 500]);
+    put(t + 1000, enter, t1, &[3]);
+    put(t + 2000, out, t1, &[1, t + 2000]);
+    put(t + 3000, back, t1, &[t + 3000]);
+    put(t + 4000, out, t1, &[0, t + 4000]);
+    put(t + 9000, back, t1, &[t + 9000]);
+    put(t + 10_000, exit, t1, &[]);
+    put(t + 20_000, enter, t2, &[4]);
+    put(t + 28_000, exit, t2, &[]);
+    dir.join("switches").to_str().unwrap().to_string()
+}
+
+#[test]
+#[ignore = "needs python3 with perfetto and protobuf: pip install perfetto protobuf"]
+fn perfetto_shows_each_threads_states_and_a_slices_parts_as_the_official_schema_reads_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = switches_device(tmp.path());
+    let file = tmp.path().join("switches.pftrace");
+    reader!("export", "--format", "perfetto", &dev, "-o", &file).ok();
+    // The official schema reads every packet (tracks described before use, slices nesting
+    // per track, clocks), the states' track and slices included.
+    let printed = viewer::python("check_perfetto.py", "perfetto protobuf", &[&file]);
+    let events: Vec<serde_json::Value> = serde_json::from_str(&printed).unwrap();
+    // Thread 2's states, as slices on a track of their own under its thread: from its
+    // first switch on, each stretch between two switches.
+    let states: Vec<(String, u64, u64)> = (events.iter())
+        .filter(|e| e["category"] == "sched")
+        .map(|e| {
+            assert_eq!(
+                (&e["pid"], &e["tid"], &e["on_thread"]),
+                (&1.into(), &2.into(), &false.into()),
+                "{e}"
+            );
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["kind"].as_u64().unwrap(),
+                e["ns"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let t0 = states
+        .first()
+        .map(|s| s.2)
+        .unwrap_or_else(|| panic!("no state: {printed}"));
+    let rel: Vec<(&str, u64, u64)> = states
+        .iter()
+        .map(|s| (s.0.as_str(), s.1, s.2 - t0))
+        .collect();
+    let (b, e) = (1, 2); // TYPE_SLICE_BEGIN, TYPE_SLICE_END
+    assert_eq!(
+        rel,
+        [
+            ("on_cpu", b, 0),
+            ("on_cpu", e, 1500),
+            ("preempted", b, 1500),
+            ("preempted", e, 2500),
+            ("on_cpu", b, 2500),
+            ("on_cpu", e, 3500),
+            ("blocked", b, 3500),
+            ("blocked", e, 8500),
+        ]
+    );
+    let states_track = events.iter().find(|e| e["category"] == "sched").unwrap()["track"].clone();
+    assert!(events
+        .iter()
+        .filter(|e| e["category"] == "sched")
+        .all(|e| e["track"] == states_track));
+    // The call's end carries its parts; the call with no switch known carries none.
+    let ends: Vec<&serde_json::Value> = (events.iter())
+        .filter(|e| e["category"] == "exit" && e["kind"] == 2)
+        .collect();
+    assert_eq!(ends.len(), 2, "{printed}");
+    let args = |e: &serde_json::Value| -> Vec<(String, serde_json::Value)> {
+        (e["args"].as_array().unwrap().iter())
+            .map(|a| (a[0].as_str().unwrap().to_string(), a[1].clone()))
+            .filter(|a| a.0.ends_with("_ns") || a.0 == "dominant")
+            .collect()
+    };
+    assert_eq!(
+        args(ends[0]),
+        [
+            ("on_cpu_ns".to_string(), serde_json::json!({"Uint": 3000})),
+            (
+                "preempted_ns".to_string(),
+                serde_json::json!({"Uint": 1000})
+            ),
+            ("blocked_ns".to_string(), serde_json::json!({"Uint": 5000})),
+            (
+                "dominant".to_string(),
+                serde_json::json!({"Str": "blocked"})
+            ),
+        ]
+    );
+    assert_eq!(args(ends[1]), []);
 }

@@ -34,6 +34,11 @@
 //!   closes it: the model's `PollDrop`) is no poll: its enter and exit are instants of the
 //!   category `drop` on the instance's lane. The model gives a poll's steps up to two events
 //!   of its thread late (what tells the drop re-entry), so they are written then.
+//! - **Where the time went** ([`ttrace_model::anatomy`]): where the trace records a thread's
+//!   context switches, its stretches on and off the CPU are slices (`on_cpu`, `preempted`,
+//!   `blocked`, category `sched`) on a track `cpu state` under the thread's; and a call's,
+//!   a pair's or a span instance's end carries its parts as arguments (`<part>_ns`, those not
+//!   zero, and `dominant`) where the trace tells any.
 //! - **Instants:** every other event; a span's records and `follows_from` on its lane
 //!   (on the thread where a slice under it is open there), each `follows_from` a flow to
 //!   the close of the span it names (a flow id for each).
