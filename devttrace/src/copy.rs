@@ -6,12 +6,13 @@
 //! whole, a claim as its stamp alone, a slot that changed while it was read as
 //! [`Stamp::CHANGED`], an empty slot empty. The ring's counters are taken as a live read
 //! takes them, `head` (and `skipped`) before the slots, `dropped` after. [`RingCopy::ring`]
-//! is then a ring that no writer touches: the scans and the event reads of [`crate::ring`]
+//! is then a ring that no writer touches: the walk and the event reads of [`crate::ring`]
 //! give on it exactly what they would have given on the live ring frozen at the cut, and
 //! nothing read from it can vanish.
 
-use crate::event::{Event, Mark, RingSnapshot};
-use crate::ring::{Keep, Ring, SlotRead};
+use crate::event::{Event, Kept, Mark, RingSnapshot};
+use crate::ring::{Ring, SlotRead};
+use crate::walk::Keep;
 use core::ops::Range;
 use core::sync::atomic::{AtomicU64, Ordering::*};
 use ttrace_layouts::entry::{Slot, Stamp, SLOT_WORDS};
@@ -131,25 +132,17 @@ impl RingCopy {
         )
     }
 
-    /// [`Ring::index_kept`] of the copy, with the entries committed while it was made
-    /// counted as such.
-    pub fn index(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot<Mark> {
-        self.with_cut(self.ring().index_kept(keep))
+    /// [`Ring::walk`] of the copy, with the entries committed while it was made counted as
+    /// such: an index (`T` = [`Mark`]) or a copy (`T` = [`Event`]) of its events.
+    pub fn walk<T: Kept>(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot<T> {
+        let mut snap = self.ring().walk(keep, &mut ());
+        snap.after_cut += self.after_cut;
+        snap
     }
 
-    /// [`Ring::snapshot_kept`] of the copy, likewise.
-    pub fn snapshot(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot {
-        self.with_cut(self.ring().snapshot_kept(keep))
-    }
-
-    /// The event at `mark` (from [`RingCopy::index`]): always there.
+    /// The event at `mark` (from [`RingCopy::walk`]): always there.
     #[inline]
     pub fn event(&self, mark: Mark) -> Option<Event> {
         self.ring().event(mark)
-    }
-
-    fn with_cut<T>(&self, mut snap: RingSnapshot<T>) -> RingSnapshot<T> {
-        snap.after_cut += self.after_cut;
-        snap
     }
 }
