@@ -11,6 +11,7 @@
 
 use crate::damaged_extent::DamagedExtent;
 use crate::error::{bad, Error, Problem, Result};
+use crate::event::Accounting;
 use crate::mapping::{Parts, ReadMapping};
 use crate::ring::SlotRead;
 use crate::shadow::Shadow;
@@ -33,12 +34,11 @@ use zerocopy::{FromBytes, FromZeros, IntoBytes};
 /// What a snapshot holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Saved {
-    /// Complete entries (parents and continuations) copied.
-    pub entries: u64,
-    /// Slots still being written, saved as claimed.
-    pub claimed: u64,
-    /// Slots overwritten while they were copied, saved empty.
-    pub changed: u64,
+    /// What the copy found in the slots of every ring together: `committed` (complete
+    /// entries, parents and continuations, saved whole), `claimed` (slots still being
+    /// written, saved as claimed) and `changed` (slots overwritten while they were copied,
+    /// saved empty).
+    pub counts: Accounting,
     /// Bytes of the file.
     pub bytes: u64,
     /// Bytes of the device image it describes (what the device's files take).
@@ -336,13 +336,13 @@ fn emit<W: Write>(
             match read {
                 SlotRead::Committed(w) => {
                     slot.copy_from_slice(w.as_bytes());
-                    saved.entries += 1;
+                    saved.counts.committed += 1;
                 }
                 SlotRead::Claimed(stamp) => {
                     slot[..8].copy_from_slice(&stamp.0.to_ne_bytes());
-                    saved.claimed += 1;
+                    saved.counts.claimed += 1;
                 }
-                SlotRead::Changed => saved.changed += 1,
+                SlotRead::Changed => saved.counts.changed += 1,
                 SlotRead::Empty => {}
             }
         }

@@ -84,7 +84,7 @@ pub use damage::Check;
 pub use damaged_extent::DamagedExtent;
 pub use device::Device;
 pub use error::{Error, FileKind, PreRelease, Problem, Result};
-pub use event::{Counted, Event, Mark, RingSnapshot};
+pub use event::{Accounting, Counted, Event, Mark, RingSnapshot};
 pub use files::Trust;
 pub use follow::{Follower, Poll, DEFAULT_WINDOW_NS};
 pub use mapping::Mapping;

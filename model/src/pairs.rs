@@ -242,7 +242,10 @@ mod tests {
     #[test]
     fn the_horizon_is_the_latest_first_event_of_the_rings_that_lost_entries() {
         let ring = |lost, first: Option<u64>| RingSnapshot::<Mark> {
-            lost,
+            counts: devttrace::event::Accounting {
+                lost,
+                ..Default::default()
+            },
             events: first
                 .map(|stamp| devttrace::event::Mark {
                     stamp,
