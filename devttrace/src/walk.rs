@@ -233,7 +233,7 @@ impl<S: SlotWords> Ring<'_, S> {
     /// Judges position `p` (below `cut`), read `r` from slot `slot`, given what the previous
     /// position's parent made of it, and counts it (see the module documentation).
     #[inline(always)]
-    fn judge<T: Kept>(
+    fn judge<const RESTARTABLE: bool, T: Kept>(
         &self,
         snap: &mut RingSnapshot<T>,
         r: &SlotRead,
@@ -242,7 +242,7 @@ impl<S: SlotWords> Ring<'_, S> {
         cut: u64,
         paired: Paired,
     ) -> Held {
-        let restartable = self.is_restartable();
+        let restartable = RESTARTABLE;
         match *r {
             SlotRead::Empty if restartable => {}
             SlotRead::Empty => snap.claimed += 1,
@@ -309,9 +309,22 @@ impl<S: SlotWords> Ring<'_, S> {
         keep: &Keep<impl Fn(&Event) -> bool>,
         visitor: &mut impl Visitor,
     ) -> RingSnapshot<T> {
+        match self.is_restartable() {
+            true => self.walk_kind::<true, T>(keep, visitor),
+            false => self.walk_kind::<false, T>(keep, visitor),
+        }
+    }
+
+    /// [`Ring::walk`] of a restartable ring or a shared one (compiled for each: the
+    /// judgment of a position does not test the kind of ring).
+    fn walk_kind<const RESTARTABLE: bool, T: Kept>(
+        &self,
+        keep: &Keep<impl Fn(&Event) -> bool>,
+        visitor: &mut impl Visitor,
+    ) -> RingSnapshot<T> {
         let n = self.slot_count() as u64;
         let mask = n - 1;
-        let restartable = self.is_restartable();
+        let restartable = RESTARTABLE;
         // The cut (Acquire: every entry of a restartable ring below it was committed before,
         // and is visible to, the walk); a shared ring's `skipped` at the same cut.
         let cut = self.head();
@@ -350,7 +363,7 @@ impl<S: SlotWords> Ring<'_, S> {
                 }
                 false => paired,
             };
-            prev = self.judge(&mut snap, &r, i, p, cut, paired);
+            prev = self.judge::<RESTARTABLE, T>(&mut snap, &r, i, p, cut, paired);
             last = r;
         }
         let i = (cut & mask) as usize;
