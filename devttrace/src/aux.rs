@@ -858,7 +858,7 @@ pub fn parse(copy: Vec<u64>, base: u64, from: u64, to: u64) -> AuxSnapshot {
     snap
 }
 
-/// The extent of a copy ([`AuxSnapshot::extent`] without the index).
+/// The extent of a copy (what [`Aux::extent_releasing`] gives: its extent, without an index).
 pub fn extent(c: &AuxCopy) -> AuxExtent {
     let mut x = AuxExtent {
         from: c.last,

@@ -47,9 +47,14 @@ pub fn realtime_ns() -> u64 {
 pub fn invariant_tsc() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        use core::arch::x86_64::__cpuid;
-        let max_ext = __cpuid(0x8000_0000).eax;
-        max_ext >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0
+        use core::arch::x86_64::{__cpuid, CpuidResult};
+        // SAFETY: `cpuid` exists on every x86_64 CPU and only reads; leaf 0x8000_0007 is
+        // asked only where the CPU says it has it. (`__cpuid` is a safe function since Rust
+        // 1.87; the block keeps the crate building with its `rust-version`.)
+        #[allow(unused_unsafe)]
+        let cpuid = |leaf: u32| -> CpuidResult { unsafe { __cpuid(leaf) } };
+        let max_ext = cpuid(0x8000_0000).eax;
+        max_ext >= 0x8000_0007 && cpuid(0x8000_0007).edx & (1 << 8) != 0
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

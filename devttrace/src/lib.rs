@@ -32,6 +32,8 @@
 //!
 //! Modules are listed from the bottom up: each one uses only modules listed before it.
 
+#![deny(missing_docs)]
+
 // Foundations: atomic words, errors, clocks, the calling thread, locks in shared memory,
 // metadata records, configuration.
 pub mod sync;

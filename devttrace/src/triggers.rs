@@ -82,7 +82,7 @@ pub(crate) fn add(h: &DeviceHeader, counter: Counter, n: u64) {
     word.fetch_add(n, Relaxed);
 }
 
-/// What a claim for a snapshot got ([`claim`]).
+/// What a claim for a snapshot got (`claim`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Grant {
     /// A snapshot now: at least the interval passed since the last one.

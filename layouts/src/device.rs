@@ -67,13 +67,16 @@ pub const SWITCH_UNOBSERVED_NAME: &str = "sched_unobserved";
 /// The format of [`SWITCH_UNOBSERVED_NAME`]: the `errno` of the refusal, or 0 for the bound.
 pub const SWITCH_UNOBSERVED_FORMAT: &str = "errno={errno}";
 
-/// The name of the tracepoint that records a task woken: the `tracing` layer writes one on
-/// the waking thread for each wake tokio's instrumentation reports (`--cfg tokio_unstable`,
-/// tokio's `tracing` feature). Readers tell from it a request waiting on its future from
-/// one waiting in the runtime's queue.
+/// The name of the built-in tracepoint that records an async task being woken (kind
+/// [`Start`](crate::entry::Kind::Start), class [`CLASS_MESSAGES`]), written on the waking
+/// thread when it wakes the task: from then until the task's next poll the task is
+/// scheduled, not idle. `ttrace-tracing` writes it from tokio's waker events (tokio built
+/// with `--cfg tokio_unstable` and its `tracing` feature).
 pub const WAKE_NAME: &str = "task_wake";
-/// The format of [`WAKE_NAME`]: the id of the woken task's span (`runtime.spawn`).
-pub const WAKE_FORMAT: &str = "span={span}";
+/// The format of [`WAKE_NAME`]: the id of the woken task's span instance (tokio's
+/// `runtime.spawn` span, entered around each poll of the task), as the span's own events
+/// record it.
+pub const WAKE_FORMAT: &str = "span={span:x}";
 
 /// Bytes of the `header` file.
 pub const HEADER_BYTES: usize = 4096;

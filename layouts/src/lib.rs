@@ -1,5 +1,9 @@
 //! Binary layouts of a ttrace device, shared by every writer and reader.
 //!
+//! *An implementation crate*: a program names `ttrace-core` (to write), `ttrace-tracing`
+//! (from `tracing`) or `ttrace-reader` (to read), which depend on this one; its API follows
+//! theirs, not semantic versioning of its own.
+//!
 //! A ttrace *device* is a directory of memory-mapped files. All multi-byte values are in the
 //! writer's native byte order; the header's [`MAGIC`](device::MAGIC) reveals that order to a
 //! reader. Every struct here is `#[repr(C)]`, derives the zerocopy traits, and has its size,
@@ -40,6 +44,8 @@
 //! `kind u16 | reserved u16 | len u32` then a kind-specific fixed part and its strings.
 //! Tracepoint records are append-only; thread and process names are kept in a names area
 //! whose records are compacted once no event can refer to them. See [`meta`].
+
+#![deny(missing_docs)]
 #![no_std]
 #![forbid(unsafe_code)]
 

@@ -7,7 +7,8 @@
 //! - inside a call, a pair or a poll, the thread was on its CPU ([`Part::OnCpu`]), or off it:
 //!   switched out while still runnable ([`Part::Preempted`]: another thread had the CPU) or
 //!   because it waited in the kernel ([`Part::Blocked`]: a blocking call, in async code a
-//!   blocking call inside a poll). The thread's `sched_out` and `sched_in` events
+//!   blocking call inside a poll; from the switch out to the switch back in, so the wait for
+//!   a CPU once the kernel woke it counts here too: the kernel tells no wake-up time). The thread's `sched_out` and `sched_in` events
 //!   (`ttrace_core::switches`) say which, to the nanosecond;
 //! - between two polls of an instance (and from its `new` to its first poll), it waited:
 //!   on its future ([`Part::Idle`]) until it was woken, then in the runtime's queue
@@ -16,16 +17,18 @@
 //!   an instance polled inside a task's poll was woken when that task was;
 //! - what the trace cannot tell is [`Part::Unknown`], never shared out by a guess: time in a
 //!   poll of a thread whose switches are not known (not recorded, refused, beyond the bound,
-//!   records lost, or before the first switch of the thread the trace holds), time between
+//!   records lost, or before the first switch of the thread the trace holds: the `sched_in`
+//!   written when the thread began to be observed, unless the ring lost it), time between
 //!   polls with no wake known, and the time after the last poll.
 //!
 //! **Why a thread's switches are known from its first one on.** The process records every
-//! switch of a thread it observes, from the thread's first event; the drain writes them into
-//! the device stamped when they happened. So once the trace holds one switch of a thread,
-//! it holds all of its later ones, unless the kernel's buffer overflowed (a `sched_lost`
+//! switch of a thread it observes, from the thread's first event, where it also records a
+//! `sched_in` for it (the thread is on its CPU then); the drain writes the switches into the
+//! device stamped when they happened. So once the trace holds one switch of a thread, it
+//! holds all of its later ones, unless the kernel's buffer overflowed (a `sched_lost`
 //! event: unknown until the next switch) or the reader found events lost (a gap: the same).
 //! An interval is measured only if its thread's switches were known when it began and stayed
-//! known to its end ([`Cpu::mark`] keeps an epoch that each loss moves on).
+//! known to its end (each mark keeps an epoch that each loss moves on).
 
 use devttrace::meta::TracepointInfo;
 use ttrace_layouts::device::{

@@ -12,6 +12,8 @@
 //!
 //! Modules are listed from the bottom up: each one uses only modules listed before it.
 
+#![deny(missing_docs)]
+
 pub mod arguments;
 pub mod anatomy;
 pub mod incarnation;

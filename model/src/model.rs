@@ -313,7 +313,8 @@ pub struct Model {
     kinds: Vec<(Kind, Role)>,
     /// Per tracepoint id, which built-in it is, if any ([`crate::anatomy`]).
     builtins: Vec<Option<Builtin>>,
-    /// Whether the metadata has the switch tracepoints.
+    /// Whether the metadata has any of the kernel's or the runtime's tracepoints (a switch,
+    /// a wake): else no anatomy is kept but the whole, unknown.
     switches: bool,
     /// Per thread (`ctx`), its time off the CPU so far.
     cpus: FoldHashMap<u64, Cpu>,
@@ -720,6 +721,14 @@ impl Model {
 
     /// A poll begins: `e`, its thread standing at `mark`.
     fn enter(&mut self, key: (u32, u64), e: Event, mark: Mark, out: &mut impl FnMut(Step)) {
+        if !self.switches {
+            // No switch and no wake can be in the trace: its whole lifetime is unknown
+            // (added at its close), and nothing needs to be kept per poll.
+            self.instance(key, e.type_word.tracepoint())
+                .open
+                .push((e, 0));
+            return out(Step::PollBegin(e));
+        }
         // The poll open on the thread around this one: a task's, whose wake brought it here.
         let around = (self.polling.get(&e.ctx))
             .and_then(|s| s.last())
@@ -755,7 +764,7 @@ impl Model {
         let open =
             (self.instances.get(&key)).is_some_and(|i| i.open.iter().any(|o| o.0.ctx == e.ctx));
         let mut parts = None;
-        if open {
+        if open && self.switches {
             let stack = self.polling.get_mut(&e.ctx);
             if let Some(p) = stack.and_then(|s| {
                 let at = s.iter().rposition(|p| p.key == key)?;

@@ -33,6 +33,8 @@
 //!
 //! Modules are listed from the bottom up: each one uses only modules listed before it.
 
+#![deny(missing_docs)]
+
 pub mod error;
 pub mod saver;
 pub mod installed;

@@ -124,7 +124,13 @@ fn agrees_with_kernel(f: impl Fn() -> u32) -> bool {
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn has_rdpid() -> bool {
     use core::arch::x86_64::{__cpuid, __cpuid_count};
-    __cpuid(0).eax >= 7 && __cpuid_count(7, 0).ecx & (1 << 22) != 0
+    // SAFETY: `cpuid` exists on every x86_64 CPU and only reads; leaf 7 is asked only where
+    // leaf 0 says the CPU has it. (Safe functions since Rust 1.87; the block keeps the crate
+    // building with its `rust-version`.)
+    #[allow(unused_unsafe)]
+    unsafe {
+        __cpuid(0).eax >= 7 && __cpuid_count(7, 0).ecx & (1 << 22) != 0
+    }
 }
 
 /// `rdpid`: Linux keeps `node << 12 | cpu` in TSC_AUX.

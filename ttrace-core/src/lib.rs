@@ -24,6 +24,8 @@
 //!
 //! Modules are listed from the bottom up: each one uses only modules listed before it.
 
+#![deny(missing_docs)]
+
 pub mod rseq;
 pub mod cpu;
 #[doc(hidden)]

@@ -14,7 +14,9 @@
 //!
 //! **Who opens, who drains.** A thread is observed from its first event, when the writer
 //! names it ([`observe_current_thread`]): it opens its own event and maps its buffer (one
-//! descriptor, one page of control and [`DATA_PAGES`] of records). A background thread of
+//! descriptor, one page of control and [`DATA_PAGES`] of records), and a `sched_in` is
+//! recorded for it at that moment, so that a reader knows the thread's switches from then
+//! on, not only from its first switch. A background thread of
 //! the process, the drain, wakes every [`DRAIN_PERIOD`], reads each buffer from its own
 //! `data_tail` to the kernel's `data_head` (Acquire: the records below it are written), gives
 //! each switch to the [`Recorder`] (the writer: an event stamped with the switch's time, in
@@ -92,7 +94,8 @@ pub enum What {
 /// What the process's observation of its threads says once, for the device's header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Note {
-    /// A thread is observed from now on.
+    /// A thread is observed from now on: the recorder records a switch in for it now (it
+    /// is on its CPU, calling), so that readers know its switches from this moment.
     Observed,
     /// The calling thread is not observed: its process observes as many as its bound allows.
     Unobserved,

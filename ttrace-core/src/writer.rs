@@ -214,7 +214,7 @@ impl Writer {
     /// clock), before now: a thread's context switch, read from the kernel a little later
     /// ([`crate::switches`]). The shared ring's readers expect entries out of time order;
     /// the stamp is `timestamp` unless the slot's previous entry was stamped later (the
-    /// protocol then stamps just after it: [`Ring::write`](devttrace::ring::Ring::write)).
+    /// protocol then stamps just after it: [`RingWriter::write`](devttrace::ring::RingWriter::write)).
     pub fn emit_shared_at<const N: usize>(
         &self,
         timestamp: u64,
@@ -480,6 +480,13 @@ impl switches::Recorder for Writer {
         match note {
             Note::Observed => {
                 header.switch_threads.fetch_add(1, Relaxed);
+                // The thread (the caller) is on its CPU now, and every switch of it from
+                // here on is recorded: a `sched_in` says so, so that readers know its
+                // switches from this moment rather than from its first switch.
+                if let word @ 1.. = builtin_word(&SWITCH_IN) {
+                    let now = self.now();
+                    self.emit_shared_at(now, word, ctx, &[now]);
+                }
             }
             Note::Unobserved => {
                 header.switch_unobserved.fetch_add(1, Relaxed);

@@ -123,15 +123,16 @@ fn a_sleep_is_blocked_and_a_busy_neighbour_preempts() {
             }
         })
         .collect();
-    // Out and in alternate, the first an out (the thread was running when it was observed).
+    // The first an in, recorded as the thread was observed (it was running: from then on
+    // its switches are known); then out and in alternate.
     for (k, s) in switches.iter().enumerate() {
-        let want = if k % 2 == 0 { "sched_out" } else { "sched_in" };
+        let want = if k % 2 == 0 { "sched_in" } else { "sched_out" };
         assert_eq!(s.0, want, "{switches:?}");
     }
     // Each sleep: a blocked switch out, and the thread back at least the sleep later.
     let hz = dev.device().mapping().header().tsc_hz;
     let sleep_ticks = (SLEEP.as_nanos() as u64 * hz / 1_000_000_000) * 99 / 100;
-    let blocked_sleeps = switches
+    let blocked_sleeps = switches[1..]
         .chunks(2)
         .filter(|p| p.len() == 2 && p[0].1 == 0 && p[1].2 - p[0].2 >= sleep_ticks)
         .count();

@@ -14,6 +14,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![deny(missing_docs)]
+
 // Bottom up: each module uses only those listed before it. Text appends, dates and format
 // strings; the snapshot directory (its errors, its policy, its files) and the snapshot rules
 // with their matcher; parts of a job done on every core in order; the loser tree; the merged

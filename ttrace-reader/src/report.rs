@@ -1322,7 +1322,10 @@ pub fn text(r: &Report) -> String {
         Some(By::Cpu) => ", per cpu".to_string(),
         Some(By::Arg(name)) => format!(", per value of {name}"),
     };
-    if !r.latencies.is_empty() || !r.spans.is_empty() {
+    // Said where the trace can tell any of it: a program that records no switch and no wake
+    // has only unknown parts, which the report leaves out.
+    let told = r.switches.line().is_some() || r.wakes;
+    if told && (!r.latencies.is_empty() || !r.spans.is_empty()) {
         let _ = writeln!(
             s,
             "# where the time went: {}",

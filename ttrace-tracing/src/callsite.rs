@@ -14,6 +14,10 @@
 //!
 //! An event without a name of its own is named by its message at its first event
 //! ([`crate::name`]); until then its callsite's interest is its level's.
+//!
+//! A callsite of tokio's waker events ([`crate::wake`]) is recognised here, once, by its
+//! target: it has the one tracepoint of the built-in `task_wake` and no signatures of its
+//! own, and the control of `task_wake` decides its interest.
 
 use crate::fields::{Shape, Ty};
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
@@ -58,6 +62,18 @@ impl Signatures {
             first_word: AtomicPtr::new(core::ptr::null_mut()),
             others: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The signatures of a callsite whose one tracepoint, `word`'s, is registered with it
+    /// (tokio's waker events: [`crate::wake`]): [`Signatures::enabled`] reads that word;
+    /// nothing registers another.
+    fn fixed(word: &'static AtomicU64) -> Signatures {
+        let s = Signatures::new(Role::Event, Shape::new(&[], &[]));
+        // Relaxed: the callsite is not shared yet; the Release store of its key in the
+        // table publishes it.
+        s.first_word
+            .store(word as *const AtomicU64 as *mut AtomicU64, Relaxed);
+        s
     }
 
     /// Whether the first signature's tracepoint records now; `None` before it registers.
@@ -149,6 +165,8 @@ pub(crate) struct Callsite {
     pub(crate) record: Option<Signatures>,
     /// A span's other steps.
     steps: Option<Steps>,
+    /// The word of `task_wake`, for a callsite of tokio's waker events ([`crate::wake`]).
+    pub(crate) wake: Option<&'static AtomicU64>,
 }
 
 /// The word of a tracepoint that could not be registered: never enabled.
@@ -168,7 +186,15 @@ impl Callsite {
             fields: Signatures::new(Role::Event, Shape::new(&[], &fields)),
             record: None,
             steps: None,
+            wake: None,
         };
+        if crate::wake::is_waker(meta) {
+            let _ = cs.name.set(crate::wake::WAKE_NAME);
+            cs.classes = ttrace_core::CLASS_MESSAGES;
+            let word = crate::wake::register(dev).unwrap_or(&NEVER);
+            cs.fields = Signatures::fixed(word);
+            cs.wake = Some(word);
+        }
         if meta.is_span() {
             cs.fields = Signatures::new(Role::SpanNew, Shape::new(&["span", "parent"], &fields));
             cs.record = Some(Signatures::new(
@@ -192,9 +218,9 @@ impl Callsite {
     }
 
     /// Whether its tracepoints record now (`ctl` may change it at any time): a span's as
-    /// its steps say; an event's as its first signature's tracepoint says, and `true`
-    /// before one registered (the first event registers it, and then reads its word: one
-    /// load from then on, whatever the control says).
+    /// its steps say; an event's as its first signature's tracepoint says (a waker event's:
+    /// `task_wake`), and `true` before one registered (the first event registers it, and
+    /// then reads its word: one load from then on, whatever the control says).
     #[inline]
     pub(crate) fn enabled(&self) -> bool {
         match &self.steps {

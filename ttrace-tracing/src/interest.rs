@@ -9,8 +9,8 @@
 //! started with the first layer that records) reads it every [`POLL`] and, when it moved,
 //! has `tracing` ask every callsite again
 //! ([`rebuild_interest_cache`](tracing_core::callsite::rebuild_interest_cache)). It does so
-//! too when an event named at its first event ([`crate::name`]) took a name the rules
-//! disable ([`stale`]): its interest was its level's until then.
+//! too when an event named at its first event (`name`) took a name the rules
+//! disable (`stale`): its interest was its level's until then.
 //!
 //! Correct at every moment: a callsite `ctl` disables stops recording at once (the layer
 //! tests the tracepoint's word before it records), and costs a little more until the
@@ -23,9 +23,9 @@
 //! one: then it asks the calling thread's default, taking it for that one. A process whose
 //! only subscriber is a thread's scoped default (`set_default`, `with_default`: tests,
 //! benchmarks) would have every other thread's rebuild asked of no subscriber
-//! (`NoSubscriber`), which turns every callsite off for everyone. So a rebuild ([`rebuild`])
+//! (`NoSubscriber`), which turns every callsite off for everyone. So a rebuild (`rebuild`)
 //! is made with the subscriber the layer was last made part of as the thread's default
-//! (kept weakly: [`note_subscriber`]) while it lives; without it, the thread rebuilds only
+//! (kept weakly: `note_subscriber`) while it lives; without it, the thread rebuilds only
 //! if a global default is set, and [`sync_interest`](crate::sync_interest) under its
 //! caller's default.
 

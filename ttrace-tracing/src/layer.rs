@@ -11,6 +11,9 @@
 //! | `on_close`        | `close`: id                               | one span look-up              |
 //! | `on_follows_from` | `follows`: id, the span it follows from   | one span look-up              |
 //!
+//! An event of tokio's wakers (target `tokio::task::waker`) records `task_wake` instead, if
+//! it is a wake, and nothing if it is a clone or a drop ([`crate::wake`]).
+//!
 //! **The layer filters only itself.** A flight recorder must not change what the rest of
 //! the program sees, so what ttrace does not record (a level or a name `ctl` turned off,
 //! `TTRACE_DISABLED`, no device, a device it cannot use) is decided by a per-layer filter

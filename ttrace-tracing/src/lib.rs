@@ -52,6 +52,12 @@
 //! - **The runtime's view** (feature `tokio`): [`runtime::instrument`] installs hooks on a
 //!   tokio runtime builder: each worker named (and its context switches observed, where
 //!   they are recorded) as it starts, its parks and unparks recorded.
+//! - **The tasks' wakes**: in a program built with `RUSTFLAGS="--cfg tokio_unstable"` and
+//!   tokio's `tracing` feature, each task is a span `runtime.spawn`, and each wake of a task
+//!   is recorded as the built-in event `task_wake` naming that span's instance ([`wake`]):
+//!   readers tell a task waiting for a worker from one waiting on its future.
+
+#![deny(missing_docs)]
 
 // Listed from the bottom up: each module uses only modules listed before it.
 mod name;
@@ -59,6 +65,7 @@ mod name;
 mod reason;
 pub mod interest;
 mod fields;
+pub mod wake;
 mod callsite;
 mod record;
 mod layer;

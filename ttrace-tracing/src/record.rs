@@ -56,11 +56,14 @@ fn with_fields(
     emit(dev, word, ctx, &w, n);
 }
 
-/// An event; a snapshot asked for if its level is `snapshot_on` or more severe.
+/// An event (one of tokio's waker events: its wake, if it is one, [`crate::wake`]); a
+/// snapshot asked for if its level is `snapshot_on` or more severe.
 #[inline]
 pub(crate) fn event(dev: &'static Writer, event: &Event<'_>, snapshot_on: LevelFilter) {
     let cs = crate::callsite::of(dev, event.metadata());
-    if cs.enabled() {
+    if let Some(word) = cs.wake {
+        crate::wake::event(dev, word, event);
+    } else if cs.enabled() {
         with_fields(dev, cs, &cs.fields, &[], |v| event.record(v));
     }
     // An event `ctl` disabled still asks: the snapshot is of what the device holds.

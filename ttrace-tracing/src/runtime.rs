@@ -15,9 +15,11 @@
 //!   (`tokio_task_spawn`: its id, the file and line that spawned it), each **poll** (the
 //!   call `tokio_task_poll`, entry and exit on the worker, with the task's id: `report`
 //!   gives its durations and, with switches recorded, where each poll's time went), and its
-//!   **end** (`tokio_task_terminate`). Tokio's wakes come through its `tracing`
-//!   instrumentation instead (its `tracing` feature): the layer records them
-//!   (`task_wake`).
+//!   **end** (`tokio_task_terminate`).
+//!
+//! When a parked task was woken is not a hook's to tell: in a program built with
+//! `RUSTFLAGS="--cfg tokio_unstable"` and tokio's `tracing` feature, the layer records each
+//! wake as `task_wake` ([`crate::wake`]).
 //!
 //! Tokio keeps one hook of each kind: a program that sets its own calls [`on_start`],
 //! [`on_park`] and [`on_unpark`] (and the task hooks' functions) from it instead.

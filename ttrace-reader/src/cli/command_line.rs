@@ -111,6 +111,9 @@ enum Command {
                                 paired as report pairs) longer than DURATION (5ms, 250us)
   latency NAME max              a pair longer than every one before it (the first pair sets
                                 the maximum and does not fire)
+  latency NAME.PART > DURATION  ... whose part PART is longer: on_cpu, preempted, blocked,
+                                scheduled, idle, unknown (where its time went, as report
+                                says); also with max
   lost > N/s                    more than N entries lost by the watcher over the last second
 
 Matches while a snapshot waits for its --after span are merged into it; matches within

@@ -22,7 +22,9 @@
 //!   id); the drop re-entry is left out. Its begin is on the thread of its new, its end on
 //!   the thread that closed it. Written once the instance closes (or at the end, with
 //!   `"open":true`, its end on the thread of its beginning); `"whole":false` when it began
-//!   before every ring is complete (or was open at a gap): polls may be missing.
+//!   before every ring is complete (or was open at a gap): polls may be missing. Where the
+//!   trace tells where its time went (`ttrace_model::anatomy`), the arguments `parts` (each
+//!   part, ns) and `dominant`.
 //! - Other trace points, and messages, are instant events (`"ph":"i"`) on their thread;
 //!   a `tracing` event's category is its level (`info`).
 //! - `ts` is in microseconds since the device was created, with three decimals: to the
@@ -495,6 +497,20 @@ impl Writer<'_> {
             let follows: Vec<String> = i.follows.iter().map(|f| format!("\"{f:#x}\"")).collect();
             let comma = if any { "," } else { "" };
             let _ = write!(self.buf, "{comma}\"follows\":[{}]", follows.join(","));
+            any = true;
+        }
+        // Where its time went, when the trace tells (`ttrace_model::anatomy`): each part
+        // in ns, and the largest.
+        if i.whole && i.close.is_some() && i.parts.known() {
+            let ns = i.parts.scaled(|t| self.clock.ticks_to_ns(t));
+            let comma = if any { "," } else { "" };
+            let each: Vec<String> = (ns.iter())
+                .map(|(p, v)| format!("\"{}\":{v}", p.name()))
+                .collect();
+            let _ = write!(self.buf, "{comma}\"parts\":{{{}}}", each.join(","));
+            if let Some(d) = ns.dominant() {
+                let _ = write!(self.buf, ",\"dominant\":\"{}\"", d.name());
+            }
         }
         self.buf.extend_from_slice(b"}}");
         for p in &i.polls {
