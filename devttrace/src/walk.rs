@@ -340,8 +340,8 @@ impl<S: SlotWords> Ring<'_, S> {
         // A full shared ring's first read: the last position's successor.
         let mut first = SlotRead::Empty;
         let mut prev = Held::Nothing;
-        // The last position's read.
-        let mut last = SlotRead::Empty;
+        // The last position's parent, if it announced a continuation (well formed or not).
+        let mut last_continued = None;
         // Slots from `done` on are still to be told done to the visitor.
         let mut done = (lo & mask) as usize;
         for p in lo..cut {
@@ -364,7 +364,14 @@ impl<S: SlotWords> Ring<'_, S> {
                 false => paired,
             };
             prev = self.judge::<RESTARTABLE, T>(&mut snap, &r, i, p, cut, paired);
-            last = r;
+            last_continued = match r {
+                SlotRead::Committed(w)
+                    if !Stamp(w[0]).is_continuation() && TypeWord(w[1]).has_continuation() =>
+                {
+                    Some(w)
+                }
+                _ => None,
+            };
         }
         let i = (cut & mask) as usize;
         if cut > lo && i == 0 {
@@ -372,15 +379,9 @@ impl<S: SlotWords> Ring<'_, S> {
             done = 0;
         }
         // The wrap (see the module documentation).
-        let successor = match last {
+        let successor = match last_continued {
             _ if restartable || cut < n => SlotRead::Empty,
-            SlotRead::Committed(w)
-                if !Stamp(w[0]).is_continuation()
-                    && TypeWord(w[1]).has_continuation()
-                    && !continues(&first, &w) =>
-            {
-                self.read(i)
-            }
+            Some(w) if !continues(&first, &w) => self.read(i),
             _ => first,
         };
         let paired = pair(&mut snap, prev, &successor, keep, visitor);
