@@ -1,17 +1,23 @@
 //! A ring copied at one cut: the fast first half of reading a live ring, so that what a
 //! reader formats afterwards, however slowly, is what the ring held when it was copied.
 //!
-//! [`RingCopy::of`] reads each slot in use once with the stamp check ([`Ring::read`]),
-//! oldest position first, into memory of its own laid out like the ring: a committed entry
-//! whole, a claim as its stamp alone, a slot that changed while it was read as
-//! [`Stamp::CHANGED`], an empty slot empty. The ring's counters are taken as a live read
+//! [`RingCopy::of`] reads each slot in use with the stamp check ([`Ring::read`]), oldest
+//! position first, into memory of its own laid out like the ring: a committed entry whole,
+//! a claim as its stamp alone, a slot that changed while it was read (read again up to
+//! [`TRIES`] times in all: its writer is usually done by then) as [`Stamp::CHANGED`], an
+//! empty slot empty. The ring's counters are taken as a live read
 //! takes them, `head` (and `skipped`) before the slots, `dropped` after. [`RingCopy::ring`]
-//! is then a ring that no writer touches: the scans and the event reads of [`crate::ring`]
+//! is then a ring that no writer touches: the walk and the event reads of [`crate::ring`]
 //! give on it exactly what they would have given on the live ring frozen at the cut, and
 //! nothing read from it can vanish.
+//!
+//! Every reader of a whole ring copies it so: a [`View`](crate::View) (`dump`, `report`, the
+//! exports, the mounted files) walks the copy, and a snapshot file saves it
+//! ([`RingCopy::place_into`], what it found counted in [`RingCopy::found`]).
 
-use crate::event::{Event, Mark, RingSnapshot};
-use crate::ring::{Keep, Ring, SlotRead};
+use crate::event::{Accounting, Event, Kept, Mark, RingSnapshot};
+use crate::ring::{Ring, SlotRead};
+use crate::walk::Keep;
 use core::ops::Range;
 use core::sync::atomic::{AtomicU64, Ordering::*};
 use ttrace_layouts::entry::{Slot, Stamp, SLOT_WORDS};
@@ -19,6 +25,9 @@ use zerocopy::FromZeros;
 
 /// Slots copied between two calls of the caller's `release`.
 const CHUNK: usize = 4096;
+
+/// Reads of a slot that keeps changing before it is kept as changed.
+pub const TRIES: usize = 4;
 
 /// A copied slot: eight words, 8-aligned. Not the 64-aligned [`Slot`]: memory of the
 /// allocator's alignment is zeroed by the kernel as it maps it (`calloc` of fresh pages),
@@ -52,6 +61,10 @@ pub struct RingCopy {
     slots: Vec<CopiedSlot>,
     /// Restartable rings: positions committed while the copy ran, at or above its cut.
     after_cut: u64,
+    /// The slots read: those below the cut until the ring wraps, then all.
+    used: usize,
+    /// What the slots read held (`committed`, `claimed`, `changed`).
+    found: Accounting,
 }
 
 impl RingCopy {
@@ -71,6 +84,7 @@ impl RingCopy {
         // memory the kernel maps lazily: only the slots written below take room.
         let slots = CopiedSlot::new_vec_zeroed(n).expect("room for a copy of a mapped ring");
         advise_huge(&slots[..used]);
+        let mut found = Accounting::default();
         // Oldest first: from the slot the next write goes to (a full ring), or from slot 0.
         let runs = if head >= n as u64 {
             let start = (head as usize) & (n - 1);
@@ -87,14 +101,28 @@ impl RingCopy {
                     // Relaxed: the copy is this thread's own memory until it is shared by
                     // the move out of this function.
                     let put = |k: usize, w: u64| dst[k].store(w, Relaxed);
-                    match ring.read(i) {
+                    let mut read = ring.read(i);
+                    for _ in 1..TRIES {
+                        if read != SlotRead::Changed {
+                            break;
+                        }
+                        read = ring.read(i);
+                    }
+                    match read {
                         SlotRead::Committed(w) => {
                             for (k, &w) in w.iter().enumerate().take(SLOT_WORDS) {
                                 put(k, w);
                             }
+                            found.committed += 1;
                         }
-                        SlotRead::Claimed(stamp) => put(0, stamp.0),
-                        SlotRead::Changed => put(0, Stamp::CHANGED.0),
+                        SlotRead::Claimed(stamp) => {
+                            put(0, stamp.0);
+                            found.claimed += 1;
+                        }
+                        SlotRead::Changed => {
+                            put(0, Stamp::CHANGED.0);
+                            found.changed += 1;
+                        }
                         SlotRead::Empty => {}
                     }
                 }
@@ -115,7 +143,31 @@ impl RingCopy {
             dropped: AtomicU64::new(dropped),
             slots,
             after_cut,
+            used,
+            found,
         }
+    }
+
+    /// What the slots copied held: `committed` entries (parents and continuations),
+    /// `claimed` slots (being written) and `changed` ones (overwritten as they were read).
+    pub fn found(&self) -> Accounting {
+        self.found
+    }
+
+    /// The slots copied, as the ring lays them out, into `out` (at least as long as the
+    /// slots read, 64 bytes a slot; the rest is left as it is). Returns the bytes written.
+    pub fn place_into(&self, out: &mut [u8]) -> usize {
+        let bytes = self.used * SLOT_WORDS * 8;
+        for (slot, dst) in self.slots[..self.used]
+            .iter()
+            .zip(out[..bytes].chunks_exact_mut(SLOT_WORDS * 8))
+        {
+            for (w, d) in slot.iter().zip(dst.chunks_exact_mut(8)) {
+                // Relaxed: nothing stores to the copy once it is made.
+                d.copy_from_slice(&w.load(Relaxed).to_ne_bytes());
+            }
+        }
+        bytes
     }
 
     /// The copy as a ring no writer touches (to read: its memory is written only while
@@ -131,25 +183,17 @@ impl RingCopy {
         )
     }
 
-    /// [`Ring::index_kept`] of the copy, with the entries committed while it was made
-    /// counted as such.
-    pub fn index(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot<Mark> {
-        self.with_cut(self.ring().index_kept(keep))
+    /// [`Ring::walk`] of the copy, with the entries committed while it was made counted as
+    /// such: an index (`T` = [`Mark`]) or a copy (`T` = [`Event`]) of its events.
+    pub fn walk<T: Kept>(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot<T> {
+        let mut snap = self.ring().walk(keep, &mut ());
+        snap.after_cut += self.after_cut;
+        snap
     }
 
-    /// [`Ring::snapshot_kept`] of the copy, likewise.
-    pub fn snapshot(&self, keep: &Keep<impl Fn(&Event) -> bool>) -> RingSnapshot {
-        self.with_cut(self.ring().snapshot_kept(keep))
-    }
-
-    /// The event at `mark` (from [`RingCopy::index`]): always there.
+    /// The event at `mark` (from [`RingCopy::walk`]): always there.
     #[inline]
     pub fn event(&self, mark: Mark) -> Option<Event> {
         self.ring().event(mark)
-    }
-
-    fn with_cut<T>(&self, mut snap: RingSnapshot<T>) -> RingSnapshot<T> {
-        snap.after_cut += self.after_cut;
-        snap
     }
 }

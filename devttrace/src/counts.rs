@@ -2,7 +2,7 @@
 //! ring and aux buffer, with no copy of the trace held, so that the memory it takes does not
 //! grow with the device.
 //!
-//! Each ring is scanned in place ([`Ring::count_kept`](crate::ring::Ring::count_kept)) with the checks of every read,
+//! Each ring is scanned in place ([`Ring::walk`](crate::ring::Ring::walk)) with the checks of every read,
 //! the pages of its mapping given back as the scan passes them; each event is counted by its
 //! tracepoint, and its string arguments are looked up in the aux buffers' extents. Each aux
 //! buffer is copied in turn and only its extent kept ([`AuxExtent`]): which offsets held
@@ -14,9 +14,9 @@ use crate::error::Result;
 use crate::event::{Counted, Event, RingSnapshot};
 use crate::meta::Metadata;
 use crate::reader::Reader;
-use crate::ring::{Keep, Visitor};
 use crate::status::Status;
 use crate::version::Version;
+use crate::walk::{Keep, Visitor};
 use ttrace_layouts::aux::{aux_ref_parts, full_offset};
 
 /// The counts of a device (see the module documentation).
@@ -97,7 +97,7 @@ impl Counts {
                 cleared: dev.cleared(r),
                 sound: |e: &Event| check.sound(r, e),
             };
-            let mut counts = ring.count_kept(&keep, &mut tally);
+            let mut counts = ring.walk(&keep, &mut tally);
             check.settle(r, &mut counts);
             rings.push(RingCounts {
                 counts,

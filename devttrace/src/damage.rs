@@ -2,7 +2,7 @@
 //! formed) whose fields no writer of this device can have written — a bit flipped in a
 //! device file on a failing disk or in a copy of it. Such an event is never shown: a
 //! [`Check`] tells a reader, per event, whether it is *sound*, and the reader counts the
-//! entries of one that is not in [`RingSnapshot::damaged`] instead.
+//! entries of one that is not in [`Accounting::damaged`](crate::event::Accounting::damaged) instead.
 //!
 //! What a sound event of ring `r` has, each against what the device or its metadata
 //! records (see `docs/DESIGN.md`, *Entries*):

@@ -70,29 +70,36 @@ impl core::fmt::Debug for Event {
     }
 }
 
-/// A consistent copy of a ring: every complete event, in time order, and the accounting.
+/// What became of a ring's positions, as every reader tells it (a footer, `stats`, a
+/// report, a follower's totals, a saved snapshot): one count per fate, each position counted
+/// once. What each fate means, and why the walk that counts them is right:
+/// [`crate::walk`]; `docs/DESIGN.md` (*Accounting*).
 ///
 /// The counts are in slots (a continued event takes two). On a ring nobody is writing,
 /// `head == skipped + committed + claimed + lost + damaged` exactly.
 ///
-/// `RingSnapshot<Mark>` (the index of a ring: its complete events' marks, in time order)
-/// has the same counts but keeps only where each event is; [`Ring::event`](crate::ring::Ring::event)
-/// then copies it, if it is still there.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RingSnapshot<T = Event> {
-    /// Positions reserved (the ring's `head`, read after the copy).
+/// ```
+/// use devttrace::event::Accounting;
+/// let a = Accounting { head: 10, skipped: 1, committed: 6, claimed: 1, ..Accounting::default() };
+/// let b = Accounting { lost: 2, ..a };
+/// assert_eq!(b.head, b.skipped + b.committed + b.claimed + b.lost + b.damaged);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accounting {
+    /// Positions reserved (the ring's `head` at the cut).
     pub head: u64,
-    /// Positions given up without writing (`skipped`).
+    /// Positions given up without writing (`skipped`; a follower: also those reserved by a
+    /// writer that died).
     pub skipped: u64,
     /// Events dropped by writers that found no free slot (`dropped`).
     pub dropped: u64,
-    /// Committed slots copied (parents and continuations).
+    /// Committed slots read (parents and continuations).
     pub committed: u64,
-    /// Slots owned by a writer at the time of the copy (being written, or abandoned).
+    /// Slots owned by a writer at the time of the read (being written, or abandoned).
     pub claimed: u64,
-    /// Slots overwritten before this copy: `head - skipped - committed - claimed`.
+    /// Slots overwritten before they were read: `head - skipped - committed - claimed`.
     pub lost: u64,
-    /// Slots that changed while being copied (overwritten during the copy: counted lost).
+    /// Slots that changed while being read (overwritten during the read: counted lost).
     pub changed: u64,
     /// Continuations whose parent had been overwritten.
     pub orphans: u64,
@@ -104,14 +111,53 @@ pub struct RingSnapshot<T = Event> {
     pub damaged: u64,
     /// Complete events left out because they were not newer than the timestamp asked for.
     pub older: u64,
-    /// Restartable rings: entries committed while the copy ran, at positions at or above
-    /// `head` (which is then the head loaded before the copy: the cut): not in this copy,
-    /// and not lost.
+    /// Entries committed while the read ran, at positions at or above the cut (`head`):
+    /// not in this read, and not lost.
     pub after_cut: u64,
     /// Slots emptied by the device's last clear ([`Cleared`](crate::clear::Cleared)): complete entries stamped at
     /// or before it (not in `committed`), and positions reserved before it that the ring no
     /// longer holds (not in `lost`).
     pub cleared: u64,
+}
+
+/// The counts of two reads together (of two rings, or of one ring's successive positions).
+impl core::ops::Add for Accounting {
+    type Output = Accounting;
+    fn add(self, b: Accounting) -> Accounting {
+        Accounting {
+            head: self.head + b.head,
+            skipped: self.skipped + b.skipped,
+            dropped: self.dropped + b.dropped,
+            committed: self.committed + b.committed,
+            claimed: self.claimed + b.claimed,
+            lost: self.lost + b.lost,
+            changed: self.changed + b.changed,
+            orphans: self.orphans + b.orphans,
+            malformed: self.malformed + b.malformed,
+            damaged: self.damaged + b.damaged,
+            older: self.older + b.older,
+            after_cut: self.after_cut + b.after_cut,
+            cleared: self.cleared + b.cleared,
+        }
+    }
+}
+
+impl core::ops::AddAssign for Accounting {
+    fn add_assign(&mut self, b: Accounting) {
+        *self = *self + b;
+    }
+}
+
+/// A consistent copy of a ring: every complete event, in time order, and the
+/// [`Accounting`] of its positions (read as its own fields: `snap.lost`).
+///
+/// `RingSnapshot<Mark>` (the index of a ring: its complete events' marks, in time order)
+/// has the same counts but keeps only where each event is; [`Ring::event`](crate::ring::Ring::event)
+/// then copies it, if it is still there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingSnapshot<T = Event> {
+    /// What became of the ring's positions.
+    pub counts: Accounting,
     /// The process ids of the events kept (parents' contexts), each once, in the order they
     /// were first met; at most [`MAX_WRITERS`], `writers_more` says whether there were more.
     pub writers: Vec<u32>,
@@ -127,23 +173,27 @@ pub const MAX_WRITERS: usize = 64;
 impl<T> Default for RingSnapshot<T> {
     fn default() -> Self {
         RingSnapshot {
-            head: 0,
-            skipped: 0,
-            dropped: 0,
-            committed: 0,
-            claimed: 0,
-            lost: 0,
-            changed: 0,
-            orphans: 0,
-            malformed: 0,
-            damaged: 0,
-            older: 0,
-            after_cut: 0,
-            cleared: 0,
+            counts: Accounting::default(),
             writers: Vec::new(),
             writers_more: false,
             events: Vec::new(),
         }
+    }
+}
+
+/// A snapshot's counts read as its own (`snap.lost`): every reader's footer says them.
+impl<T> core::ops::Deref for RingSnapshot<T> {
+    type Target = Accounting;
+    #[inline(always)]
+    fn deref(&self) -> &Accounting {
+        &self.counts
+    }
+}
+
+impl<T> core::ops::DerefMut for RingSnapshot<T> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Accounting {
+        &mut self.counts
     }
 }
 

@@ -38,7 +38,7 @@
 
 use crate::aux::AuxSnapshots;
 use crate::error::Result;
-use crate::event::{Event, RingSnapshot};
+use crate::event::{Accounting, Event, RingSnapshot};
 use crate::mapping::ReadMapping;
 use crate::meta::{Metadata, TaskInfo};
 use crate::reader::Reader;
@@ -116,26 +116,26 @@ enum Settled {
 }
 
 /// What became of the positions of one ring since a [`Follower`] began: each position from
-/// `from` to `through` is counted once, in one of `read`, `lost`, `gave_up`, `damaged` and
-/// `waiting`.
+/// `from` to `from + counts.head` is counted once, in one of the [`Accounting`]'s
+/// `committed` (entries of the events taken and released: one per event, two per continued
+/// one, those still held for the reorder window too), `lost` (overwritten before they could
+/// be read), `skipped` (left the ring never written: skipped by their writer, or reserved by
+/// one that died), `damaged` (entries of events read that were damaged, `crate::damage`:
+/// not shown) and `claimed` (still being written).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Followed {
     /// The first position followed.
     pub from: u64,
+    /// What became of the positions passed: `head` of them (the ring's `head` at the last
+    /// poll, less `from`).
+    pub counts: Accounting,
+}
+
+impl Followed {
     /// One past the last position looked at (the ring's `head` at the last poll).
-    pub through: u64,
-    /// Entries (slots) of the events taken and released: one per event, two per continued
-    /// one (those still held for the reorder window are counted too).
-    pub read: u64,
-    /// Entries overwritten before they could be read.
-    pub lost: u64,
-    /// Positions that left the ring never written (skipped by their writer, or reserved by
-    /// one that died).
-    pub gave_up: u64,
-    /// Entries of events read that were damaged (`crate::damage`): not shown.
-    pub damaged: u64,
-    /// Positions still being written.
-    pub waiting: u64,
+    pub fn through(&self) -> u64 {
+        self.from + self.counts.head
+    }
 }
 
 /// What one poll found.
@@ -269,7 +269,7 @@ impl<'d> Follower<'d> {
                 losses.push((r, taken..self.held.len(), shared));
             }
             lost[r] = settled.lost;
-            gave_up[r] = settled.gave_up;
+            gave_up[r] = settled.skipped;
             waiting |= !cursor.waiting.is_empty();
         }
         // Aux buffers whose `last` moved.
@@ -421,8 +421,9 @@ impl<'d> Follower<'d> {
         self.dev.sift_within(&mut snapshot, stamps);
         // The entries of damaged events were read, and are not shown: damaged.
         for (cursor, ring) in self.rings.iter_mut().zip(&snapshot.cpus) {
-            cursor.totals.read -= ring.damaged.min(cursor.totals.read);
-            cursor.totals.damaged += ring.damaged;
+            let totals = &mut cursor.totals.counts;
+            totals.committed -= ring.damaged.min(totals.committed);
+            totals.damaged += ring.damaged;
         }
         Ok(Poll {
             snapshot,
@@ -445,8 +446,11 @@ impl Follower<'_> {
         self.rings
             .iter()
             .map(|c| Followed {
-                through: c.next,
-                waiting: c.waiting.len() as u64,
+                counts: Accounting {
+                    head: c.next - c.totals.from,
+                    claimed: c.waiting.len() as u64,
+                    ..c.totals.counts
+                },
                 ..c.totals
             })
             .collect()
@@ -461,7 +465,6 @@ impl Cursor {
             waiting: BTreeMap::new(),
             totals: Followed {
                 from,
-                through: from,
                 ..Followed::default()
             },
         }
@@ -469,17 +472,18 @@ impl Cursor {
 
     /// Reads the positions of `ring` still waiting and those new up to its `head`, in
     /// order, each settled once (see the module documentation); `take` gets each event
-    /// read. Returns what this walk settled (its `read`, `lost` and `gave_up`).
+    /// read. Returns what this walk settled (its `committed`: read, `lost` and `skipped`:
+    /// given up).
     fn walk<S: SlotWords>(
         &mut self,
         ring: &Ring<'_, S>,
         shared: bool,
         mut take: impl FnMut(Event),
-    ) -> Followed {
+    ) -> Accounting {
         let n = ring.slot_count() as u64;
         let head = ring.head().max(self.next);
         let oldest = head.saturating_sub(n);
-        let mut settled = Followed::default();
+        let mut settled = Accounting::default();
         // Positions passed by the ring before they could be read.
         if self.next < oldest {
             settled.lost += oldest - self.next;
@@ -537,10 +541,10 @@ impl Cursor {
             };
             match now {
                 Settled::ReadWithNext | Settled::ReadLosingNext | Settled::Read => {
-                    settled.read += 1
+                    settled.committed += 1
                 }
                 Settled::Lost => settled.lost += 1,
-                Settled::GaveUp => settled.gave_up += 1,
+                Settled::GaveUp => settled.skipped += 1,
                 Settled::Waits(w) => {
                     self.waiting.insert(p, w);
                 }
@@ -550,9 +554,7 @@ impl Cursor {
         // A continued event's positions are reserved together: one read at the last
         // position stitched nothing beyond `head`.
         self.next = head;
-        self.totals.read += settled.read;
-        self.totals.lost += settled.lost;
-        self.totals.gave_up += settled.gave_up;
+        self.totals.counts += settled;
         settled
     }
 }

@@ -9,14 +9,16 @@
 //! left out and named ([`crate::damaged_extent`]); the rest is read. Why extents of the
 //! image, and what the copy guarantees: `docs/DESIGN.md`, *Snapshots and exports*.
 
+use crate::copy::RingCopy;
 use crate::damaged_extent::DamagedExtent;
 use crate::error::{bad, Error, Problem, Result};
+use crate::event::Accounting;
 use crate::mapping::{Parts, ReadMapping};
 use crate::ring::SlotRead;
 use crate::shadow::Shadow;
 use crate::sync::AtomicWord;
 use core::ptr::NonNull;
-use core::sync::atomic::{fence, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::io::{BufRead, Read, Seek, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -33,12 +35,11 @@ use zerocopy::{FromBytes, FromZeros, IntoBytes};
 /// What a snapshot holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Saved {
-    /// Complete entries (parents and continuations) copied.
-    pub entries: u64,
-    /// Slots still being written, saved as claimed.
-    pub claimed: u64,
-    /// Slots overwritten while they were copied, saved empty.
-    pub changed: u64,
+    /// What the copy found in the slots of every ring together: `committed` (complete
+    /// entries, parents and continuations, saved whole), `claimed` (slots still being
+    /// written, saved as claimed) and `changed` (slots overwritten while they were copied,
+    /// saved empty).
+    pub counts: Accounting,
     /// Bytes of the file.
     pub bytes: u64,
     /// Bytes of the device image it describes (what the device's files take).
@@ -294,11 +295,7 @@ fn emit<W: Write>(
         aux_part.fill(0);
         aux.place_into(&mut aux_part);
         put(layout.aux_at + r as u64 * aux_size, &aux_part)?;
-        let ring = map.ring(r);
         part[..dirty].fill(0);
-        // The header (its `head`: the cut) before the slots: an entry committed while
-        // they are copied lies at or above the cut, and a reader of the file then counts
-        // it as neither shown nor lost; one it overwrote is lost, as it was.
         let rh: *const RingHeader = map.ring_header(r);
         // SAFETY: a ring header is RING_HEADER_BYTES of a live mapping, 128-aligned,
         // changed by writers only through its atomics.
@@ -306,49 +303,41 @@ fn emit<W: Write>(
             unsafe { words(rh.cast(), RING_HEADER_BYTES) },
             &mut part[..RING_HEADER_BYTES],
         );
-        // Acquire (with the Relaxed load of `head` above, as a scan's Acquire load of it):
-        // every entry below the cut was committed before, and is visible to, the copy.
-        fence(Acquire);
-        let at_head = core::mem::offset_of!(RingHeader, head);
-        let head = u64::from_ne_bytes(part[at_head..at_head + 8].try_into().expect("8 bytes"));
-        // The slots that can hold data: all of them once the ring's positions wrapped, else
-        // those below the cut. The others were never written when the cut was taken (what
-        // is written there since lies above it, and no reader of the file reads it), and
-        // are not read: a read of a page never written would make the device's file
-        // allocate it (tmpfs allocates a page for a read fault on a hole), so a snapshot
-        // would fill every ring it saves. A head beyond the ring (a damaged device) reads
-        // the whole ring, never more. A shadow is the follower's memory: read whole.
         let used = match shadow {
-            Some(_) => n,
-            None => usize::try_from(head).map_or(n, |h| h.min(n)),
-        };
-        for (i, slot) in part[RING_HEADER_BYTES..RING_HEADER_BYTES + used * slot_bytes]
-            .chunks_exact_mut(slot_bytes)
-            .enumerate()
-        {
-            let read = match shadow {
-                Some(s) => s.read(r, i),
-                None => (0..4)
-                    .map(|_| ring.read(i))
-                    .find(|r| *r != SlotRead::Changed)
-                    .unwrap_or(SlotRead::Changed),
-            };
-            match read {
-                SlotRead::Committed(w) => {
-                    slot.copy_from_slice(w.as_bytes());
-                    saved.entries += 1;
+            // A shadow is the follower's memory: read whole, its cut where it had read to.
+            Some(s) => {
+                for (i, slot) in part[RING_HEADER_BYTES..]
+                    .chunks_exact_mut(slot_bytes)
+                    .enumerate()
+                {
+                    if let SlotRead::Committed(w) = s.read(r, i) {
+                        slot.copy_from_slice(w.as_bytes());
+                        saved.counts.committed += 1;
+                    }
                 }
-                SlotRead::Claimed(stamp) => {
-                    slot[..8].copy_from_slice(&stamp.0.to_ne_bytes());
-                    saved.claimed += 1;
-                }
-                SlotRead::Changed => saved.changed += 1,
-                SlotRead::Empty => {}
+                map.release_slots(r, 0..n);
+                n
             }
-        }
+            // The slots as a view copies them ([`RingCopy`]), at the cut of their copy: its
+            // `head` (and `skipped`) loaded before the slots, so that an entry committed
+            // while they are copied lies at or above the cut, and a reader of the file then
+            // counts it as neither shown nor lost; one it overwrote is lost, as it was. Only
+            // the slots that can hold data are read (a read of a page never written would
+            // make a device on tmpfs allocate it, so a snapshot would fill every ring it
+            // saves).
+            None => {
+                let copy = RingCopy::of(&map.ring(r), |slots| map.release_slots(r, slots));
+                let ring = copy.ring();
+                let mut set =
+                    |at: usize, v: u64| part[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+                set(core::mem::offset_of!(RingHeader, head), ring.head());
+                set(core::mem::offset_of!(RingHeader, skipped), ring.skipped());
+                set(core::mem::offset_of!(RingHeader, dropped), ring.dropped());
+                saved.counts += copy.found();
+                copy.place_into(&mut part[RING_HEADER_BYTES..]) / slot_bytes
+            }
+        };
         dirty = RING_HEADER_BYTES + used * slot_bytes;
-        // Copied: the copy is the only place the reader holds them.
-        map.release_slots(r, 0..used);
         // The aux lock saved free, the offsets those of the records copied.
         let mut set = |at: usize, v: u64| part[at..at + 8].copy_from_slice(&v.to_ne_bytes());
         set(core::mem::offset_of!(RingHeader, aux_lock), 0);

@@ -11,10 +11,11 @@ use crate::event::RingSnapshot;
 use crate::files::Trust;
 use crate::mapping::ReadMapping;
 use crate::meta::Metadata;
-use crate::ring::{Keep, Ring};
+use crate::ring::Ring;
 use crate::snapshot::Snapshot;
 use crate::status::Status;
 use crate::version::Version;
+use crate::walk::Keep;
 use core::ops::RangeInclusive;
 use core::sync::atomic::AtomicU64;
 use std::path::Path;
@@ -381,7 +382,7 @@ impl Reader {
     /// [`Reader::cpu_newer_than`] with every complete event, sound or not.
     fn cpu_unchecked(&self, cpu: usize, timestamp: u64) -> Result<RingSnapshot> {
         let ring = self.ring(cpu)?;
-        let snap = ring.snapshot_kept(&Keep::newer_than(timestamp, self.cleared(cpu)));
+        let snap = ring.walk(&Keep::newer_than(timestamp, self.cleared(cpu)), &mut ());
         self.check_intact()?;
         Ok(snap)
     }

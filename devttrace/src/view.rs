@@ -7,9 +7,9 @@ use crate::event::{Event, Mark, RingSnapshot};
 use crate::meta::Metadata;
 use crate::parallel::each_ring;
 use crate::reader::Reader;
-use crate::ring::Keep;
 use crate::status::Status;
 use crate::version::Version;
+use crate::walk::Keep;
 
 /// A whole device read once, to be formatted at leisure: what `dump`, `report` and the
 /// exports read.
@@ -90,8 +90,8 @@ impl<'d> View<'d> {
                 sound: |e: &Event| check.sound(n, e),
             };
             let mut index = match &copies[n] {
-                Some(copy) => copy.index(&keep),
-                None => map.ring(n).index_kept(&keep),
+                Some(copy) => copy.walk(&keep),
+                None => map.ring(n).walk(&keep, &mut ()),
             };
             // What a snapshot's damaged extents left out of the ring: damaged, not lost.
             check.settle(n, &mut index);

@@ -291,10 +291,8 @@ impl Rings {
                 let ring = self.a.ring();
                 let reads: Vec<devttrace::ring::SlotRead> =
                     (0..ring.slot_count()).map(|i| ring.read(i)).collect();
-                let mut snap = RingSnapshot {
-                    head: ring.head(),
-                    ..RingSnapshot::default()
-                };
+                let mut snap = RingSnapshot::default();
+                snap.head = ring.head();
                 for i in 0..reads.len() {
                     if let Some((e, _)) = devttrace::ring::event_at(&reads, i) {
                         snap.events.push(e);

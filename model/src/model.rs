@@ -226,16 +226,17 @@ pub enum Step {
 /// before those: before every event the trace holds, so it does not move the horizon.
 ///
 /// ```
-/// use devttrace::event::{Mark, RingSnapshot};
+/// use devttrace::event::{Accounting, Mark, RingSnapshot};
 /// use ttrace_model::model::horizon;
 /// let ring = |lost, first: u64| RingSnapshot::<Mark> {
-///     lost,
+///     counts: Accounting { lost, ..Default::default() },
 ///     events: vec![Mark { stamp: first, ..Default::default() }],
 ///     ..Default::default()
 /// };
 /// assert_eq!(horizon(&[ring(0, 5), ring(0, 9)]), 0);
 /// assert_eq!(horizon(&[ring(3, 5), ring(1, 7), ring(0, 9)]), 7);
-/// let cut = RingSnapshot::<Mark> { older: 4, ..ring(1, 8) };
+/// let mut cut = ring(1, 8);
+/// cut.older = 4;
 /// assert_eq!(horizon(&[ring(3, 5), cut]), 5);
 /// ```
 pub fn horizon<T: Kept>(rings: &[RingSnapshot<T>]) -> u64 {

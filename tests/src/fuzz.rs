@@ -504,8 +504,9 @@ pub fn ring(data: &[u8]) {
     }
     let ring = mem.ring();
     for newer_than in [0, since] {
-        let snap = ring.snapshot_newer_than(newer_than);
-        let index = ring.index_newer_than(newer_than);
+        let keep = devttrace::Keep::newer_than(newer_than, devttrace::clear::Cleared::default());
+        let snap = ring.walk::<devttrace::Event>(&keep, &mut ());
+        let index = ring.walk::<devttrace::Mark>(&keep, &mut ());
         assert!(snap.events.len() <= slots);
         assert_eq!(snap.events.len(), index.events.len(), "index and snapshot");
         for (e, &mark) in snap.events.iter().zip(&index.events) {

@@ -720,21 +720,24 @@ struct PathScope {
 /// writers, entries damaged or malformed), gives `u64::MAX`: no path can be told.
 ///
 /// ```
-/// use devttrace::{Mark, RingSnapshot};
+/// use devttrace::{event::Accounting, Mark, RingSnapshot};
 /// use ttrace_reader::decode::span_horizon;
 /// let ring = |stamps: &[u64], lost| RingSnapshot::<Mark> {
-///     lost,
+///     counts: Accounting { lost, ..Accounting::default() },
 ///     events: stamps.iter().map(|&stamp| Mark { stamp, ..Mark::default() }).collect(),
 ///     ..RingSnapshot::<Mark>::default()
 /// };
 /// assert_eq!(span_horizon(&[ring(&[10, 20], 0), ring(&[30, 40], 0)]), 0);
 /// assert_eq!(span_horizon(&[ring(&[10, 20], 0), ring(&[30, 40], 5)]), 30);
-/// let overtaken = RingSnapshot::<Mark> { after_cut: 1, ..ring(&[30, 40], 5) };
+/// let mut overtaken = ring(&[30, 40], 5);
+/// overtaken.after_cut = 1;
 /// assert_eq!(span_horizon(&[ring(&[10, 20], 0), overtaken]), 40);
 /// // Losses older than an event before `--since`: none after it.
-/// let since = RingSnapshot::<Mark> { older: 2, ..ring(&[30, 40], 5) };
+/// let mut since = ring(&[30, 40], 5);
+/// since.older = 2;
 /// assert_eq!(span_horizon(&[ring(&[10, 20], 0), since]), 0);
-/// let dropped = RingSnapshot::<Mark> { dropped: 1, ..ring(&[10, 20], 0) };
+/// let mut dropped = ring(&[10, 20], 0);
+/// dropped.dropped = 1;
 /// assert_eq!(span_horizon(&[dropped, ring(&[30, 40], 5)]), u64::MAX);
 /// ```
 pub fn span_horizon<T: Kept>(rings: &[RingSnapshot<T>]) -> u64 {

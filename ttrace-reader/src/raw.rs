@@ -7,7 +7,7 @@
 //! data words. Events are oldest first, the CPU's two rings merged by time. Only complete
 //! entries are written: they were read with the stamp check.
 
-use devttrace::{Event, Mark, Reader, RingSnapshot, Snapshot, Version, View};
+use devttrace::{Accounting, Event, Mark, Reader, RingSnapshot, Snapshot, Version, View};
 use std::ops::RangeInclusive;
 use ttrace_layouts::entry::{Stamp, ENTRY_ARGS, SLOT_BYTES, SLOT_WORDS};
 use zerocopy::IntoBytes;
@@ -204,7 +204,10 @@ pub fn snapshot(dev: &Reader, files: Vec<Vec<Event>>) -> Snapshot {
         cpus: files
             .into_iter()
             .map(|events| RingSnapshot {
-                committed: events.len() as u64,
+                counts: Accounting {
+                    committed: events.len() as u64,
+                    ..Accounting::default()
+                },
                 events,
                 ..RingSnapshot::default()
             })

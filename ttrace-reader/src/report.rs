@@ -381,6 +381,29 @@ pub struct RingCounts {
     pub covered_ns: u64,
 }
 
+impl RingCounts {
+    /// The counts of the ring named `ring` as a report says them: its `events` and the
+    /// [`Accounting`](devttrace::Accounting) of its read (the one place the names differ:
+    /// `committed` is `entries`, `claimed` is `incomplete`), over `covered_ns`.
+    pub fn of(ring: String, events: u64, a: &devttrace::Accounting, covered_ns: u64) -> Self {
+        RingCounts {
+            ring,
+            events,
+            entries: a.committed,
+            lost: a.lost,
+            incomplete: a.claimed,
+            dropped: a.dropped,
+            older: a.older,
+            orphans: a.orphans,
+            malformed: a.malformed,
+            damaged: a.damaged,
+            after_cut: a.after_cut,
+            cleared: a.cleared,
+            covered_ns,
+        }
+    }
+}
+
 /// A report of a trace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
@@ -999,20 +1022,13 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     );
     let rings = (view.cpus.iter().enumerate())
         .filter(|&(ring, r)| crate::decode::shown(ring, r, num_cpus, filter))
-        .map(|(ring, r)| RingCounts {
-            ring: ttrace_layouts::ring::ring_name(ring, num_cpus),
-            events: r.events.len() as u64,
-            entries: r.committed,
-            lost: r.lost,
-            incomplete: r.claimed,
-            dropped: r.dropped,
-            older: r.older,
-            orphans: r.orphans,
-            malformed: r.malformed,
-            damaged: r.damaged,
-            after_cut: r.after_cut,
-            cleared: r.cleared,
-            covered_ns: ring_covered[ring],
+        .map(|(ring, r)| {
+            RingCounts::of(
+                ttrace_layouts::ring::ring_name(ring, num_cpus),
+                r.events.len() as u64,
+                &r.counts,
+                ring_covered[ring],
+            )
         })
         .collect();
     Report {

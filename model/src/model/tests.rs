@@ -173,7 +173,10 @@ fn stems_pair_the_latest_start_of_their_thread_and_a_start_no_stop_ends_is_an_in
 #[test]
 fn nothing_before_the_horizon_is_paired() {
     let ring = |lost, first| RingSnapshot::<Mark> {
-        lost,
+        counts: devttrace::event::Accounting {
+            lost,
+            ..Default::default()
+        },
         events: vec![devttrace::event::Mark {
             stamp: first,
             ..Default::default()

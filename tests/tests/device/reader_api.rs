@@ -255,8 +255,8 @@ fn a_copy_overtaken_by_a_writer_shows_what_it_reached_and_counts_the_rest() {
             }
         }
     });
-    let keep = devttrace::ring::Keep::newer_than(0, devttrace::clear::Cleared::default());
-    let snap = copy.snapshot(&keep);
+    let keep = devttrace::Keep::newer_than(0, devttrace::clear::Cleared::default());
+    let snap = copy.walk::<devttrace::Event>(&keep);
     let shown: Vec<u64> = snap.events.iter().map(|e| e.args()[0]).collect();
     let expected: Vec<u64> = (N..N + 4096).chain(N + 8192..2 * N).collect();
     assert_eq!(shown, expected);

@@ -577,7 +577,7 @@ fn a_follower_counts_an_impossible_time_as_damage_at_once() {
             let end = follower.finish().unwrap();
             let events: usize = end.snapshot.cpus.iter().map(|r| r.events.len()).sum();
             assert_eq!((events, end.late), (0, 0), "{what} ({name})");
-            assert_eq!(follower.totals()[1].damaged, 1, "{what} ({name})");
+            assert_eq!(follower.totals()[1].counts.damaged, 1, "{what} ({name})");
         }
     }
 }

@@ -97,7 +97,7 @@ fn a_shadow_saved_after_the_rings_moved_on_holds_what_its_follower_read() {
     // The follower lost the laps between its reads; the copy, as a ring does, counts every
     // position it no longer holds: all but the last lap's 64.
     assert_eq!(
-        follower.totals().iter().map(|t| t.lost).sum::<u64>(),
+        follower.totals().iter().map(|t| t.counts.lost).sum::<u64>(),
         2 * (84 - 20),
         "the follower's own count"
     );

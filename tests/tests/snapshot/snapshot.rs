@@ -42,7 +42,7 @@ fn a_saved_device_reads_back_as_the_device_did() {
     let dev = Reader::open(&dir).unwrap();
     let file = tmp.path().join("trace.ttrace");
     let saved = dev.save(&file).unwrap();
-    assert_eq!((saved.claimed, saved.changed), (0, 0));
+    assert_eq!((saved.counts.claimed, saved.counts.changed), (0, 0));
     let live = dev.snapshot().unwrap();
     let snap = Reader::open(&file).unwrap();
     let frozen = snap.snapshot().unwrap();
@@ -63,7 +63,7 @@ fn a_saved_device_reads_back_as_the_device_did() {
         "rings wrapped"
     );
     assert_eq!(
-        saved.entries,
+        saved.counts.committed,
         live.cpus.iter().map(|r| r.committed).sum::<u64>()
     );
     assert_eq!(snap.ctl(), dev.ctl());
@@ -729,7 +729,7 @@ fn a_snapshot_of_wrapped_rings_keeps_exactly_the_retained_entries_and_the_losses
     let file = tmp.path().join("wrapped.ttrace");
     let saved = dev.save(&file).unwrap();
     assert_eq!(
-        saved.entries,
+        saved.counts.committed,
         2 * slots,
         "every slot of the two rings written"
     );

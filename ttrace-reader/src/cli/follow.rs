@@ -298,7 +298,8 @@ fn footer(follower: &Follower<'_>, filter: &Filter, printed: u64, out: &mut Vec<
     let version = follower.reader().version();
     for (ring, t) in follower.totals().iter().enumerate() {
         let shown = filter.cpus.is_empty() || filter.cpus.contains(&ring);
-        if !shown || t.through == t.from {
+        let c = &t.counts;
+        if !shown || c.head == 0 {
             continue;
         }
         let _ = writeln!(
@@ -306,12 +307,12 @@ fn footer(follower: &Follower<'_>, filter: &Filter, printed: u64, out: &mut Vec<
             "# {}: positions {}..{} followed: {} entries read, {} lost, {} given up, {} damaged, {} still being written",
             version.ring_name(ring),
             t.from,
-            t.through,
-            t.read,
-            t.lost,
-            t.gave_up,
-            t.damaged,
-            t.waiting
+            t.through(),
+            c.committed,
+            c.lost,
+            c.skipped,
+            c.damaged,
+            c.claimed
         );
     }
     let _ = writeln!(out, "# {printed} events printed");

@@ -29,9 +29,9 @@ pub(super) fn run(device: Option<PathBuf>, output: PathBuf, force: bool) -> Resu
     let mut said = format!(
         "{}: {} entries, {} being written, {} overwritten while copied; {} bytes (of a {}-byte device)",
         output.display(),
-        saved.entries,
-        saved.claimed,
-        saved.changed,
+        saved.counts.committed,
+        saved.counts.claimed,
+        saved.counts.changed,
         saved.bytes,
         saved.image_bytes
     );

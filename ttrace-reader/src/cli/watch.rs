@@ -513,7 +513,7 @@ impl Watcher<'_> {
         for mut c in self.children.drain(..) {
             let _ = c.wait();
         }
-        let lost: u64 = follower.totals().iter().map(|t| t.lost).sum();
+        let lost: u64 = follower.totals().iter().map(|t| t.counts.lost).sum();
         let c = &self.counts;
         say(format!(
             "# watch: {} matches, {} snapshots, {} merged, {} put off, {} failed, {lost} entries lost by the follower",
