@@ -103,6 +103,13 @@ impl Part {
 pub struct Parts([u64; 6]);
 
 impl Parts {
+    /// An interval of `ticks` the trace can tell nothing of: all [`Part::Unknown`].
+    pub fn unknown(ticks: u64) -> Parts {
+        let mut p = Parts::default();
+        p.add(Part::Unknown, ticks);
+        p
+    }
+
     /// The ticks of part `p`.
     pub fn get(&self, p: Part) -> u64 {
         self.0[p as usize]

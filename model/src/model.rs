@@ -158,8 +158,10 @@ pub enum Step {
         end: Event,
         /// The call's depth.
         depth: usize,
-        /// Where its time went ([`crate::anatomy`]).
-        parts: Parts,
+        /// Where its time went ([`crate::anatomy`]), where the trace can tell any of it
+        /// (it holds switches or wakes); `None`: all unknown. Boxed, so that every step
+        /// stays small to move.
+        parts: Option<Box<Parts>>,
     },
     /// A start opened a pair of its stem.
     StemBegin(Event),
@@ -169,8 +171,8 @@ pub enum Step {
         begin: Event,
         /// The stop.
         end: Event,
-        /// Where its time went ([`crate::anatomy`]).
-        parts: Parts,
+        /// Where its time went, as [`Step::CallEnd`]'s.
+        parts: Option<Box<Parts>>,
     },
     /// A span instance was created.
     SpanNew(Event),
@@ -327,11 +329,17 @@ pub struct Model {
     any_spans: bool,
     threads: Threads,
     horizon: u64,
-    /// Open calls, by thread, each with where its thread stood: foldhash, fast on small
-    /// keys and randomly seeded, so that a hostile trace cannot choose threads that collide.
-    calls: FoldHashMap<Thread, Vec<(Event, Mark)>>,
+    /// Open calls, by thread: foldhash, fast on small keys and randomly seeded, so that a
+    /// hostile trace cannot choose threads that collide.
+    calls: FoldHashMap<Thread, Vec<Event>>,
     /// Open starts, by thread and stem.
-    starts: FoldHashMap<Stack, Vec<(Event, Mark)>>,
+    starts: FoldHashMap<Stack, Vec<Event>>,
+    /// Where each open call's thread stood as it began, by thread, with the call's depth:
+    /// kept only where the trace can tell where time went, so that a trace with no switch
+    /// and no wake keeps its stacks as small as they were.
+    call_marks: FoldHashMap<Thread, Vec<(usize, Mark)>>,
+    /// The same for the open starts.
+    start_marks: FoldHashMap<Stack, Vec<(usize, Mark)>>,
     /// Open instances, by process and id.
     instances: FoldHashMap<(u32, u64), Instance>,
     /// Enters held back, by writer.
@@ -358,6 +366,8 @@ impl Model {
             horizon: horizon(rings),
             calls: FoldHashMap::default(),
             starts: FoldHashMap::default(),
+            call_marks: FoldHashMap::default(),
+            start_marks: FoldHashMap::default(),
             instances: FoldHashMap::default(),
             held: FoldHashMap::default(),
             fields: false,
@@ -495,13 +505,17 @@ impl Model {
             }),
             Kind::Entry => {
                 let thread = self.threads.of(e.ctx, e.stamp);
-                let mark = self.mark(e.ctx, e.stamp);
                 let stack = self.calls.entry(thread).or_default();
-                stack.push((*e, mark));
-                out(Step::CallBegin {
-                    event: *e,
-                    depth: stack.len() - 1,
-                })
+                stack.push(*e);
+                let depth = stack.len() - 1;
+                if self.switches {
+                    let mark = self.mark(e.ctx, e.stamp);
+                    self.call_marks
+                        .entry(thread)
+                        .or_default()
+                        .push((depth, mark));
+                }
+                out(Step::CallBegin { event: *e, depth })
             }
             Kind::Exit if before => out(Step::Unpaired {
                 event: *e,
@@ -514,12 +528,18 @@ impl Model {
                     .get_mut(&thread)
                     .and_then(|s| s.pop().map(|b| (b, s.len())))
                 {
-                    Some(((begin, mark), depth)) => out(Step::CallEnd {
-                        begin,
-                        end: *e,
-                        depth,
-                        parts: self.parts(e.ctx, &mark, e.stamp),
-                    }),
+                    Some((begin, depth)) => {
+                        let mark = match self.switches {
+                            true => marked(&mut self.call_marks, &thread, depth),
+                            false => None,
+                        };
+                        out(Step::CallEnd {
+                            begin,
+                            end: *e,
+                            depth,
+                            parts: mark.and_then(|m| self.parts(e.ctx, &m, e.stamp)),
+                        })
+                    }
                     None => out(Step::Unpaired {
                         event: *e,
                         why: Why::PartnerMissing,
@@ -540,16 +560,32 @@ impl Model {
                 }
                 let thread = self.threads.of(e.ctx, e.stamp);
                 if kind == Kind::Start {
-                    let mark = self.mark(e.ctx, e.stamp);
-                    self.starts.entry((thread, s)).or_default().push((*e, mark));
+                    let stack = self.starts.entry((thread, s)).or_default();
+                    stack.push(*e);
+                    let depth = stack.len() - 1;
+                    if self.switches {
+                        let mark = self.mark(e.ctx, e.stamp);
+                        self.start_marks
+                            .entry((thread, s))
+                            .or_default()
+                            .push((depth, mark));
+                    }
                     return out(Step::StemBegin(*e));
                 }
-                match self.starts.get_mut(&(thread, s)).and_then(Vec::pop) {
-                    Some((begin, mark)) => out(Step::StemEnd {
-                        begin,
-                        end: *e,
-                        parts: self.parts(e.ctx, &mark, e.stamp),
-                    }),
+                let popped = (self.starts.get_mut(&(thread, s)))
+                    .and_then(|st| st.pop().map(|b| (b, st.len())));
+                match popped {
+                    Some((begin, depth)) => {
+                        let mark = match self.switches {
+                            true => marked(&mut self.start_marks, &(thread, s), depth),
+                            false => None,
+                        };
+                        out(Step::StemEnd {
+                            begin,
+                            end: *e,
+                            parts: mark.and_then(|m| self.parts(e.ctx, &m, e.stamp)),
+                        })
+                    }
                     None => out(Step::Unpaired {
                         event: *e,
                         why: Why::PartnerMissing,
@@ -568,6 +604,8 @@ impl Model {
         for c in self.cpus.values_mut() {
             c.lose();
         }
+        self.call_marks.clear();
+        self.start_marks.clear();
         for e in outermost_first(std::mem::take(&mut self.calls))
             .chain(outermost_first(std::mem::take(&mut self.starts)))
         {
@@ -591,16 +629,16 @@ impl Model {
             true => Why::ThreadEnded,
             false => Why::OpenAtEnd,
         };
-        let mut calls: Vec<(Thread, Vec<(Event, Mark)>)> = self.calls.into_iter().collect();
+        let mut calls: Vec<(Thread, Vec<Event>)> = self.calls.into_iter().collect();
         calls.sort_unstable_by_key(|(t, _)| *t);
-        let mut starts: Vec<(Stack, Vec<(Event, Mark)>)> = self.starts.into_iter().collect();
-        starts.sort_unstable_by_key(|(k, v)| (k.0, v.first().map(|e| e.0.stamp), k.1));
+        let mut starts: Vec<(Stack, Vec<Event>)> = self.starts.into_iter().collect();
+        starts.sort_unstable_by_key(|(k, v)| (k.0, v.first().map(|e| e.stamp), k.1));
         for (t, v) in calls
             .into_iter()
             .chain(starts.into_iter().map(|((t, _), v)| (t, v)))
         {
             let why = why(&t);
-            for (event, _) in v {
+            for event in v {
                 out(Step::Unpaired { event, why });
             }
         }
@@ -916,9 +954,11 @@ impl Model {
         }
     }
 
-    /// The parts of thread `ctx`'s interval from `mark` to `at`.
-    fn parts(&self, ctx: u64, mark: &Mark, at: u64) -> Parts {
-        anatomy::between(mark, &self.mark(ctx, at))
+    /// The parts of thread `ctx`'s interval from `mark` to `at`, where the trace can tell
+    /// any of it.
+    fn parts(&self, ctx: u64, mark: &Mark, at: u64) -> Option<Box<Parts>> {
+        let parts = anatomy::between(mark, &self.mark(ctx, at));
+        (self.switches && parts.known()).then(|| Box::new(parts))
     }
 
     /// Forgets the polls of instance `key` still open on any thread (it closed).
@@ -940,12 +980,32 @@ impl Model {
 
 /// The events open in `stacks`, per key outermost first, keys in order.
 fn outermost_first<K: Ord + Copy>(
-    stacks: FoldHashMap<K, Vec<(Event, Mark)>>,
+    stacks: FoldHashMap<K, Vec<Event>>,
 ) -> impl Iterator<Item = Event> {
-    let mut v: Vec<(K, Vec<(Event, Mark)>)> = stacks.into_iter().collect();
+    let mut v: Vec<(K, Vec<Event>)> = stacks.into_iter().collect();
     v.sort_unstable_by_key(|(k, _)| *k);
-    v.into_iter()
-        .flat_map(|(_, s)| s.into_iter().map(|(e, _)| e))
+    v.into_iter().flat_map(|(_, s)| s)
+}
+
+/// The mark of the call (or start) at `depth` of `key`'s stack, just closed, if one was
+/// kept for it (marks are kept only while the trace can tell where time went).
+fn marked<K: std::hash::Hash + Eq>(
+    marks: &mut FoldHashMap<K, Vec<(usize, Mark)>>,
+    key: &K,
+    depth: usize,
+) -> Option<Mark> {
+    let stack = marks.get_mut(key)?;
+    // Marks of calls deeper than this one were left by calls closed without them.
+    while stack.last().is_some_and(|m| m.0 > depth) {
+        stack.pop();
+    }
+    match stack.last() {
+        Some(&(d, mark)) if d == depth => {
+            stack.pop();
+            Some(mark)
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -155,7 +155,10 @@ impl Matcher {
             Step::CallEnd {
                 begin, end, parts, ..
             }
-            | Step::StemEnd { begin, end, parts } => (begin, end.stamp, parts),
+            | Step::StemEnd { begin, end, parts } => {
+                let parts = parts.map_or_else(|| Parts::unknown(end.stamp - begin.stamp), |p| *p);
+                (begin, end.stamp, parts)
+            }
             // A span's duration is its instance's lifetime, new to close, when whole.
             Step::SpanEnd(i) => match (i.new, i.close.filter(|_| i.whole)) {
                 (Some(new), Some(close)) => (new, close, i.parts),

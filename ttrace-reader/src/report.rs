@@ -744,22 +744,45 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     let mut slow_pairs: BTreeMap<usize, Slowest<(Event, Parts)>> = BTreeMap::new();
     let mut un = Unmeasured::default();
     let (mut first, mut last, mut events) = (None, 0u64, 0u64);
-    let mut add = |open: &Event, close: &Event, parts: &Parts| {
-        let ns = clock.ticks_to_ns(close.stamp.saturating_sub(open.stamp));
+    let mut add = |open: &Event, close: &Event, parts: Option<&Parts>| {
+        let ticks = close.stamp.saturating_sub(open.stamp);
+        let ns = clock.ticks_to_ns(ticks);
         let id = open.type_word.tracepoint() as usize;
         let d = durations
             .entry((id, group_key(open)))
             .or_insert_with(|| (Vec::new(), *open, Default::default()));
         d.0.push(ns);
-        for (p, ns) in parts_ns(&clock, parts).iter() {
-            d.2[p as usize].push(ns);
+        // The parts are kept from the first pair whose parts the trace tells (the pairs
+        // before it all unknown): a trace with no switch and no wake keeps none.
+        let unknown = Parts::unknown(ns);
+        match parts {
+            Some(p) => {
+                if d.2[0].len() + 1 < d.0.len() {
+                    for &before in &d.0[d.2[0].len()..d.0.len() - 1] {
+                        for (p, ns) in Parts::unknown(before).iter() {
+                            d.2[p as usize].push(ns);
+                        }
+                    }
+                }
+                for (p, ns) in parts_ns(&clock, p).iter() {
+                    d.2[p as usize].push(ns);
+                }
+            }
+            None if !d.2[0].is_empty() => {
+                for (p, ns) in unknown.iter() {
+                    d.2[p as usize].push(ns);
+                }
+            }
+            None => {}
         }
         if slow_pair_ids.get(id).copied().unwrap_or(false) {
             let k = opts.slowest.unwrap_or(1);
             slow_pairs
                 .entry(id)
                 .or_insert_with(|| Slowest::new(k))
-                .offer(ns, open.stamp, || (*open, *parts));
+                .offer(ns, open.stamp, || {
+                    (*open, parts.copied().unwrap_or(Parts::unknown(ticks)))
+                });
         }
     };
     let rings = view.cpus.len();
@@ -811,7 +834,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
             | Step::StemEnd { begin, end, parts }
                 if pick(&begin) =>
             {
-                add(&begin, &end, &parts)
+                add(&begin, &end, parts.as_deref())
             }
             Step::SpanEnd(i) if i.new.as_ref().map_or(all, &mut pick) => ended(*i, None),
             Step::SpanUnended { instance, why } if instance.new.as_ref().map_or(all, &mut pick) => {

@@ -534,10 +534,14 @@ fn anatomies(mut model: Model, events: &[Option<Event>]) -> Vec<String> {
     };
     let mut lines = Vec::new();
     let mut out = |s: Step| match s {
-        Step::CallEnd { begin, parts, .. } => {
+        Step::CallEnd {
+            begin, end, parts, ..
+        } => {
+            let parts = parts.map_or_else(|| Parts::unknown(end.stamp - begin.stamp), |p| *p);
             lines.push(show(format!("call {}", begin.stamp), &parts))
         }
-        Step::StemEnd { begin, parts, .. } => {
+        Step::StemEnd { begin, end, parts } => {
+            let parts = parts.map_or_else(|| Parts::unknown(end.stamp - begin.stamp), |p| *p);
             lines.push(show(format!("stem {}", begin.stamp), &parts))
         }
         Step::SpanEnd(i) => lines.push(show(format!("span {}", i.id), &i.parts)),

@@ -317,7 +317,9 @@ impl Writer<'_, '_> {
                 // The innermost call: the one the model closes.
                 let at = scopes.iter().rposition(|s| s.1);
                 if let Some((slot, _)) = at.map(|at| scopes.remove(at)) {
-                    self.parts(slot, &parts);
+                    if let Some(parts) = parts {
+                        self.parts(slot, &parts);
+                    }
                     self.end(slot, end.stamp, Some(&end))?;
                 }
             }
@@ -339,7 +341,9 @@ impl Writer<'_, '_> {
             }
             Step::StemEnd { begin, end, parts } => {
                 if let Some(slot) = self.starts.remove(&key(&begin)) {
-                    self.parts(slot, &parts);
+                    if let Some(parts) = parts {
+                        self.parts(slot, &parts);
+                    }
                     self.end(slot, end.stamp, Some(&end))?;
                 }
             }

@@ -790,10 +790,10 @@ impl<'s> Writer<'s> {
 
     /// Ends a call's or pair's slice with `end` (on `track`, `None`: its thread's), its
     /// parts (ticks) among its arguments where the trace tells any.
-    fn end(&mut self, end: &Event, track: Option<u64>, parts: &Parts, flows: &[u64]) {
-        if !parts.known() {
+    fn end(&mut self, end: &Event, track: Option<u64>, parts: Option<&Parts>, flows: &[u64]) {
+        let Some(parts) = parts.filter(|p| p.known()) else {
             return self.own(end, track, event::SLICE_END, flows);
-        }
+        };
         let parts = parts.scaled(|t| self.clock.ticks_to_ns(t));
         self.track_event(TrackEvent {
             ctx: end.ctx,
@@ -891,7 +891,7 @@ impl<'s> Writer<'s> {
             }
             Step::CallEnd { end, parts, .. } => {
                 self.written.pairs += 1;
-                self.end(&end, None, &parts, &[]);
+                self.end(&end, None, parts.as_deref(), &[]);
             }
             Step::PollEnd { end, .. } => {
                 self.written.pairs += 1;
@@ -904,7 +904,7 @@ impl<'s> Writer<'s> {
             Step::StemEnd { end, parts, .. } => {
                 self.written.pairs += 1;
                 let track = self.stem_track(&end);
-                self.end(&end, Some(track), &parts, &[]);
+                self.end(&end, Some(track), parts.as_deref(), &[]);
             }
             Step::Unpaired { event, why } => match why {
                 // Written when it began; left open.
