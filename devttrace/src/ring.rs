@@ -652,13 +652,14 @@ pub fn holds_position(read: &SlotRead, pos: u64) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::event::RingSnapshot;
     use core::sync::atomic::AtomicU64;
     use ttrace_layouts::entry::{Kind, TypeWord};
 
-    fn words(nargs: u8, args: &[u64]) -> [u64; 7] {
+    /// The words of an entry of tracepoint 7 with `nargs` arguments, `args` (at most 5).
+    pub(crate) fn words(nargs: u8, args: &[u64]) -> [u64; 7] {
         let mut w = [0; 7];
         w[0] = TypeWord::new(Kind::Entry, nargs, 7).0;
         w[1] = 42 << 32 | 43;
@@ -666,7 +667,8 @@ mod tests {
         w
     }
 
-    fn check_accounting(s: &RingSnapshot) {
+    /// Every reserved position of `s` is skipped, committed, being written or lost.
+    pub(crate) fn check_accounting(s: &RingSnapshot) {
         assert_eq!(
             s.head,
             s.skipped + s.committed + s.claimed + s.lost,

@@ -456,23 +456,8 @@ mod tests {
     use super::*;
     use crate::ring::HeapRing;
     use core::sync::atomic::AtomicU64;
-    use ttrace_layouts::entry::Kind;
 
-    fn words(nargs: u8, args: &[u64]) -> [u64; 7] {
-        let mut w = [0; 7];
-        w[0] = TypeWord::new(Kind::Entry, nargs, 7).0;
-        w[1] = 42 << 32 | 43;
-        w[2..2 + args.len().min(5)].copy_from_slice(&args[..args.len().min(5)]);
-        w
-    }
-
-    fn check_accounting(s: &RingSnapshot) {
-        assert_eq!(
-            s.head,
-            s.skipped + s.committed + s.claimed + s.lost,
-            "{s:?}"
-        );
-    }
+    use crate::ring::tests::{check_accounting, words};
 
     #[test]
     fn newer_than_keeps_later_events_and_the_whole_ring_counts() {
