@@ -381,3 +381,30 @@ pub fn dumped_lines(reader: cli::Cli, dir: &Path, cpu: Option<usize>) -> Vec<Str
         .map(str::to_string)
         .collect()
 }
+
+/// The type words of the built-in `sched_out` and `sched_in` tracepoints, registered in `dev`
+/// as the writer's drain registers them (class messages), for tests that write switches
+/// directly.
+pub fn switch_words(dev: &ttrace_core::Writer) -> (u64, u64) {
+    use ttrace_layouts::device::*;
+    let builtin = |name: &'static str, kind, format: &'static str| {
+        let d = ttrace_core::Definition::untyped(name, kind, CLASS_MESSAGES, format);
+        dev.device().register_tracepoint(&d).expect("tracepoint").1
+    };
+    (
+        builtin(SWITCH_OUT_NAME, ttrace_core::Kind::Stop, SWITCH_OUT_FORMAT),
+        builtin(SWITCH_IN_NAME, ttrace_core::Kind::Start, SWITCH_IN_FORMAT),
+    )
+}
+
+/// Writes one event of `word` for the writer `ctx` with `args` (at most 5) into ring 0 of
+/// `dev` at `t`.
+pub fn put_event(dev: &ttrace_core::Writer, t: u64, word: u64, ctx: u64, args: &[u64]) {
+    let mut slot = [word, ctx, 0, 0, 0, 0, 0];
+    slot[2..2 + args.len()].copy_from_slice(args);
+    dev.device()
+        .mapping()
+        .ring(0)
+        .write(t, 1, &slot)
+        .expect("a slot");
+}

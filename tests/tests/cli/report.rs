@@ -544,40 +544,27 @@ fn slowest_lists_the_longest_pairs_of_each_name_with_their_arguments() {
     assert_eq!(lines[at + 1], "    call(fd=9)");
 }
 
-/// Writes one event of `word` for `ctx` with `args` into ring 0 at `t`.
-fn put_args(dev: &Writer, t: u64, word: u64, ctx: u64, args: &[u64]) {
-    let mut slot = [word, ctx, 0, 0, 0, 0, 0];
-    slot[2..2 + args.len()].copy_from_slice(args);
-    dev.device().mapping().ring(0).write(t, 1, &slot).unwrap();
-}
-
 #[test]
 fn a_pairs_time_is_cut_into_parts_by_its_threads_switches() {
-    use ttrace_layouts::device::*;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let dev = device(&dir, 1024);
     let (enter, exit) = calls(&dev);
-    let builtin = |name: &'static str, kind, format: &'static str| {
-        let d = ttrace_core::Definition::untyped(name, kind, CLASS_MESSAGES, format);
-        dev.device().register_tracepoint(&d).unwrap().1
-    };
-    let out = builtin(SWITCH_OUT_NAME, Kind::Stop, SWITCH_OUT_FORMAT);
-    let back = builtin(SWITCH_IN_NAME, Kind::Start, SWITCH_IN_FORMAT);
+    let (out, back) = ttrace_tests::switch_words(&dev);
     let (t1, t2) = (1 << 32 | 2, 1 << 32 | 3);
     let t = dev.now();
     // Thread 2's switches are known from its first one: its call of 9 us was preempted
     // 1 us, blocked 5 us, on its CPU the rest.
-    put_args(&dev, t + 500, back, t1, &[t + 500]);
-    put_args(&dev, t + 1000, enter, t1, &[3]);
-    put_args(&dev, t + 2000, out, t1, &[1, t + 2000]);
-    put_args(&dev, t + 3000, back, t1, &[t + 3000]);
-    put_args(&dev, t + 4000, out, t1, &[0, t + 4000]);
-    put_args(&dev, t + 9000, back, t1, &[t + 9000]);
-    put_args(&dev, t + 10_000, exit, t1, &[]);
+    ttrace_tests::put_event(&dev, t + 500, back, t1, &[t + 500]);
+    ttrace_tests::put_event(&dev, t + 1000, enter, t1, &[3]);
+    ttrace_tests::put_event(&dev, t + 2000, out, t1, &[1, t + 2000]);
+    ttrace_tests::put_event(&dev, t + 3000, back, t1, &[t + 3000]);
+    ttrace_tests::put_event(&dev, t + 4000, out, t1, &[0, t + 4000]);
+    ttrace_tests::put_event(&dev, t + 9000, back, t1, &[t + 9000]);
+    ttrace_tests::put_event(&dev, t + 10_000, exit, t1, &[]);
     // Thread 3 has no switch in the trace: its call's time is unknown.
-    put_args(&dev, t + 20_000, enter, t2, &[4]);
-    put_args(&dev, t + 28_000, exit, t2, &[]);
+    ttrace_tests::put_event(&dev, t + 20_000, enter, t2, &[4]);
+    ttrace_tests::put_event(&dev, t + 28_000, exit, t2, &[]);
     let json: serde_json::Value =
         serde_json::from_str(&reader!("report", &dir, "--json", "--slowest", "2").ok()).unwrap();
     let slow = json["slowest"]

@@ -1950,8 +1950,8 @@ fn uftrace_replay_shows_exit_arguments_event_texts_messages_and_thread_names() {
 /// preempted 1 us and blocked 5 us, and thread 3's call of 8 us has no switch: written
 /// directly, as the writer's drain writes switches.
 fn switches_device(dir: &Path) -> String {
-    use ttrace_core::{Config, Definition, Kind, Writer};
-    use ttrace_layouts::device::*;
+    use ttrace_core::{Config, Kind, Writer};
+    use ttrace_layouts::device::ClockSource;
     let dev = Writer::open(&Config {
         clock: Some(ClockSource::MonotonicNs),
         ..ttrace_tests::config(&dir.join("switches"), 1024, 2)
@@ -1961,17 +1961,8 @@ fn switches_device(dir: &Path) -> String {
         define_kind(&dev, "call", Kind::Entry, "fd={fd}"),
         define_kind(&dev, "call_done", Kind::Exit, ""),
     );
-    let builtin = |name: &'static str, kind, format: &'static str| {
-        let d = Definition::untyped(name, kind, CLASS_MESSAGES, format);
-        dev.device().register_tracepoint(&d).unwrap().1
-    };
-    let out = builtin(SWITCH_OUT_NAME, Kind::Stop, SWITCH_OUT_FORMAT);
-    let back = builtin(SWITCH_IN_NAME, Kind::Start, SWITCH_IN_FORMAT);
-    let put = |t: u64, word: u64, ctx: u64, args: &[u64]| {
-        let mut slot = [word, ctx, 0, 0, 0, 0, 0];
-        slot[2..2 + args.len()].copy_from_slice(args);
-        dev.device().mapping().ring(0).write(t, 1, &slot).unwrap();
-    };
+    let (out, back) = ttrace_tests::switch_words(&dev);
+    let put = |t, word, ctx, args: &[u64]| ttrace_tests::put_event(&dev, t, word, ctx, args);
     let (t1, t2) = (1 << 32 | 2, 1 << 32 | 3);
     let t = dev.now();
     put(t + 500, back, t1, &[t + 500]);
