@@ -69,7 +69,8 @@
 //! enter held back, and an enter held keeps where its thread stood when it came.
 //!
 //! **Cost.** Feeding an event allocates nothing unless it opens something on a thread or
-//! instance not seen before; steps go to the caller's sink (`FnMut(Step)`), one at a time.
+//! instance not seen before; steps go to the caller's sink (`FnMut(Step)`), one at a time,
+//! borrowing the events they name (a step moves no event).
 //! A [`Model`] is [`Clone`]: a reader that formats a trace in parts can run the model over
 //! the whole, clone it at each cut, and hand each part the state at its start.
 
@@ -140,22 +141,22 @@ impl Why {
 
 /// What an event did (see the module's documentation).
 #[derive(Clone, Debug)]
-pub enum Step {
+pub enum Step<'a> {
     /// An event that opens and closes nothing.
-    Instant(Event),
+    Instant(&'a Event),
     /// An entry opened a call, at this depth on its thread (0 outermost).
     CallBegin {
         /// The entry.
-        event: Event,
+        event: &'a Event,
         /// Calls open on its thread before it.
         depth: usize,
     },
     /// An exit closed a call.
     CallEnd {
         /// The entry.
-        begin: Event,
+        begin: &'a Event,
         /// The exit.
-        end: Event,
+        end: &'a Event,
         /// The call's depth.
         depth: usize,
         /// Where its time went ([`crate::anatomy`]), where the trace can tell any of it
@@ -164,37 +165,37 @@ pub enum Step {
         parts: Option<Box<Parts>>,
     },
     /// A start opened a pair of its stem.
-    StemBegin(Event),
+    StemBegin(&'a Event),
     /// A stop closed a pair of its stem.
     StemEnd {
         /// The start.
-        begin: Event,
+        begin: &'a Event,
         /// The stop.
-        end: Event,
+        end: &'a Event,
         /// Where its time went, as [`Step::CallEnd`]'s.
         parts: Option<Box<Parts>>,
     },
     /// A span instance was created.
-    SpanNew(Event),
+    SpanNew(&'a Event),
     /// Fields were recorded into an instance.
-    SpanRecord(Event),
+    SpanRecord(&'a Event),
     /// An instance follows from another.
-    SpanFollows(Event),
+    SpanFollows(&'a Event),
     /// A poll of an instance began (may come late: see the module's documentation).
-    PollBegin(Event),
+    PollBegin(&'a Event),
     /// A poll ended.
     PollEnd {
         /// The enter.
-        begin: Event,
+        begin: &'a Event,
         /// The exit.
-        end: Event,
+        end: &'a Event,
     },
     /// The drop re-entry: an enter and exit that are no poll.
     PollDrop {
         /// The enter.
-        begin: Event,
+        begin: &'a Event,
         /// The exit.
-        end: Event,
+        end: &'a Event,
     },
     /// An instance closed: all it was, its polls included.
     SpanEnd(Box<Instance>),
@@ -216,7 +217,7 @@ pub enum Step {
     /// An event that opens or closes, left unpaired.
     Unpaired {
         /// The event.
-        event: Event,
+        event: &'a Event,
         /// Why.
         why: Why,
     },
@@ -302,12 +303,17 @@ struct Polling {
 /// };
 /// let event = |stamp, tp, kind| Event::new(stamp, TypeWord::new(kind, 0, tp), 1 << 32 | 1, &[], 0);
 /// let mut model = Model::whole(&meta);
-/// let mut steps = Vec::new();
-/// model.feed(&event(10, 0, Kind::Entry), &mut |s| steps.push(s));
-/// model.feed(&event(25, 1, Kind::Exit), &mut |s| steps.push(s));
-/// model.finish(&mut |s| steps.push(s));
-/// let Step::CallEnd { begin, end, depth: 0, .. } = &steps[1] else { panic!("{steps:?}") };
-/// assert_eq!((begin.stamp, end.stamp), (10, 25));
+/// // Steps borrow the events: a sink keeps what it needs of them.
+/// let mut calls = Vec::new();
+/// let mut sink = |s: Step| {
+///     if let Step::CallEnd { begin, end, depth, .. } = s {
+///         calls.push((begin.stamp, end.stamp, depth));
+///     }
+/// };
+/// model.feed(&event(10, 0, Kind::Entry), &mut sink);
+/// model.feed(&event(25, 1, Kind::Exit), &mut sink);
+/// model.finish(&mut sink);
+/// assert_eq!(calls, [(10, 25, 0)]);
 /// ```
 #[derive(Clone, Debug)]
 pub struct Model {
@@ -466,17 +472,17 @@ impl Model {
 
     /// Feeds `e`, the next event in time order: its steps go to `out`.
     #[inline]
-    pub fn feed(&mut self, e: &Event, out: &mut impl FnMut(Step)) {
+    pub fn feed(&mut self, e: &Event, out: &mut impl FnMut(Step<'_>)) {
         let tp = e.type_word.tracepoint() as usize;
         let Some(&(kind, role)) = self.kinds.get(tp) else {
-            return out(Step::Instant(*e));
+            return out(Step::Instant(e));
         };
         // The runtime's and the kernel's own events are no event of the program's thread:
         // they never release an enter held (a switch may come between any two events).
         if self.switches {
             if let Some(b) = self.builtins[tp] {
                 let stretch = self.builtin(b, e);
-                out(Step::Instant(*e));
+                out(Step::Instant(e));
                 if let Some(stretch) = stretch {
                     out(Step::Cpu {
                         ctx: e.ctx,
@@ -495,12 +501,12 @@ impl Model {
             }
         }
         if role != Role::Point {
-            return out(Step::Instant(*e));
+            return out(Step::Instant(e));
         }
         let before = e.stamp < self.horizon;
         match kind {
             Kind::Entry if before => out(Step::Unpaired {
-                event: *e,
+                event: e,
                 why: Why::BeforeHorizon,
             }),
             Kind::Entry => {
@@ -515,10 +521,10 @@ impl Model {
                         .or_default()
                         .push((depth, mark));
                 }
-                out(Step::CallBegin { event: *e, depth })
+                out(Step::CallBegin { event: e, depth })
             }
             Kind::Exit if before => out(Step::Unpaired {
-                event: *e,
+                event: e,
                 why: Why::BeforeHorizon,
             }),
             Kind::Exit => {
@@ -534,14 +540,14 @@ impl Model {
                             false => None,
                         };
                         out(Step::CallEnd {
-                            begin,
-                            end: *e,
+                            begin: &begin,
+                            end: e,
                             depth,
                             parts: mark.and_then(|m| self.parts(e.ctx, &m, e.stamp)),
                         })
                     }
                     None => out(Step::Unpaired {
-                        event: *e,
+                        event: e,
                         why: Why::PartnerMissing,
                     }),
                 }
@@ -550,11 +556,11 @@ impl Model {
                 let id = e.type_word.tracepoint() as usize;
                 let paired = self.stems.of[id].filter(|&s| self.stems.paired[s] && self.started[s]);
                 let Some(s) = paired else {
-                    return out(Step::Instant(*e));
+                    return out(Step::Instant(e));
                 };
                 if before {
                     return out(Step::Unpaired {
-                        event: *e,
+                        event: e,
                         why: Why::BeforeHorizon,
                     });
                 }
@@ -570,7 +576,7 @@ impl Model {
                             .or_default()
                             .push((depth, mark));
                     }
-                    return out(Step::StemBegin(*e));
+                    return out(Step::StemBegin(e));
                 }
                 let popped = (self.starts.get_mut(&(thread, s)))
                     .and_then(|st| st.pop().map(|b| (b, st.len())));
@@ -581,13 +587,13 @@ impl Model {
                             false => None,
                         };
                         out(Step::StemEnd {
-                            begin,
-                            end: *e,
+                            begin: &begin,
+                            end: e,
                             parts: mark.and_then(|m| self.parts(e.ctx, &m, e.stamp)),
                         })
                     }
                     None => out(Step::Unpaired {
-                        event: *e,
+                        event: e,
                         why: Why::PartnerMissing,
                     }),
                 }
@@ -598,7 +604,7 @@ impl Model {
     /// Events were lost here (a live reader found entries overwritten before it read
     /// them): everything open is given up ([`Why::AcrossGap`]), each thread's calls
     /// outermost first; instances open are no longer whole.
-    pub fn gap(&mut self, out: &mut impl FnMut(Step)) {
+    pub fn gap(&mut self, out: &mut impl FnMut(Step<'_>)) {
         self.release_all(out);
         // Switches may be among what was lost: no thread's are known until its next one.
         for c in self.cpus.values_mut() {
@@ -610,7 +616,7 @@ impl Model {
             .chain(outermost_first(std::mem::take(&mut self.starts)))
         {
             out(Step::Unpaired {
-                event: e,
+                event: &e,
                 why: Why::AcrossGap,
             });
         }
@@ -622,7 +628,7 @@ impl Model {
     /// The end of the trace: what is still open: the calls, per thread outermost first
     /// (threads in order), then the starts (per thread and stem, oldest first), then the
     /// instances in order of their beginning.
-    pub fn finish(mut self, out: &mut impl FnMut(Step)) {
+    pub fn finish(mut self, out: &mut impl FnMut(Step<'_>)) {
         self.release_all(out);
         let mut threads = std::mem::take(&mut self.threads);
         let mut why = |t: &Thread| match threads.of(t.ctx, u64::MAX).incarnation > t.incarnation {
@@ -639,7 +645,7 @@ impl Model {
         {
             let why = why(&t);
             for event in v {
-                out(Step::Unpaired { event, why });
+                out(Step::Unpaired { event: &event, why });
             }
         }
         let mut open: Vec<Instance> = self.instances.into_values().collect();
@@ -653,9 +659,9 @@ impl Model {
     }
 
     /// A span's step.
-    fn span(&mut self, e: &Event, role: Role, out: &mut impl FnMut(Step)) {
+    fn span(&mut self, e: &Event, role: Role, out: &mut impl FnMut(Step<'_>)) {
         let Some(&id) = e.args().first() else {
-            return out(Step::Instant(*e));
+            return out(Step::Instant(e));
         };
         let key = ((e.ctx >> 32) as u32, id);
         let tp = e.type_word.tracepoint();
@@ -690,7 +696,7 @@ impl Model {
                     }));
                 }
                 self.instances.insert(key, i);
-                out(Step::SpanNew(*e))
+                out(Step::SpanNew(e))
             }
             Role::SpanEnter => {
                 let i = self.instance(key, tp);
@@ -717,7 +723,7 @@ impl Model {
             Role::SpanFollows => {
                 let follows = e.args().get(1).copied().unwrap_or(0);
                 self.instance(key, tp).follows.push(follows);
-                out(Step::SpanFollows(*e))
+                out(Step::SpanFollows(e))
             }
             Role::SpanClose => {
                 self.release_instance(key, out);
@@ -742,9 +748,9 @@ impl Model {
                 if let Some(n) = self.instances.get(&key).and_then(|i| i.node.as_ref()) {
                     n.records.lock().unwrap_or_else(|e| e.into_inner()).push(*e);
                 }
-                out(Step::SpanRecord(*e))
+                out(Step::SpanRecord(e))
             }
-            Role::Point | Role::Event => out(Step::Instant(*e)),
+            Role::Point | Role::Event => out(Step::Instant(e)),
         }
     }
 
@@ -768,14 +774,14 @@ impl Model {
     }
 
     /// A poll begins: `e`, its thread standing at `mark`.
-    fn enter(&mut self, key: (u32, u64), e: Event, mark: Mark, out: &mut impl FnMut(Step)) {
+    fn enter(&mut self, key: (u32, u64), e: Event, mark: Mark, out: &mut impl FnMut(Step<'_>)) {
         if !self.switches {
             // No switch and no wake can be in the trace: its whole lifetime is unknown
             // (added at its close), and nothing needs to be kept per poll.
             self.instance(key, e.type_word.tracepoint())
                 .open
                 .push((e, 0));
-            return out(Step::PollBegin(e));
+            return out(Step::PollBegin(&e));
         }
         // The poll open on the thread around this one: a task's, whose wake brought it here.
         let around = (self.polling.get(&e.ctx))
@@ -804,11 +810,18 @@ impl Model {
             mark,
             outermost,
         });
-        out(Step::PollBegin(e))
+        out(Step::PollBegin(&e))
     }
 
     /// A poll ends: `e`, its thread standing at `end`.
-    fn exit(&mut self, key: (u32, u64), tp: u16, e: Event, end: Mark, out: &mut impl FnMut(Step)) {
+    fn exit(
+        &mut self,
+        key: (u32, u64),
+        tp: u16,
+        e: Event,
+        end: Mark,
+        out: &mut impl FnMut(Step<'_>),
+    ) {
         let open =
             (self.instances.get(&key)).is_some_and(|i| i.open.iter().any(|o| o.0.ctx == e.ctx));
         let mut parts = None;
@@ -838,7 +851,10 @@ impl Model {
                     cpu: begin.type_word.cpu(),
                     seqs: (0, 0),
                 });
-                out(Step::PollEnd { begin, end: e })
+                out(Step::PollEnd {
+                    begin: &begin,
+                    end: &e,
+                })
             }
             None => {
                 i.unmatched_exits += 1;
@@ -846,14 +862,14 @@ impl Model {
                     true => Why::BeforeHorizon,
                     false => Why::PartnerMissing,
                 };
-                out(Step::Unpaired { event: e, why })
+                out(Step::Unpaired { event: &e, why })
             }
         }
     }
 
     /// The next event `e` of a thread with an enter held: whether it was taken (the exit
     /// that makes the held enter an empty poll).
-    fn release_held(&mut self, e: &Event, role: Role, out: &mut impl FnMut(Step)) -> bool {
+    fn release_held(&mut self, e: &Event, role: Role, out: &mut impl FnMut(Step<'_>)) -> bool {
         if !self.held.contains_key(&e.ctx) {
             return false;
         }
@@ -879,8 +895,8 @@ impl Model {
                     });
                 }
                 out(Step::PollDrop {
-                    begin: h.enter,
-                    end: exit,
+                    begin: &h.enter,
+                    end: &exit,
                 });
                 return false;
             }
@@ -892,7 +908,7 @@ impl Model {
     }
 
     /// A held enter (and exit) as the poll steps they are.
-    fn apply(&mut self, h: Held, out: &mut impl FnMut(Step)) {
+    fn apply(&mut self, h: Held, out: &mut impl FnMut(Step<'_>)) {
         self.enter(h.key, h.enter, h.mark, out);
         if let Some((exit, end)) = h.exit {
             self.exit(h.key, h.enter.type_word.tracepoint(), exit, end, out);
@@ -900,7 +916,7 @@ impl Model {
     }
 
     /// Releases the enters held on instance `key` (another thread closes or supersedes it).
-    fn release_instance(&mut self, key: (u32, u64), out: &mut impl FnMut(Step)) {
+    fn release_instance(&mut self, key: (u32, u64), out: &mut impl FnMut(Step<'_>)) {
         if self.held.is_empty() {
             return;
         }
@@ -969,7 +985,7 @@ impl Model {
     }
 
     /// Releases every enter held, in order of their stamps.
-    fn release_all(&mut self, out: &mut impl FnMut(Step)) {
+    fn release_all(&mut self, out: &mut impl FnMut(Step<'_>)) {
         let mut held: Vec<Held> = self.held.drain().map(|(_, h)| h).collect();
         held.sort_unstable_by_key(|h| (h.enter.stamp, h.enter.ctx));
         for h in held {

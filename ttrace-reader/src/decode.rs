@@ -893,13 +893,13 @@ impl<'s> SpanPaths<'s> {
         match step {
             Step::SpanNew(e) => {
                 let mut fields = Vec::new();
-                self.fields.set(&e, &mut fields);
+                self.fields.set(e, &mut fields);
                 let scope = self.scope(e.type_word.tracepoint(), Some(fields));
-                self.open.insert(key(&e), scope);
+                self.open.insert(key(e), scope);
             }
-            Step::SpanRecord(e) => self.recorded = Some(e),
+            Step::SpanRecord(e) => self.recorded = Some(*e),
             Step::PollBegin(e) => {
-                let k = key(&e);
+                let k = key(e);
                 if !self.open.contains_key(&k) {
                     // Its `new` is not in the trace (or is before the horizon): its name is
                     // its enter's, its fields unknown.
@@ -909,12 +909,12 @@ impl<'s> SpanPaths<'s> {
                 let thread = self.threads.of(e.ctx, e.stamp);
                 self.stacks.entry(thread).or_default().push(k);
                 *self.entered.entry(k).or_default() += 1;
-                if e == *now {
+                if e == now {
                     self.began = Some(k);
                 }
             }
             Step::PollEnd { begin, .. } => {
-                let k = key(&begin);
+                let k = key(begin);
                 let thread = self.threads.of(begin.ctx, begin.stamp);
                 let Some(stack) = self.stacks.get_mut(&thread) else {
                     return;

@@ -44,8 +44,6 @@ pub struct Matcher {
     pairs: bool,
     /// What events mean.
     model: Model,
-    /// The steps of the event fed last (kept for its memory).
-    steps: Vec<Step>,
     /// Whether a poll released events: the first one's rings give the horizon.
     started: bool,
     /// Per rule, the longest pair so far (for `latency NAME max`).
@@ -53,6 +51,87 @@ pub struct Matcher {
     /// Entries lost, by the time (ns, the device's clock) of the poll that found them, over
     /// the last second.
     lost: VecDeque<(u64, u64)>,
+}
+
+/// The latency rules' judge of the model's steps: what of a [`Matcher`] its steps read and
+/// write, apart from its model.
+struct Judge<'m> {
+    rules: &'m [Rule],
+    plan: &'m [Plan],
+    /// Per rule, the longest pair so far (for `latency NAME max`).
+    maxima: &'m mut [Option<u64>],
+}
+
+impl Judge<'_> {
+    /// Fires the latency rules on what `step` closed.
+    fn render(&mut self, step: Step<'_>, clock: devttrace::Clock, fired: &mut Vec<Fired>) {
+        let (open_id, begin, end, parts) = match step {
+            Step::CallEnd {
+                begin, end, parts, ..
+            }
+            | Step::StemEnd { begin, end, parts } => {
+                let parts = parts.map_or_else(|| Parts::unknown(end.stamp - begin.stamp), |p| *p);
+                (begin.type_word.tracepoint(), begin.stamp, end.stamp, parts)
+            }
+            // A span's duration is its instance's lifetime, new to close, when whole.
+            Step::SpanEnd(i) => match (i.new, i.close.filter(|_| i.whole)) {
+                (Some(new), Some(close)) => (new.type_word.tracepoint(), new.stamp, close, i.parts),
+                _ => return,
+            },
+            _ => return,
+        };
+        let parts = parts.scaled(|t| clock.ticks_to_ns(t));
+        self.latency(usize::from(open_id), &parts, (begin, end), fired);
+    }
+
+    /// A duration opened by tracepoint `open_id`, from `begin` to `stamp`, its time in
+    /// `parts` (ns): the latency rules it fires, each saying what it measured and, where the
+    /// trace tells, where most of the time went.
+    fn latency(
+        &mut self,
+        open_id: usize,
+        parts: &Parts,
+        (begin, stamp): (u64, u64),
+        fired: &mut Vec<Fired>,
+    ) {
+        let total = parts.total();
+        let approx = crate::rules::approx;
+        for &rule in self.plan.get(open_id).map_or(&[][..], |p| &p.latencies) {
+            let Rule::Latency { part, limit, .. } = &self.rules[rule] else {
+                continue;
+            };
+            let ns = part.map_or(total, |p| parts.get(p));
+            let what = match limit {
+                Limit::Over(d) => (u128::from(ns) > d.as_nanos()).then(|| approx(ns)),
+                Limit::Max => {
+                    let max = &mut self.maxima[rule];
+                    let before = *max;
+                    if before.is_none_or(|m| ns > m) {
+                        *max = Some(ns);
+                    }
+                    before
+                        .filter(|&m| ns > m)
+                        .map(|m| format!("{} (max before {})", approx(ns), approx(m)))
+                }
+            };
+            let what = what.map(|w| match (part, parts.known()) {
+                (Some(p), _) => format!("{} {w} of {}", p.name(), approx(total)),
+                (None, true) => match parts.dominant() {
+                    Some(d) => format!("{w}, mostly {} ({})", d.name(), approx(parts.get(d))),
+                    None => w,
+                },
+                (None, false) => w,
+            });
+            if let Some(what) = what {
+                fired.push(Fired {
+                    rule,
+                    stamp,
+                    what,
+                    begin: Some(begin),
+                });
+            }
+        }
+    }
 }
 
 /// What the events of one tracepoint do.
@@ -75,7 +154,6 @@ impl Matcher {
             seen: (0, 0),
             pairs,
             model: Model::whole(&Metadata::default()),
-            steps: Vec::new(),
             started: false,
             lost: VecDeque::new(),
         }
@@ -135,93 +213,18 @@ impl Matcher {
             if !self.pairs {
                 continue;
             }
-            let mut steps = std::mem::take(&mut self.steps);
-            self.model.feed(e, &mut |step| steps.push(step));
-            for step in steps.drain(..) {
-                self.render(step, clock, &mut fired);
-            }
-            self.steps = steps;
+            let mut judge = Judge {
+                rules: &self.rules,
+                plan: &self.plan,
+                maxima: &mut self.maxima,
+            };
+            (self.model).feed(e, &mut |step| judge.render(step, clock, &mut fired));
         }
         // Losses after every event released: before what the next polls release.
         if gaps.next().is_some() {
             self.gap();
         }
         fired
-    }
-
-    /// Fires the latency rules on what `step` closed.
-    fn render(&mut self, step: Step, clock: devttrace::Clock, fired: &mut Vec<Fired>) {
-        let (begin, end, parts) = match step {
-            Step::CallEnd {
-                begin, end, parts, ..
-            }
-            | Step::StemEnd { begin, end, parts } => {
-                let parts = parts.map_or_else(|| Parts::unknown(end.stamp - begin.stamp), |p| *p);
-                (begin, end.stamp, parts)
-            }
-            // A span's duration is its instance's lifetime, new to close, when whole.
-            Step::SpanEnd(i) => match (i.new, i.close.filter(|_| i.whole)) {
-                (Some(new), Some(close)) => (new, close, i.parts),
-                _ => return,
-            },
-            _ => return,
-        };
-        let parts = parts.scaled(|t| clock.ticks_to_ns(t));
-        self.latency(
-            usize::from(begin.type_word.tracepoint()),
-            &parts,
-            (begin.stamp, end),
-            fired,
-        );
-    }
-
-    /// A duration opened by tracepoint `open_id`, from `begin` to `stamp`, its time in
-    /// `parts` (ns): the latency rules it fires, each saying what it measured and, where the
-    /// trace tells, where most of the time went.
-    fn latency(
-        &mut self,
-        open_id: usize,
-        parts: &Parts,
-        (begin, stamp): (u64, u64),
-        fired: &mut Vec<Fired>,
-    ) {
-        let total = parts.total();
-        let approx = crate::rules::approx;
-        for &rule in self.plan.get(open_id).map_or(&[][..], |p| &p.latencies) {
-            let Rule::Latency { part, limit, .. } = &self.rules[rule] else {
-                continue;
-            };
-            let ns = part.map_or(total, |p| parts.get(p));
-            let what = match limit {
-                Limit::Over(d) => (u128::from(ns) > d.as_nanos()).then(|| approx(ns)),
-                Limit::Max => {
-                    let max = &mut self.maxima[rule];
-                    let before = *max;
-                    if before.is_none_or(|m| ns > m) {
-                        *max = Some(ns);
-                    }
-                    before
-                        .filter(|&m| ns > m)
-                        .map(|m| format!("{} (max before {})", approx(ns), approx(m)))
-                }
-            };
-            let what = what.map(|w| match (part, parts.known()) {
-                (Some(p), _) => format!("{} {w} of {}", p.name(), approx(total)),
-                (None, true) => match parts.dominant() {
-                    Some(d) => format!("{w}, mostly {} ({})", d.name(), approx(parts.get(d))),
-                    None => w,
-                },
-                (None, false) => w,
-            });
-            if let Some(what) = what {
-                fired.push(Fired {
-                    rule,
-                    stamp,
-                    what,
-                    begin: Some(begin),
-                });
-            }
-        }
     }
 
     /// Events may be missing: what is open is given up (see the module documentation).

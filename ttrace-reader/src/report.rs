@@ -832,9 +832,9 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
                 begin, end, parts, ..
             }
             | Step::StemEnd { begin, end, parts }
-                if pick(&begin) =>
+                if pick(begin) =>
             {
-                add(&begin, &end, parts.as_deref())
+                add(begin, end, parts.as_deref())
             }
             Step::SpanEnd(i) if i.new.as_ref().map_or(all, &mut pick) => ended(*i, None),
             Step::SpanUnended { instance, why } if instance.new.as_ref().map_or(all, &mut pick) => {
@@ -847,7 +847,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
                     return;
                 }
                 let selected = match opens.get(id).copied().unwrap_or(false) {
-                    true => pick(&event),
+                    true => pick(event),
                     false => now,
                 };
                 if selected {

@@ -140,17 +140,17 @@ fn of_model(view: &View<'_>) -> Meaning {
         };
         match step {
             Step::CallEnd { begin, end, .. } => {
-                m.intervals.insert(interval(&begin, end.stamp));
-                m.chrome.insert(interval(&begin, end.stamp));
-                m.otlp.insert(unix(&begin, end.stamp));
-                m.perfetto.insert(by_ends(&begin, end.stamp));
-                m.uftrace.insert(by_ends(&begin, end.stamp));
+                m.intervals.insert(interval(begin, end.stamp));
+                m.chrome.insert(interval(begin, end.stamp));
+                m.otlp.insert(unix(begin, end.stamp));
+                m.perfetto.insert(by_ends(begin, end.stamp));
+                m.uftrace.insert(by_ends(begin, end.stamp));
             }
             Step::StemEnd { begin, end, .. } => {
-                m.intervals.insert(interval(&begin, end.stamp));
-                m.chrome.insert(by_ends(&begin, end.stamp));
-                m.otlp.insert(unix(&begin, end.stamp));
-                m.perfetto.insert(by_ends(&begin, end.stamp));
+                m.intervals.insert(interval(begin, end.stamp));
+                m.chrome.insert(by_ends(begin, end.stamp));
+                m.otlp.insert(unix(begin, end.stamp));
+                m.perfetto.insert(by_ends(begin, end.stamp));
             }
             Step::SpanEnd(i) => {
                 if let (Some(new), Some(close), true) = (i.new, i.close, i.whole) {

@@ -404,38 +404,38 @@ impl Writer<'_> {
         (first, last): (u64, u64),
     ) {
         match step {
-            Step::Instant(e) => self.instant(&e),
-            Step::CallEnd { begin, end, .. } => self.slice(&begin, &end),
-            Step::StemBegin(e) => self.instant(&e),
+            Step::Instant(e) => self.instant(e),
+            Step::CallEnd { begin, end, .. } => self.slice(begin, end),
+            Step::StemBegin(e) => self.instant(e),
             Step::StemEnd { begin, end, .. } => {
-                self.instant(&end);
+                self.instant(end);
                 let id = begin.type_word.tracepoint() as usize;
                 let name = &schemas[id].name;
-                self.span(ttrace_model::pairs::stem(name, Kind::Start), &begin, &end);
+                self.span(ttrace_model::pairs::stem(name, Kind::Start), begin, end);
             }
             Step::SpanEnd(i) => self.instance(&i, last, closer),
             Step::SpanUnended { instance, .. } => self.instance(&instance, last, None),
             Step::Unpaired { event, why } => {
                 let id = event.type_word.tracepoint() as usize;
                 let Some(schema) = schemas.get(id) else {
-                    return self.instant(&event);
+                    return self.instant(event);
                 };
                 match (schema.kind, why) {
                     // A poll's half is the instance's.
                     _ if schema.role.is_span() => {}
                     (Kind::Entry | Kind::Exit, Why::BeforeHorizon) => {
-                        self.uncertain(&event, BEFORE_HORIZON)
+                        self.uncertain(event, BEFORE_HORIZON)
                     }
-                    (Kind::Exit, why) => self.unpaired(&event, first, event.stamp, "entry", why),
-                    (Kind::Entry, why) => self.unpaired(&event, event.stamp, last, "exit", why),
-                    (_, Why::BeforeHorizon) => self.uncertain(&event, BEFORE_HORIZON),
+                    (Kind::Exit, why) => self.unpaired(event, first, event.stamp, "entry", why),
+                    (Kind::Entry, why) => self.unpaired(event, event.stamp, last, "exit", why),
+                    (_, Why::BeforeHorizon) => self.uncertain(event, BEFORE_HORIZON),
                     // A stop closes nothing: its instant, and a half from the start.
                     (Kind::Stop, why) => {
-                        self.instant(&event);
-                        self.unpaired(&event, first, event.stamp, "start", why)
+                        self.instant(event);
+                        self.unpaired(event, first, event.stamp, "start", why)
                     }
                     // A start left open (its instant is written): a half to the end.
-                    (_, why) => self.unpaired(&event, event.stamp, last, "stop", why),
+                    (_, why) => self.unpaired(event, event.stamp, last, "stop", why),
                 }
             }
             // What opens is written when it ends; a poll with its instance; the drop

@@ -301,14 +301,14 @@ impl Writer<'_, '_> {
                     .map(|s| s.role);
                 // A span's step without its id is nothing.
                 if !role.is_some_and(Role::is_span) {
-                    self.point(&e);
+                    self.point(e);
                 }
             }
             Step::CallBegin { event, .. } => {
                 let thread = self.thread(event.ctx, event.stamp);
                 let parent = self.scopes.get(&thread).and_then(|s| s.last().copied());
                 let parent = parent.and_then(|p| self.ids(p.0));
-                let slot = self.begin(&event, parent);
+                let slot = self.begin(event, parent);
                 self.scopes.entry(thread).or_default().push((slot, true));
             }
             Step::CallEnd { end, parts, .. } => {
@@ -320,14 +320,14 @@ impl Writer<'_, '_> {
                     if let Some(parts) = parts {
                         self.parts(slot, &parts);
                     }
-                    self.end(slot, end.stamp, Some(&end))?;
+                    self.end(slot, end.stamp, Some(end))?;
                 }
             }
             Step::StemBegin(e) => {
                 let thread = self.thread(e.ctx, e.stamp);
                 let parent = self.scopes.get(&thread).and_then(|s| s.last().copied());
                 let parent = parent.and_then(|p| self.ids(p.0));
-                let slot = self.begin(&e, parent);
+                let slot = self.begin(e, parent);
                 // A start/stop span is named by its stem, as `report` names it.
                 let name = ttrace_model::pairs::stem(
                     &self.schemas[e.type_word.tracepoint() as usize].name,
@@ -337,14 +337,14 @@ impl Writer<'_, '_> {
                 if let Some(s) = self.open[slot].as_mut() {
                     s.name = name;
                 }
-                self.starts.insert(key(&e), slot);
+                self.starts.insert(key(e), slot);
             }
             Step::StemEnd { begin, end, parts } => {
-                if let Some(slot) = self.starts.remove(&key(&begin)) {
+                if let Some(slot) = self.starts.remove(&key(begin)) {
                     if let Some(parts) = parts {
                         self.parts(slot, &parts);
                     }
-                    self.end(slot, end.stamp, Some(&end))?;
+                    self.end(slot, end.stamp, Some(end))?;
                 }
             }
             Step::Unpaired { event, why } => {
@@ -360,7 +360,7 @@ impl Writer<'_, '_> {
                     // Open at the end: it ends with the trace, as every span open then.
                     (_, Kind::Entry | Kind::Start, Why::OpenAtEnd | Why::ThreadEnded) => {}
                     // A start or stop that pairs with nothing is an event.
-                    _ => self.point(&event),
+                    _ => self.point(event),
                 }
             }
             Step::SpanNew(e) => {
@@ -371,9 +371,9 @@ impl Writer<'_, '_> {
                     .instances
                     .get(&(pid, parent))
                     .and_then(|&p| self.ids(p));
-                let slot = self.begin(&e, parent);
+                let slot = self.begin(e, parent);
                 // The span id and parent id are the ids OTLP gives: not attributes.
-                let mut fields = self.fields(&e);
+                let mut fields = self.fields(e);
                 fields.drain(..2.min(fields.len()));
                 if let Some(s) = self.open[slot].as_mut() {
                     s.attrs = fields;
@@ -425,7 +425,7 @@ impl Writer<'_, '_> {
             }
             Step::SpanRecord(e) => {
                 let pid = self.thread(e.ctx, e.stamp).0;
-                let mut attrs = self.fields(&e);
+                let mut attrs = self.fields(e);
                 attrs.drain(..1.min(attrs.len()));
                 if let Some(s) = self
                     .instances

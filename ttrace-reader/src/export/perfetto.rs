@@ -885,26 +885,26 @@ impl<'s> Writer<'s> {
     /// at the end stays open (`now`: `None`).
     fn step(&mut self, step: Step, now: Option<&Event>) {
         match step {
-            Step::Instant(e) => self.instant(&e),
+            Step::Instant(e) => self.instant(e),
             Step::CallBegin { event, .. } | Step::PollBegin(event) => {
-                self.own(&event, None, event::SLICE_BEGIN, &[])
+                self.own(event, None, event::SLICE_BEGIN, &[])
             }
             Step::CallEnd { end, parts, .. } => {
                 self.written.pairs += 1;
-                self.end(&end, None, parts.as_deref(), &[]);
+                self.end(end, None, parts.as_deref(), &[]);
             }
             Step::PollEnd { end, .. } => {
                 self.written.pairs += 1;
-                self.own(&end, None, event::SLICE_END, &[]);
+                self.own(end, None, event::SLICE_END, &[]);
             }
             Step::StemBegin(e) => {
-                let track = self.stem_track(&e);
-                self.own(&e, Some(track), event::SLICE_BEGIN, &[]);
+                let track = self.stem_track(e);
+                self.own(e, Some(track), event::SLICE_BEGIN, &[]);
             }
             Step::StemEnd { end, parts, .. } => {
                 self.written.pairs += 1;
-                let track = self.stem_track(&end);
-                self.end(&end, Some(track), parts.as_deref(), &[]);
+                let track = self.stem_track(end);
+                self.end(end, Some(track), parts.as_deref(), &[]);
             }
             Step::Unpaired { event, why } => match why {
                 // Written when it began; left open.
@@ -913,17 +913,17 @@ impl<'s> Writer<'s> {
                 }
                 Why::BeforeHorizon => {
                     self.written.uncertain += 1;
-                    self.unpaired(&event, why);
+                    self.unpaired(event, why);
                 }
                 Why::PartnerMissing => {
                     self.written.unpaired += 1;
-                    self.unpaired(&event, why);
+                    self.unpaired(event, why);
                 }
             },
             Step::PollDrop { begin, end } => {
                 // Instants on its lane (where the instance is innermost, as at its close),
                 // else on the thread.
-                let key = span_key(&begin);
+                let key = span_key(begin);
                 let track = self.innermost(key);
                 for e in [&begin, &end] {
                     let label = self.labels[e.type_word.tracepoint() as usize].0.clone();
@@ -939,8 +939,8 @@ impl<'s> Writer<'s> {
                 }
             }
             Step::SpanNew(e) => {
-                let key = span_key(&e);
-                self.new_instance(&e, key);
+                let key = span_key(e);
+                self.new_instance(e, key);
             }
             Step::SpanEnd(i) => {
                 if let Some(now) = now {
@@ -955,18 +955,18 @@ impl<'s> Writer<'s> {
             }
             Step::Cpu { ctx, stretch } => self.stretch(ctx, &stretch),
             Step::SpanFollows(e) => {
-                let key = span_key(&e);
+                let key = span_key(e);
                 let track = self.innermost(key);
                 let follows = e.args().get(1).copied().unwrap_or(0);
                 self.next_flow += 1;
                 let flow = self.next_flow;
                 self.flows.entry((key.0, follows)).or_default().push(flow);
-                self.own(&e, track, event::INSTANT, &[flow]);
+                self.own(e, track, event::INSTANT, &[flow]);
             }
             Step::SpanRecord(e) => {
-                let key = span_key(&e);
+                let key = span_key(e);
                 let track = self.innermost(key);
-                self.own(&e, track, event::INSTANT, &[]);
+                self.own(e, track, event::INSTANT, &[]);
             }
         }
     }
