@@ -54,6 +54,7 @@ use crate::decode::{Context, Decoder, TimeFormat};
 use crate::format::Spec;
 use crate::merge::{Item, Merge};
 use devttrace::{AuxSnapshots, Clock, Event, Mark, RingSnapshot, Role};
+use foldhash::HashMap as FoldHashMap;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -293,7 +294,7 @@ struct Stream {
 }
 
 /// The streams, by thread (its tid as uftrace shows it).
-type Buffers = BTreeMap<u64, Stream>;
+type Buffers = FoldHashMap<u64, Stream>;
 
 /// Per-thread record streams, appended to their files in blocks.
 struct Streams<'d> {
@@ -332,13 +333,13 @@ pub fn write(
     let ns = |ticks: u64| clock.since_anchor_ns(ticks).max(0) as u64;
     let mut streams = Streams {
         dir,
-        buffers: BTreeMap::new(),
+        buffers: FoldHashMap::default(),
     };
     // pid, first and last time of each thread.
     let mut threads: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
-    let mut process_names: HashMap<u64, String> = HashMap::new();
+    let mut process_names: FoldHashMap<u64, String> = FoldHashMap::default();
     // Each thread's name as last given to uftrace, and the records that give them.
-    let mut thread_names: HashMap<u64, &str> = HashMap::new();
+    let mut thread_names: FoldHashMap<u64, &str> = FoldHashMap::default();
     let mut comms = Vec::new();
     let mut lost: Vec<u64> = (rings.iter().enumerate())
         .map(|(ring, r)| if items.selects_ring(ring) { r.lost } else { 0 })
@@ -426,7 +427,8 @@ pub fn write(
             unreported,
         );
     }
-    let tids: Vec<u64> = streams.buffers.keys().copied().collect();
+    let mut tids: Vec<u64> = streams.buffers.keys().copied().collect();
+    tids.sort_unstable();
     for tid in tids {
         streams.flush(tid)?;
     }
@@ -646,7 +648,7 @@ fn files(
     ctx: &Context<'_>,
     points: &Points<'_>,
     threads: &BTreeMap<u64, (u64, u64, u64)>,
-    process_names: &HashMap<u64, String>,
+    process_names: &FoldHashMap<u64, String>,
     perf: bool,
 ) -> std::io::Result<()> {
     let specs = &points.specs;
