@@ -52,6 +52,8 @@ pub mod clear;
 pub mod ring;
 pub mod walk;
 pub mod copy;
+// not `aux.rs`: a name Windows reserves, which a package may not hold.
+#[path = "aux_buffer.rs"]
 pub mod aux;
 pub mod restartable;
 pub mod names;

@@ -55,6 +55,8 @@ extern crate alloc;
 pub mod entry;
 pub mod role;
 pub mod level;
+// not `aux.rs`: a name Windows reserves, which a package may not hold.
+#[path = "aux_records.rs"]
 pub mod aux;
 pub mod meta;
 pub mod format;

@@ -10,7 +10,7 @@
 //! list: its children may use it, and it declares them and re-exports from them, nothing
 //! more.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 /// A use of a module listed later than the user.
@@ -146,8 +146,32 @@ pub fn without_tests(code: &str) -> String {
     out
 }
 
+/// The files that `#[path = "file.rs"]` attributes name, by module: an attribute on the line
+/// right before `mod name;` (read from the source itself: the code of [`code_of`] has no
+/// string contents).
+fn path_attributes(src: &str) -> HashMap<String, String> {
+    let lines: Vec<&str> = src.lines().map(str::trim).collect();
+    let mut paths = HashMap::new();
+    for pair in lines.windows(2) {
+        let Some(file) = pair[0]
+            .strip_prefix("#[path = \"")
+            .and_then(|p| p.split('"').next())
+        else {
+            continue;
+        };
+        let mut name = pair[1]
+            .trim_end_matches(';')
+            .split_whitespace()
+            .skip_while(|w| *w != "mod");
+        if let Some(name) = name.nth(1) {
+            paths.insert(name.to_string(), file.to_string());
+        }
+    }
+    paths
+}
+
 /// The modules a `lib.rs` or `mod.rs` declares, in order, with their files.
-fn modules(dir: &Path, code: &str) -> Vec<(String, PathBuf)> {
+fn modules(dir: &Path, code: &str, paths: &HashMap<String, String>) -> Vec<(String, PathBuf)> {
     let mut list = Vec::new();
     for line in code.lines() {
         let words: Vec<&str> = line
@@ -162,7 +186,9 @@ fn modules(dir: &Path, code: &str) -> Vec<(String, PathBuf)> {
             continue;
         }
         let name = words[at + 1].to_string();
-        let file = if dir.join(format!("{name}.rs")).exists() {
+        let file = if let Some(p) = paths.get(&name) {
+            dir.join(p)
+        } else if dir.join(format!("{name}.rs")).exists() {
             dir.join(format!("{name}.rs"))
         } else {
             dir.join(&name).join("mod.rs")
@@ -255,7 +281,8 @@ pub fn upward_uses(lib: &Path) -> Vec<Upward> {
 fn check_level(lib: &Path, root: &Path, prefix: &str, found: &mut Vec<Upward>) {
     let dir = root.parent().expect("a source directory");
     let root_code = code_of(&std::fs::read_to_string(root).expect("readable source"));
-    let mods = modules(dir, &root_code);
+    let raw = std::fs::read_to_string(root).expect("readable source");
+    let mods = modules(dir, &root_code, &path_attributes(&raw));
     let names = reexports(&root_code, &mods);
     let rank = |name: &str| {
         mods.iter().position(|(m, _)| m == name).or_else(|| {

@@ -5,12 +5,20 @@
 //! as `time cpu pid/tid (thread) tracepoint(arguments)`, with the arguments rendered by the
 //! tracepoint's format string (decimal, hex, strings from the aux buffer).
 //!
-//! ```no_run
+//! ```
 //! use ttrace_reader::{decode::{Decoder, TimeFormat}, merge::{Filter, Merge}};
-//! let dev = devttrace::Reader::open_default()?;
+//! # let tmp = tempfile::tempdir()?;
+//! # let dir = tmp.path().join("dev");
+//! # ttrace_core::tracepoint!(static REQUEST: Start = "request", "id={id}");
+//! # ttrace_core::init(&ttrace_core::Config::at(&dir))?;
+//! # ttrace_core::point!(REQUEST, 42);
+//! // A device a program wrote (`devttrace::Reader::open_default()`: the default one).
+//! let dev = devttrace::Reader::open(&dir)?;
 //! let view = devttrace::View::of(&dev, 0)?;
 //! let items = Merge::view(&view, &Filter::default());
-//! Decoder::new(&view, TimeFormat::Relative).write_all(items, &mut std::io::stdout())?;
+//! let mut text = Vec::new();
+//! Decoder::new(&view, TimeFormat::Relative).write_all(items, &mut text)?;
+//! assert!(String::from_utf8(text)?.contains("request(id=42)"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

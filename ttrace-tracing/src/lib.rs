@@ -3,13 +3,19 @@
 //! instrumented with `tracing` gets the flight recorder, readable by `ttrace-reader` from
 //! another process and after a crash.
 //!
-//! ```no_run
+//! ```
+//! # let tmp = tempfile::tempdir().unwrap();
+//! # std::env::set_var("TTRACE_DIR", tmp.path().join("dev"));
 //! use tracing_subscriber::prelude::*;
 //! tracing_subscriber::registry()
 //!     .with(ttrace_tracing::layer())
 //!     .with(tracing_subscriber::fmt::layer())
 //!     .init();
 //! tracing::info!(bytes = 512u64, path = "/srv/a", "request done");
+//! // fmt printed it; the device holds it too, for `ttrace-reader dump` from any process:
+//! let dev = devttrace::Reader::open(tmp.path().join("dev"))?;
+//! assert_eq!(dev.snapshot()?.events(), 1);
+//! # Ok::<(), devttrace::Error>(())
 //! ```
 //!
 //! - **The layer never changes what the other layers see.** What ttrace does not record

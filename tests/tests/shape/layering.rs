@@ -64,3 +64,23 @@ fn the_check_finds_a_use_of_a_later_module() {
         .all(|u| u.file.ends_with("low.rs") && u.uses == "Top"));
     assert_eq!(implementing(src, "Top"), [src.join("low.rs")]);
 }
+
+#[test]
+fn the_check_reads_a_module_from_the_file_its_path_attribute_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path();
+    std::fs::write(
+        src.join("lib.rs"),
+        "#[path = \"below.rs\"]\npub mod low;\npub mod high;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("high.rs"), "pub struct Top;\n").unwrap();
+    std::fs::write(
+        src.join("below.rs"),
+        "pub fn x() -> crate::high::Top { todo!() }\n",
+    )
+    .unwrap();
+    let found = upward_uses(&src.join("lib.rs"));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].file.ends_with("below.rs"), "{found:?}");
+}
