@@ -21,8 +21,11 @@
 //! (`ttrace-core`'s `Writer`, which holds a `Device`) records. How each protocol works and
 //! why it is correct, and which role can do what: `docs/DESIGN.md`.
 //!
-//! ```no_run
-//! let dev = devttrace::Reader::open_default()?;
+//! ```
+//! # let tmp = tempfile::tempdir().unwrap();
+//! # devttrace::Device::open(&devttrace::Config::at(tmp.path().join("dev")))?;
+//! // The device a program writes: `Reader::open_default()`, or the directory it names.
+//! let dev = devttrace::Reader::open(tmp.path().join("dev"))?;
 //! let snap = dev.snapshot()?;
 //! for (r, ring) in snap.cpus.iter().enumerate() {
 //!     println!("{}: {} events, {} lost", dev.ring_name(r), ring.events.len(), ring.lost);
