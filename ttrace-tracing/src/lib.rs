@@ -73,6 +73,7 @@ pub mod interest;
 mod fields;
 pub mod wake;
 mod callsite;
+mod span_ids;
 mod record;
 mod layer;
 mod spans;

@@ -592,3 +592,43 @@ fn a_rule_applies_to_an_event_named_by_its_message_from_its_first_event() {
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     assert!(recorded[0].contains("n=2"), "{}", recorded[0]);
 }
+
+#[test]
+fn each_step_of_many_live_spans_is_recorded_under_its_own_name() {
+    dir();
+    // More live spans than the layer's table of span ids has entries (4096): some share
+    // one, and a step of a span whose entry another took finds it in the registry instead.
+    let spans: Vec<tracing::Span> = (0..4500u64)
+        .map(|i| match i % 2 {
+            0 => info_span!(target: "many", "even", i),
+            _ => info_span!(target: "many", "odd", i),
+        })
+        .collect();
+    // Each closes (a step looked up by id): 9,000 events, which the rings keep.
+    drop(spans);
+    // Every step of one id is of one name: the name of the span's `new`.
+    let mut names: std::collections::HashMap<String, std::collections::HashSet<String>> =
+        Default::default();
+    let lines = dumped("many::");
+    for l in &lines {
+        let name = if l.contains("many::even") {
+            "even"
+        } else {
+            "odd"
+        };
+        let id = l
+            .split(|c: char| c == '(' || c == ')' || c.is_whitespace())
+            .find_map(|w| w.strip_prefix("span="))
+            .unwrap_or_else(|| panic!("no id in {l}"));
+        names.entry(id.to_string()).or_default().insert(name.into());
+    }
+    assert_eq!(lines.len(), 4500 * 2, "{:?}", &lines[..8.min(lines.len())]);
+    assert_eq!(names.len(), 4500);
+    let mixed: Vec<_> = names.iter().filter(|(_, n)| n.len() > 1).collect();
+    assert!(
+        mixed.is_empty(),
+        "{} ids with two names: {:?}",
+        mixed.len(),
+        &mixed[..3.min(mixed.len())]
+    );
+}

@@ -1,0 +1,181 @@
+//! The callsites of a registry's spans by id, for the [`TtraceLayer`](crate::TtraceLayer): a
+//! step of a span (enter, record, follows, close) finds its tracepoints here with three
+//! loads, instead of looking the span up in `tracing-subscriber`'s registry (a slab guard
+//! taken and dropped: two atomic read-modify-writes, about 20 ns).
+//!
+//! **What it is.** A direct-mapped table of [`SLOTS`] entries, each an id and a callsite,
+//! one table per layer (ids are a registry's, and a layer belongs to one registry). The
+//! layer writes an entry when it records a span's `new`; a later span whose id hashes to
+//! the same entry takes it over. A step that does not find its id (taken over, or a span
+//! whose `new` the layer left out) looks the span up in the registry as before: the table
+//! is a cache, never the only way.
+//!
+//! **Protocol.** An entry is a sequence lock whose sequence is the id itself:
+//! - the writer claims the entry by swapping its id for [`BUSY`] (a compare-exchange: a
+//!   writer that finds the entry busy, or loses the race, leaves it: its span is looked up
+//!   in the registry), then (Release fence) stores the callsite, then stores the new id with
+//!   Release;
+//! - a reader loads the id with Acquire and goes on only if it is the one it looks for, loads
+//!   the callsite, and (Acquire fence) loads the id again: the callsite is the id's if the
+//!   id is still there.
+//!
+//! **Why a reader never takes another span's callsite.** Suppose its second load still sees
+//! its id `x`, yet the callsite it loaded was stored by a writer of another id. That store
+//! comes after the writer's Release fence, and the reader's Acquire fence follows the load
+//! that saw it, so the fences synchronise: the reader's second load sees the writer's
+//! `BUSY` or a later value of the id — `x` only if a still later writer stored `x` again.
+//! A writer stores `x` only for the `new` of a span of id `x`, and the span the reader
+//! looks for is alive (it has its step), so that is its own `new`: then its callsite is
+//! the one stored, and any callsite stored after it would again be preceded by `BUSY`. A
+//! registry gives an id again only after its span closed, and [`SpanIds::forget`] at every
+//! `new` clears an entry still holding that id from an earlier span, so an entry never
+//! names a span that is gone.
+
+use crate::callsite::Callsite;
+use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering::*};
+
+/// Entries in a layer's table (a power of two): 4096, 64 KiB.
+pub(crate) const SLOTS: usize = 4096;
+
+/// The id of an entry being written. No span has it: a registry's ids are slab keys plus
+/// one, far below; one that had it would only never be cached.
+const BUSY: u64 = u64::MAX;
+
+/// One entry: a span's id (0: none yet) and its callsite.
+struct Entry<T> {
+    id: AtomicU64,
+    callsite: AtomicPtr<T>,
+}
+
+/// The table (see the module's documentation): of callsites, `T` (another type in tests).
+pub(crate) struct SpanIds<T: 'static = Callsite> {
+    entries: Box<[Entry<T>]>,
+}
+
+impl<T: 'static> SpanIds<T> {
+    /// An empty table.
+    pub(crate) fn new() -> SpanIds<T> {
+        SpanIds {
+            entries: (0..SLOTS)
+                .map(|_| Entry {
+                    id: AtomicU64::new(0),
+                    callsite: AtomicPtr::new(std::ptr::null_mut()),
+                })
+                .collect(),
+        }
+    }
+
+    /// The entry of `id`: its slot by a multiplicative hash (a registry's ids differ
+    /// mostly in their low bits within a thread's shard, and in the shard's bits above).
+    #[inline]
+    fn entry(&self, id: u64) -> &Entry<T> {
+        let slot = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOTS.trailing_zeros());
+        &self.entries[slot as usize]
+    }
+
+    /// Notes that span `id` has `callsite` (its `new`); left out if another writer is at
+    /// the same entry.
+    pub(crate) fn insert(&self, id: u64, callsite: &'static T) {
+        if id == BUSY {
+            return;
+        }
+        let e = self.entry(id);
+        // Relaxed: the claim orders nothing itself; the fence below orders it before the
+        // callsite's store.
+        let now = e.id.load(Relaxed);
+        if now == BUSY || e.id.compare_exchange(now, BUSY, Relaxed, Relaxed).is_err() {
+            return;
+        }
+        // The claim (`BUSY`) before the callsite, for every reader that sees the callsite.
+        fence(Release);
+        // Relaxed: ordered by the fence above and the Release store below.
+        e.callsite
+            .store(callsite as *const T as *mut T, Relaxed);
+        // Release: a reader that sees the id sees the callsite stored before it.
+        e.id.store(id, Release);
+    }
+
+    /// Clears the entry of `id` if it still names `id` (a span of that id is new: the entry,
+    /// if it is `id`'s, is of an earlier span the registry had given the same id).
+    #[inline]
+    pub(crate) fn forget(&self, id: u64) {
+        let e = self.entry(id);
+        // Relaxed: the span of `id` is being made on this thread; no one looks it up yet,
+        // and an earlier span's entry was written before its id was given again (the
+        // registry's own synchronisation orders it before this `new`).
+        if e.id.load(Relaxed) == id {
+            // A writer that claimed the entry meanwhile took it over: nothing to clear.
+            let _ = e.id.compare_exchange(id, 0, Relaxed, Relaxed);
+        }
+    }
+
+    /// The callsite of live span `id`, if its entry names it.
+    #[inline]
+    pub(crate) fn get(&self, id: u64) -> Option<&'static T> {
+        if id == BUSY {
+            return None;
+        }
+        let e = self.entry(id);
+        // Acquire: pairs with the Release store of the id, after its callsite.
+        if e.id.load(Acquire) != id {
+            return None;
+        }
+        // Relaxed: validated by the second load of the id, after the fence.
+        let callsite = e.callsite.load(Relaxed);
+        fence(Acquire);
+        if e.id.load(Relaxed) != id {
+            return None;
+        }
+        // SAFETY: the id (not `BUSY`, nor 0: no span has either) was there before and after
+        // the load (the module's argument), so the pointer is the one stored for it: made
+        // from a `&'static T`, which lives for the rest of the program; never null, as an
+        // id is stored only after its callsite.
+        Some(unsafe { &*callsite })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn callsite() -> &'static u32 {
+        Box::leak(Box::new(0))
+    }
+
+    #[test]
+    fn a_span_is_found_until_an_id_of_the_same_entry_takes_it_over() {
+        let ids = SpanIds::<u32>::new();
+        let (a, b) = (callsite(), callsite());
+        assert!(ids.get(7).is_none());
+        ids.insert(7, a);
+        assert!(std::ptr::eq(ids.get(7).unwrap(), a));
+        // Another id of the same entry.
+        let other = (8..).find(|&i| std::ptr::eq(ids.entry(i), ids.entry(7))).unwrap();
+        ids.insert(other, b);
+        assert!(ids.get(7).is_none());
+        assert!(std::ptr::eq(ids.get(other).unwrap(), b));
+    }
+
+    #[test]
+    fn a_new_span_of_an_id_given_again_clears_the_earlier_ones_entry() {
+        let ids = SpanIds::<u32>::new();
+        ids.insert(42, callsite());
+        ids.forget(42);
+        assert!(ids.get(42).is_none());
+        // An entry of another id is left.
+        ids.insert(43, callsite());
+        let same = (44..).find(|&i| std::ptr::eq(ids.entry(i), ids.entry(43))).unwrap();
+        ids.forget(same);
+        assert!(ids.get(43).is_some());
+    }
+
+    #[test]
+    fn a_busy_entry_is_left_to_its_writer() {
+        let ids = SpanIds::<u32>::new();
+        ids.entry(9).id.store(BUSY, Relaxed);
+        ids.insert(9, callsite());
+        assert!(ids.get(9).is_none());
+        // And an id that is `BUSY` is never looked for in it.
+        assert!(ids.get(BUSY).is_none());
+    }
+}
