@@ -147,11 +147,13 @@ fn run(saver: &Saver, progress: &Progress) {
             let reason = format!("{}: {}", f.matcher.rules()[fired.rule], fired.what);
             saver.trigger_interval(CauseKind::Rule, &reason, fired.begin, fired.stamp);
         }
-        if progress.report(Some(poll.released_through)) {
+        let (through, active) = (poll.released_through, poll.active);
+        f.follower.recycle(poll);
+        if progress.report(Some(through)) {
             continue;
         }
         // Idle: poll less and less often; at the first event, as often as ACTIVE again.
-        sleep = match poll.active {
+        sleep = match active {
             true => ACTIVE,
             false => (sleep * 2).clamp(ACTIVE, IDLE),
         };

@@ -89,8 +89,7 @@ impl<T: 'static> SpanIds<T> {
         // The claim (`BUSY`) before the callsite, for every reader that sees the callsite.
         fence(Release);
         // Relaxed: ordered by the fence above and the Release store below.
-        e.callsite
-            .store(callsite as *const T as *mut T, Relaxed);
+        e.callsite.store(callsite as *const T as *mut T, Relaxed);
         // Release: a reader that sees the id sees the callsite stored before it.
         e.id.store(id, Release);
     }
@@ -150,7 +149,9 @@ mod tests {
         ids.insert(7, a);
         assert!(std::ptr::eq(ids.get(7).unwrap(), a));
         // Another id of the same entry.
-        let other = (8..).find(|&i| std::ptr::eq(ids.entry(i), ids.entry(7))).unwrap();
+        let other = (8..)
+            .find(|&i| std::ptr::eq(ids.entry(i), ids.entry(7)))
+            .unwrap();
         ids.insert(other, b);
         assert!(ids.get(7).is_none());
         assert!(std::ptr::eq(ids.get(other).unwrap(), b));
@@ -164,7 +165,9 @@ mod tests {
         assert!(ids.get(42).is_none());
         // An entry of another id is left.
         ids.insert(43, callsite());
-        let same = (44..).find(|&i| std::ptr::eq(ids.entry(i), ids.entry(43))).unwrap();
+        let same = (44..)
+            .find(|&i| std::ptr::eq(ids.entry(i), ids.entry(43)))
+            .unwrap();
         ids.forget(same);
         assert!(ids.get(43).is_some());
     }

@@ -123,7 +123,9 @@ fn watch_at(dir: &std::path::Path, rate: f64, run: Duration) -> (Duration, u64, 
             .map(|c| c.events.len() as u64)
             .sum::<u64>();
         lost += p.lost.iter().sum::<u64>();
-        p.active
+        let active = p.active;
+        f.recycle(p);
+        active
     });
     (ttrace_benches::thread_cpu() - cpu0, events, lost, matches)
 }

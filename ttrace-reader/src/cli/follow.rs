@@ -275,8 +275,10 @@ fn follow_device(
         if ended.is_some() {
             footer(&follower, filter, *printed, &mut buf);
         }
+        let active = poll.active;
+        follower.recycle(poll);
         // Idle: poll less and less often; at the first event, as often as asked again.
-        sleep = match poll.active {
+        sleep = match active {
             true => interval,
             false => (sleep * 2).clamp(interval, Duration::from_millis(100).max(interval)),
         };

@@ -391,7 +391,8 @@ impl Watcher<'_> {
             }
             // Due, and everything up to its due time read and released (in the copy).
             let now = dev.now();
-            let released = poll.released_through;
+            let (released, active) = (poll.released_through, poll.active);
+            follower.recycle(poll);
             if let Some(p) = self
                 .pending
                 .take_if(|p| stopping || (now >= p.due && released >= p.due))
@@ -406,7 +407,7 @@ impl Watcher<'_> {
             }
             // Idle: poll less and less often; at the first event, as often as asked again;
             // never past a pending snapshot's due time.
-            sleep = match poll.active {
+            sleep = match active {
                 true => poll_interval,
                 false => {
                     (sleep * 2).clamp(poll_interval, poll_interval.max(Duration::from_millis(100)))
