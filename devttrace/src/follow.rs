@@ -59,9 +59,10 @@ pub struct Follower<'d> {
     window: u64,
     rings: Vec<Cursor>,
     /// Events read and not yet released: `(ring, event)`.
-    held: Vec<(usize, Event)>,
-    /// An empty vector with room, kept to be the next `held` (no allocation per poll).
-    spare: Vec<(usize, Event)>,
+    /// Per ring, the events read and not yet released, in the order read. A poll sorts
+    /// them, hands out the released ones in this vector (no copy), and keeps the rest in a
+    /// vector of the pool.
+    held: Vec<Vec<Event>>,
     /// Emptied event vectors of polls given back ([`Follower::recycle`]), for the next
     /// polls' rings.
     pool: Vec<Vec<Event>>,
@@ -193,8 +194,7 @@ impl<'d> Follower<'d> {
             dev,
             window: dev.version().clock.ns_to_ticks(window_ns),
             rings,
-            held: Vec::new(),
-            spare: Vec::new(),
+            held: (0..dev.cpus()).map(|_| Vec::new()).collect(),
             pool: Vec::new(),
             held_gaps: Vec::new(),
             released: 0,
@@ -290,11 +290,12 @@ impl<'d> Follower<'d> {
         let mut losses = Vec::new();
         for (r, cursor) in self.rings.iter_mut().enumerate() {
             let shared = r >= self.dev.version().num_cpus as usize;
-            let taken = self.held.len();
-            let settled = cursor.walk(&core.ring(r), shared, |e| self.held.push((r, e)));
-            read_any |= self.held.len() > taken;
+            let held = &mut self.held[r];
+            let taken = held.len();
+            let settled = cursor.walk(&core.ring(r), shared, |e| held.push(e));
+            read_any |= held.len() > taken;
             if settled.lost > 0 {
-                losses.push((r, taken..self.held.len(), shared));
+                losses.push((r, taken..held.len(), shared));
             }
             lost[r] = settled.lost;
             gave_up[r] = settled.skipped;
@@ -348,7 +349,7 @@ impl<'d> Follower<'d> {
         let stamps = self.dev.stamps();
         let mut lost_before = vec![0; rings];
         for (r, read, shared) in losses {
-            let times = self.held[read].iter().map(|(_, e)| e.stamp);
+            let times = self.held[r][read].iter().map(|e| e.stamp);
             // The entries lost were committed before those read after them (a per-CPU
             // ring's stamps grow with its positions; a shared ring's may be up to a window
             // apart), and before now if none was read.
@@ -372,27 +373,40 @@ impl<'d> Follower<'d> {
             (false, false) => now,
         }
         .max(released_before);
-        let mut cpus: Vec<RingSnapshot> = (0..rings)
-            .map(|_| RingSnapshot {
-                events: self.pool.pop().unwrap_or_default(),
-                ..RingSnapshot::default()
-            })
-            .collect();
         let mut late = 0;
-        let mut keep = std::mem::take(&mut self.spare);
         // A clear since (or just before) these were read: what it cleared is not released.
         let cleared_at = crate::clear::cleared_at(core.header());
-        self.held.retain(|(_, e)| e.stamp > cleared_at);
-        for (r, e) in self.held.drain(..) {
-            let possible = stamps.contains(&e.stamp);
-            if e.stamp <= watermark || !possible {
-                late += (possible && e.stamp < released_before) as u64;
-                cpus[r].events.push(e);
-            } else {
-                keep.push((r, e));
+        let mut cpus: Vec<RingSnapshot> = Vec::with_capacity(rings);
+        for held in &mut self.held {
+            held.retain(|e| e.stamp > cleared_at);
+            // In time order (stable: a ring's events of one stamp stay in the order read);
+            // mostly in order already (the events kept, then those read), which the sort
+            // finds in runs.
+            held.sort_by_key(|e| e.stamp);
+            let at = held.partition_point(|e| e.stamp <= watermark);
+            // The rest is kept, but for an event stamped where no event can be (damaged):
+            // released at once, after the others (stamped after the watermark).
+            let mut kept = self.pool.pop().unwrap_or_default();
+            let mut damaged = Vec::new();
+            for e in &held[at..] {
+                match stamps.contains(&e.stamp) {
+                    true => kept.push(*e),
+                    false => damaged.push(*e),
+                }
             }
+            held.truncate(at);
+            held.extend(damaged);
+            // Released before the last watermark: late (their writer stalled past the window).
+            let older = held.partition_point(|e| e.stamp < released_before);
+            late += held[..older]
+                .iter()
+                .filter(|e| stamps.contains(&e.stamp))
+                .count() as u64;
+            cpus.push(RingSnapshot {
+                events: std::mem::replace(held, kept),
+                ..RingSnapshot::default()
+            });
         }
-        self.spare = std::mem::replace(&mut self.held, keep);
         let mut gaps = Vec::new();
         self.held_gaps.retain(|&g| match g <= watermark {
             true => {
@@ -403,7 +417,6 @@ impl<'d> Follower<'d> {
         });
         gaps.sort_unstable();
         for c in &mut cpus {
-            c.events.sort_by_key(|e| e.stamp);
             c.committed = c.events.len() as u64;
         }
         self.released = watermark;
@@ -467,7 +480,9 @@ impl<'d> Follower<'d> {
             released_through: watermark,
             gaps,
             lost_before,
-            active: read_any || !self.held.is_empty() || !self.held_gaps.is_empty(),
+            active: read_any
+                || self.held.iter().any(|h| !h.is_empty())
+                || !self.held_gaps.is_empty(),
         })
     }
 }
