@@ -63,6 +63,8 @@ pub struct Follower<'d> {
     /// them, hands out the released ones in this vector (no copy), and keeps the rest in a
     /// vector of the pool.
     held: Vec<Vec<Event>>,
+    /// Per ring, a bound on the tracepoint ids of its held events (none above it).
+    held_top: Vec<u16>,
     /// Emptied event vectors of polls given back ([`Follower::recycle`]), for the next
     /// polls' rings.
     pool: Vec<Vec<Event>>,
@@ -195,6 +197,7 @@ impl<'d> Follower<'d> {
             window: dev.version().clock.ns_to_ticks(window_ns),
             rings,
             held: (0..dev.cpus()).map(|_| Vec::new()).collect(),
+            held_top: vec![0; dev.cpus()],
             pool: Vec::new(),
             held_gaps: Vec::new(),
             released: 0,
@@ -288,11 +291,24 @@ impl<'d> Follower<'d> {
         let mut waiting = false;
         // Per ring that lost entries: the events read after them (in `held`), whether shared.
         let mut losses = Vec::new();
+        // Per ring, whether its held events are still in time order with those read.
+        let mut ordered = vec![true; rings];
         for (r, cursor) in self.rings.iter_mut().enumerate() {
             let shared = r >= self.dev.version().num_cpus as usize;
             let held = &mut self.held[r];
             let taken = held.len();
-            let settled = cursor.walk(&core.ring(r), shared, |e| held.push(e));
+            // What is learnt of each event as it is read, not in a pass over them all.
+            let (mut last, in_order, top) = (
+                held.last().map_or(0, |e| e.stamp),
+                &mut ordered[r],
+                &mut self.held_top[r],
+            );
+            let settled = cursor.walk(&core.ring(r), shared, |e| {
+                *in_order &= e.stamp >= last;
+                last = e.stamp;
+                *top = (*top).max(e.type_word.tracepoint());
+                held.push(e)
+            });
             read_any |= held.len() > taken;
             if settled.lost > 0 {
                 losses.push((r, taken..held.len(), shared));
@@ -373,16 +389,23 @@ impl<'d> Follower<'d> {
             (false, false) => now,
         }
         .max(released_before);
+        // Whether an event held (released now or later) has an id the metadata's copy lacks
+        // (see below).
+        let unknown =
+            (self.held_top.iter()).any(|&t| usize::from(t) >= self.meta.tracepoints.len());
         let mut late = 0;
         // A clear since (or just before) these were read: what it cleared is not released.
         let cleared_at = crate::clear::cleared_at(core.header());
         let mut cpus: Vec<RingSnapshot> = Vec::with_capacity(rings);
-        for held in &mut self.held {
-            held.retain(|e| e.stamp > cleared_at);
-            // In time order (stable: a ring's events of one stamp stay in the order read);
-            // mostly in order already (the events kept, then those read), which the sort
-            // finds in runs.
-            held.sort_by_key(|e| e.stamp);
+        for ((held, top), in_order) in self.held.iter_mut().zip(&mut self.held_top).zip(ordered) {
+            // In time order (stable: a ring's events of one stamp stay in the order read).
+            // The events kept are; those read after them usually are too (a per-CPU ring's
+            // stamps grow with its positions), and are not sorted again then.
+            if !in_order {
+                held.sort_by_key(|e| e.stamp);
+            }
+            let gone = held.partition_point(|e| e.stamp <= cleared_at);
+            held.drain(..gone);
             let at = held.partition_point(|e| e.stamp <= watermark);
             // The rest is kept, but for an event stamped where no event can be (damaged):
             // released at once, after the others (stamped after the watermark).
@@ -402,6 +425,9 @@ impl<'d> Follower<'d> {
                 .iter()
                 .filter(|e| stamps.contains(&e.stamp))
                 .count() as u64;
+            if kept.is_empty() {
+                *top = 0;
+            }
             cpus.push(RingSnapshot {
                 events: std::mem::replace(held, kept),
                 ..RingSnapshot::default()
@@ -423,13 +449,7 @@ impl<'d> Follower<'d> {
         // An id the copy lacks was defined after the words were loaded above (by a thread
         // other than the one that used it, which learned the id without an acquire of
         // the definition): copy again once, so that the event goes out named.
-        let known = self.meta.tracepoints.len();
-        let unknown = |c: &RingSnapshot| {
-            c.events
-                .iter()
-                .any(|e| usize::from(e.type_word.tracepoint()) >= known)
-        };
-        if cpus.iter().any(unknown) {
+        if unknown {
             let defined = core.registry().tracepoints();
             self.meta.tracepoints = defined.tracepoints;
             self.meta.values = defined.values;
