@@ -65,22 +65,42 @@ struct Judge<'m> {
 impl Judge<'_> {
     /// Fires the latency rules on what `step` closed.
     fn render(&mut self, step: Step<'_>, clock: devttrace::Clock, fired: &mut Vec<Fired>) {
+        // Only what a latency rule names is measured.
+        let open = match &step {
+            Step::CallEnd { begin, .. } | Step::StemEnd { begin, .. } => begin,
+            Step::SpanEnd(i) => match &i.new {
+                Some(new) => new,
+                None => return,
+            },
+            _ => return,
+        };
+        let open = usize::from(open.type_word.tracepoint());
+        if (self.plan.get(open)).is_none_or(|p| p.latencies.is_empty()) {
+            return;
+        }
         let (open_id, begin, end, parts) = match step {
             Step::CallEnd {
                 begin, end, parts, ..
             }
             | Step::StemEnd { begin, end, parts } => {
-                let parts = parts.map_or_else(|| Parts::unknown(end.stamp - begin.stamp), |p| *p);
+                let parts = match parts {
+                    Some(p) => p.scaled(|t| clock.ticks_to_ns(t)),
+                    None => Parts::unknown(clock.ticks_to_ns(end.stamp - begin.stamp)),
+                };
                 (begin.type_word.tracepoint(), begin.stamp, end.stamp, parts)
             }
             // A span's duration is its instance's lifetime, new to close, when whole.
             Step::SpanEnd(i) => match (i.new, i.close.filter(|_| i.whole)) {
-                (Some(new), Some(close)) => (new.type_word.tracepoint(), new.stamp, close, i.parts),
+                (Some(new), Some(close)) => (
+                    new.type_word.tracepoint(),
+                    new.stamp,
+                    close,
+                    i.parts.scaled(|t| clock.ticks_to_ns(t)),
+                ),
                 _ => return,
             },
             _ => return,
         };
-        let parts = parts.scaled(|t| clock.ticks_to_ns(t));
         self.latency(usize::from(open_id), &parts, (begin, end), fired);
     }
 
