@@ -62,7 +62,7 @@ fn main() {
     for rate in [0.0, 1e6, 10e6] {
         let tmp = tempfile::tempdir().expect("tempdir");
         let run = Duration::from_secs(if quick { 1 } else { 3 });
-        let (cpu, events, lost, fired) = watch_at(&tmp.path().join("dev"), rate, run);
+        let (cpu, events, lost, fired, _) = watch_at(&tmp.path().join("dev"), rate, run, false);
         println!(
             "  {}: {:.1} % of a CPU ({:.0} ns per event), {events} events followed, {lost} lost, {fired} matches (a pair made long by a preemption of the writer)",
             match rate {
@@ -76,13 +76,35 @@ fn main() {
             }
         );
     }
+    // The slow request among them: does the rule catch it, every time?
+    let runs = 10;
+    let mut caught = 0;
+    let (mut events, mut lost) = (0, 0);
+    for _ in 0..runs {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (_, e, l, _, found) =
+            watch_at(&tmp.path().join("dev"), 10e6, Duration::from_secs(1), true);
+        caught += found as usize;
+        (events, lost) = (events + e, lost + l);
+    }
+    println!(
+        "  one request of 10 ms among 10 M events/s, {runs} runs of 1 s: caught {caught} of {runs} ({events} events followed, {lost} lost in all)"
+    );
 }
 
 /// A writer on CPU 0 recording request pairs at `rate` events a second (paced in batches
 /// of 256; none if 0) for `run`, and a rules follower on CPU 1: the follower's CPU time,
 /// the events it was given, the entries it lost and the rule's matches (the writer's pairs
-/// are immediate: a match is a pair a preemption made long).
-fn watch_at(dir: &std::path::Path, rate: f64, run: Duration) -> (Duration, u64, u64, usize) {
+/// are immediate: a match is a pair a preemption made long). With `slow`, one request of
+/// another thread lasts 10 ms, from the middle of the run: whether the rule caught it is
+/// the last of the results.
+fn watch_at(
+    dir: &std::path::Path,
+    rate: f64,
+    run: Duration,
+    slow: bool,
+) -> (Duration, u64, u64, usize, bool) {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     use ttrace_core::{Config, Definition, Kind, Writer};
     let w = Writer::open(&Config {
         ring_slots: 1 << 18,
@@ -105,17 +127,34 @@ fn watch_at(dir: &std::path::Path, rate: f64, run: Duration) -> (Duration, u64, 
     let mut matcher = ttrace_reader::matcher::Matcher::new(vec![rule]);
     let mut f = devttrace::Follower::new(&dev);
     let (mut events, mut lost, mut matches) = (0u64, 0u64, 0usize);
+    // The slow request's entry was stamped between these two times (device clock).
+    let (after, before) = (AtomicU64::new(u64::MAX), AtomicU64::new(0));
+    let begin = (run.as_secs_f64() * rate / 2.0) as u64;
+    let end = begin + (rate * 0.010) as u64;
+    let mut caught = false;
     let batch = |n| {
+        if slow && (n..n + 256).contains(&begin) {
+            // Relaxed: read after the writer thread is joined.
+            after.store(w.now(), Relaxed);
+            w.emit(entry, 1 << 32 | 3, &[u64::MAX]);
+            before.store(w.now(), Relaxed);
+        }
+        if slow && (n..n + 256).contains(&end) {
+            w.emit(exit, 1 << 32 | 3, &[u64::MAX]);
+        }
         for i in 0..128 {
             w.emit(entry, 1 << 32 | 2, &[n + i]);
             w.emit(exit, 1 << 32 | 2, &[n + i]);
         }
     };
+    let mut fired = Vec::new();
     let cpu0 = ttrace_benches::thread_cpu();
     // Polls as `watch` does with its default interval.
     ttrace_benches::paced_and_polled(run, rate, batch, Duration::from_millis(2), || {
         let p = f.poll().expect("poll");
-        matches += matcher.poll(&p, dev.now()).len();
+        let now = matcher.poll(&p, dev.now());
+        matches += now.len();
+        fired.extend(now.into_iter().filter_map(|f| f.begin));
         events += p
             .snapshot
             .cpus
@@ -127,7 +166,11 @@ fn watch_at(dir: &std::path::Path, rate: f64, run: Duration) -> (Duration, u64, 
         f.recycle(p);
         active
     });
-    (ttrace_benches::thread_cpu() - cpu0, events, lost, matches)
+    let cpu = ttrace_benches::thread_cpu() - cpu0;
+    // Relaxed: the writer thread was joined.
+    let slow_begin = after.load(Relaxed)..=before.load(Relaxed);
+    caught |= fired.iter().any(|b| slow_begin.contains(b));
+    (cpu, events, lost, matches, caught)
 }
 
 /// Nanoseconds of one bare `rdtsc`.
