@@ -173,6 +173,42 @@ mod tests {
     }
 
     #[test]
+    fn readers_racing_writers_of_one_entry_take_only_their_ids_callsite() {
+        // Ids of one entry, each with a callsite that names it; writers take the entry
+        // over and over while readers look ids up: a reader finds its id's callsite or
+        // nothing, never another id's.
+        let ids = SpanIds::<u64>::new();
+        let same: Vec<u64> = (1..)
+            .filter(|&i| std::ptr::eq(ids.entry(i), ids.entry(1)))
+            .take(4)
+            .collect();
+        let callsites: Vec<&'static u64> = same.iter().map(|&i| &*Box::leak(Box::new(i))).collect();
+        std::thread::scope(|s| {
+            for (&id, &cs) in same.iter().zip(&callsites) {
+                let ids = &ids;
+                s.spawn(move || {
+                    for _ in 0..20_000 {
+                        ids.insert(id, cs);
+                    }
+                });
+            }
+            for _ in 0..2 {
+                let (ids, same) = (&ids, &same);
+                s.spawn(move || {
+                    for n in 0..100_000 {
+                        let id = same[n % same.len()];
+                        if let Some(&cs) = ids.get(id) {
+                            assert_eq!(cs, id, "id {id} took another's callsite");
+                        }
+                    }
+                });
+            }
+        });
+        // Each id's last writer left the entry to one of them.
+        assert!(same.iter().filter(|&&i| ids.get(i).is_some()).count() == 1);
+    }
+
+    #[test]
     fn a_busy_entry_is_left_to_its_writer() {
         let ids = SpanIds::<u32>::new();
         ids.entry(9).id.store(BUSY, Relaxed);
