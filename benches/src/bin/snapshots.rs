@@ -131,7 +131,6 @@ fn watch_at(
     let (after, before) = (AtomicU64::new(u64::MAX), AtomicU64::new(0));
     let begin = (run.as_secs_f64() * rate / 2.0) as u64;
     let end = begin + (rate * 0.010) as u64;
-    let mut caught = false;
     let batch = |n| {
         if slow && (n..n + 256).contains(&begin) {
             // Relaxed: read after the writer thread is joined.
@@ -169,7 +168,7 @@ fn watch_at(
     let cpu = ttrace_benches::thread_cpu() - cpu0;
     // Relaxed: the writer thread was joined.
     let slow_begin = after.load(Relaxed)..=before.load(Relaxed);
-    caught |= fired.iter().any(|b| slow_begin.contains(b));
+    let caught = fired.iter().any(|b| slow_begin.contains(b));
     (cpu, events, lost, matches, caught)
 }
 
