@@ -58,7 +58,6 @@ pub struct Follower<'d> {
     /// The reorder window, in clock ticks.
     window: u64,
     rings: Vec<Cursor>,
-    /// Events read and not yet released: `(ring, event)`.
     /// Per ring, the events read and not yet released, in the order read. A poll sorts
     /// them, hands out the released ones in this vector (no copy), and keeps the rest in a
     /// vector of the pool.
@@ -425,7 +424,16 @@ impl<'d> Follower<'d> {
                 .iter()
                 .filter(|e| stamps.contains(&e.stamp))
                 .count() as u64;
-            if kept.is_empty() {
+            // The bound of what is kept: exact after a poll that found an id unknown (else an
+            // id no definition will name, of a damaged entry, would have the metadata copied
+            // at every poll while events keep coming), else left as it is, or 0.
+            if unknown {
+                *top = kept
+                    .iter()
+                    .map(|e| e.type_word.tracepoint())
+                    .max()
+                    .unwrap_or(0);
+            } else if kept.is_empty() {
                 *top = 0;
             }
             cpus.push(RingSnapshot {
