@@ -78,7 +78,7 @@ impl Judge<'_> {
         if (self.plan.get(open)).is_none_or(|p| p.latencies.is_empty()) {
             return;
         }
-        let (open_id, begin, end, parts) = match step {
+        let (begin, end, parts) = match step {
             Step::CallEnd {
                 begin, end, parts, ..
             }
@@ -87,21 +87,18 @@ impl Judge<'_> {
                     Some(p) => p.scaled(|t| clock.ticks_to_ns(t)),
                     None => Parts::unknown(clock.ticks_to_ns(end.stamp - begin.stamp)),
                 };
-                (begin.type_word.tracepoint(), begin.stamp, end.stamp, parts)
+                (begin.stamp, end.stamp, parts)
             }
             // A span's duration is its instance's lifetime, new to close, when whole.
             Step::SpanEnd(i) => match (i.new, i.close.filter(|_| i.whole)) {
-                (Some(new), Some(close)) => (
-                    new.type_word.tracepoint(),
-                    new.stamp,
-                    close,
-                    i.parts.scaled(|t| clock.ticks_to_ns(t)),
-                ),
+                (Some(new), Some(close)) => {
+                    (new.stamp, close, i.parts.scaled(|t| clock.ticks_to_ns(t)))
+                }
                 _ => return,
             },
             _ => return,
         };
-        self.latency(usize::from(open_id), &parts, (begin, end), fired);
+        self.latency(open, &parts, (begin, end), fired);
     }
 
     /// A duration opened by tracepoint `open_id`, from `begin` to `stamp`, its time in
