@@ -28,7 +28,7 @@ use devttrace::{Config, Device, Error, Result};
 use std::path::Path;
 use std::sync::Mutex;
 use ttrace_layouts::aux::{aux_ref, AuxPath, AuxTag, AUX_MAX_PAYLOAD, AUX_NONE};
-use ttrace_layouts::entry::{TypeWord, ENTRY_ARGS, MAX_ARGS, SLOT_WORDS};
+use ttrace_layouts::entry::{Stamp, TypeWord, ENTRY_ARGS, MAX_ARGS, SLOT_WORDS};
 use ttrace_layouts::meta::ArgType;
 
 /// A device opened to record into, with this process's way of writing it: the restartable
@@ -484,7 +484,9 @@ impl switches::Recorder for Writer {
                 // here on is recorded: a `sched_in` says so, so that readers know its
                 // switches from this moment rather than from its first switch.
                 if let word @ 1.. = builtin_word(&SWITCH_IN) {
-                    let now = self.now();
+                    // Even, as the drain's times are: the entry's stamp and the time
+                    // the event carries are then the same number.
+                    let now = self.now() & !Stamp::CONTINUATION;
                     self.emit_shared_at(now, word, ctx, &[now]);
                 }
             }
