@@ -152,6 +152,17 @@ pub fn thread_cpu() -> std::time::Duration {
     std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
+/// CPU time every thread of the process has used.
+pub fn process_cpu() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; the clock id is a constant.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// The CPUs the calling thread may run on (its affinity mask, in increasing order): the
 /// CPUs a benchmark can pin its threads to. Call it before pinning the thread.
 pub fn allowed_cpus() -> Vec<usize> {
