@@ -632,3 +632,58 @@ fn each_step_of_many_live_spans_is_recorded_under_its_own_name() {
         &mixed[..3.min(mixed.len())]
     );
 }
+
+/// An event's strings go with it in one section (gathered beside its words): each in its
+/// own field, in order, past a field not recorded and with numbers between them; a string
+/// too long to gather is written on its own and shows the same; a span's `record`s of a
+/// field, a string then a number, show each.
+#[test]
+fn an_events_strings_each_show_in_their_own_field() {
+    dir();
+    let long = "L".repeat(3000);
+    let long_str: &str = &long;
+    info!(
+        target: "strings",
+        skipped = tracing::field::Empty,
+        method = "GET",
+        n = 7u64,
+        path = "/work/1",
+        detail = ?("x", 2),
+        "request {} done",
+        42
+    );
+    info!(target: "strings", first = "a", long = long_str, last = "z", "long");
+    let span = info_span!(target: "strings", "rec", v = tracing::field::Empty);
+    span.record("v", "text");
+    span.record("v", 5u64);
+    drop(span);
+
+    let lines = dumped("strings::");
+    let request = lines
+        .iter()
+        .find(|l| l.contains("message=\"request 42 done\""))
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    for part in [
+        "skipped=<unset>",
+        "method=\"GET\"",
+        " n=7",
+        "path=\"/work/1\"",
+        "detail=\"(\\\"x\\\", 2)\"",
+    ] {
+        assert!(request.contains(part), "{part} in {request}");
+    }
+    let long_line = lines
+        .iter()
+        .find(|l| l.contains("message=\"long\""))
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(long_line.contains("first=\"a\""), "{long_line}");
+    assert!(
+        long_line.contains(&format!("long=\"{long}\"")),
+        "{long_line}"
+    );
+    assert!(long_line.contains("last=\"z\""), "{long_line}");
+    let records: Vec<&String> = lines.iter().filter(|l| l.contains("rec record(")).collect();
+    assert_eq!(records.len(), 2, "{lines:#?}");
+    assert!(records[0].ends_with(" v=\"text\")"), "{}", records[0]);
+    assert!(records[1].ends_with(" v=5)"), "{}", records[1]);
+}
