@@ -633,10 +633,9 @@ fn each_step_of_many_live_spans_is_recorded_under_its_own_name() {
     );
 }
 
-/// An event's strings go with it in one section (gathered beside its words): each in its
-/// own field, in order, past a field not recorded and with numbers between them; a string
-/// too long to gather is written on its own and shows the same; a span's `record`s of a
-/// field, a string then a number, show each.
+/// An event's strings each show in their own field, in order, past a field not recorded
+/// (its words compacted) and with numbers between them, a string of 3,000 bytes whole; a
+/// span's `record`s of a field, a string then a number, show each.
 #[test]
 fn an_events_strings_each_show_in_their_own_field() {
     dir();
