@@ -409,17 +409,19 @@ macro_rules! section_end {
 }
 
 /// `{h}` = the ring's head; `{a}` = its slot, claimed (`CLAIMED | h`): the slot's line is
-/// only written.
+/// only written. From here on `{ring}` holds `&head` (the row is not read again): the stamp
+/// and the commit reach the head's line without loading its address again.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 macro_rules! claim_first {
     () => {
         concat!(
-            "mov rdx, qword ptr [{ring} + {r_head}]\n",
-            "mov {h}, qword ptr [rdx]\n",
-            "mov {a}, {h}\n",
-            "and {a}, qword ptr [{table} + {ring_mask}]\n",
-            "shl {a}, {slot_shift}\n",
-            "add {a}, qword ptr [{ring} + {r_slots}]\n",
+            "mov {a}, qword ptr [{ring} + {r_slots}]\n",
+            "mov {ring}, qword ptr [{ring} + {r_head}]\n",
+            "mov {h}, qword ptr [{ring}]\n",
+            "mov rdx, {h}\n",
+            "and rdx, qword ptr [{table} + {ring_mask}]\n",
+            "shl rdx, {slot_shift}\n",
+            "add {a}, rdx\n",
             "mov rdx, {h}\n",
             "bts rdx, {claimed}\n",
             "mov qword ptr [{a}], rdx\n",
@@ -427,7 +429,9 @@ macro_rules! claim_first {
     };
 }
 
-/// `{b}` = the slot at `h + 1`, claimed (`CLAIMED | h + 1`).
+/// `{b}` = the slot at `h + 1`, claimed (`CLAIMED | h + 1`): `{a}`'s slot moved by one, less
+/// the ring's size if that wraps (`a - slot(h) + slot(h + 1)`, the slots' base not loaded
+/// again).
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 macro_rules! claim_second {
     () => {
@@ -435,7 +439,11 @@ macro_rules! claim_second {
             "lea {b}, [{h} + 1]\n",
             "and {b}, qword ptr [{table} + {ring_mask}]\n",
             "shl {b}, {slot_shift}\n",
-            "add {b}, qword ptr [{ring} + {r_slots}]\n",
+            "add {b}, {a}\n",
+            "mov rdx, {h}\n",
+            "and rdx, qword ptr [{table} + {ring_mask}]\n",
+            "shl rdx, {slot_shift}\n",
+            "sub {b}, rdx\n",
             "lea rdx, [{h} + 1]\n",
             "bts rdx, {claimed}\n",
             "mov qword ptr [{b}], rdx\n",
@@ -495,22 +503,22 @@ macro_rules! payload_second {
 }
 
 /// The parent's stamp into `{a}` and `rax`: `rdtsc`, the claim and continuation bits
-/// clear, at least the floor (the ring's last stamp, made odd, plus one).
+/// clear, at least the floor (the ring's last stamp, made odd, plus one: into `{cpu}`,
+/// spent, before the `rdtsc`, so that after it come only the stamp's bits and stores).
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 macro_rules! stamp {
     () => {
         concat!(
+            "mov {cpu}, qword ptr [{ring} + {last_stamp}]\n",
+            "or {cpu}, 1\n",
+            "add {cpu}, 1\n",
             "rdtsc\n",
             "shl rdx, 32\n",
             "or rax, rdx\n",
             "btr rax, {claimed}\n",
             "and rax, -2\n",
-            "mov rdx, qword ptr [{ring} + {r_head}]\n",
-            "mov rdx, qword ptr [rdx + {last_stamp}]\n",
-            "or rdx, 1\n",
-            "add rdx, 1\n",
-            "cmp rax, rdx\n",
-            "cmovb rax, rdx\n",
+            "cmp rax, {cpu}\n",
+            "cmovb rax, {cpu}\n",
             "mov qword ptr [{a}], rax\n",
         )
     };
@@ -525,17 +533,16 @@ macro_rules! stamp_second {
 }
 
 /// `last_stamp` = the stamp, then the commit: `head = h + slots` (the operand given), and
-/// the commit's end (22).
+/// the commit's end (22). `{ring}` is `&head` ([`claim_first`]).
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 macro_rules! commit {
     ($slots:literal) => {
         concat!(
-            "mov rdx, qword ptr [{ring} + {r_head}]\n",
-            "mov qword ptr [rdx + {last_stamp}], rax\n",
+            "mov qword ptr [{ring} + {last_stamp}], rax\n",
             "add {h}, ",
             $slots,
             "\n",
-            "mov qword ptr [rdx], {h}\n",
+            "mov qword ptr [{ring}], {h}\n",
             "22:\n",
         )
     };
