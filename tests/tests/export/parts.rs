@@ -117,3 +117,71 @@ fn the_parts_of_a_merge_give_what_it_gives_one_after_the_other() {
         }
     });
 }
+
+/// The Chrome export of a long trace with the merge and the event model on a thread of their
+/// own (`ttrace_reader::export::pipeline`) writes, byte for byte, what it writes on one
+/// thread, and counts the same: its steps come in the same order, each with its events.
+#[test]
+fn chrome_on_two_threads_writes_what_it_writes_on_one() {
+    with_view(|view| {
+        let run = |threads| {
+            let mut out = Vec::new();
+            let items = Merge::view(view, &Filter::default());
+            assert!(items.len() >= ttrace_reader::export::pipeline::MIN_ITEMS);
+            let written = ttrace_reader::export::chrome::write_on(
+                view.into(),
+                &view.cpus,
+                items,
+                &mut out,
+                |_| {},
+                threads,
+            )
+            .unwrap();
+            (out, written)
+        };
+        let (one, one_counts) = run(false);
+        let (two, two_counts) = run(true);
+        assert_eq!(one_counts, two_counts);
+        assert!(one.len() > 1 << 20, "{} bytes", one.len());
+        let differ = one.iter().zip(&two).position(|(a, b)| a != b);
+        assert!(
+            one.len() == two.len() && differ.is_none(),
+            "{} and {} bytes, first difference at {differ:?}",
+            one.len(),
+            two.len()
+        );
+    });
+}
+
+/// The same of the Perfetto export.
+#[test]
+fn perfetto_on_two_threads_writes_what_it_writes_on_one() {
+    with_view(|view| {
+        let run = |threads| {
+            let mut out = Vec::new();
+            let items = Merge::view(view, &Filter::default());
+            let written = ttrace_reader::export::perfetto::write_on(
+                view.into(),
+                &view.cpus,
+                items,
+                &[],
+                &mut out,
+                |_| {},
+                threads,
+            )
+            .unwrap();
+            (out, written)
+        };
+        let (one, one_counts) = run(false);
+        let (two, two_counts) = run(true);
+        assert_eq!(one_counts, two_counts);
+        assert!(one.len() > 1 << 20, "{} bytes", one.len());
+        let differ = one.iter().zip(&two).position(|(a, b)| a != b);
+        assert!(
+            one.len() == two.len() && differ.is_none(),
+            "{} and {} bytes, first difference at {differ:?}",
+            one.len(),
+            two.len()
+        );
+    });
+}

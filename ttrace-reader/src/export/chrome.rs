@@ -36,11 +36,12 @@
 //!
 //! The output is written as the items come; memory holds only the entries still open.
 
+use super::pipeline::Walked;
 use super::{Identities, Schema, Written};
 use crate::append::{self, Text};
 use crate::decode::Context;
 use crate::format::Spec;
-use crate::merge::{Item, Merge};
+use crate::merge::Merge;
 use devttrace::{AuxSnapshots, Clock, Event, Mark, RingSnapshot};
 use foldhash::HashMap as FoldHashMap;
 use std::io::Write;
@@ -570,9 +571,23 @@ impl Writer<'_> {
 pub fn write(
     ctx: Context<'_>,
     rings: &[RingSnapshot<Mark>],
-    mut items: Merge<'_>,
+    items: Merge<'_>,
+    out: &mut impl Write,
+    progress: impl FnMut(u64),
+) -> std::io::Result<Written> {
+    write_on(ctx, rings, items, out, progress, super::pipeline::threads())
+}
+
+/// [`write`], with the merge and the model on a thread of their own for a long trace
+/// (`threads`: on more than one core, as [`write`] does), or all on the calling thread
+/// ([`super::pipeline`]): the same output.
+pub fn write_on(
+    ctx: Context<'_>,
+    rings: &[RingSnapshot<Mark>],
+    items: Merge<'_>,
     out: &mut impl Write,
     mut progress: impl FnMut(u64),
+    threads: bool,
 ) -> std::io::Result<Written> {
     let schemas = Schema::all(ctx.meta);
     let mut w = Writer {
@@ -592,21 +607,14 @@ pub fn write(
     // The device's facts and the losses follow the events, once they are all known.
     w.buf
         .extend_from_slice(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
-    let (mut first, mut last) = (None, 0);
-    let mut model = Model::new(ctx.meta, rings);
+    let model = Model::new(ctx.meta, rings);
     w.written.losses(rings, &items);
-    items.try_for_each_ref(|item| {
-        first.get_or_insert(item.timestamp());
-        last = last.max(item.timestamp());
-        w.written.item(item);
-        match item {
-            Item::Point { event, .. } => {
-                let span = (first.unwrap_or(event.stamp), last);
-                model.feed(event, &mut |step| {
-                    w.step(step, &schemas, Some(event.ctx), span)
-                });
-            }
-            Item::Message(r) => {
+    let strings_lost = super::pipeline::walk(items, model, threads, &mut |walked| {
+        match walked {
+            Walked::Point { .. } => w.written.walked(false),
+            Walked::Fed(_) => super::spill(&mut w.buf, out, || progress(w.written.events))?,
+            Walked::Message(r) => {
+                w.written.walked(true);
                 w.element();
                 w.buf.extend_from_slice(
                     b"{\"name\":\"info\",\"cat\":\"message\",\"ph\":\"i\",\"s\":\"t\",\"ts\":",
@@ -616,13 +624,13 @@ pub fn write(
                 w.buf.extend_from_slice(b",\"args\":{\"message\":\"");
                 escape(&mut w.buf, r.text_or_lost());
                 w.buf.extend_from_slice(b"\"}}");
+                super::spill(&mut w.buf, out, || progress(w.written.events))?;
             }
+            Walked::Step { step, fed, span } => w.step(step, &schemas, fed.map(|e| e.ctx), span),
         }
-        super::spill(&mut w.buf, out, || progress(w.written.events))
+        Ok::<(), std::io::Error>(())
     })?;
-    w.written.strings_lost = items.strings_lost();
-    let span = (first.unwrap_or(0), last);
-    model.finish(&mut |step| w.step(step, &schemas, None, span));
+    w.written.strings_lost = strings_lost;
     // The names of the writers seen: one process and one thread track per identity.
     let mut names = std::mem::take(&mut w.names);
     names.sort_unstable();

@@ -10,6 +10,7 @@ pub mod chrome;
 pub mod ctf;
 pub mod perfetto;
 pub mod otlp;
+pub mod pipeline;
 #[cfg(feature = "post")]
 pub mod post;
 pub mod uftrace;
@@ -102,8 +103,13 @@ pub struct Written {
 impl Written {
     /// Counts an item written (a trace point or a message).
     pub fn item(&mut self, item: &Item<'_>) {
+        self.walked(matches!(item, Item::Message(_)));
+    }
+
+    /// Counts an item walked: a message, or an event.
+    pub fn walked(&mut self, message: bool) {
         self.events += 1;
-        self.messages += matches!(item, Item::Message(_)) as u64;
+        self.messages += message as u64;
     }
 
     /// Adds the losses of the rings `items` reads.

@@ -61,11 +61,12 @@
 //! the span instances' lanes and flows, never the events: the trace is written as it is
 //! read.
 
+use super::pipeline::Walked;
 use super::proto::{bytes, close, double, fixed64, message, open, uint};
 use super::{Identities, Schema, Written};
 use crate::decode::Context;
 use crate::format::Spec;
-use crate::merge::{Item, Merge};
+use crate::merge::Merge;
 use devttrace::{AuxSnapshots, Clock, Event, Mark, RingSnapshot, Role};
 use foldhash::HashMap;
 use std::cmp::Reverse;
@@ -864,8 +865,8 @@ impl<'s> Writer<'s> {
     }
 
     /// A trace point: what the model says it did (`model.feed`), then the counters it sets.
-    fn point(&mut self, event: &Event, model: &mut Model) {
-        model.feed(event, &mut |step| self.step(step, Some(event)));
+    /// The counters of `event`'s tracepoint, once the model's steps of it are written.
+    fn counted(&mut self, event: &Event) {
         let id = event.type_word.tracepoint();
         if self
             .counters
@@ -1280,12 +1281,28 @@ fn value(out: &mut Vec<u8>, spec: &Spec, w: u64, aux: &AuxSnapshots) {
 pub fn write(
     ctx: Context<'_>,
     rings: &[RingSnapshot<Mark>],
-    mut items: Merge<'_>,
+    items: Merge<'_>,
+    counters: &[Counter],
+    out: &mut impl Write,
+    progress: impl FnMut(u64),
+) -> std::io::Result<Written> {
+    let threads = super::pipeline::threads();
+    write_on(ctx, rings, items, counters, out, progress, threads)
+}
+
+/// [`write`], with the merge and the model on a thread of their own for a long trace
+/// (`threads`: on more than one core, as [`write`] does), or all on the calling thread
+/// ([`super::pipeline`]): the same output.
+pub fn write_on(
+    ctx: Context<'_>,
+    rings: &[RingSnapshot<Mark>],
+    items: Merge<'_>,
     counters: &[Counter],
     out: &mut impl Write,
     mut progress: impl FnMut(u64),
+    threads: bool,
 ) -> std::io::Result<Written> {
-    let mut model = Model::new(ctx.meta, rings);
+    let model = Model::new(ctx.meta, rings);
     let schemas = Schema::all(ctx.meta);
     let mut by_point = vec![Vec::new(); schemas.len()];
     for c in counters {
@@ -1339,17 +1356,23 @@ pub fn write(
     };
     let mut first = None;
     w.written.losses(rings, &items);
-    items.try_for_each_ref(|item| {
-        w.written.item(item);
-        match item {
-            Item::Point { event, cpu } => {
-                if let Some(counts) = w.losses.get_mut(*cpu).and_then(Option::take) {
+    let strings_lost = super::pipeline::walk(items, model, threads, &mut |walked| {
+        match walked {
+            Walked::Point { event, cpu } => {
+                w.written.walked(false);
+                if let Some(counts) = w.losses.get_mut(cpu).and_then(Option::take) {
                     w.loss(counts, event.ctx, event.stamp);
                 }
                 first.get_or_insert((event.stamp, event.ctx));
-                w.point(event, &mut model)
             }
-            Item::Message(r) => {
+            // What is open at the end stays open; the polls the model held are written.
+            Walked::Step { step, fed, .. } => w.step(step, fed),
+            Walked::Fed(event) => {
+                w.counted(event);
+                super::spill(&mut w.buf, out, || progress(w.written.events))?;
+            }
+            Walked::Message(r) => {
+                w.written.walked(true);
                 first.get_or_insert((r.timestamp, r.ctx));
                 let text = String::from_utf8_lossy(r.text_or_lost()).into_owned();
                 w.track_event(TrackEvent {
@@ -1361,13 +1384,12 @@ pub fn write(
                     args: Args::Message(&text),
                     flows: &[],
                 });
+                super::spill(&mut w.buf, out, || progress(w.written.events))?;
             }
         }
-        super::spill(&mut w.buf, out, || progress(w.written.events))
+        Ok::<(), std::io::Error>(())
     })?;
-    w.written.strings_lost = items.strings_lost();
-    // What is open at the end stays open; the polls the model held are written.
-    model.finish(&mut |step| w.step(step, None));
+    w.written.strings_lost = strings_lost;
     // Rings whose every entry was lost: their losses at the trace's first event.
     let rest: Vec<[u64; 4]> = w.losses.iter_mut().filter_map(Option::take).collect();
     if let Some((stamp, ctx)) = first {
