@@ -185,3 +185,45 @@ fn perfetto_on_two_threads_writes_what_it_writes_on_one() {
         );
     });
 }
+
+/// The same of the uftrace export: every file of its directory.
+#[test]
+fn uftrace_on_two_threads_writes_what_it_writes_on_one() {
+    with_view(|view| {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = |threads: bool| {
+            let dir = tmp.path().join(format!("threads-{threads}"));
+            let items = Merge::view(view, &Filter::default());
+            let written = ttrace_reader::export::uftrace::write_on(
+                view.into(),
+                &view.cpus,
+                items,
+                &dir,
+                |_| {},
+                threads,
+            )
+            .unwrap();
+            let mut files: Vec<(std::ffi::OsString, Vec<u8>)> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    (e.file_name(), std::fs::read(e.path()).unwrap())
+                })
+                .collect();
+            files.sort();
+            (files, written)
+        };
+        let (one, one_counts) = run(false);
+        let (two, two_counts) = run(true);
+        assert_eq!(one_counts, two_counts);
+        let bytes: usize = one.iter().map(|f| f.1.len()).sum();
+        assert!(bytes > 1 << 20, "{bytes} bytes");
+        let names = |fs: &[(std::ffi::OsString, Vec<u8>)]| -> Vec<_> {
+            fs.iter().map(|f| f.0.clone()).collect()
+        };
+        assert_eq!(names(&one), names(&two));
+        for ((name, a), (_, b)) in one.iter().zip(&two) {
+            assert!(a == b, "{name:?} differs");
+        }
+    });
+}

@@ -49,6 +49,7 @@
 //! (see uftrace's `uftrace.h`) and perf's `struct perf_event_header` records
 //! (`utils/perf.h`).
 
+use super::pipeline::Walked;
 use super::{Identities, Schema, Written};
 use crate::decode::{Context, Decoder, TimeFormat};
 use crate::format::Spec;
@@ -323,9 +324,23 @@ impl Streams<'_> {
 pub fn write(
     ctx: Context<'_>,
     rings: &[RingSnapshot<Mark>],
-    mut items: Merge<'_>,
+    items: Merge<'_>,
+    dir: &Path,
+    progress: impl FnMut(u64),
+) -> std::io::Result<Written> {
+    write_on(ctx, rings, items, dir, progress, super::pipeline::threads())
+}
+
+/// [`write`], with the merge and the model on a thread of their own for a long trace
+/// (`threads`: on more than one core, as [`write`] does), or all on the calling thread
+/// ([`super::pipeline`]): the same output.
+pub fn write_on(
+    ctx: Context<'_>,
+    rings: &[RingSnapshot<Mark>],
+    items: Merge<'_>,
     dir: &Path,
     mut progress: impl FnMut(u64),
+    threads_too: bool,
 ) -> std::io::Result<Written> {
     std::fs::create_dir_all(dir)?;
     let schemas = Schema::all(ctx.meta);
@@ -358,12 +373,25 @@ pub fn write(
         written: Written::default(),
         text: Vec::new(),
     };
-    let mut model = Model::new(ctx.meta, rings);
+    let model = Model::new(ctx.meta, rings);
     p.written.losses(rings, &items);
-    items.try_for_each_ref(|item| {
-        let (ring, who, stamp) = match *item {
-            Item::Point { cpu, ref event } => (cpu, event.ctx, event.stamp),
-            Item::Message(r) => (r.cpu as usize, r.ctx, r.timestamp),
+    // The thread (its uftrace tid) and time of the item last walked.
+    let mut at = (0, 0);
+    let strings_lost = super::pipeline::walk(items, model, threads_too, &mut |walked| {
+        let (ring, who, stamp) = match walked {
+            Walked::Point { cpu, event } => (cpu, event.ctx, event.stamp),
+            Walked::Message(r) => (r.cpu as usize, r.ctx, r.timestamp),
+            // What is open at the end writes nothing: it is counted.
+            Walked::Step { step, fed, .. } => {
+                let now = fed.map(|event| Now {
+                    event,
+                    tid: at.0,
+                    t: at.1,
+                });
+                p.step(&step, &mut streams.buffers, now.as_ref());
+                return Ok(());
+            }
+            Walked::Fed(_) => return flush(&mut p, &mut streams, &mut progress),
         };
         let id = p.identities.of(who, stamp);
         let (pid, tid) = (id.pid, id.tid);
@@ -371,6 +399,7 @@ pub fn write(
             process_names.entry(pid).or_insert_with(|| name.to_string());
         }
         let t = ns(stamp);
+        at = (tid, t);
         threads.entry(tid).or_insert((pid, t, t)).2 = t;
         if let Some(name) = id.thread {
             if thread_names.insert(tid, name) != Some(name) {
@@ -387,34 +416,27 @@ pub fn write(
             );
             *n = 0;
         }
-        match item {
-            Item::Point { event, .. } => {
-                let now = Now { event, tid, t };
-                let buffers = &mut streams.buffers;
-                model.feed(event, &mut |step| p.step(&step, buffers, Some(&now)));
-            }
-            Item::Message(_) => {
+        match walked {
+            Walked::Message(m) => {
                 let out = streams.buffers.entry(tid).or_default();
-                p.call(&mut out.bytes, t, out.depth, p.schemas.len(), item);
+                p.call(
+                    &mut out.bytes,
+                    t,
+                    out.depth,
+                    p.schemas.len(),
+                    &Item::Message(*m),
+                );
                 p.full |= out.bytes.len() >= FLUSH;
+                p.written.walked(true);
+                flush(&mut p, &mut streams, &mut progress)
+            }
+            _ => {
+                p.written.walked(false);
+                Ok(())
             }
         }
-        p.written.item(item);
-        if std::mem::take(&mut p.full) {
-            let full: Vec<u64> = (streams.buffers.iter())
-                .filter(|(_, s)| s.bytes.len() >= FLUSH)
-                .map(|(&tid, _)| tid)
-                .collect();
-            for tid in full {
-                streams.flush(tid)?;
-            }
-            progress(p.written.events);
-        }
-        Ok::<(), std::io::Error>(())
     })?;
-    p.written.strings_lost = items.strings_lost();
-    // What is open at the end writes nothing: it is counted.
-    model.finish(&mut |step| p.step(&step, &mut streams.buffers, None));
+    p.written.strings_lost = strings_lost;
     // Losses of rings none of whose events are exported: at the end of the first thread's
     // stream (uftrace has no other place for them; with no thread at all there is no trace).
     let unreported: u64 = lost.iter().sum();
@@ -438,6 +460,26 @@ pub fn write(
     files(dir, &ctx, &p, &threads, &process_names, !comms.is_empty())?;
     progress(p.written.events);
     Ok(p.written)
+}
+
+/// Writes out the streams that hold [`FLUSH`] bytes or more, once one does (`p.full`), and
+/// reports `progress`: what follows each item.
+fn flush(
+    p: &mut Points<'_>,
+    streams: &mut Streams<'_>,
+    progress: &mut impl FnMut(u64),
+) -> std::io::Result<()> {
+    if std::mem::take(&mut p.full) {
+        let full: Vec<u64> = (streams.buffers.iter())
+            .filter(|(_, s)| s.bytes.len() >= FLUSH)
+            .map(|(&tid, _)| tid)
+            .collect();
+        for tid in full {
+            streams.flush(tid)?;
+        }
+        progress(p.written.events);
+    }
+    Ok(())
 }
 
 /// Appends a `PERF_RECORD_COMM` naming thread `tid` of `pid` `name` at `t`, as uftrace
