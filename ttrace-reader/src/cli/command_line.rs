@@ -116,8 +116,9 @@ enum Command {
                                 says); also with max
   lost > N/s                    more than N entries lost by the watcher over the last second
 
-Matches while a snapshot waits for its --after span are merged into it; matches within
---interval of the last snapshot's are refused. The snapshot holds what the rings still hold
+Matches while a snapshot waits for its --after span are merged into it; a match within
+--interval of the last snapshot is put off to an interval after it (its file is named by
+the match's time). Both are counted (stats). The snapshot holds what the rings still hold
 when --after has passed: at E events/s per ring of S slots, about S/E seconds back.
 
 Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_SNAPSHOT\" /bugs/'")]
@@ -145,7 +146,7 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
         /// Keep at most N snapshot files in the directory, the newest (default 16).
         #[arg(long, value_name = "N")]
         keep: Option<usize>,
-        /// Keep at most SIZE bytes of snapshot files (k, m, g: binary units; default 256m).
+        /// Keep at most SIZE bytes of snapshot files (k, m, g: binary units; default 1g).
         #[arg(long, value_name = "SIZE")]
         max_bytes: Option<String>,
         /// Run `sh -c CMD` after each snapshot, with TTRACE_SNAPSHOT (the file) and
