@@ -238,8 +238,15 @@ impl<'d> Follower<'d> {
 
     /// Tells `shadow` (made by [`Follower::shadow`]) how far this follower reached: the
     /// positions it looked at, and its copies of the aux buffers (the strings of the events
-    /// it read).
+    /// it read). The events it read and holds still, for the reorder window, go into their
+    /// slots too (the polls that release them later write the same words again): else the
+    /// copy's readers would count their positions, below the heads, lost.
     pub fn reached(&self, shadow: &mut crate::shadow::Shadow) {
+        for (r, held) in self.held.iter().enumerate() {
+            for e in held {
+                shadow.record(r, e);
+            }
+        }
         shadow.reached(self.rings.iter().map(|c| c.next), &self.aux);
     }
 

@@ -123,3 +123,34 @@ fn a_shadow_of_another_device_shape_is_refused() {
     );
     assert!(refused.is_err());
 }
+
+/// Events the follower read and still holds for its reorder window (a device recording
+/// context switches holds every event a window) are in the copy too: saved then, it counts
+/// none of their positions lost.
+#[test]
+fn a_shadow_holds_the_events_its_follower_still_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
+    // Switches recorded: the follower's watermark stays a window (an hour here) behind.
+    let header = dev.device().mapping().header();
+    header
+        .switch_threads
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let reader = Reader::open(&dir).unwrap();
+    let mut follower = Follower::with_window(&reader, 3_600_000_000_000);
+    let mut shadow = follower.shadow();
+    ttrace_tests::write_pinned(&dev, 0, 0..10, false);
+    let poll = follower.poll().unwrap();
+    let released: usize = poll.snapshot.cpus.iter().map(|r| r.events.len()).sum();
+    assert_eq!(released, 0, "every event read is held");
+    follower.reached(&mut shadow);
+    let file = tmp.path().join("held.ttrace");
+    reader
+        .save_shadow(&file, &Cause::new(CauseKind::Rule, "test"), &shadow)
+        .unwrap();
+    assert_eq!(texts(&lines(&file)), written(0, 0..10));
+    let total = footer(&file).last().unwrap().clone();
+    assert!(total.starts_with("# 20 events"), "{total}");
+    assert!(total.contains(" 0 entries lost,"), "{total}");
+}
