@@ -66,8 +66,12 @@ impl Held {
 
     /// What the rings of `view` hold.
     pub fn of_view(view: &devttrace::View<'_>) -> Held {
-        use devttrace::event::Kept;
-        Held::of(view.cpus.iter().map(|r| {
+        Held::of_rings(&view.cpus)
+    }
+
+    /// What `rings` hold (each ring's events, or marks, in order).
+    pub fn of_rings<T: devttrace::event::Kept>(rings: &[devttrace::RingSnapshot<T>]) -> Held {
+        Held::of(rings.iter().map(|r| {
             let span = r.events.first().zip(r.events.last());
             (r.lost > 0, span.map(|(a, b)| (a.stamp(), b.stamp())))
         }))

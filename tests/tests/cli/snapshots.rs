@@ -112,9 +112,15 @@ fn every_reader_says_which_trigger_took_a_snapshot() {
         "before_ns",
         "after_ns",
         "merged",
+        "held_before_ns",
+        "last_event_after_ns",
+        "interval_whole",
+        "summary",
     ] {
         assert_eq!(chrome["otherData"]["snapshot"][key], taken[key], "{key}");
     }
+    // What the snapshot holds around its trigger, as `report` says it.
+    assert!(taken["held_before_ns"].is_u64(), "{taken}");
 }
 
 #[test]

@@ -675,7 +675,10 @@ pub fn write_on(
     }
     // Why the snapshot file was taken, if it says.
     if let Some(cause) = ctx.cause {
-        let taken = crate::cause::Taken::new(cause, &v.clock);
+        // What the snapshot holds, so that the window and whether the matched interval is
+        // whole in it are said, as `report` says them.
+        let held = crate::cause::Held::of_rings(rings);
+        let taken = crate::cause::Taken::new(cause, &v.clock).holding(held);
         let _ = write!(w.buf, ",\"snapshot\":{}", taken.json());
     }
     // The totals, as `dump`'s last line and `stats` count them.
