@@ -12,6 +12,12 @@ const SLOTS: u64 = 1 << 17;
 
 /// A device whose rings 0, 1 and 2 are full; many stamps repeat within and across rings.
 fn device(dir: &std::path::Path) -> Writer {
+    device_of(dir, [("request", Kind::Start), ("reply", Kind::Stop)])
+}
+
+/// [`device`], its events alternately of the two tracepoints `points` (each ring's events
+/// one thread's).
+fn device_of(dir: &std::path::Path, points: [(&'static str, Kind); 2]) -> Writer {
     let dev = Writer::open(&Config {
         ring_slots: SLOTS,
         cpus: Some(2),
@@ -24,7 +30,7 @@ fn device(dir: &std::path::Path) -> Writer {
             .unwrap()
             .1
     };
-    let words = [define("request", Kind::Start), define("reply", Kind::Stop)];
+    let words = points.map(|(name, kind)| define(name, kind));
     dev.device().note_thread(1, 2, "worker").unwrap();
     let base = dev.now();
     for ring in 0..3u64 {
@@ -58,6 +64,21 @@ fn decode(view: &devttrace::View<'_>, filter: &Filter, parts: bool) -> (Vec<u8>,
 fn with_view(f: impl FnOnce(&devttrace::View<'_>)) {
     let tmp = tempfile::tempdir().unwrap();
     let dev = device(&tmp.path().join("dev"));
+    let reader = devttrace::Reader::open(dev.device().reader().dir()).unwrap();
+    f(&devttrace::View::of(&reader, 0).unwrap());
+}
+
+/// Calls `f` with a view of a fresh [`device`], then of one of calls ([`with_calls`]).
+fn both(f: impl Fn(&devttrace::View<'_>)) {
+    with_view(&f);
+    with_calls(&f);
+}
+
+/// Calls `f` with a view of a fresh device of calls (entries and exits, [`device_of`]).
+fn with_calls(f: impl FnOnce(&devttrace::View<'_>)) {
+    let tmp = tempfile::tempdir().unwrap();
+    let points = [("call", Kind::Entry), ("call_done", Kind::Exit)];
+    let dev = device_of(&tmp.path().join("dev"), points);
     let reader = devttrace::Reader::open(dev.device().reader().dir()).unwrap();
     f(&devttrace::View::of(&reader, 0).unwrap());
 }
@@ -121,9 +142,10 @@ fn the_parts_of_a_merge_give_what_it_gives_one_after_the_other() {
 /// The Chrome export of a long trace with the merge and the event model on a thread of their
 /// own (`ttrace_reader::export::pipeline`) writes, byte for byte, what it writes on one
 /// thread, and counts the same: its steps come in the same order, each with its events.
+/// Of start/stop events and of calls.
 #[test]
 fn chrome_on_two_threads_writes_what_it_writes_on_one() {
-    with_view(|view| {
+    both(|view| {
         let run = |threads| {
             let mut out = Vec::new();
             let items = Merge::view(view, &Filter::default());
@@ -156,7 +178,7 @@ fn chrome_on_two_threads_writes_what_it_writes_on_one() {
 /// The same of the Perfetto export.
 #[test]
 fn perfetto_on_two_threads_writes_what_it_writes_on_one() {
-    with_view(|view| {
+    both(|view| {
         let run = |threads| {
             let mut out = Vec::new();
             let items = Merge::view(view, &Filter::default());
@@ -189,7 +211,7 @@ fn perfetto_on_two_threads_writes_what_it_writes_on_one() {
 /// The same of the uftrace export: every file of its directory.
 #[test]
 fn uftrace_on_two_threads_writes_what_it_writes_on_one() {
-    with_view(|view| {
+    both(|view| {
         let tmp = tempfile::tempdir().unwrap();
         let run = |threads: bool| {
             let dir = tmp.path().join(format!("threads-{threads}"));
@@ -224,6 +246,40 @@ fn uftrace_on_two_threads_writes_what_it_writes_on_one() {
         assert_eq!(names(&one), names(&two));
         for ((name, a), (_, b)) in one.iter().zip(&two) {
             assert!(a == b, "{name:?} differs");
+        }
+    });
+}
+
+/// The same of the OTLP export, in both encodings, of calls (what it makes spans of).
+#[test]
+fn otlp_on_two_threads_writes_what_it_writes_on_one() {
+    use ttrace_reader::export::otlp::{write_on, Encoding};
+    with_calls(|view| {
+        for encoding in [Encoding::Json, Encoding::Proto] {
+            let run = |threads| {
+                let mut out = Vec::new();
+                let items = Merge::view(view, &Filter::default());
+                let mut batch = |b: &[u8]| {
+                    out.extend_from_slice(b);
+                    Ok(())
+                };
+                let written = write_on(
+                    view.into(),
+                    &view.cpus,
+                    items,
+                    encoding,
+                    "dev",
+                    &mut batch,
+                    threads,
+                )
+                .unwrap();
+                (out, written)
+            };
+            let (one, one_counts) = run(false);
+            let (two, two_counts) = run(true);
+            assert_eq!(one_counts, two_counts);
+            assert!(one.len() > 1 << 20, "{} bytes", one.len());
+            assert!(one == two, "{} and {} bytes", one.len(), two.len());
         }
     });
 }

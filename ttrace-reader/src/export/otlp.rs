@@ -33,11 +33,12 @@
 //! `ttrace.whole` false), in batches of at most [`BATCH`] spans: memory holds what is
 //! open, not the trace.
 
+use super::pipeline::Walked;
 use super::proto::{bytes, fixed64, message, uint};
 use super::{Identities, Schema, Written};
 use crate::decode::Context;
 use crate::format::Spec;
-use crate::merge::{Item, Merge};
+use crate::merge::Merge;
 use devttrace::{AuxSnapshots, Clock, Event, Mark, RingSnapshot, Role};
 use foldhash::HashMap;
 use ttrace_layouts::entry::Kind;
@@ -670,12 +671,28 @@ fn host_name() -> String {
 pub fn write(
     ctx: Context<'_>,
     rings: &[RingSnapshot<Mark>],
-    mut items: Merge<'_>,
+    items: Merge<'_>,
     encoding: Encoding,
     device: &str,
     out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<Written> {
-    let mut model = Model::new(ctx.meta, rings);
+    let threads = super::pipeline::threads();
+    write_on(ctx, rings, items, encoding, device, out, threads)
+}
+
+/// [`write`], with the merge and the model on a thread of their own for a long trace
+/// (`threads`: on more than one core, as [`write`] does), or all on the calling thread
+/// ([`super::pipeline`]): the same output.
+pub fn write_on(
+    ctx: Context<'_>,
+    rings: &[RingSnapshot<Mark>],
+    items: Merge<'_>,
+    encoding: Encoding,
+    device: &str,
+    out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    threads: bool,
+) -> std::io::Result<Written> {
+    let model = Model::new(ctx.meta, rings);
     let mut w = Writer {
         aux: ctx.aux,
         clock: ctx.version.clock,
@@ -698,35 +715,28 @@ pub fn write(
     };
     w.written.losses(rings, &items);
     let mut last = 0;
-    items.try_for_each_ref(|item| {
-        w.written.item(item);
-        last = last.max(item.timestamp());
-        match item {
-            Item::Point { event, .. } => {
-                let mut done = Ok(());
-                model.feed(event, &mut |step| {
-                    if done.is_ok() {
-                        done = w.render(step, event.stamp);
-                    }
-                });
-                done
+    let strings_lost = super::pipeline::walk(items, model, threads, &mut |walked| {
+        match walked {
+            Walked::Point { event, .. } => {
+                w.written.walked(false);
+                last = last.max(event.stamp);
             }
-            Item::Message(m) => {
+            Walked::Fed(_) => {}
+            // A step of what is open at the end: at the trace's last time.
+            Walked::Step { step, fed, span } => {
+                return w.render(step, fed.map_or(span.1, |e| e.stamp));
+            }
+            Walked::Message(m) => {
+                w.written.walked(true);
+                last = last.max(m.timestamp);
                 let text = String::from_utf8_lossy(m.text_or_lost()).into_owned();
                 let attrs = vec![("message".to_string(), Value::Str(text))];
                 w.event(m.ctx, m.timestamp, "info".into(), attrs);
-                Ok(())
             }
         }
+        Ok(())
     })?;
-    w.written.strings_lost = items.strings_lost();
-    let mut done = Ok(());
-    model.finish(&mut |step| {
-        if done.is_ok() {
-            done = w.render(step, last);
-        }
-    });
-    done?;
+    w.written.strings_lost = strings_lost;
     // Spans still open end with the trace.
     for slot in 0..w.open.len() {
         if let Some(s) = w.open[slot].as_mut() {
