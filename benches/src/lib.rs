@@ -143,23 +143,22 @@ pub fn paced_and_polled(
 
 /// CPU time the calling thread has used.
 pub fn thread_cpu() -> std::time::Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write; the clock id is a constant.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    cpu_time(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// CPU time every thread of the process has used.
 pub fn process_cpu() -> std::time::Duration {
+    cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// The time of the CPU-time clock `clock`.
+fn cpu_time(clock: libc::clockid_t) -> std::time::Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid timespec to write; the clock id is a constant.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    // SAFETY: `ts` is a valid timespec to write; `clock` is one of the constants above.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 

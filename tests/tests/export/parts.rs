@@ -139,6 +139,24 @@ fn the_parts_of_a_merge_give_what_it_gives_one_after_the_other() {
     });
 }
 
+/// Runs `export` on one thread then on two, and checks that it wrote over a megabyte, the
+/// same bytes both times (else where they first differ), and counted the same.
+fn same_on_one_and_two_threads<W: PartialEq + std::fmt::Debug>(
+    export: impl Fn(bool) -> (Vec<u8>, W),
+) {
+    let (one, one_counts) = export(false);
+    let (two, two_counts) = export(true);
+    assert_eq!(one_counts, two_counts);
+    assert!(one.len() > 1 << 20, "{} bytes", one.len());
+    let differ = one.iter().zip(&two).position(|(a, b)| a != b);
+    assert!(
+        one.len() == two.len() && differ.is_none(),
+        "{} and {} bytes, first difference at {differ:?}",
+        one.len(),
+        two.len()
+    );
+}
+
 /// The Chrome export of a long trace with the merge and the event model on a thread of their
 /// own (`ttrace_reader::export::pipeline`) writes, byte for byte, what it writes on one
 /// thread, and counts the same: its steps come in the same order, each with its events.
@@ -161,17 +179,7 @@ fn chrome_on_two_threads_writes_what_it_writes_on_one() {
             .unwrap();
             (out, written)
         };
-        let (one, one_counts) = run(false);
-        let (two, two_counts) = run(true);
-        assert_eq!(one_counts, two_counts);
-        assert!(one.len() > 1 << 20, "{} bytes", one.len());
-        let differ = one.iter().zip(&two).position(|(a, b)| a != b);
-        assert!(
-            one.len() == two.len() && differ.is_none(),
-            "{} and {} bytes, first difference at {differ:?}",
-            one.len(),
-            two.len()
-        );
+        same_on_one_and_two_threads(run);
     });
 }
 
@@ -194,17 +202,7 @@ fn perfetto_on_two_threads_writes_what_it_writes_on_one() {
             .unwrap();
             (out, written)
         };
-        let (one, one_counts) = run(false);
-        let (two, two_counts) = run(true);
-        assert_eq!(one_counts, two_counts);
-        assert!(one.len() > 1 << 20, "{} bytes", one.len());
-        let differ = one.iter().zip(&two).position(|(a, b)| a != b);
-        assert!(
-            one.len() == two.len() && differ.is_none(),
-            "{} and {} bytes, first difference at {differ:?}",
-            one.len(),
-            two.len()
-        );
+        same_on_one_and_two_threads(run);
     });
 }
 
@@ -275,11 +273,7 @@ fn otlp_on_two_threads_writes_what_it_writes_on_one() {
                 .unwrap();
                 (out, written)
             };
-            let (one, one_counts) = run(false);
-            let (two, two_counts) = run(true);
-            assert_eq!(one_counts, two_counts);
-            assert!(one.len() > 1 << 20, "{} bytes", one.len());
-            assert!(one == two, "{} and {} bytes", one.len(), two.len());
+            same_on_one_and_two_threads(run);
         }
     });
 }
