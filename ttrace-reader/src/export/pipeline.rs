@@ -3,7 +3,7 @@
 //!
 //! A step borrows the events it names for the length of a call ([`Step`]): the model lends
 //! the event fed, or the begin it pops from its stack. To cross to the formatting thread a
-//! step is copied into an [`Owned`] one (its events by value, its boxes moved), gathered in
+//! step is copied into an `Owned` one (its events by value, its boxes moved), gathered in
 //! batches of [`BATCH`] with the items they came from; the caller lends each back as a
 //! [`Step`] to its renderer. The renderer sees the same calls in the same order as on one
 //! thread ([`walk`] with `threads: false`), so the output is the same byte for byte: a
@@ -60,7 +60,7 @@ pub enum Walked<'a, 's> {
 
 /// Walks `items` through `model`, handing each item and step to `render`, on this thread
 /// or, with `threads` and at least [`MIN_ITEMS`] items, with the merge and the model on a
-/// second one ([`threads`] says whether the machine has a core for it).
+/// second one ([`threads()`] says whether the machine has a core for it).
 /// Stops at `render`'s first error. Returns the strings the items could not find (as
 /// [`Merge::strings_lost`]).
 pub fn walk<'s, E: Send>(

@@ -331,8 +331,8 @@ pub fn write(
     write_on(ctx, rings, items, dir, progress, super::pipeline::threads())
 }
 
-/// [`write`], with the merge and the model on a thread of their own for a long trace
-/// (`threads`: on more than one core, as [`write`] does), or all on the calling thread
+/// [`write()`], with the merge and the model on a thread of their own for a long trace
+/// (`threads`: on more than one core, as [`write()`] does), or all on the calling thread
 /// ([`super::pipeline`]): the same output.
 pub fn write_on(
     ctx: Context<'_>,
