@@ -3,9 +3,11 @@
 //!
 //! A step borrows the events it names for the length of a call ([`Step`]): the model lends
 //! the event fed, or the begin it pops from its stack. To cross to the formatting thread a
-//! step is copied into an `Owned` one (its events by value, its boxes moved), gathered in
-//! batches of [`BATCH`] with the items they came from; the caller lends each back as a
-//! [`Step`] to its renderer. The renderer sees the same calls in the same order as on one
+//! step becomes a small record naming copies of its events in a batch (the event fed is
+//! copied once, for itself and its steps; a step's boxes are moved), gathered in batches of
+//! [`BATCH`] items with the items they came from; the caller lends each back as a [`Step`]
+//! to its renderer. (A first version moved whole events in every record, some 280 bytes
+//! each, and was slower than one thread.) The renderer sees the same calls in the same order as on one
 //! thread ([`walk`] with `threads: false`), so the output is the same byte for byte: a
 //! test holds each pipelined exporter to that.
 //!
