@@ -6,11 +6,11 @@
 //! the entries still open), never the trace.
 
 pub mod proto;
+pub mod pipeline;
 pub mod chrome;
 pub mod ctf;
 pub mod perfetto;
 pub mod otlp;
-pub mod pipeline;
 #[cfg(feature = "post")]
 pub mod post;
 pub mod uftrace;
