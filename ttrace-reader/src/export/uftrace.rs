@@ -340,7 +340,7 @@ pub fn write_on(
     items: Merge<'_>,
     dir: &Path,
     mut progress: impl FnMut(u64),
-    threads_too: bool,
+    threads: bool,
 ) -> std::io::Result<Written> {
     std::fs::create_dir_all(dir)?;
     let schemas = Schema::all(ctx.meta);
@@ -351,7 +351,7 @@ pub fn write_on(
         buffers: FoldHashMap::default(),
     };
     // pid, first and last time of each thread.
-    let mut threads: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
+    let mut thread_times: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
     let mut process_names: FoldHashMap<u64, String> = FoldHashMap::default();
     // Each thread's name as last given to uftrace, and the records that give them.
     let mut thread_names: FoldHashMap<u64, &str> = FoldHashMap::default();
@@ -377,7 +377,7 @@ pub fn write_on(
     p.written.losses(rings, &items);
     // The thread (its uftrace tid) and time of the item last walked.
     let mut at = (0, 0);
-    let strings_lost = super::pipeline::walk(items, model, threads_too, &mut |walked| {
+    let strings_lost = super::pipeline::walk(items, model, threads, &mut |walked| {
         let (ring, who, stamp) = match walked {
             Walked::Point { cpu, event } => (cpu, event.ctx, event.stamp),
             Walked::Message(r) => (r.cpu as usize, r.ctx, r.timestamp),
@@ -400,7 +400,7 @@ pub fn write_on(
         }
         let t = ns(stamp);
         at = (tid, t);
-        threads.entry(tid).or_insert((pid, t, t)).2 = t;
+        thread_times.entry(tid).or_insert((pid, t, t)).2 = t;
         if let Some(name) = id.thread {
             if thread_names.insert(tid, name) != Some(name) {
                 comm(&mut comms, t.saturating_sub(1), pid, tid, name);
@@ -440,7 +440,7 @@ pub fn write_on(
     // Losses of rings none of whose events are exported: at the end of the first thread's
     // stream (uftrace has no other place for them; with no thread at all there is no trace).
     let unreported: u64 = lost.iter().sum();
-    if let (true, Some((&tid, &(_, _, t)))) = (unreported > 0, threads.iter().next()) {
+    if let (true, Some((&tid, &(_, _, t)))) = (unreported > 0, thread_times.iter().next()) {
         record(
             &mut streams.buffers.entry(tid).or_default().bytes,
             t,
@@ -457,7 +457,7 @@ pub fn write_on(
     if !comms.is_empty() {
         std::fs::write(dir.join("perf-cpu0.dat"), &comms)?;
     }
-    files(dir, &ctx, &p, &threads, &process_names, !comms.is_empty())?;
+    files(dir, &ctx, &p, &thread_times, &process_names, !comms.is_empty())?;
     progress(p.written.events);
     Ok(p.written)
 }
