@@ -17,8 +17,7 @@
 //! - A start and the stop that closes it are an async slice named by their stem (category
 //!   `start/stop`), each also an instant event with its arguments.
 //! - A `tracing` span instance ([`ttrace_model::spans`]) is an async slice (`"ph":"b"`/`"e"`,
-//!   category `span`, `id` its pid and id) from its new to its close, with its fields (its
-//!   new's, each replaced by the value its last `record` gave, as fmt shows them), and
+//!   category `span`, `id` its pid and id) from its new to its close, with its fields, and
 //!   each of its polls a complete slice on the thread that polled it (argument `span`, the
 //!   id); the drop re-entry is left out. Its begin is on the thread of its new, its end on
 //!   the thread that closed it. Written once the instance closes (or at the end, with
@@ -48,7 +47,7 @@ use foldhash::HashMap as FoldHashMap;
 use std::io::Write;
 use ttrace_layouts::entry::Kind;
 use ttrace_model::model::{Model, Step, Why};
-use ttrace_model::spans::{Instance, Node};
+use ttrace_model::spans::Instance;
 
 /// Appends `bytes` as the contents of a JSON string (no quotes); invalid UTF-8 becomes
 /// U+FFFD.
@@ -309,48 +308,6 @@ impl Writer<'_> {
         self.buf.len() > start
     }
 
-    /// A span instance's fields as `"key":value` pairs: its `new`'s, each replaced by the
-    /// value its latest `record` gave (`node`: what the model kept of them), as `tracing`'s
-    /// fmt shows a span's fields; whether there were any.
-    fn span_fields(&mut self, new: &Event, node: Option<&Node>) -> bool {
-        let records = node.map(Node::records).unwrap_or_default();
-        if records.is_empty() {
-            return self.fields(new);
-        }
-        // (tracepoint, argument, word) of each key, in the order first given.
-        let mut fields: Vec<(usize, usize, u64)> = Vec::new();
-        for e in std::iter::once(new).chain(&records) {
-            let tp = e.type_word.tracepoint() as usize;
-            let Some(compiled) = self.tracepoints.get(tp) else {
-                continue;
-            };
-            for (k, &w) in e.args().iter().enumerate().take(compiled.keys.len()) {
-                let key = |tp: usize, k: usize| -> &[u8] {
-                    let text = self.tracepoints[tp].keys[k].1.as_bytes();
-                    text.strip_prefix(b",").unwrap_or(text)
-                };
-                match fields.iter_mut().find(|f| key(f.0, f.1) == key(tp, k)) {
-                    Some(f) => *f = (tp, k, w),
-                    None => fields.push((tp, k, w)),
-                }
-            }
-        }
-        for (n, &(tp, k, w)) in fields.iter().enumerate() {
-            let (spec, key) = &self.tracepoints[tp].keys[k];
-            let key = key.as_bytes();
-            if n > 0 {
-                self.buf.push(b',');
-            }
-            self.buf
-                .extend_from_slice(key.strip_prefix(b",").unwrap_or(key));
-            value(&mut self.buf, spec, w, self.aux);
-        }
-        if new.continuation_lost {
-            self.buf.extend_from_slice(b",\"continuation\":\"lost\"");
-        }
-        !fields.is_empty()
-    }
-
     /// The JSON string of `event`'s tracepoint name.
     fn name(&mut self, event: &Event) {
         match self.tracepoints.get(event.type_word.tracepoint() as usize) {
@@ -514,7 +471,7 @@ impl Writer<'_> {
         self.span_edge(tp, 'b', &id, begin, ctx, begin);
         self.buf.extend_from_slice(b",\"args\":{");
         let mut any = match &i.new {
-            Some(new) => self.span_fields(new, i.node.as_deref()),
+            Some(new) => self.fields(new),
             None => {
                 self.buf.extend_from_slice(b"\"new\":\"not in the trace\"");
                 true
@@ -650,8 +607,7 @@ pub fn write_on(
     // The device's facts and the losses follow the events, once they are all known.
     w.buf
         .extend_from_slice(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
-    // Its fields kept, so that a span shows the values its `record`s gave.
-    let model = Model::new(ctx.meta, rings).keep_fields();
+    let model = Model::new(ctx.meta, rings);
     w.written.losses(rings, &items);
     let strings_lost = super::pipeline::walk(items, model, threads, &mut |walked| {
         match walked {
