@@ -457,7 +457,14 @@ pub fn write_on(
     if !comms.is_empty() {
         std::fs::write(dir.join("perf-cpu0.dat"), &comms)?;
     }
-    files(dir, &ctx, &p, &thread_times, &process_names, !comms.is_empty())?;
+    files(
+        dir,
+        &ctx,
+        &p,
+        &thread_times,
+        &process_names,
+        !comms.is_empty(),
+    )?;
     progress(p.written.events);
     Ok(p.written)
 }
