@@ -81,6 +81,8 @@ pub struct Follower<'d> {
     reclaimed: Metadata,
     /// The counters as of the last poll that released something.
     status: Status,
+    /// Its own copy of the rings, if it keeps one ([`Follower::keep_copy`]).
+    copy: Option<crate::shadow::Shadow>,
 }
 
 /// One ring's cursor.
@@ -205,6 +207,7 @@ impl<'d> Follower<'d> {
             meta_seen,
             reclaimed: Metadata::default(),
             status: dev.status(),
+            copy: None,
         }
     }
 
@@ -222,32 +225,44 @@ impl<'d> Follower<'d> {
         self.dev
     }
 
-    /// A copy of the rings as this follower reads them ([`crate::shadow`]): made before its
-    /// first poll, it holds the rings as they were (what the follower had not to read),
-    /// then records each event released ([`Shadow::record`](crate::shadow::Shadow::record)), and is
-    /// told how far the follower reached before it is saved ([`Follower::reached`]).
-    pub fn shadow(&self) -> crate::shadow::Shadow {
+    /// From now on, keeps a copy of the rings as this follower reads them
+    /// ([`crate::shadow`]), to be saved as a snapshot ([`Follower::copy`],
+    /// [`Reader::save_shadow`]) after the device's rings moved on. It begins as the rings
+    /// are (what the follower has not to read: the device's past), then records each event
+    /// the follower reads. Each ring's copy holds a ring's worth of positions, and grows
+    /// rather than overwrite an event stamped within `window_ns` of the newest it holds, by
+    /// at most `max_bytes` over all rings (0 and 0: a ring's worth).
+    ///
+    /// ```
+    /// # let tmp = tempfile::tempdir().unwrap();
+    /// # devttrace::Device::open(&devttrace::Config::at(tmp.path().join("dev")))?;
+    /// # let cause = ttrace_layouts::snapshot::Cause::new(ttrace_layouts::snapshot::CauseKind::Rule, "doc");
+    /// let dev = devttrace::Reader::open(tmp.path().join("dev"))?;
+    /// let mut follower = devttrace::Follower::new(&dev);
+    /// // A second of events kept, in at most 256 MiB beyond the rings' size.
+    /// follower.keep_copy(1_000_000_000, 256 << 20);
+    /// let poll = follower.poll()?;
+    /// // ... the rings move on, the moment is due ...
+    /// dev.save_shadow(tmp.path().join("moment.ttrace"), &cause, follower.copy().unwrap())?;
+    /// # Ok::<(), devttrace::Error>(())
+    /// ```
+    pub fn keep_copy(&mut self, window_ns: u64, max_bytes: u64) {
         let map = self.dev.map();
-        let mut shadow =
-            crate::shadow::Shadow::new(self.rings.len(), self.dev.version().ring_slots);
+        let mut copy = crate::shadow::Shadow::new(self.rings.len(), self.dev.version().ring_slots);
+        copy.keep(self.dev.version().clock.ns_to_ticks(window_ns), max_bytes);
         for (r, c) in self.rings.iter().enumerate() {
-            shadow.copy_ring(r, &map.ring(r), c.totals.from);
+            copy.copy_ring(r, &map.ring(r), c.next);
         }
-        shadow
+        self.copy = Some(copy);
     }
 
-    /// Tells `shadow` (made by [`Follower::shadow`]) how far this follower reached: the
-    /// positions it looked at, and its copies of the aux buffers (the strings of the events
-    /// it read). The events it read and holds still, for the reorder window, go into their
-    /// slots too (the polls that release them later write the same words again): else the
-    /// copy's readers would count their positions, below the heads, lost.
-    pub fn reached(&self, shadow: &mut crate::shadow::Shadow) {
-        for (r, held) in self.held.iter().enumerate() {
-            for e in held {
-                shadow.record(r, e);
-            }
-        }
-        shadow.reached(self.rings.iter().map(|c| c.next), &self.aux);
+    /// The copy this follower keeps ([`Follower::keep_copy`]), told how far the follower
+    /// reached (the positions it looked at) and given its copies of the aux buffers (the
+    /// strings of the events it read): what [`Reader::save_shadow`] saves.
+    pub fn copy(&mut self) -> Option<&crate::shadow::Shadow> {
+        let copy = self.copy.as_mut()?;
+        copy.reached(self.rings.iter().map(|c| c.next), &self.aux);
+        Some(copy)
     }
 
     /// The events committed since the last poll, released in time order (see the module
@@ -309,15 +324,24 @@ impl<'d> Follower<'d> {
                 &mut ordered[r],
                 &mut self.held_top[r],
             );
-            let settled = cursor.walk(&core.ring(r), shared, |e| {
+            let mut copy = self.copy.as_mut();
+            let mut first_read = None;
+            let settled = cursor.walk(&core.ring(r), shared, |p, e| {
                 *in_order &= e.stamp >= last;
                 last = e.stamp;
                 *top = (*top).max(e.type_word.tracepoint());
+                if let Some(copy) = copy.as_deref_mut() {
+                    first_read.get_or_insert(p);
+                    copy.record(r, p, &e);
+                }
                 held.push(e)
             });
             read_any |= held.len() > taken;
             if settled.lost > 0 {
                 losses.push((r, taken..held.len(), shared));
+                if let Some(copy) = copy {
+                    copy.forget_below(r, first_read.unwrap_or(cursor.next));
+                }
             }
             lost[r] = settled.lost;
             gave_up[r] = settled.skipped;
@@ -402,6 +426,9 @@ impl<'d> Follower<'d> {
         let mut late = 0;
         // A clear since (or just before) these were read: what it cleared is not released.
         let cleared_at = crate::clear::cleared_at(core.header());
+        if let Some(copy) = &mut self.copy {
+            copy.clear_through(cleared_at);
+        }
         let mut cpus: Vec<RingSnapshot> = Vec::with_capacity(rings);
         for ((held, top), in_order) in self.held.iter_mut().zip(&mut self.held_top).zip(ordered) {
             // In time order (stable: a ring's events of one stamp stay in the order read).
@@ -561,7 +588,7 @@ impl Cursor {
         &mut self,
         ring: &Ring<'_, S>,
         shared: bool,
-        mut take: impl FnMut(Event),
+        mut take: impl FnMut(u64, Event),
     ) -> Accounting {
         let n = ring.slot_count() as u64;
         let head = ring.head().max(self.next);
@@ -589,7 +616,7 @@ impl Cursor {
                     match found {
                         Found::Entry(e, slots) => {
                             let lost_next = e.continuation_lost;
-                            take(e);
+                            take(p, e);
                             match (slots, lost_next) {
                                 (2, _) => Settled::ReadWithNext,
                                 (_, true) => Settled::ReadLosingNext,

@@ -14,7 +14,6 @@ use crate::damaged_extent::DamagedExtent;
 use crate::error::{bad, Error, Problem, Result};
 use crate::event::Accounting;
 use crate::mapping::{Parts, ReadMapping};
-use crate::ring::SlotRead;
 use crate::shadow::Shadow;
 use crate::sync::AtomicWord;
 use core::ptr::NonNull;
@@ -244,7 +243,10 @@ fn emit<W: Write>(
     latest_stamp: impl FnOnce() -> u64,
 ) -> Result<(W, Tail)> {
     let h = map.header();
-    let layout = Layout::of(h).ok_or_else(|| {
+    // A follower's copy may hold more positions a ring than the device: it is saved as a
+    // device with rings as long as its longest.
+    let n = shadow.map_or(map.ring_slots(), Shadow::slots);
+    let layout = Layout::for_sizes(h.num_cpus, n, h.aux_size, h.meta_size).ok_or_else(|| {
         bad(
             map.dir(),
             Problem::Header(HeaderError::Field {
@@ -270,7 +272,7 @@ fn emit<W: Write>(
     let aux_size = h.aux_size;
     let mut aux_part = vec![0u8; aux_size as usize];
     let slot_bytes = SLOT_WORDS * 8;
-    let n = map.ring_slots() as usize;
+    let n = n as usize;
     // Zeroed lazily by the kernel: only the pages of the slots copied into it take room.
     let mut part = vec![0u8; RING_HEADER_BYTES + n * slot_bytes];
     // The bytes of `part` the ring before may have written (the rest are still zero), so
@@ -306,16 +308,12 @@ fn emit<W: Write>(
         let used = match shadow {
             // A shadow is the follower's memory: read whole, its cut where it had read to.
             Some(s) => {
-                for (i, slot) in part[RING_HEADER_BYTES..]
-                    .chunks_exact_mut(slot_bytes)
-                    .enumerate()
-                {
-                    if let SlotRead::Committed(w) = s.read(r, i) {
-                        slot.copy_from_slice(w.as_bytes());
-                        saved.counts.committed += 1;
-                    }
-                }
-                map.release_slots(r, 0..n);
+                let slots = &mut part[RING_HEADER_BYTES..];
+                s.place_ring(r, n as u64, |i, w| {
+                    slots[i * slot_bytes..(i + 1) * slot_bytes].copy_from_slice(w.as_bytes());
+                    saved.counts.committed += 1;
+                });
+                map.release_slots(r, 0..map.ring_slots() as usize);
                 n
             }
             // The slots as a view copies them ([`RingCopy`]), at the cut of their copy: its
@@ -342,8 +340,9 @@ fn emit<W: Write>(
         let mut set = |at: usize, v: u64| part[at..at + 8].copy_from_slice(&v.to_ne_bytes());
         set(core::mem::offset_of!(RingHeader, aux_lock), 0);
         if let Some(s) = shadow {
-            // The follower's cut: where it had read to.
+            // The follower's cut: where it had read to, in rings of the copy's length.
             set(core::mem::offset_of!(RingHeader, head), s.heads[r]);
+            set(core::mem::offset_of!(RingHeader, slots), n as u64);
         }
         set(core::mem::offset_of!(RingHeader, aux_first), aux.first);
         let last = aux.last.max(aux.first);
@@ -393,6 +392,7 @@ fn emit<W: Write>(
         unsafe { words((h as *const DeviceHeader).cast(), HEADER_BYTES) },
         header.as_mut_bytes(),
     );
+    header.ring_slots = n as u64;
     *header.meta_lock.get_mut() = 0;
     *header.meta_used.get_mut() = records.len() as u64;
     *header.names_generation.get_mut() = 0;

@@ -542,14 +542,16 @@ impl Reader {
 
     /// [`Reader::save_because`], the rings (their slots, heads and aux buffers) taken from
     /// `shadow`, what a follower of this device read ([`crate::shadow`]), the rest (header,
-    /// counters, metadata) from the device now. An error if `shadow` is of another shape.
+    /// counters, metadata) from the device now, as a device whose rings are as long as the
+    /// copy's longest ([`Shadow::slots`](crate::Shadow::slots)). An error if `shadow` is of
+    /// another device's shape.
     pub fn save_shadow(
         &self,
         path: impl AsRef<Path>,
         cause: &Cause,
         shadow: &crate::shadow::Shadow,
     ) -> Result<crate::image::Saved> {
-        if shadow.rings() != self.cpus() {
+        if shadow.rings() != self.cpus() || shadow.base() != self.version().ring_slots {
             return Err(crate::error::bad(
                 self.dir(),
                 crate::error::Problem::Mismatch,

@@ -81,13 +81,25 @@ impl Layout {
     /// The layout for a device with header `h` (whose sizes were checked), or `None` if
     /// it would not fit in 64 bits.
     pub fn of(h: &DeviceHeader) -> Option<Layout> {
+        Layout::for_sizes(h.num_cpus, h.ring_slots, h.aux_size, h.meta_size)
+    }
+
+    /// The layout for a device of `num_cpus` CPUs, `ring_slots` slots a ring, `aux_size`
+    /// bytes an aux buffer and `meta_size` bytes of metadata (checked sizes), or `None` if
+    /// it would not fit in 64 bits.
+    pub fn for_sizes(
+        num_cpus: u32,
+        ring_slots: u64,
+        aux_size: u64,
+        meta_size: u64,
+    ) -> Option<Layout> {
         let header_at = PAGE;
         let rings_at = header_at + page_up(HEADER_BYTES as u64);
-        let ring_stride = page_up(ring_file_bytes(h.ring_slots));
-        let rings = crate::ring::num_rings(h.num_cpus) as u64;
+        let ring_stride = page_up(ring_file_bytes(ring_slots));
+        let rings = crate::ring::num_rings(num_cpus) as u64;
         let aux_at = rings_at.checked_add(ring_stride.checked_mul(rings)?)?;
-        let meta_at = aux_at.checked_add(page_up(h.aux_size.checked_mul(rings)?))?;
-        let file_len = meta_at.checked_add(page_up(h.meta_size))?;
+        let meta_at = aux_at.checked_add(page_up(aux_size.checked_mul(rings)?))?;
+        let file_len = meta_at.checked_add(page_up(meta_size))?;
         Some(Layout {
             header_at,
             rings_at,

@@ -64,15 +64,25 @@ fn main() {
         );
     }
     println!("following rules (a Follower and a Matcher of `latency request > 5ms`, 2 ms polls backing off to 100 ms idle, on CPU 1; the writer on CPU 0, 262,144-slot rings):");
-    for rate in [0.0, 1e6, 10e6] {
+    for (rate, copy) in [(0.0, false), (1e6, false), (10e6, false), (10e6, true)] {
         let tmp = tempfile::tempdir().expect("tempdir");
         let run = Duration::from_secs(if quick { 1 } else { 3 });
-        let (cpu, events, lost, fired, _) = watch_at(&tmp.path().join("dev"), rate, run, false);
+        let Watched {
+            cpu,
+            events,
+            lost,
+            matches: fired,
+            ..
+        } = watch_at(&tmp.path().join("dev"), rate, run, false, copy);
         println!(
-            "  {}: {:.1} % of a CPU ({:.0} ns per event), {events} events followed, {lost} lost, {fired} matches (a pair made long by a preemption of the writer)",
+            "  {}{}: {:.1} % of a CPU ({:.0} ns per event), {events} events followed, {lost} lost, {fired} matches (a pair made long by a preemption of the writer)",
             match rate {
                 0.0 => "idle".to_string(),
                 r => format!("{:.0} M events/s", r / 1e6),
+            },
+            match copy {
+                true => ", keeping watch's copy (--before 50ms)",
+                false => "",
             },
             cpu.as_secs_f64() * 100.0 / run.as_secs_f64(),
             match events {
@@ -85,30 +95,56 @@ fn main() {
     let runs = 10;
     let mut caught = 0;
     let (mut events, mut lost) = (0, 0);
+    let (mut held, mut saves) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let (_, e, l, _, found) =
-            watch_at(&tmp.path().join("dev"), 10e6, Duration::from_secs(1), true);
-        caught += found as usize;
-        (events, lost) = (events + e, lost + l);
+        let w = watch_at(
+            &tmp.path().join("dev"),
+            10e6,
+            Duration::from_secs(1),
+            true,
+            true,
+        );
+        caught += w.caught as usize;
+        (events, lost) = (events + w.events, lost + w.lost);
+        held.extend(w.held_ms);
+        saves.extend(w.save_ms);
     }
+    held.sort_by(f64::total_cmp);
+    saves.sort_by(f64::total_cmp);
     println!(
-        "  one request of 10 ms among 10 M events/s, {runs} runs of 1 s: caught {caught} of {runs} ({events} events followed, {lost} lost in all)"
+        "  one request of 10 ms among 10 M events/s, {runs} runs of 1 s: caught {caught} of {runs} ({events} events followed, {lost} lost in all); its snapshot, saved from the copy 5 ms after (--before 50ms), holds the writer's ring from {} ms before the match (the device's rings: 26 ms); each save took {} ms on the follower's thread",
+        held.iter().map(|h| format!("{h:.1}")).collect::<Vec<_>>().join(", "),
+        saves.iter().map(|h| format!("{h:.0}")).collect::<Vec<_>>().join(", ")
     );
 }
 
+/// What [`watch_at`] measured.
+struct Watched {
+    /// The follower's CPU time.
+    cpu: Duration,
+    /// The events it was given.
+    events: u64,
+    /// The entries it lost.
+    lost: u64,
+    /// The rule's matches.
+    matches: usize,
+    /// Whether the rule caught the slow request.
+    caught: bool,
+    /// How long before the slow request's match the snapshot saved from the copy holds
+    /// the writer's ring (ms), where one was saved.
+    held_ms: Option<f64>,
+    /// How long that save took on the follower's thread (ms).
+    save_ms: Option<f64>,
+}
+
 /// A writer on CPU 0 recording request pairs at `rate` events a second (paced in batches
-/// of 256; none if 0) for `run`, and a rules follower on CPU 1: the follower's CPU time,
-/// the events it was given, the entries it lost and the rule's matches (the writer's pairs
-/// are immediate: a match is a pair a preemption made long). With `slow`, one request of
-/// another thread lasts 10 ms, from the middle of the run: whether the rule caught it is
-/// the last of the results.
-fn watch_at(
-    dir: &std::path::Path,
-    rate: f64,
-    run: Duration,
-    slow: bool,
-) -> (Duration, u64, u64, usize, bool) {
+/// of 256; none if 0) for `run`, and a rules follower on CPU 1, as `watch` runs (with
+/// `copy`, keeping its copy of the rings for `--before 50ms`). The writer's pairs are
+/// immediate: a match is a pair a preemption made long. With `slow`, one request of
+/// another thread lasts 10 ms, from the middle of the run: the results say whether the
+/// rule caught it and, with `copy`, how far back the copy saved 5 ms after it holds.
+fn watch_at(dir: &std::path::Path, rate: f64, run: Duration, slow: bool, copy: bool) -> Watched {
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     use ttrace_core::{Config, Definition, Kind, Writer};
     let w = Writer::open(&Config {
@@ -131,9 +167,21 @@ fn watch_at(
     let rule: ttrace_reader::rules::Rule = "latency request > 5ms".parse().expect("rule");
     let mut matcher = ttrace_reader::matcher::Matcher::new(vec![rule]);
     let mut f = devttrace::Follower::new(&dev);
+    // As `watch --before 50ms` does: --before, --after (5 ms) and the reorder window.
+    let (before, after_ms) = (Duration::from_millis(50), Duration::from_millis(5));
+    if copy {
+        let window = before + after_ms + Duration::from_nanos(devttrace::DEFAULT_WINDOW_NS);
+        f.keep_copy(window.as_nanos() as u64, 512 << 20);
+    }
+    let clock = dev.version().clock;
+    let saved = dir.with_extension("moment.ttrace");
+    // The slow request's match, and when its snapshot is due.
+    let mut due: Option<(u64, u64)> = None;
+    let mut matched_at = None;
+    let mut save_ms = None;
     let (mut events, mut lost, mut matches) = (0u64, 0u64, 0usize);
     // The slow request's entry was stamped between these two times (device clock).
-    let (after, before) = (AtomicU64::new(u64::MAX), AtomicU64::new(0));
+    let (after, before_entry) = (AtomicU64::new(u64::MAX), AtomicU64::new(0));
     let begin = (run.as_secs_f64() * rate / 2.0) as u64;
     let end = begin + (rate * 0.010) as u64;
     let batch = |n| {
@@ -141,7 +189,7 @@ fn watch_at(
             // Relaxed: read after the writer thread is joined.
             after.store(w.now(), Relaxed);
             w.emit(entry, 1 << 32 | 3, &[u64::MAX]);
-            before.store(w.now(), Relaxed);
+            before_entry.store(w.now(), Relaxed);
         }
         if slow && (n..n + 256).contains(&end) {
             w.emit(exit, 1 << 32 | 3, &[u64::MAX]);
@@ -158,7 +206,17 @@ fn watch_at(
         let p = f.poll().expect("poll");
         let now = matcher.poll(&p, dev.now());
         matches += now.len();
-        fired.extend(now.into_iter().filter_map(|f| f.begin));
+        for m in now {
+            if let Some(b) = m.begin {
+                fired.push(b);
+                // Relaxed: `after` is stored before the entry is emitted, and the entry was
+                // read (its pair matched): a stale 0 only delays this to a later match.
+                let slow_begin = after.load(Relaxed)..=before_entry.load(Relaxed);
+                if copy && due.is_none() && matched_at.is_none() && slow_begin.contains(&b) {
+                    due = Some((m.stamp, m.stamp + clock.ns_to_ticks(5_000_000)));
+                }
+            }
+        }
         events += p
             .snapshot
             .cpus
@@ -166,15 +224,41 @@ fn watch_at(
             .map(|c| c.events.len() as u64)
             .sum::<u64>();
         lost += p.lost.iter().sum::<u64>();
-        let active = p.active;
+        let (active, released) = (p.active, p.released_through);
         f.recycle(p);
+        // Due, as `watch` saves it: from the copy, on the follower's thread.
+        if let Some((stamp, _)) = due.filter(|&(_, at)| released >= at) {
+            let cause = ttrace_layouts::snapshot::Cause::new(
+                ttrace_layouts::snapshot::CauseKind::Rule,
+                "latency request > 5ms",
+            );
+            let t = Instant::now();
+            dev.save_shadow(&saved, &cause, f.copy().expect("a copy"))
+                .expect("the snapshot");
+            save_ms = Some(t.elapsed().as_secs_f64() * 1e3);
+            (due, matched_at) = (None, Some(stamp));
+        }
         active
     });
     let cpu = ttrace_benches::thread_cpu() - cpu0;
     // Relaxed: the writer thread was joined.
-    let slow_begin = after.load(Relaxed)..=before.load(Relaxed);
+    let slow_begin = after.load(Relaxed)..=before_entry.load(Relaxed);
     let caught = fired.iter().any(|b| slow_begin.contains(b));
-    (cpu, events, lost, matches, caught)
+    let held_ms = matched_at.map(|stamp| {
+        let snap = devttrace::Reader::open(&saved).expect("the snapshot");
+        let ring = snap.cpu(0).expect("the writer's ring");
+        let oldest = ring.events.iter().map(|e| e.stamp).min().unwrap_or(stamp);
+        clock.ticks_to_ns(stamp.saturating_sub(oldest)) as f64 / 1e6
+    });
+    Watched {
+        cpu,
+        events,
+        lost,
+        matches,
+        caught,
+        held_ms,
+        save_ms,
+    }
 }
 
 /// Nanoseconds of one bare `rdtsc`.

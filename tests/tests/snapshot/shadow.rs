@@ -1,7 +1,7 @@
 //! A follower's own copy of the rings (`devttrace::Shadow`, what `watch` saves): saved after
 //! the device's rings have moved on, it holds what the rings held when the follower began
-//! and what the follower read since — every event in its slot, with its strings — and counts
-//! lost only what the follower lost.
+//! and what the follower read since — every event at its position, with its strings — and
+//! counts lost only what the follower lost. Given a window, it holds more than the rings.
 
 use devttrace::{Follower, Reader};
 use std::path::Path;
@@ -53,28 +53,16 @@ fn a_shadow_saved_after_the_rings_moved_on_holds_what_its_follower_read() {
     // Following from here: the four events before are the device's past, in the copy too.
     let reader = Reader::open(&dir).unwrap();
     let mut follower = Follower::new(&reader);
-    let mut shadow = follower.shadow();
-    let record = |follower: &mut Follower<'_>, shadow: &mut devttrace::Shadow| {
-        let poll = follower.finish().unwrap();
-        for (r, &before) in poll.lost_before.iter().enumerate() {
-            if before != 0 {
-                shadow.lost(r, before);
-            }
-        }
-        for (r, ring) in poll.snapshot.cpus.iter().enumerate() {
-            for e in &ring.events {
-                shadow.record(r, e);
-            }
-        }
-    };
+    // No window: a ring's worth.
+    follower.keep_copy(0, 0);
     ttrace_tests::write_pinned(&dev, 0, 4..20, false);
-    record(&mut follower, &mut shadow);
+    follower.finish().unwrap();
     // The rings move on: three laps the follower never reads.
     ttrace_tests::write_pinned(&dev, 0, 20..116, false);
-    follower.reached(&mut shadow);
     let file = tmp.path().join("shadow.ttrace");
+    let cause = Cause::new(CauseKind::Rule, "test");
     reader
-        .save_shadow(&file, &Cause::new(CauseKind::Rule, "test"), &shadow)
+        .save_shadow(&file, &cause, follower.copy().unwrap())
         .unwrap();
     // It holds exactly what the rings held and what the follower read, strings resolved;
     // the device now holds only the last lap.
@@ -87,11 +75,10 @@ fn a_shadow_saved_after_the_rings_moved_on_holds_what_its_follower_read() {
 
     // What the follower lost, the copy counts lost: a follower that reads again now finds
     // the three laps gone but the last.
-    record(&mut follower, &mut shadow);
-    follower.reached(&mut shadow);
+    follower.finish().unwrap();
     let file = tmp.path().join("behind.ttrace");
     reader
-        .save_shadow(&file, &Cause::new(CauseKind::Rule, "test"), &shadow)
+        .save_shadow(&file, &cause, follower.copy().unwrap())
         .unwrap();
     assert_eq!(texts(&lines(&file)), written(0, 84..116));
     // The follower lost the laps between its reads; the copy, as a ring does, counts every
@@ -115,11 +102,12 @@ fn a_shadow_of_another_device_shape_is_refused() {
     drop(ttrace_core::Writer::open(&ttrace_tests::config(&a, 64, 2)).unwrap());
     drop(ttrace_core::Writer::open(&ttrace_tests::config(&b, 64, 1)).unwrap());
     let (ra, rb) = (Reader::open(&a).unwrap(), Reader::open(&b).unwrap());
-    let shadow = Follower::new(&ra).shadow();
+    let mut follower = Follower::new(&ra);
+    follower.keep_copy(0, 0);
     let refused = rb.save_shadow(
         tmp.path().join("x.ttrace"),
         &Cause::new(CauseKind::Rule, "test"),
-        &shadow,
+        follower.copy().unwrap(),
     );
     assert!(refused.is_err());
 }
@@ -139,18 +127,64 @@ fn a_shadow_holds_the_events_its_follower_still_holds() {
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let reader = Reader::open(&dir).unwrap();
     let mut follower = Follower::with_window(&reader, 3_600_000_000_000);
-    let mut shadow = follower.shadow();
+    follower.keep_copy(0, 0);
     ttrace_tests::write_pinned(&dev, 0, 0..10, false);
     let poll = follower.poll().unwrap();
     let released: usize = poll.snapshot.cpus.iter().map(|r| r.events.len()).sum();
     assert_eq!(released, 0, "every event read is held");
-    follower.reached(&mut shadow);
     let file = tmp.path().join("held.ttrace");
     reader
-        .save_shadow(&file, &Cause::new(CauseKind::Rule, "test"), &shadow)
+        .save_shadow(
+            &file,
+            &Cause::new(CauseKind::Rule, "test"),
+            follower.copy().unwrap(),
+        )
         .unwrap();
     assert_eq!(texts(&lines(&file)), written(0, 0..10));
     let total = footer(&file).last().unwrap().clone();
     assert!(total.starts_with("# 20 events"), "{total}");
+    assert!(total.contains(" 0 entries lost,"), "{total}");
+}
+
+/// Given a window longer than the rings hold, the copy grows to hold it: saved, it holds
+/// every event its follower read, where the device's rings hold the last 32; with no
+/// memory to grow, it holds a ring's worth, as the device does.
+#[test]
+fn a_copy_with_a_window_holds_more_than_the_rings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
+    ttrace_tests::write_pinned(&dev, 0, 0..4, false);
+    let reader = Reader::open(&dir).unwrap();
+    // An hour's window, in 1 MiB beyond the rings; another copy with none to grow in.
+    let mut follower = Follower::new(&reader);
+    follower.keep_copy(3_600_000_000_000, 1 << 20);
+    let mut tight = Follower::new(&reader);
+    tight.keep_copy(3_600_000_000_000, 0);
+    // Read every 16 events (32 entries, half a ring): the followers lose nothing.
+    for from in (4..100).step_by(16) {
+        ttrace_tests::write_pinned(&dev, 0, from..from + 16, false);
+        follower.poll().unwrap();
+        tight.poll().unwrap();
+    }
+    let cause = Cause::new(CauseKind::Rule, "test");
+    let (file, small) = (
+        tmp.path().join("window.ttrace"),
+        tmp.path().join("ring.ttrace"),
+    );
+    let copy = follower.copy().unwrap();
+    // 208 positions: the copy doubled twice.
+    assert_eq!(copy.slots(), 256);
+    reader.save_shadow(&file, &cause, copy).unwrap();
+    reader
+        .save_shadow(&small, &cause, tight.copy().unwrap())
+        .unwrap();
+    assert_eq!(texts(&lines(&dir)), written(0, 68..100));
+    assert_eq!(texts(&lines(&small)), written(0, 68..100));
+    // Every event, whole, in order, with its strings (this device's aux buffer holds them
+    // all), and nothing lost.
+    assert_eq!(texts(&lines(&file)), written(0, 0..100));
+    let total = footer(&file).last().unwrap().clone();
+    assert!(total.starts_with("# 200 events"), "{total}");
     assert!(total.contains(" 0 entries lost,"), "{total}");
 }

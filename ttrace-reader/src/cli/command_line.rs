@@ -132,8 +132,9 @@ Example: ttrace-reader watch --on 'latency request > 5ms' --exec 'cp \"$TTRACE_S
         /// memory such as /dev/shm's, /var/tmp/NAME.snapshots, else DEVICE.snapshots).
         #[arg(short, long, value_name = "DIR")]
         output: Option<PathBuf>,
-        /// The window before the match the snapshot is for, recorded in its cause (the
-        /// snapshot holds what the rings hold; default 1s).
+        /// The window before the match the snapshot holds: the watcher's copy of the rings
+        /// grows to hold it where the rings hold less, in at most half of --max-bytes
+        /// (default 1s).
         #[arg(long, value_name = "DUR")]
         before: Option<String>,
         /// How long after the matching event the device is saved, so that the consequences

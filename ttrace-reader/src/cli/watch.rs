@@ -9,8 +9,11 @@
 //! with the rule and what matched as its cause, applies the retention limits and prints one
 //! line. What it saves is its own copy of the rings ([`devttrace::Shadow`]: every event it
 //! read, in its slot, with the strings it copied), not the device as it is when the snapshot
-//! is due: a watcher that fell behind the writers still saves the moment it matched, up to
-//! a ring's worth before it (what `--before` can hold), with what it lost counted lost.
+//! is due: a watcher that fell behind the writers still saves the moment it matched, with
+//! what it lost counted lost. The copy is a window of its own: it holds `--before` (with
+//! `--after` and the follower's reorder window), where the device's rings hold less, in at
+//! most half of `--max-bytes` beyond the rings' size (a snapshot of it then fits the
+//! directory's limit); past that, a ring's worth.
 //! Rate: at most one snapshot per `--interval`, measured between the matching events;
 //! matches while a snapshot waits are merged into it, a match sooner after the last one is
 //! put off to an interval after it (its copy then holds the match if it keeps an
@@ -179,11 +182,18 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
     // registers one is the first of its kind (a first request that is slow), and must be
     // read. A device created while the watcher waited for it is all new: followed from its
     // start.
-    let follower = match created {
+    let mut follower = match created {
         true => Follower::from_start(&dev, devttrace::DEFAULT_WINDOW_NS),
         false => Follower::new(&dev),
     };
-    let shadow = follower.shadow();
+    // Its copy holds `--before` (and what comes until the snapshot is due: `--after`, and
+    // the reorder window the follower holds events for), in at most half the directory's
+    // limit beyond the rings' size, so that a snapshot of it fits the limit.
+    let window = policy.before + policy.after + Duration::from_nanos(devttrace::DEFAULT_WINDOW_NS);
+    follower.keep_copy(
+        window.as_nanos().min(u64::MAX as u128) as u64,
+        policy.max_bytes / 2,
+    );
     if !wait_for_tracepoints(&dev, &rules, opts.wait, poll_interval)? {
         return Ok(());
     }
@@ -198,7 +208,6 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
     let counters = devttrace::Device::attach_with(dev.dir(), trust()).ok();
     let mut watcher = Watcher {
         dev: &dev,
-        shadow,
         counters,
         rules: rules.iter().map(Rule::to_string).collect(),
         matcher: Matcher::new(rules),
@@ -299,8 +308,6 @@ fn wait_for_tracepoints(
 /// A running watch.
 struct Watcher<'d> {
     dev: &'d Reader,
-    /// What the follower read, each event in its slot: what a snapshot is saved from.
-    shadow: devttrace::Shadow,
     /// The device, to count its snapshots in ([`Watcher::count`]), where it can be changed.
     counters: Option<devttrace::Device>,
     /// The rules in their canonical words.
@@ -339,18 +346,6 @@ impl Watcher<'_> {
                 true => follower.finish()?,
                 false => follower.poll()?,
             };
-            // Into the copy: a ring whose entries the follower lost is forgotten up to the
-            // loss, so the copy's rings never hold a hole between their events.
-            for (r, &before) in poll.lost_before.iter().enumerate() {
-                if before != 0 {
-                    self.shadow.lost(r, before);
-                }
-            }
-            for (r, ring) in poll.snapshot.cpus.iter().enumerate() {
-                for e in &ring.events {
-                    self.shadow.record(r, e);
-                }
-            }
             let now = dev.now();
             for f in self.matcher.poll(&poll, now) {
                 self.counts.matches += 1;
@@ -397,8 +392,7 @@ impl Watcher<'_> {
                 .pending
                 .take_if(|p| stopping || (now >= p.due && released >= p.due))
             {
-                follower.reached(&mut self.shadow);
-                self.save(p)?;
+                self.save(p, &mut follower)?;
             }
             self.reap();
             let done = opts.count.is_some_and(|n| self.counts.snapshots >= n);
@@ -427,7 +421,7 @@ impl Watcher<'_> {
 
     /// Saves the pending snapshot `p`, prints its line, applies the retention, runs
     /// `--exec`.
-    fn save(&mut self, p: Pending) -> Result<(), Error> {
+    fn save(&mut self, p: Pending, follower: &mut Follower<'_>) -> Result<(), Error> {
         let dev = self.dev;
         let rule = &self.rules[p.rule];
         let reason = format!("{rule}: {}", p.what);
@@ -444,7 +438,13 @@ impl Watcher<'_> {
             .store
             .path_for(at, CauseKind::Rule, &reason, cause.pid)
             .map_err(Error::from)
-            .and_then(|path| Ok((dev.save_shadow(&path, &cause, &self.shadow)?, path)));
+            .and_then(|path| {
+                let saved = match follower.copy() {
+                    Some(copy) => dev.save_shadow(&path, &cause, copy)?,
+                    None => dev.save_because(&path, &cause)?,
+                };
+                Ok((saved, path))
+            });
         let path = match saved {
             Ok((_, path)) => path,
             Err(e) => {
