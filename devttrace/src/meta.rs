@@ -5,7 +5,6 @@
 use crate::sync::Ordering::Relaxed;
 use crate::values::{ValueTable, ValuesKind};
 use core::sync::atomic::AtomicU64;
-use std::collections::HashMap;
 use ttrace_layouts::entry::Kind;
 use ttrace_layouts::meta::{
     self as layout, record_bytes, ArgType, Record, RecordHeader, RecordKind, TaskRecord,
@@ -412,7 +411,7 @@ fn at(
 #[derive(Clone, Debug, Default)]
 pub struct TaskIndex {
     /// Per id, in time order: `(timestamp, index in the list, incarnation)`.
-    by_id: HashMap<u64, Vec<(u64, usize, u32)>>,
+    by_id: foldhash::HashMap<u64, Vec<(u64, usize, u32)>>,
     /// [`Metadata::names_evicted_before`]: an event before it that precedes all of its id's
     /// records has none.
     evicted_before: u64,
@@ -443,7 +442,7 @@ impl TaskIndex {
     }
 
     fn of(tasks: &[TaskInfo], evicted_before: u64) -> TaskIndex {
-        let mut by_id: HashMap<u64, Vec<(u64, usize, u32)>> = HashMap::new();
+        let mut by_id: foldhash::HashMap<u64, Vec<(u64, usize, u32)>> = Default::default();
         for (i, t) in tasks.iter().enumerate() {
             let list = by_id
                 .entry((t.pid as u64) << 32 | t.tid as u64)
