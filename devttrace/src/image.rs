@@ -309,12 +309,15 @@ fn emit<W: Write>(
             // A shadow is the follower's memory: read whole, its cut where it had read to.
             Some(s) => {
                 let slots = &mut part[RING_HEADER_BYTES..];
+                // The slots up to the last one placed: the rest are still zero.
+                let mut top = 0;
                 s.place_ring(r, n as u64, |i, w| {
                     slots[i * slot_bytes..(i + 1) * slot_bytes].copy_from_slice(w.as_bytes());
                     saved.counts.committed += 1;
+                    top = top.max(i + 1);
                 });
                 map.release_slots(r, 0..map.ring_slots() as usize);
-                n
+                top
             }
             // The slots as a view copies them ([`RingCopy`]), at the cut of their copy: its
             // `head` (and `skipped`) loaded before the slots, so that an entry committed
