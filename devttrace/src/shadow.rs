@@ -2,24 +2,29 @@
 //! so that what it read can be saved as a snapshot after the device's rings have moved on
 //! (`ttrace-reader watch` saves a match from it: a watcher that fell behind, or a window
 //! longer than the rings hold by the time the match is due, still saves the moment it
-//! matched). A [`Follower`](crate::Follower) keeps it ([`Follower::keep_copy`](crate::Follower::keep_copy)),
-//! recording each event as it reads it, at the position it read it from.
+//! matched). A [`Follower`](crate::Follower) keeps it
+//! ([`Follower::keep_copy`](crate::Follower::keep_copy)), recording each event as it reads
+//! it, at the position it read it from.
 //!
-//! **What it holds.** Per ring, a run of positions ending at the newest position recorded:
-//! position `p` in slot `p % len`, its words as the reader accepted them (an entry's
-//! position tag is the position's, whatever the copy's size), its continuation at `p + 1`.
-//! A position passed and not read (lost, or still being written when the copy is saved) is
-//! empty: the copy's readers count it lost, as the follower did. It begins as the rings
-//! were when the follower began (the device's past then), so that its readers count as
-//! lost what the device had lost then and what the follower lost since, nothing else.
+//! **What it holds.** Per ring, a run of consecutive positions ending at the newest one
+//! recorded, in chunks of [`CHUNK`] positions (fewer for a device's smaller rings): each
+//! position's words as the reader accepted them (an entry's position tag is the
+//! position's, whatever length the copy is saved with), a continuation at the position
+//! after its parent's. A position passed and not read (lost, or still being written when
+//! the copy is saved) is empty: the copy's readers count it lost, as the follower did. It
+//! begins as the rings were when the follower began (the device's past then), so that its
+//! readers count as lost what the device had lost then and what the follower lost since,
+//! nothing else.
 //!
-//! **Its own window.** A ring's copy holds a ring's worth of positions, as the device does;
-//! given a window ([`Shadow::keep`]), it grows (doubling) rather than overwrite an event
-//! stamped within the window of the newest it holds, while the memory allowed lasts. So a
-//! copy can hold more than the device's rings: a second of a ring written at 10 M events/s
-//! where the device's ring holds 13 ms. It is saved as a device whose rings are as long as
-//! its longest. The strings are the follower's last copies of the aux buffers: an event
-//! older than its aux buffer holds has its strings shown lost.
+//! **Its own window.** A ring's copy holds at least a ring's worth of positions, as the
+//! device does. When it needs a chunk for newer positions, it empties its oldest for them
+//! — unless that one holds an event stamped within the window ([`Shadow::keep`]) of the
+//! newest it holds, and memory is left: then it takes a new chunk. So a copy can hold more
+//! than the device's rings (a second of a ring written at 10 M events/s, where the device's
+//! ring holds 26 ms), grows a chunk at a time (no copy of what it holds), and reads none of
+//! the slots it empties (each chunk knows its newest stamp). It is saved as a device whose
+//! rings are long enough for its longest. The strings are the follower's last copies of the
+//! aux buffers: an event older than its aux buffer holds has its strings shown lost.
 //!
 //! **Losses.** When the follower loses entries of a ring, the copy forgets what it holds of
 //! the ring below the first position read after the loss ([`Shadow::forget_below`]), so a
@@ -31,7 +36,15 @@
 use crate::aux::AuxSnapshots;
 use crate::event::Event;
 use crate::ring::{Ring, SlotRead};
+use std::collections::VecDeque;
 use ttrace_layouts::entry::{Stamp, ENTRY_ARGS, SLOT_WORDS};
+
+/// The positions of a chunk of a ring's copy (256 KiB), for a device whose rings hold at
+/// least as many; a ring's length for the others.
+pub const CHUNK: u64 = 1 << 12;
+
+/// A slot's words.
+type Words = [u64; SLOT_WORDS];
 
 /// The rings as a follower read them (see the [module](self)).
 #[derive(Debug)]
@@ -39,12 +52,14 @@ pub struct Shadow {
     /// Per ring, its copy.
     rings: Vec<RingCopy>,
     /// The device's slots per ring: each copy holds at least as many positions.
-    base: usize,
-    /// A copy grows rather than overwrite an event stamped within this of its newest
-    /// (clock ticks; 0: it never grows).
+    base: u64,
+    /// The positions of a chunk: [`CHUNK`], or `base` where it is smaller.
+    chunk: u64,
+    /// A copy takes a new chunk rather than empty one holding an event stamped within this
+    /// of its newest (clock ticks; 0: it holds a ring's worth).
     keep: u64,
-    /// The slots the copies may still grow by, all rings together.
-    spare: usize,
+    /// The chunks the copies may still take beyond a ring's worth, all rings together.
+    spare: u64,
     /// Events stamped at or before this were cleared ([`Shadow::clear_through`]).
     cleared: u64,
     /// Per ring: one past the last position the follower reached.
@@ -56,10 +71,11 @@ pub struct Shadow {
 /// One ring's copy.
 #[derive(Clone, Debug, Default)]
 struct RingCopy {
-    /// Position `p`'s words in `slots[p % slots.len()]`, for `p` in `end - len .. end`;
-    /// no slots until the ring's first event.
-    slots: Vec<[u64; SLOT_WORDS]>,
-    /// One past the newest position recorded (or passed, and emptied).
+    /// Its chunks, oldest first: the `k`th holds the positions from `first + k * chunk`.
+    chunks: VecDeque<Chunk>,
+    /// The first position of the oldest chunk (a multiple of the chunk's length).
+    first: u64,
+    /// One past the newest position recorded (or passed).
     end: u64,
     /// Positions below this are not recorded (forgotten after a loss).
     floor: u64,
@@ -67,19 +83,51 @@ struct RingCopy {
     newest: u64,
 }
 
+/// Consecutive positions of a ring's copy.
+#[derive(Clone, Debug)]
+struct Chunk {
+    slots: Box<[Words]>,
+    /// The newest stamp recorded in it (0: none).
+    newest: u64,
+}
+
+impl Chunk {
+    fn new(len: u64) -> Chunk {
+        Chunk {
+            slots: vec![[0; SLOT_WORDS]; len as usize].into_boxed_slice(),
+            newest: 0,
+        }
+    }
+
+    fn empty(&mut self) {
+        self.slots.fill([0; SLOT_WORDS]);
+        self.newest = 0;
+    }
+}
+
 impl RingCopy {
-    /// Whether `w`, a slot's words, is an event within `keep` of the newest recorded.
-    fn recent(&self, w: &[u64; SLOT_WORDS], keep: u64) -> bool {
-        w[0] != 0 && w[0] >= self.newest.saturating_sub(keep)
+    /// The slot of position `p`, if a chunk holds it (`shift`: the chunk's length's log).
+    fn slot(&mut self, p: u64, shift: u32) -> Option<&mut Words> {
+        let k = (p.checked_sub(self.first)? >> shift) as usize;
+        let i = (p & ((1 << shift) - 1)) as usize;
+        self.chunks.get_mut(k).map(|c| &mut c.slots[i])
+    }
+
+    /// One past the last position its chunks can hold.
+    fn limit(&self, chunk: u64) -> u64 {
+        self.first + self.chunks.len() as u64 * chunk
     }
 }
 
 impl Shadow {
-    /// A copy of `rings` empty rings of `slots` slots, that never grows.
+    /// A copy of `rings` empty rings of `slots` slots (a power of two), that holds a ring's
+    /// worth.
     pub(crate) fn new(rings: usize, slots: u64) -> Shadow {
+        let base = slots.max(1).next_power_of_two();
         Shadow {
             rings: vec![RingCopy::default(); rings],
-            base: slots.max(1) as usize,
+            base,
+            chunk: base.min(CHUNK),
             keep: 0,
             spare: 0,
             cleared: 0,
@@ -88,13 +136,16 @@ impl Shadow {
         }
     }
 
-    /// Lets each ring's copy grow rather than overwrite an event stamped within `keep`
-    /// clock ticks of its newest, by at most `max_bytes` over all rings (see the
+    /// Lets each ring's copy hold the events stamped within `keep` clock ticks of its
+    /// newest, in at most `max_bytes` beyond a ring's worth, all rings together (see the
     /// [module](self)).
     pub(crate) fn keep(&mut self, keep: u64, max_bytes: u64) {
         self.keep = keep;
-        let slot = (SLOT_WORDS * 8) as u64;
-        self.spare = usize::try_from(max_bytes / slot).unwrap_or(usize::MAX);
+        self.spare = max_bytes / (self.chunk * (SLOT_WORDS * 8) as u64);
+    }
+
+    fn shift(&self) -> u32 {
+        self.chunk.trailing_zeros()
     }
 
     /// Copies ring `r` of the device, `ring`, whose head was `head` when its follower began
@@ -107,30 +158,36 @@ impl Shadow {
         head: u64,
     ) {
         self.heads[r] = head;
-        let base = self.base;
+        let (base, chunk, shift) = (self.base, self.chunk, self.shift());
         let c = &mut self.rings[r];
+        c.first = head & !(chunk - 1);
         c.end = head;
         if head == 0 {
-            return; // Never written: allocated at its first event, if any.
+            return; // Never written: its chunks are made at its first event, if any.
         }
-        // A copy of the device's length: position `p` is in slot `p % base`, as there.
-        let slots = made(&mut c.slots, base);
-        // The slots written: below the head until the ring wraps (a read of another would
-        // allocate a page of a device held in memory, for nothing).
-        let written = head.min(ring.slot_count() as u64) as usize;
-        for (i, slot) in slots.iter_mut().enumerate().take(written) {
-            if let SlotRead::Committed(w) = ring.read(i) {
-                *slot = w;
+        // The positions the ring holds, below the head (a read of a slot never written
+        // would allocate a page of a device held in memory, for nothing).
+        let from = head.saturating_sub(base.min(ring.slot_count() as u64));
+        c.first = from & !(chunk - 1);
+        while c.limit(chunk) < head {
+            c.chunks.push_back(Chunk::new(chunk));
+        }
+        for p in from..head {
+            if let SlotRead::Committed(w) = ring.read((p % base) as usize) {
+                let k = ((p - c.first) >> shift) as usize;
+                let ch = &mut c.chunks[k];
+                ch.slots[(p & (chunk - 1)) as usize] = w;
+                ch.newest = ch.newest.max(w[0]);
+                c.newest = c.newest.max(w[0]);
             }
         }
-        c.newest = slots.iter().map(|w| w[0]).max().unwrap_or(0);
     }
 
     /// Writes the event `e`, read from position `p` of ring `r`, into the copy (and its
     /// continuation at `p + 1`, where it has one).
     pub(crate) fn record(&mut self, r: usize, p: u64, e: &Event) {
         let continued = e.type_word.has_continuation() && !e.continuation_lost;
-        let base = self.base;
+        let shift = self.shift();
         let Some(c) = self.rings.get_mut(r) else {
             return;
         };
@@ -138,61 +195,70 @@ impl Shadow {
             return;
         }
         c.newest = c.newest.max(e.stamp);
-        made(&mut c.slots, base);
         self.advance(r, p + 1 + u64::from(continued));
         let c = &mut self.rings[r];
-        let len = c.slots.len() as u64;
-        if p + len < c.end {
-            return; // Older than the copy holds.
-        }
         let mut parent = [0; SLOT_WORDS];
         parent[0] = e.stamp;
         parent[1] = e.type_word.0;
         parent[2] = e.ctx;
         parent[3..].copy_from_slice(&e.words[..ENTRY_ARGS]);
-        c.slots[index(p, len)] = parent;
+        let Some(slot) = c.slot(p, shift) else {
+            return; // Older than the copy holds.
+        };
+        *slot = parent;
+        let k = ((p - c.first) >> shift) as usize;
+        c.chunks[k].newest = c.chunks[k].newest.max(e.stamp);
         if continued {
             let mut next = [0; SLOT_WORDS];
             next[0] = e.stamp | Stamp::CONTINUATION;
             next[1..].copy_from_slice(&e.words[ENTRY_ARGS..]);
-            c.slots[index(p + 1, len)] = next;
+            if let Some(slot) = c.slot(p + 1, shift) {
+                *slot = next;
+            }
         }
     }
 
-    /// Moves ring `r`'s copy on to end at `to`: the slots of the positions it passes are
-    /// emptied for them, or, where that would overwrite an event within the window of the
-    /// newest and memory is left, the copy doubles first.
+    /// Moves ring `r`'s copy on to end at `to`: the chunks for the positions it passes are
+    /// its oldest, emptied, or new ones (see the [module](self)).
     fn advance(&mut self, r: usize, to: u64) {
+        let (base, chunk, keep) = (self.base, self.chunk, self.keep);
         let c = &mut self.rings[r];
-        loop {
-            let len = c.slots.len() as u64;
-            if c.end >= to {
-                return;
-            }
-            // A jump past all it holds (positions the follower did not read: lost).
-            if to - c.end >= len {
-                c.slots.fill([0; SLOT_WORDS]);
-                c.end = to;
-                return;
-            }
-            let i = index(c.end, len);
-            let grows = self.keep > 0
-                && self.spare >= len as usize
-                && len < ttrace_layouts::device::MAX_RING_SLOTS
-                && c.recent(&c.slots[i], self.keep);
-            if grows {
-                self.spare -= len as usize;
-                let wider = 2 * len;
-                let mut slots = vec![[0; SLOT_WORDS]; wider as usize];
-                for p in c.end.saturating_sub(len)..c.end {
-                    slots[index(p, wider)] = c.slots[index(p, len)];
-                }
-                c.slots = slots;
-                continue;
-            }
-            c.slots[i] = [0; SLOT_WORDS];
-            c.end += 1;
+        if to <= c.end {
+            return;
         }
+        // A jump past more than a ring's worth (positions the follower did not read: lost):
+        // nothing it holds stays.
+        if to - c.end > base || c.chunks.is_empty() {
+            c.chunks.iter_mut().for_each(Chunk::empty);
+            c.first = to.saturating_sub(base) & !(chunk - 1);
+        }
+        while c.limit(chunk) < to {
+            // The oldest chunk may go if the others and a new one still hold a ring's
+            // worth below `to`; it goes unless it holds the window and memory is left.
+            let may_go = c.chunks.len() > 1 && c.first + chunk <= to.saturating_sub(base);
+            let oldest_recent = c
+                .chunks
+                .front()
+                .is_some_and(|o| o.newest != 0 && o.newest >= c.newest.saturating_sub(keep));
+            let grows = keep > 0 && oldest_recent && self.spare > 0;
+            let oldest = (may_go && !grows).then(|| c.chunks.pop_front()).flatten();
+            let next = match oldest {
+                Some(mut oldest) => {
+                    oldest.empty();
+                    c.first += chunk;
+                    oldest
+                }
+                None => {
+                    // Beyond a ring's worth: from the memory left.
+                    if may_go {
+                        self.spare -= 1;
+                    }
+                    Chunk::new(chunk)
+                }
+            };
+            c.chunks.push_back(next);
+        }
+        c.end = to;
     }
 
     /// Says that the follower lost entries of ring `r` before position `first`, the first
@@ -200,15 +266,18 @@ impl Shadow {
     /// ring below `first` is forgotten, and nothing below it is recorded from now on (see
     /// the [module](self)).
     pub(crate) fn forget_below(&mut self, r: usize, first: u64) {
+        let chunk = self.chunk;
         let Some(c) = self.rings.get_mut(r) else {
             return;
         };
-        let len = c.slots.len() as u64;
-        if len > 0 {
-            let from = c.end.saturating_sub(len).max(c.floor);
-            for p in from..first.min(c.end) {
-                c.slots[index(p, len)] = [0; SLOT_WORDS];
+        let mut at = c.first;
+        for ch in c.chunks.iter_mut() {
+            if at + chunk <= first {
+                ch.empty();
+            } else if at < first {
+                ch.slots[..((first - at) & (chunk - 1)) as usize].fill([0; SLOT_WORDS]);
             }
+            at += chunk;
         }
         c.floor = c.floor.max(first);
     }
@@ -220,8 +289,12 @@ impl Shadow {
             return;
         }
         self.cleared = at;
-        for c in &mut self.rings {
-            for w in &mut c.slots {
+        for ch in self.rings.iter_mut().flat_map(|c| c.chunks.iter_mut()) {
+            if ch.newest <= at {
+                ch.empty();
+                continue;
+            }
+            for w in ch.slots.iter_mut() {
                 if w[0] != 0 && w[0] & !Stamp::CONTINUATION <= at {
                     *w = [0; SLOT_WORDS];
                 }
@@ -238,30 +311,28 @@ impl Shadow {
         self.aux = aux.clone();
     }
 
+    /// The positions of ring `r` it holds and a reader of it will find, below the head.
+    fn held(&self, r: usize) -> core::ops::Range<u64> {
+        let (c, head) = (&self.rings[r], self.heads[r]);
+        c.first.max(c.floor)..head.min(c.end)
+    }
+
     /// Gives each slot of ring `r` that holds an event, as a reader of the copy saved with
     /// rings of `n` slots (a power of two, at least [`Shadow::slots`]) finds it: `put(i,
     /// words)` for slot `i`, which holds the position below the ring's head that `i` is
     /// there. The others are empty.
-    pub(crate) fn place_ring(
-        &self,
-        r: usize,
-        n: u64,
-        mut put: impl FnMut(usize, &[u64; SLOT_WORDS]),
-    ) {
-        let (Some(&head), Some(c)) = (self.heads.get(r), self.rings.get(r)) else {
+    pub(crate) fn place_ring(&self, r: usize, n: u64, mut put: impl FnMut(usize, &Words)) {
+        let Some(c) = self.rings.get(r) else {
             return;
         };
-        let len = c.slots.len() as u64;
-        if len == 0 {
-            return;
-        }
-        let from = (head.saturating_sub(n))
-            .max(c.end.saturating_sub(len))
-            .max(c.floor);
-        for p in from..head.min(c.end) {
-            let w = &c.slots[index(p, len)];
+        let held = self.held(r);
+        let from = held.start.max(self.heads[r].saturating_sub(n));
+        let shift = self.shift();
+        for p in from..held.end.max(from) {
+            let k = ((p - c.first) >> shift) as usize;
+            let w = &c.chunks[k].slots[(p & (self.chunk - 1)) as usize];
             if w[0] != 0 {
-                put(index(p, n), w);
+                put((p & (n - 1)) as usize, w);
             }
         }
     }
@@ -271,32 +342,23 @@ impl Shadow {
         self.rings.len()
     }
 
-    /// The slots of its longest ring's copy: those of the rings it is saved with (a power
-    /// of two, at least the device's).
+    /// The slots a ring of it is saved with: a power of two, at least the device's, enough
+    /// for the positions each ring holds below its head (at most the layout's maximum).
     pub fn slots(&self) -> u64 {
-        let longest = self.rings.iter().map(|c| c.slots.len()).max().unwrap_or(0);
-        longest.max(self.base) as u64
+        let longest = (0..self.rings.len())
+            .map(|r| self.heads[r] - self.held(r).start.min(self.heads[r]))
+            .max()
+            .unwrap_or(0);
+        longest
+            .max(self.base)
+            .next_power_of_two()
+            .min(ttrace_layouts::device::MAX_RING_SLOTS.max(self.base))
     }
 
     /// The device's slots per ring, that it copies.
     pub(crate) fn base(&self) -> u64 {
-        self.base as u64
+        self.base
     }
-}
-
-/// The slot of position `p` in a copy of `len` slots, a power of two: `p % len`, without
-/// a division (one for each position recorded would cost more than the rest of a record).
-fn index(p: u64, len: u64) -> usize {
-    debug_assert!(len.is_power_of_two());
-    (p & (len - 1)) as usize
-}
-
-/// `slots`, made `len` long if it is not made yet (a ring's copy at its first event).
-fn made(slots: &mut Vec<[u64; SLOT_WORDS]>, len: usize) -> &mut Vec<[u64; SLOT_WORDS]> {
-    if slots.is_empty() {
-        *slots = vec![[0; SLOT_WORDS]; len];
-    }
-    slots
 }
 
 #[cfg(test)]
@@ -327,6 +389,16 @@ mod tests {
         reads(s, r, n).into_iter().map(stamp).collect()
     }
 
+    /// Records at positions `from..to` of ring 0 of `s` events stamped `10 p + 2`, and
+    /// says the follower reached `to`.
+    fn fill(s: &mut Shadow, positions: std::ops::Range<u64>) {
+        let to = positions.end;
+        for p in positions {
+            s.record(0, p, &event(10 * p + 2, 1));
+        }
+        s.reached([to], &AuxSnapshots::default());
+    }
+
     #[test]
     fn an_event_goes_back_to_its_position() {
         let mut s = Shadow::new(2, 4);
@@ -354,31 +426,32 @@ mod tests {
         // Lost entries of ring 1 before position 6: it is forgotten, and nothing older is
         // recorded.
         s.forget_below(1, 6);
-        assert_eq!(stamps(&s, 1, 4), [0; 4]);
+        assert_eq!(stamps(&s, 1, 8), [0; 8]);
         s.record(1, 5, &event(2000, 1));
-        assert_eq!(stamps(&s, 1, 4), [0; 4]);
+        assert_eq!(stamps(&s, 1, 8), [0; 8]);
     }
 
     #[test]
     fn a_copy_grows_to_hold_its_window() {
-        // Four slots a ring; a window of 100 ticks; room for 12 more slots.
+        // Four slots a ring (chunks of four); a window of 100 ticks; room for two chunks
+        // beyond a ring's worth.
         let mut s = Shadow::new(1, 4);
-        s.keep(100, 12 * 64);
-        for p in 0..20 {
-            s.record(0, p, &event(10 * p + 2, 1));
-        }
-        s.reached([20], &AuxSnapshots::default());
-        // Grown to 16 (4 + 4 + 8 slots): the window (stamps 92..192) needs 11 positions.
+        s.keep(100, 2 * 4 * 64);
+        fill(&mut s, 0..20);
+        // The window (stamps 92..192) needs 11 positions: the copy took its two chunks, and
+        // holds 16.
         assert_eq!(s.slots(), 16);
-        let held: Vec<u64> = (4..20).map(|p| 10 * p + 2).collect();
         let mut found = stamps(&s, 0, 16);
         found.sort_unstable();
-        assert_eq!(found, held);
-        // Memory spent: it no longer grows, and overwrites its oldest.
-        for p in 20..40 {
-            s.record(0, p, &event(10 * p + 2, 1));
-        }
-        s.reached([40], &AuxSnapshots::default());
+        assert_eq!(found, (4..20).map(|p| 10 * p + 2).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_copy_grows_no_further_than_its_memory() {
+        // A window wider than anything recorded; room for two chunks.
+        let mut s = Shadow::new(1, 4);
+        s.keep(1 << 40, 2 * 4 * 64);
+        fill(&mut s, 0..40);
         assert_eq!(s.slots(), 16);
         let mut found = stamps(&s, 0, 16);
         found.sort_unstable();
@@ -388,11 +461,11 @@ mod tests {
     #[test]
     fn without_a_window_a_copy_holds_a_ring() {
         let mut s = Shadow::new(1, 4);
-        for p in 0..10 {
-            s.record(0, p, &event(10 * p + 2, 1));
-        }
-        s.reached([10], &AuxSnapshots::default());
-        assert_eq!(s.slots(), 4);
+        fill(&mut s, 0..10);
+        // A ring's worth, and what remains of its oldest chunk (positions 4..10).
+        assert_eq!(s.slots(), 8);
+        assert_eq!(stamps(&s, 0, 8), [82, 92, 0, 0, 42, 52, 62, 72]);
+        // Saved with the device's length, the ring's worth below the head.
         assert_eq!(stamps(&s, 0, 4), [82, 92, 62, 72]);
         // A clear forgets what it cleared.
         s.clear_through(72);
