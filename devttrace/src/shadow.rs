@@ -17,21 +17,21 @@
 //! nothing else.
 //!
 //! **Its own window.** A ring's copy holds at least a ring's worth of positions, as the
-//! device does. When it needs a chunk for newer positions, it empties its oldest for them
-//! — unless that one holds an event stamped within the window ([`Shadow::keep`]) of the
-//! newest it holds, and memory is left: then it takes a new chunk. So a copy can hold more
-//! than the device's rings (a second of a ring written at 10 M events/s, where the device's
-//! ring holds 26 ms), grows a chunk at a time (no copy of what it holds), and reads none of
-//! the slots it empties (each chunk knows its newest stamp). It is saved as a device whose
-//! rings are long enough for its longest. The strings are the follower's last copies of the
-//! aux buffers: an event older than its aux buffer holds has its strings shown lost.
+//! device does. When it needs a chunk for newer positions, it empties its oldest for them,
+//! unless that one holds an event stamped within the window of the newest it holds
+//! ([`Follower::keep_copy`](crate::Follower::keep_copy)) and memory is left: then it takes a
+//! new chunk. So a copy can hold more than the device's rings (a second of a ring written at
+//! 10 M events/s, where the device's ring holds 26 ms), grows a chunk at a time (no copy of
+//! what it holds), and reads none of the slots it empties (each chunk knows its newest
+//! stamp). It is saved as a device whose rings are long enough for its longest. The
+//! strings are the follower's last copies of the aux buffers: an event older than its aux
+//! buffer holds has its strings shown lost.
 //!
 //! **Losses.** When the follower loses entries of a ring, the copy forgets what it holds of
-//! the ring below the first position read after the loss ([`Shadow::forget_below`]), so a
-//! ring of the copy never has a hole between events it holds: its losses are all older
-//! than its oldest event, as a device ring's are, which is what readers of a snapshot take
-//! them to be (the horizon: `ttrace_model::pairs`). A clear of the device forgets what the
-//! clear cleared.
+//! the ring below the first position read after the loss, so a ring of the copy never has
+//! a hole between events it holds: its losses are all older than its oldest event, as a
+//! device ring's are, which is what readers of a snapshot take them to be (the horizon:
+//! `ttrace_model::pairs`). A clear of the device forgets what the clear cleared.
 
 use crate::aux::AuxSnapshots;
 use crate::event::Event;
