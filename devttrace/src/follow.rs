@@ -258,10 +258,33 @@ impl<'d> Follower<'d> {
 
     /// The copy this follower keeps ([`Follower::keep_copy`]), told how far the follower
     /// reached (the positions it looked at) and given its copies of the aux buffers (the
-    /// strings of the events it read): what [`Reader::save_shadow`] saves.
+    /// strings of the events it read): what [`Reader::save_shadow`] saves. Each ring is
+    /// saved from its current run of events (since the follower last lost entries of it).
     pub fn copy(&mut self) -> Option<&crate::shadow::Shadow> {
+        self.copy_for(None)
+    }
+
+    /// [`Follower::copy`], for a snapshot of the moment `stamp` (a rule's match): a ring
+    /// whose current run begins after it (the follower lost entries of it since) is saved
+    /// from its run before that loss, which holds the moment, where the copy still holds it.
+    pub fn copy_around(&mut self, stamp: u64) -> Option<&crate::shadow::Shadow> {
+        self.copy_for(Some(stamp))
+    }
+
+    /// Says that a snapshot of the copy will be for the moment `stamp` (`None`: none
+    /// pending): until it is saved ([`Follower::copy_around`]), a ring this follower loses
+    /// entries of keeps the run of events before the loss that holds the moment, rather than
+    /// the ones after. `watch` says it when a match is granted a snapshot.
+    pub fn keep_moment(&mut self, stamp: Option<u64>) {
+        if let Some(copy) = &mut self.copy {
+            copy.moment(stamp);
+        }
+    }
+
+    fn copy_for(&mut self, moment: Option<u64>) -> Option<&crate::shadow::Shadow> {
         let copy = self.copy.as_mut()?;
         copy.reached(self.rings.iter().map(|c| c.next), &self.aux);
+        copy.moment(moment);
         Some(copy)
     }
 

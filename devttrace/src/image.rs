@@ -344,7 +344,7 @@ fn emit<W: Write>(
         set(core::mem::offset_of!(RingHeader, aux_lock), 0);
         if let Some(s) = shadow {
             // The follower's cut: where it had read to, in rings of the copy's length.
-            set(core::mem::offset_of!(RingHeader, head), s.heads[r]);
+            set(core::mem::offset_of!(RingHeader, head), s.head(r));
             set(core::mem::offset_of!(RingHeader, slots), n as u64);
         }
         set(core::mem::offset_of!(RingHeader, aux_first), aux.first);

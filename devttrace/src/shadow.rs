@@ -27,11 +27,16 @@
 //! strings are the follower's last copies of the aux buffers: an event older than its aux
 //! buffer holds has its strings shown lost.
 //!
-//! **Losses.** When the follower loses entries of a ring, the copy forgets what it holds of
-//! the ring below the first position read after the loss, so a ring of the copy never has
-//! a hole between events it holds: its losses are all older than its oldest event, as a
-//! device ring's are, which is what readers of a snapshot take them to be (the horizon:
-//! `ttrace_model::pairs`). A clear of the device forgets what the clear cleared.
+//! **Losses.** When the follower loses entries of a ring, a new run of events begins at the
+//! first position it read after them: nothing below it is recorded from then on. The run
+//! before is kept, up to its last event (what is older than it goes), and a snapshot is
+//! saved from one run of each ring, never both, so a ring of a saved copy never has a hole
+//! between its events: its losses are all older than its oldest event, as a device ring's
+//! are, which is what readers of a snapshot take them to be (the horizon:
+//! `ttrace_model::pairs`). Which run: the current one, unless the snapshot is for a moment
+//! older than that run's first event ([`Follower::copy_around`](crate::Follower::copy_around)):
+//! then the one before, which holds the moment (a watcher that fell behind after a match
+//! still saves the match). A clear of the device forgets what the clear cleared.
 
 use crate::aux::AuxSnapshots;
 use crate::event::Event;
@@ -62,6 +67,9 @@ pub struct Shadow {
     spare: u64,
     /// Events stamped at or before this were cleared ([`Shadow::clear_through`]).
     cleared: u64,
+    /// The moment a snapshot of it is for, if one is given: a ring whose current run begins
+    /// after it is saved from its run before the loss.
+    moment: Option<u64>,
     /// Per ring: one past the last position the follower reached.
     pub(crate) heads: Vec<u64>,
     /// The follower's copies of the aux buffers.
@@ -77,8 +85,16 @@ struct RingCopy {
     first: u64,
     /// One past the newest position recorded (or passed).
     end: u64,
-    /// Positions below this are not recorded (forgotten after a loss).
+    /// The first position of its current run: positions below this are not recorded (the
+    /// follower lost entries before it).
     floor: u64,
+    /// The run before the current one, up to the last loss, while a chunk holds it: what a
+    /// snapshot for a moment before that loss is saved from ([`Shadow::moment`]).
+    before: Option<core::ops::Range<u64>>,
+    /// The oldest stamp of the run before (its first event's).
+    before_oldest: u64,
+    /// The oldest stamp recorded in the current run since the last loss (`u64::MAX`: none).
+    run_oldest: u64,
     /// The newest stamp recorded.
     newest: u64,
 }
@@ -131,6 +147,7 @@ impl Shadow {
             keep: 0,
             spare: 0,
             cleared: 0,
+            moment: None,
             heads: vec![0; rings],
             aux: AuxSnapshots::default(),
         }
@@ -195,6 +212,7 @@ impl Shadow {
             return;
         }
         c.newest = c.newest.max(e.stamp);
+        c.run_oldest = c.run_oldest.min(e.stamp);
         self.advance(r, p + 1 + u64::from(continued));
         let c = &mut self.rings[r];
         let mut parent = [0; SLOT_WORDS];
@@ -226,9 +244,11 @@ impl Shadow {
         if to <= c.end {
             return;
         }
-        // A jump past more than a ring's worth (positions the follower did not read: lost):
-        // nothing it holds stays.
-        if to - c.end > base || c.chunks.is_empty() {
+        // A jump past all the copy could hold (positions the follower did not read: lost):
+        // nothing it holds stays. A shorter one is passed a chunk at a time, below, so that
+        // what it holds of the window stays, with the run before a loss.
+        let most = (c.chunks.len() as u64 + self.spare).saturating_mul(chunk);
+        if to - c.end > most.max(base) || c.chunks.is_empty() {
             c.chunks.iter_mut().for_each(Chunk::empty);
             c.first = to.saturating_sub(base) & !(chunk - 1);
         }
@@ -244,7 +264,10 @@ impl Shadow {
             let oldest = (may_go && !grows).then(|| c.chunks.pop_front()).flatten();
             let next = match oldest {
                 Some(mut oldest) => {
-                    oldest.empty();
+                    // A chunk never written since it was emptied is empty.
+                    if oldest.newest != 0 {
+                        oldest.empty();
+                    }
                     c.first += chunk;
                     oldest
                 }
@@ -262,24 +285,66 @@ impl Shadow {
     }
 
     /// Says that the follower lost entries of ring `r` before position `first`, the first
-    /// it read after them (or its cursor, having read none): what the copy holds of the
-    /// ring below `first` is forgotten, and nothing below it is recorded from now on (see
-    /// the [module](self)).
+    /// it read after them (or its cursor, having read none): nothing below `first` is
+    /// recorded from now on, and a run of events begins there. The run before it is kept, up
+    /// to its last event, for a snapshot of a moment before the loss; what is older than
+    /// that run is forgotten (see the [module](self)).
     pub(crate) fn forget_below(&mut self, r: usize, first: u64) {
-        let chunk = self.chunk;
+        let (chunk, shift, moment) = (self.chunk, self.shift(), self.moment);
         let Some(c) = self.rings.get_mut(r) else {
             return;
         };
+        // The current run, up to the loss.
+        let run = c.floor.max(c.first)..first.min(c.end).max(c.floor.max(c.first));
+        let keeps =
+            moment.is_some_and(|m| c.run_oldest > m && c.before.is_some() && c.before_oldest <= m);
+        let before = match keeps {
+            // The current run began after the moment a snapshot is for, and the run before
+            // by it: that one stays (it holds the moment, or is the nearest to it), the
+            // current one goes.
+            true => {
+                for p in run.clone() {
+                    if let Some(w) = c.slot(p, shift) {
+                        *w = [0; SLOT_WORDS];
+                    }
+                }
+                c.before.clone()
+            }
+            // Else the current run becomes the run before, up to its last event (what
+            // follows it was lost); chunks with nothing in them are passed whole.
+            false => {
+                let mut end = run.end;
+                while end > run.start {
+                    let k = ((end - 1 - c.first) >> shift) as usize;
+                    if c.chunks[k].newest == 0 {
+                        end = (c.first + ((k as u64) << shift)).max(run.start);
+                    } else if c.slot(end - 1, shift).is_some_and(|w| w[0] != 0) {
+                        break;
+                    } else {
+                        end -= 1;
+                    }
+                }
+                c.before_oldest = c.run_oldest;
+                (end > run.start).then_some(run.start..end)
+            }
+        };
+        // What is older than the run before goes.
+        let older = before.as_ref().map_or(run.start, |b| b.start);
         let mut at = c.first;
         for ch in c.chunks.iter_mut() {
-            if at + chunk <= first {
+            if at + chunk <= older {
                 ch.empty();
-            } else if at < first {
-                ch.slots[..((first - at) & (chunk - 1)) as usize].fill([0; SLOT_WORDS]);
+            } else if at < older {
+                ch.slots[..(older - at) as usize].fill([0; SLOT_WORDS]);
             }
             at += chunk;
         }
+        c.before = before;
         c.floor = c.floor.max(first);
+        // The run's oldest: its first event (read, in this poll, before this was said).
+        c.run_oldest = (first..c.end)
+            .find_map(|p| c.slot(p, shift).map(|w| w[0]).filter(|&t| t != 0))
+            .unwrap_or(u64::MAX);
     }
 
     /// Says that the device was cleared at `at`: the events stamped at or before it are
@@ -311,10 +376,29 @@ impl Shadow {
         self.aux = aux.clone();
     }
 
-    /// The positions of ring `r` it holds and a reader of it will find, below the head.
-    fn held(&self, r: usize) -> core::ops::Range<u64> {
+    /// The positions of ring `r` a snapshot of it holds, and that ring's head there: its
+    /// current run, below the head the follower reached; or, for a moment older than that
+    /// run's first event ([`Shadow::moment`]), the run before the last loss, while it is held.
+    fn held(&self, r: usize) -> (core::ops::Range<u64>, u64) {
         let (c, head) = (&self.rings[r], self.heads[r]);
-        c.first.max(c.floor)..head.min(c.end)
+        let before = c.before.clone().filter(|b| b.end > c.first);
+        match (self.moment, before) {
+            (Some(m), Some(b)) if m < c.run_oldest => (b.start.max(c.first)..b.end, b.end),
+            _ => (c.first.max(c.floor)..head.min(c.end), head),
+        }
+    }
+
+    /// The head ring `r` is saved with ([`Shadow::held`]).
+    pub(crate) fn head(&self, r: usize) -> u64 {
+        self.held(r).1
+    }
+
+    /// Says the moment a snapshot of the copy is for, from when it is known (a rule's
+    /// match) until it is saved: a ring that loses entries meanwhile keeps the run of events
+    /// before the loss that began by the moment, and is saved from it (see the
+    /// [module](self)); `None`: every ring is saved from its current run.
+    pub(crate) fn moment(&mut self, stamp: Option<u64>) {
+        self.moment = stamp;
     }
 
     /// Gives each slot of ring `r` that holds an event, as a reader of the copy saved with
@@ -325,8 +409,8 @@ impl Shadow {
         let Some(c) = self.rings.get(r) else {
             return;
         };
-        let held = self.held(r);
-        let from = held.start.max(self.heads[r].saturating_sub(n));
+        let (held, head) = self.held(r);
+        let from = held.start.max(head.saturating_sub(n));
         let shift = self.shift();
         for p in from..held.end.max(from) {
             let k = ((p - c.first) >> shift) as usize;
@@ -346,7 +430,10 @@ impl Shadow {
     /// for the positions each ring holds below its head (at most the layout's maximum).
     pub fn slots(&self) -> u64 {
         let longest = (0..self.rings.len())
-            .map(|r| self.heads[r] - self.held(r).start.min(self.heads[r]))
+            .map(|r| {
+                let (held, head) = self.held(r);
+                head - held.start.min(head)
+            })
             .max()
             .unwrap_or(0);
         longest

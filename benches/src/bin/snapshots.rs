@@ -233,7 +233,7 @@ fn watch_at(dir: &std::path::Path, rate: f64, run: Duration, slow: bool, copy: b
                 "latency request > 5ms",
             );
             let t = Instant::now();
-            dev.save_shadow(&saved, &cause, f.copy().expect("a copy"))
+            dev.save_shadow(&saved, &cause, f.copy_around(stamp).expect("a copy"))
                 .expect("the snapshot");
             save_ms = Some(t.elapsed().as_secs_f64() * 1e3);
             (due, matched_at) = (None, Some(stamp));

@@ -189,3 +189,84 @@ fn a_copy_with_a_window_holds_more_than_the_rings() {
     assert!(total.starts_with("# 200 events"), "{total}");
     assert!(total.contains(" 0 entries lost,"), "{total}");
 }
+
+/// A copy saved for a moment before its follower lost entries holds the run of events
+/// before the loss (which holds the moment), not the one after it: a watcher that fell
+/// behind after a match still saves the match.
+#[test]
+fn a_copy_for_a_moment_before_a_loss_holds_the_events_before_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
+    let reader = Reader::open(&dir).unwrap();
+    let mut follower = Follower::new(&reader);
+    follower.keep_copy(3_600_000_000_000, 1 << 20);
+    ttrace_tests::write_pinned(&dev, 0, 0..20, false);
+    follower.poll().unwrap();
+    // The moment, after the 20 events read; then 80 more, unread until the ring lapped.
+    let moment = reader.now();
+    ttrace_tests::write_pinned(&dev, 0, 20..100, false);
+    let poll = follower.poll().unwrap();
+    assert_eq!(
+        poll.lost[0],
+        2 * (68 - 20),
+        "the follower lost the laps between its reads"
+    );
+    let cause = Cause::new(CauseKind::Rule, "test");
+    let (around, after) = (
+        tmp.path().join("around.ttrace"),
+        tmp.path().join("after.ttrace"),
+    );
+    let copy = follower.copy_around(moment).unwrap();
+    reader.save_shadow(&around, &cause, copy).unwrap();
+    assert_eq!(texts(&lines(&around)), written(0, 0..20));
+    let total = footer(&around).last().unwrap().clone();
+    assert!(total.starts_with("# 40 events"), "{total}");
+    assert!(total.contains(" 0 entries lost,"), "{total}");
+    // For no moment, or one after the loss, the events since the loss.
+    reader
+        .save_shadow(&after, &cause, follower.copy().unwrap())
+        .unwrap();
+    assert_eq!(texts(&lines(&after)), written(0, 68..100));
+    let later = reader.now();
+    reader
+        .save_shadow(&after, &cause, follower.copy_around(later).unwrap())
+        .unwrap();
+    assert_eq!(texts(&lines(&after)), written(0, 68..100));
+}
+
+/// A moment kept (a match granted a snapshot, `Follower::keep_moment`) stays in the copy
+/// through later losses: a copy that was not told of it keeps only the run before the last
+/// loss, which began after the moment.
+#[test]
+fn a_moment_kept_stays_through_later_losses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let dev = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
+    let reader = Reader::open(&dir).unwrap();
+    let (mut told, mut untold) = (Follower::new(&reader), Follower::new(&reader));
+    for f in [&mut told, &mut untold] {
+        f.keep_copy(3_600_000_000_000, 1 << 20);
+    }
+    ttrace_tests::write_pinned(&dev, 0, 0..20, false);
+    told.poll().unwrap();
+    untold.poll().unwrap();
+    let moment = reader.now();
+    told.keep_moment(Some(moment));
+    // Two losses: each batch laps the ring before the followers read.
+    for batch in [20..100, 100..180] {
+        ttrace_tests::write_pinned(&dev, 0, batch, false);
+        assert!(told.poll().unwrap().lost[0] > 0);
+        assert!(untold.poll().unwrap().lost[0] > 0);
+    }
+    let cause = Cause::new(CauseKind::Rule, "test");
+    let file = tmp.path().join("moment.ttrace");
+    reader
+        .save_shadow(&file, &cause, told.copy_around(moment).unwrap())
+        .unwrap();
+    assert_eq!(texts(&lines(&file)), written(0, 0..20));
+    reader
+        .save_shadow(&file, &cause, untold.copy_around(moment).unwrap())
+        .unwrap();
+    assert_eq!(texts(&lines(&file)), written(0, 68..100));
+}

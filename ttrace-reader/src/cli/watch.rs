@@ -366,6 +366,9 @@ impl Watcher<'_> {
                             self.count(Counter::PutOff, 1);
                         }
                         self.last_granted = Some(at);
+                        // Its moment is kept in the copy, whatever the follower loses
+                        // before the snapshot is due.
+                        follower.keep_moment(Some(f.stamp));
                         self.pending = Some(Pending {
                             rule: f.rule,
                             what: f.what,
@@ -393,6 +396,7 @@ impl Watcher<'_> {
                 .take_if(|p| stopping || (now >= p.due && released >= p.due))
             {
                 self.save(p, &mut follower)?;
+                follower.keep_moment(None);
             }
             self.reap();
             let done = opts.count.is_some_and(|n| self.counts.snapshots >= n);
@@ -439,7 +443,9 @@ impl Watcher<'_> {
             .path_for(at, CauseKind::Rule, &reason, cause.pid)
             .map_err(Error::from)
             .and_then(|path| {
-                let saved = match follower.copy() {
+                // A ring the follower lost entries of since the match is saved from its
+                // events before the loss, which hold the match.
+                let saved = match follower.copy_around(p.stamp) {
                     Some(copy) => dev.save_shadow(&path, &cause, copy)?,
                     None => dev.save_because(&path, &cause)?,
                 };
