@@ -214,6 +214,7 @@ fn watch_at(dir: &std::path::Path, rate: f64, run: Duration, slow: bool, copy: b
                 let slow_begin = after.load(Relaxed)..=before_entry.load(Relaxed);
                 if copy && due.is_none() && matched_at.is_none() && slow_begin.contains(&b) {
                     due = Some((m.stamp, m.stamp + clock.ns_to_ticks(5_000_000)));
+                    f.keep_moment(Some(m.stamp));
                 }
             }
         }
