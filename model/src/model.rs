@@ -139,24 +139,26 @@ impl Why {
     ];
 }
 
-/// What an event did (see the module's documentation).
+/// What an event did (see the module's documentation). `E` names the events a step is of:
+/// the model lends them (`Step<&Event>`); a reader that sends steps elsewhere names them its
+/// own way ([`Step::map`]).
 #[derive(Clone, Debug)]
-pub enum Step<'a> {
+pub enum Step<E> {
     /// An event that opens and closes nothing.
-    Instant(&'a Event),
+    Instant(E),
     /// An entry opened a call, at this depth on its thread (0 outermost).
     CallBegin {
         /// The entry.
-        event: &'a Event,
+        event: E,
         /// Calls open on its thread before it.
         depth: usize,
     },
     /// An exit closed a call.
     CallEnd {
         /// The entry.
-        begin: &'a Event,
+        begin: E,
         /// The exit.
-        end: &'a Event,
+        end: E,
         /// The call's depth.
         depth: usize,
         /// Where its time went ([`crate::anatomy`]), where the trace can tell any of it
@@ -165,37 +167,37 @@ pub enum Step<'a> {
         parts: Option<Box<Parts>>,
     },
     /// A start opened a pair of its stem.
-    StemBegin(&'a Event),
+    StemBegin(E),
     /// A stop closed a pair of its stem.
     StemEnd {
         /// The start.
-        begin: &'a Event,
+        begin: E,
         /// The stop.
-        end: &'a Event,
+        end: E,
         /// Where its time went, as [`Step::CallEnd`]'s.
         parts: Option<Box<Parts>>,
     },
     /// A span instance was created.
-    SpanNew(&'a Event),
+    SpanNew(E),
     /// Fields were recorded into an instance.
-    SpanRecord(&'a Event),
+    SpanRecord(E),
     /// An instance follows from another.
-    SpanFollows(&'a Event),
+    SpanFollows(E),
     /// A poll of an instance began (may come late: see the module's documentation).
-    PollBegin(&'a Event),
+    PollBegin(E),
     /// A poll ended.
     PollEnd {
         /// The enter.
-        begin: &'a Event,
+        begin: E,
         /// The exit.
-        end: &'a Event,
+        end: E,
     },
     /// The drop re-entry: an enter and exit that are no poll.
     PollDrop {
         /// The enter.
-        begin: &'a Event,
+        begin: E,
         /// The exit.
-        end: &'a Event,
+        end: E,
     },
     /// An instance closed: all it was, its polls included.
     SpanEnd(Box<Instance>),
@@ -217,10 +219,68 @@ pub enum Step<'a> {
     /// An event that opens or closes, left unpaired.
     Unpaired {
         /// The event.
-        event: &'a Event,
+        event: E,
         /// Why.
         why: Why,
     },
+}
+
+impl<E> Step<E> {
+    /// The same step, each event it names as `f` names it: a step sent to another thread
+    /// names its events by where it copied them, and is lent back as the model lends it.
+    ///
+    /// ```
+    /// use ttrace_model::model::Step;
+    /// let names = ["open", "close"];
+    /// let step: Step<usize> = Step::PollEnd { begin: 0, end: 1 };
+    /// let lent = step.map(|i| names[i]);
+    /// assert!(matches!(lent, Step::PollEnd { begin: "open", end: "close" }));
+    /// ```
+    pub fn map<F>(self, mut f: impl FnMut(E) -> F) -> Step<F> {
+        match self {
+            Step::Instant(e) => Step::Instant(f(e)),
+            Step::CallBegin { event, depth } => Step::CallBegin {
+                event: f(event),
+                depth,
+            },
+            Step::CallEnd {
+                begin,
+                end,
+                depth,
+                parts,
+            } => Step::CallEnd {
+                begin: f(begin),
+                end: f(end),
+                depth,
+                parts,
+            },
+            Step::StemBegin(e) => Step::StemBegin(f(e)),
+            Step::StemEnd { begin, end, parts } => Step::StemEnd {
+                begin: f(begin),
+                end: f(end),
+                parts,
+            },
+            Step::SpanNew(e) => Step::SpanNew(f(e)),
+            Step::SpanRecord(e) => Step::SpanRecord(f(e)),
+            Step::SpanFollows(e) => Step::SpanFollows(f(e)),
+            Step::PollBegin(e) => Step::PollBegin(f(e)),
+            Step::PollEnd { begin, end } => Step::PollEnd {
+                begin: f(begin),
+                end: f(end),
+            },
+            Step::PollDrop { begin, end } => Step::PollDrop {
+                begin: f(begin),
+                end: f(end),
+            },
+            Step::SpanEnd(i) => Step::SpanEnd(i),
+            Step::SpanUnended { instance, why } => Step::SpanUnended { instance, why },
+            Step::Cpu { ctx, stretch } => Step::Cpu { ctx, stretch },
+            Step::Unpaired { event, why } => Step::Unpaired {
+                event: f(event),
+                why,
+            },
+        }
+    }
 }
 
 /// The horizon of a trace of the rings `rings`: the latest first kept stamp of the rings
@@ -305,7 +365,7 @@ struct Polling {
 /// let mut model = Model::whole(&meta);
 /// // Steps borrow the events: a sink keeps what it needs of them.
 /// let mut calls = Vec::new();
-/// let mut sink = |s: Step| {
+/// let mut sink = |s: Step<&Event>| {
 ///     if let Step::CallEnd { begin, end, depth, .. } = s {
 ///         calls.push((begin.stamp, end.stamp, depth));
 ///     }
@@ -472,7 +532,7 @@ impl Model {
 
     /// Feeds `e`, the next event in time order: its steps go to `out`.
     #[inline]
-    pub fn feed(&mut self, e: &Event, out: &mut impl FnMut(Step<'_>)) {
+    pub fn feed(&mut self, e: &Event, out: &mut impl FnMut(Step<&Event>)) {
         let tp = e.type_word.tracepoint() as usize;
         let Some(&(kind, role)) = self.kinds.get(tp) else {
             return out(Step::Instant(e));
@@ -604,7 +664,7 @@ impl Model {
     /// Events were lost here (a live reader found entries overwritten before it read
     /// them): everything open is given up ([`Why::AcrossGap`]), each thread's calls
     /// outermost first; instances open are no longer whole.
-    pub fn gap(&mut self, out: &mut impl FnMut(Step<'_>)) {
+    pub fn gap(&mut self, out: &mut impl FnMut(Step<&Event>)) {
         self.release_all(out);
         // Switches may be among what was lost: no thread's are known until its next one.
         for c in self.cpus.values_mut() {
@@ -628,7 +688,7 @@ impl Model {
     /// The end of the trace: what is still open: the calls, per thread outermost first
     /// (threads in order), then the starts (per thread and stem, oldest first), then the
     /// instances in order of their beginning.
-    pub fn finish(mut self, out: &mut impl FnMut(Step<'_>)) {
+    pub fn finish(mut self, out: &mut impl FnMut(Step<&Event>)) {
         self.release_all(out);
         let mut threads = std::mem::take(&mut self.threads);
         let mut why = |t: &Thread| match threads.of(t.ctx, u64::MAX).incarnation > t.incarnation {
@@ -659,7 +719,7 @@ impl Model {
     }
 
     /// A span's step.
-    fn span(&mut self, e: &Event, role: Role, out: &mut impl FnMut(Step<'_>)) {
+    fn span(&mut self, e: &Event, role: Role, out: &mut impl FnMut(Step<&Event>)) {
         let Some(&id) = e.args().first() else {
             return out(Step::Instant(e));
         };
@@ -774,7 +834,7 @@ impl Model {
     }
 
     /// A poll begins: `e`, its thread standing at `mark`.
-    fn enter(&mut self, key: (u32, u64), e: Event, mark: Mark, out: &mut impl FnMut(Step<'_>)) {
+    fn enter(&mut self, key: (u32, u64), e: Event, mark: Mark, out: &mut impl FnMut(Step<&Event>)) {
         if !self.switches {
             // No switch and no wake can be in the trace: its whole lifetime is unknown
             // (added at its close), and nothing needs to be kept per poll.
@@ -820,7 +880,7 @@ impl Model {
         tp: u16,
         e: Event,
         end: Mark,
-        out: &mut impl FnMut(Step<'_>),
+        out: &mut impl FnMut(Step<&Event>),
     ) {
         let open =
             (self.instances.get(&key)).is_some_and(|i| i.open.iter().any(|o| o.0.ctx == e.ctx));
@@ -869,7 +929,7 @@ impl Model {
 
     /// The next event `e` of a thread with an enter held: whether it was taken (the exit
     /// that makes the held enter an empty poll).
-    fn release_held(&mut self, e: &Event, role: Role, out: &mut impl FnMut(Step<'_>)) -> bool {
+    fn release_held(&mut self, e: &Event, role: Role, out: &mut impl FnMut(Step<&Event>)) -> bool {
         if !self.held.contains_key(&e.ctx) {
             return false;
         }
@@ -908,7 +968,7 @@ impl Model {
     }
 
     /// A held enter (and exit) as the poll steps they are.
-    fn apply(&mut self, h: Held, out: &mut impl FnMut(Step<'_>)) {
+    fn apply(&mut self, h: Held, out: &mut impl FnMut(Step<&Event>)) {
         self.enter(h.key, h.enter, h.mark, out);
         if let Some((exit, end)) = h.exit {
             self.exit(h.key, h.enter.type_word.tracepoint(), exit, end, out);
@@ -916,7 +976,7 @@ impl Model {
     }
 
     /// Releases the enters held on instance `key` (another thread closes or supersedes it).
-    fn release_instance(&mut self, key: (u32, u64), out: &mut impl FnMut(Step<'_>)) {
+    fn release_instance(&mut self, key: (u32, u64), out: &mut impl FnMut(Step<&Event>)) {
         if self.held.is_empty() {
             return;
         }
@@ -985,7 +1045,7 @@ impl Model {
     }
 
     /// Releases every enter held, in order of their stamps.
-    fn release_all(&mut self, out: &mut impl FnMut(Step<'_>)) {
+    fn release_all(&mut self, out: &mut impl FnMut(Step<&Event>)) {
         let mut held: Vec<Held> = self.held.drain().map(|(_, h)| h).collect();
         held.sort_unstable_by_key(|h| (h.enter.stamp, h.enter.ctx));
         for h in held {

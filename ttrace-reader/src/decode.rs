@@ -888,7 +888,7 @@ impl<'s> SpanPaths<'s> {
     }
 
     /// What the model's `step` does to the paths; `now` is the event fed.
-    fn render(&mut self, step: Step, now: &Event) {
+    fn render(&mut self, step: Step<&Event>, now: &Event) {
         let key = |e: &Event| ((e.ctx >> 32) as u32, e.args().first().copied().unwrap_or(0));
         match step {
             Step::SpanNew(e) => {

@@ -64,7 +64,7 @@ struct Judge<'m> {
 
 impl Judge<'_> {
     /// Fires the latency rules on what `step` closed.
-    fn render(&mut self, step: Step<'_>, clock: devttrace::Clock, fired: &mut Vec<Fired>) {
+    fn render(&mut self, step: Step<&Event>, clock: devttrace::Clock, fired: &mut Vec<Fired>) {
         // Only what a latency rule names is measured.
         let open = match &step {
             Step::CallEnd { begin, .. } | Step::StemEnd { begin, .. } => begin,

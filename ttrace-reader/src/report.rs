@@ -825,7 +825,7 @@ pub fn build(view: &View<'_>, filter: &Filter, opts: &Options) -> Report {
     let mut chosen: HashSet<(u64, u64, u32, u16)> = HashSet::new();
     let key = |e: &Event| (e.stamp, e.ctx, e.slot, e.type_word.tracepoint());
     // Renders a step of the model; `now` says whether the event fed is selected.
-    let mut render = |step: Step, now: bool, chosen: &mut HashSet<(u64, u64, u32, u16)>| {
+    let mut render = |step: Step<&Event>, now: bool, chosen: &mut HashSet<(u64, u64, u32, u16)>| {
         let mut pick = |e: &Event| all || chosen.remove(&key(e));
         match step {
             Step::CallEnd {

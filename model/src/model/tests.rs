@@ -61,7 +61,7 @@ fn ev(stamp: u64, tp: u16, ctx: u64, args: &[u64]) -> Event {
 }
 
 /// A step as a short line: what, and the stamps it joins.
-fn show(s: &Step) -> String {
+fn show(s: &Step<&Event>) -> String {
     match s {
         Step::Instant(e) => format!("instant {}", e.stamp),
         Step::CallBegin { event, depth } => format!("call+ {} d{depth}", event.stamp),
@@ -101,7 +101,7 @@ fn show(s: &Step) -> String {
 /// What `model` makes of `events` (`None`: a gap there).
 fn run(mut model: Model, events: &[Option<Event>]) -> Vec<String> {
     let mut steps = Vec::new();
-    let mut out = |s: Step| steps.push(show(&s));
+    let mut out = |s: Step<&Event>| steps.push(show(&s));
     for e in events {
         match e {
             Some(e) => model.feed(e, &mut out),
@@ -533,7 +533,7 @@ fn anatomies(mut model: Model, events: &[Option<Event>]) -> Vec<String> {
         format!("{what} {}", parts.join(" "))
     };
     let mut lines = Vec::new();
-    let mut out = |s: Step| match s {
+    let mut out = |s: Step<&Event>| match s {
         Step::CallEnd {
             begin, end, parts, ..
         } => {

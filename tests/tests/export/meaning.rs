@@ -121,7 +121,7 @@ fn of_model(view: &View<'_>) -> Meaning {
             .name
             .clone()
     };
-    let mut render = |step: Step| {
+    let mut render = |step: Step<&devttrace::Event>| {
         let interval = |begin: &devttrace::Event, end: u64| Interval {
             name: name(begin),
             begin_ns: clock.since_anchor_ns(begin.stamp),

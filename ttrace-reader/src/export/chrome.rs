@@ -399,7 +399,7 @@ impl Writer<'_> {
     /// an instance that ends), `first` and `last` the trace's first and latest stamps.
     fn step(
         &mut self,
-        step: Step,
+        step: Step<&Event>,
         schemas: &[Schema],
         closer: Option<u64>,
         (first, last): (u64, u64),

@@ -292,7 +292,7 @@ impl Writer<'_, '_> {
     }
 
     /// Renders a step of the model; `now` is the stamp of the event fed.
-    fn render(&mut self, step: Step, now: u64) -> std::io::Result<()> {
+    fn render(&mut self, step: Step<&Event>, now: u64) -> std::io::Result<()> {
         let key = |e: &Event| (e.stamp, e.ctx, e.slot, e.type_word.tracepoint());
         match step {
             Step::Instant(e) => {

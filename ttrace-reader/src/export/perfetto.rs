@@ -884,7 +884,7 @@ impl<'s> Writer<'s> {
     /// pairs slices on an async track of the thread's, instances slices on lanes; what is
     /// left unpaired an instant `unpaired`, the drop re-entry instants `drop`; what is open
     /// at the end stays open (`now`: `None`).
-    fn step(&mut self, step: Step, now: Option<&Event>) {
+    fn step(&mut self, step: Step<&Event>, now: Option<&Event>) {
         match step {
             Step::Instant(e) => self.instant(e),
             Step::CallBegin { event, .. } | Step::PollBegin(event) => {

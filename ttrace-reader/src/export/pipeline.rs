@@ -16,9 +16,7 @@
 use crate::merge::{Item, Merge, Message};
 use devttrace::Event;
 use std::sync::mpsc::{channel, sync_channel};
-use ttrace_model::anatomy::{Parts, Stretch};
-use ttrace_model::model::{Model, Step, Why};
-use ttrace_model::spans::Instance;
+use ttrace_model::model::{Model, Step};
 
 /// Steps and items handed over at once.
 pub const BATCH: usize = 4096;
@@ -52,7 +50,7 @@ pub enum Walked<'a, 's> {
     /// end, of the whole walk).
     Step {
         /// The step.
-        step: Step<'a>,
+        step: Step<&'a Event>,
         /// The event that caused it, if one did.
         fed: Option<&'a Event>,
         /// The trace's first and latest stamps so far.
@@ -189,7 +187,7 @@ fn pipelined<'s, E: Send>(
                         let at = (batch.events.len() - 1) as u32;
                         batch.sent.push(Sent::Point { at, cpu, span });
                         model.feed(event, &mut |step| {
-                            let step = Owned::of(step, &mut batch.events, Some((event, at)));
+                            let step = owned(step, &mut batch.events, Some((event, at)));
                             batch.sent.push(Sent::Step(step));
                         });
                         batch.sent.push(Sent::Fed);
@@ -202,7 +200,7 @@ fn pipelined<'s, E: Send>(
                 let span = (first.unwrap_or(0), last);
                 batch.sent.push(Sent::End { span });
                 model.finish(&mut |step| {
-                    let step = Owned::of(step, &mut batch.events, None);
+                    let step = owned(step, &mut batch.events, None);
                     batch.sent.push(Sent::Step(step));
                 });
                 let _ = send(&mut batch, true);
@@ -232,9 +230,11 @@ fn pipelined<'s, E: Send>(
                         (fed, span) = (None, s);
                         Ok(())
                     }
-                    Sent::Step(step) => step.lend(&events, |step| {
-                        let fed = fed.map(|at| &events[at]);
-                        render(Walked::Step { step, fed, span })
+                    Sent::Step(step) => render(Walked::Step {
+                        // Lent as the model would have: its events borrowed from the batch.
+                        step: step.map(|i| &events[i as usize]),
+                        fed: fed.map(|at| &events[at]),
+                        span,
                     }),
                 };
                 if result.is_err() {
@@ -255,153 +255,16 @@ fn pipelined<'s, E: Send>(
 }
 
 /// A [`Step`] whose events are copies in a batch, named by index, to cross threads.
-enum Owned {
-    Instant(u32),
-    CallBegin {
-        event: u32,
-        depth: usize,
-    },
-    CallEnd {
-        begin: u32,
-        end: u32,
-        depth: usize,
-        parts: Option<Box<Parts>>,
-    },
-    StemBegin(u32),
-    StemEnd {
-        begin: u32,
-        end: u32,
-        parts: Option<Box<Parts>>,
-    },
-    SpanNew(u32),
-    SpanRecord(u32),
-    SpanFollows(u32),
-    PollBegin(u32),
-    PollEnd {
-        begin: u32,
-        end: u32,
-    },
-    PollDrop {
-        begin: u32,
-        end: u32,
-    },
-    SpanEnd(Box<Instance>),
-    SpanUnended {
-        instance: Box<Instance>,
-        why: Why,
-    },
-    Cpu {
-        ctx: u64,
-        stretch: Stretch,
-    },
-    Unpaired {
-        event: u32,
-        why: Why,
-    },
-}
+type Owned = Step<u32>;
 
-impl Owned {
-    /// `step`, its events copied into `events`; the event fed, kept already at its index,
-    /// not again.
-    fn of(step: Step<'_>, events: &mut Vec<Event>, fed: Option<(&Event, u32)>) -> Owned {
-        let mut keep = |e: &Event| match fed {
-            Some((f, at)) if std::ptr::eq(f, e) => at,
-            _ => {
-                events.push(*e);
-                (events.len() - 1) as u32
-            }
-        };
-        match step {
-            Step::Instant(e) => Owned::Instant(keep(e)),
-            Step::CallBegin { event, depth } => Owned::CallBegin {
-                event: keep(event),
-                depth,
-            },
-            Step::CallEnd {
-                begin,
-                end,
-                depth,
-                parts,
-            } => Owned::CallEnd {
-                begin: keep(begin),
-                end: keep(end),
-                depth,
-                parts,
-            },
-            Step::StemBegin(e) => Owned::StemBegin(keep(e)),
-            Step::StemEnd { begin, end, parts } => Owned::StemEnd {
-                begin: keep(begin),
-                end: keep(end),
-                parts,
-            },
-            Step::SpanNew(e) => Owned::SpanNew(keep(e)),
-            Step::SpanRecord(e) => Owned::SpanRecord(keep(e)),
-            Step::SpanFollows(e) => Owned::SpanFollows(keep(e)),
-            Step::PollBegin(e) => Owned::PollBegin(keep(e)),
-            Step::PollEnd { begin, end } => Owned::PollEnd {
-                begin: keep(begin),
-                end: keep(end),
-            },
-            Step::PollDrop { begin, end } => Owned::PollDrop {
-                begin: keep(begin),
-                end: keep(end),
-            },
-            Step::SpanEnd(i) => Owned::SpanEnd(i),
-            Step::SpanUnended { instance, why } => Owned::SpanUnended { instance, why },
-            Step::Cpu { ctx, stretch } => Owned::Cpu { ctx, stretch },
-            Step::Unpaired { event, why } => Owned::Unpaired {
-                event: keep(event),
-                why,
-            },
+/// `step`, its events copied into `events`; the event fed, kept already at its index, not
+/// again.
+fn owned(step: Step<&Event>, events: &mut Vec<Event>, fed: Option<(&Event, u32)>) -> Owned {
+    step.map(|e| match fed {
+        Some((f, at)) if std::ptr::eq(f, e) => at,
+        _ => {
+            events.push(*e);
+            (events.len() - 1) as u32
         }
-    }
-
-    /// Lends this step to `f` as the model would have: its events borrowed from `events`
-    /// (where [`Owned::of`] kept them), its boxes moved.
-    fn lend<R>(self, events: &[Event], f: impl FnOnce(Step<'_>) -> R) -> R {
-        let e = |i: u32| &events[i as usize];
-        match self {
-            Owned::Instant(i) => f(Step::Instant(e(i))),
-            Owned::CallBegin { event, depth } => f(Step::CallBegin {
-                event: e(event),
-                depth,
-            }),
-            Owned::CallEnd {
-                begin,
-                end,
-                depth,
-                parts,
-            } => f(Step::CallEnd {
-                begin: e(begin),
-                end: e(end),
-                depth,
-                parts,
-            }),
-            Owned::StemBegin(i) => f(Step::StemBegin(e(i))),
-            Owned::StemEnd { begin, end, parts } => f(Step::StemEnd {
-                begin: e(begin),
-                end: e(end),
-                parts,
-            }),
-            Owned::SpanNew(i) => f(Step::SpanNew(e(i))),
-            Owned::SpanRecord(i) => f(Step::SpanRecord(e(i))),
-            Owned::SpanFollows(i) => f(Step::SpanFollows(e(i))),
-            Owned::PollBegin(i) => f(Step::PollBegin(e(i))),
-            Owned::PollEnd { begin, end } => f(Step::PollEnd {
-                begin: e(begin),
-                end: e(end),
-            }),
-            Owned::PollDrop { begin, end } => f(Step::PollDrop {
-                begin: e(begin),
-                end: e(end),
-            }),
-            Owned::SpanEnd(i) => f(Step::SpanEnd(i)),
-            Owned::SpanUnended { instance, why } => f(Step::SpanUnended { instance, why }),
-            Owned::Cpu { ctx, stretch } => f(Step::Cpu { ctx, stretch }),
-            Owned::Unpaired { event, why } => f(Step::Unpaired {
-                event: e(event),
-                why,
-            }),
-        }
-    }
+    })
 }

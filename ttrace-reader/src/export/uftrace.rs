@@ -549,7 +549,7 @@ impl Points<'_> {
     /// an exit with nothing open an EXIT record of its own at depth 0; every other event
     /// a call of its point function (the drop re-entry too: it is no poll). `now` is the
     /// event fed (`None` at the end, where steps only count what was left open).
-    fn step(&mut self, step: &Step, buffers: &mut Buffers, now: Option<&Now<'_>>) {
+    fn step(&mut self, step: &Step<&Event>, buffers: &mut Buffers, now: Option<&Now<'_>>) {
         let Some(now) = now else {
             if let Step::Unpaired { event, .. } = step {
                 let id = event.type_word.tracepoint() as usize;
