@@ -43,12 +43,21 @@ fn texts(lines: &[String]) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn a_shadow_saved_after_the_rings_moved_on_holds_what_its_follower_read() {
+/// A device of two 64-slot rings (32 events of two entries fill one) in a temporary
+/// directory: the directory, the device's path and its writer.
+fn device() -> (tempfile::TempDir, std::path::PathBuf, ttrace_core::Writer) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
-    // 64-slot rings: 32 events of two entries each fill one.
     let dev = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
+    (tmp, dir, dev)
+}
+
+/// An hour: a window that keeps every event of a test.
+const HOUR_NS: u64 = 3_600_000_000_000;
+
+#[test]
+fn a_shadow_saved_after_the_rings_moved_on_holds_what_its_follower_read() {
+    let (tmp, dir, dev) = device();
     ttrace_tests::write_pinned(&dev, 0, 0..4, false);
     // Following from here: the four events before are the device's past, in the copy too.
     let reader = Reader::open(&dir).unwrap();
@@ -117,16 +126,14 @@ fn a_shadow_of_another_device_shape_is_refused() {
 /// none of their positions lost.
 #[test]
 fn a_shadow_holds_the_events_its_follower_still_holds() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("dev");
-    let dev = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
+    let (tmp, dir, dev) = device();
     // Switches recorded: the follower's watermark stays a window (an hour here) behind.
     let header = dev.device().mapping().header();
     header
         .switch_threads
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let reader = Reader::open(&dir).unwrap();
-    let mut follower = Follower::with_window(&reader, 3_600_000_000_000);
+    let mut follower = Follower::with_window(&reader, HOUR_NS);
     follower.keep_copy(0, 0);
     ttrace_tests::write_pinned(&dev, 0, 0..10, false);
     let poll = follower.poll().unwrap();
@@ -152,16 +159,14 @@ fn a_shadow_holds_the_events_its_follower_still_holds() {
 /// oldest chunk (here of 64 positions: 80 positions).
 #[test]
 fn a_copy_with_a_window_holds_more_than_the_rings() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("dev");
-    let dev = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
+    let (tmp, dir, dev) = device();
     ttrace_tests::write_pinned(&dev, 0, 0..4, false);
     let reader = Reader::open(&dir).unwrap();
     // An hour's window, in 1 MiB beyond the rings; another copy with none to grow in.
     let mut follower = Follower::new(&reader);
-    follower.keep_copy(3_600_000_000_000, 1 << 20);
+    follower.keep_copy(HOUR_NS, 1 << 20);
     let mut tight = Follower::new(&reader);
-    tight.keep_copy(3_600_000_000_000, 0);
+    tight.keep_copy(HOUR_NS, 0);
     // Read every 16 events (32 entries, half a ring): the followers lose nothing.
     for from in (4..100).step_by(16) {
         ttrace_tests::write_pinned(&dev, 0, from..from + 16, false);
@@ -195,12 +200,10 @@ fn a_copy_with_a_window_holds_more_than_the_rings() {
 /// behind after a match still saves the match.
 #[test]
 fn a_copy_for_a_moment_before_a_loss_holds_the_events_before_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("dev");
-    let dev = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
+    let (tmp, dir, dev) = device();
     let reader = Reader::open(&dir).unwrap();
     let mut follower = Follower::new(&reader);
-    follower.keep_copy(3_600_000_000_000, 1 << 20);
+    follower.keep_copy(HOUR_NS, 1 << 20);
     ttrace_tests::write_pinned(&dev, 0, 0..20, false);
     follower.poll().unwrap();
     // The moment, after the 20 events read; then 80 more, unread until the ring lapped.
@@ -240,13 +243,11 @@ fn a_copy_for_a_moment_before_a_loss_holds_the_events_before_it() {
 /// loss, which began after the moment.
 #[test]
 fn a_moment_kept_stays_through_later_losses() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("dev");
-    let dev = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
+    let (tmp, dir, dev) = device();
     let reader = Reader::open(&dir).unwrap();
     let (mut told, mut untold) = (Follower::new(&reader), Follower::new(&reader));
     for f in [&mut told, &mut untold] {
-        f.keep_copy(3_600_000_000_000, 1 << 20);
+        f.keep_copy(HOUR_NS, 1 << 20);
     }
     ttrace_tests::write_pinned(&dev, 0, 0..20, false);
     told.poll().unwrap();
