@@ -284,7 +284,7 @@ impl<'d> Follower<'d> {
     fn copy_for(&mut self, moment: Option<u64>) -> Option<&crate::shadow::Shadow> {
         let copy = self.copy.as_mut()?;
         copy.reached(self.rings.iter().map(|c| c.next), &self.aux);
-        copy.moment(moment);
+        copy.saved_around(moment);
         Some(copy)
     }
 

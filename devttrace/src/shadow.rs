@@ -67,9 +67,11 @@ pub struct Shadow {
     spare: u64,
     /// Events stamped at or before this were cleared ([`Shadow::clear_through`]).
     cleared: u64,
-    /// The moment a snapshot of it is for, if one is given: a ring whose current run begins
-    /// after it is saved from its run before the loss.
+    /// The moment a snapshot will be for, while one is pending: a ring's run before a
+    /// loss that holds it is kept through later losses ([`Shadow::moment`]).
     moment: Option<u64>,
+    /// The moment the snapshot being saved is for ([`Shadow::saved_around`]).
+    around: Option<u64>,
     /// Per ring: one past the last position the follower reached.
     pub(crate) heads: Vec<u64>,
     /// The follower's copies of the aux buffers.
@@ -148,6 +150,7 @@ impl Shadow {
             spare: 0,
             cleared: 0,
             moment: None,
+            around: None,
             heads: vec![0; rings],
             aux: AuxSnapshots::default(),
         }
@@ -378,11 +381,12 @@ impl Shadow {
 
     /// The positions of ring `r` a snapshot of it holds, and that ring's head there: its
     /// current run, below the head the follower reached; or, for a moment older than that
-    /// run's first event ([`Shadow::moment`]), the run before the last loss, while it is held.
+    /// run's first event ([`Shadow::saved_around`]), the run before the last loss, while it is
+    /// held.
     fn held(&self, r: usize) -> (core::ops::Range<u64>, u64) {
         let (c, head) = (&self.rings[r], self.heads[r]);
         let before = c.before.clone().filter(|b| b.end > c.first);
-        match (self.moment, before) {
+        match (self.around, before) {
             (Some(m), Some(b)) if m < c.run_oldest => (b.start.max(c.first)..b.end, b.end),
             _ => (c.first.max(c.floor)..head.min(c.end), head),
         }
@@ -399,6 +403,12 @@ impl Shadow {
     /// [module](self)); `None`: every ring is saved from its current run.
     pub(crate) fn moment(&mut self, stamp: Option<u64>) {
         self.moment = stamp;
+    }
+
+    /// Says the moment the snapshot about to be saved is for (`None`: every ring from its
+    /// current run), without changing the moment kept ([`Shadow::moment`]).
+    pub(crate) fn saved_around(&mut self, stamp: Option<u64>) {
+        self.around = stamp;
     }
 
     /// Gives each slot of ring `r` that holds an event, as a reader of the copy saved with

@@ -8,7 +8,7 @@
 //! its consequences are in it, then saves what the watcher read into the snapshot directory
 //! with the rule and what matched as its cause, applies the retention limits and prints one
 //! line. What it saves is its own copy of the rings ([`devttrace::Shadow`]: every event it
-//! read, in its slot, with the strings it copied), not the device as it is when the snapshot
+//! read, at its position, with the strings it copied), not the device as it is when the snapshot
 //! is due: a watcher that fell behind the writers still saves the moment it matched, with
 //! what it lost counted lost. The copy is a window of its own: it holds `--before` (with
 //! `--after` and the follower's reorder window), where the device's rings hold less, in at
