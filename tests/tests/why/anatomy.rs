@@ -159,7 +159,18 @@ fn without_the_kernels_view_time_in_the_polls_is_unknown() {
             ("queued", "scheduled"),
         ] {
             for (parts, dominant) in anatomy(&report, kind) {
-                assert_eq!(dominant, reason, "{sched:?} {kind}: {parts:?}");
+                match reason {
+                    // The idle task's waits outside its polls are told apart by the wakes:
+                    // idle. Its polls are short, but without the kernel's view a machine
+                    // that preempts them for longer than it waits makes `unknown` the
+                    // larger part (a loaded run saw 9.2 ms unknown to 8.3 ms idle): the
+                    // part is checked, not which is larger.
+                    "idle" => {
+                        let idle = parts.iter().find(|p| p.0 == "idle").map_or(0, |p| p.1);
+                        assert!(idle > 0, "{sched:?} {kind}: no idle time: {parts:?}");
+                    }
+                    _ => assert_eq!(dominant, reason, "{sched:?} {kind}: {parts:?}"),
+                }
                 for (part, ns) in &parts {
                     if ["on_cpu", "preempted", "blocked"].contains(part) {
                         assert_eq!(
