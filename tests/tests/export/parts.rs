@@ -5,6 +5,7 @@
 
 use ttrace_core::{Config, Definition, Kind, Writer};
 use ttrace_reader::decode::{Decoder, Tally, TimeFormat};
+use ttrace_reader::export::pipeline::{self, Walked};
 use ttrace_reader::merge::{Filter, Item, Merge};
 
 /// Slots of each ring: three rings of them make more than the parts' minimum twice over.
@@ -157,29 +158,120 @@ fn same_on_one_and_two_threads<W: PartialEq + std::fmt::Debug>(
     );
 }
 
-/// The Chrome export of a long trace with the merge and the event model on a thread of their
-/// own (`ttrace_reader::export::pipeline`) writes, byte for byte, what it writes on one
-/// thread, and counts the same: its steps come in the same order, each with its events.
-/// Of start/stop events and of calls.
+/// What an item or step of an export's walk is, as numbers appended to `out`: its kind, its
+/// events (each as its stamp, writer, tracepoint and second argument), the event fed and
+/// the span of a step.
+fn walked(walked: Walked<'_, '_>, out: &mut Vec<u64>) {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let e = |e: &devttrace::Event, out: &mut Vec<u64>| {
+        let args = e.args();
+        let w = [e.stamp, e.ctx, e.type_word.tracepoint().into(), args[1]];
+        out.extend_from_slice(&w)
+    };
+    match walked {
+        Walked::Point { event, cpu } => {
+            out.extend_from_slice(&[1, cpu as u64]);
+            e(event, out)
+        }
+        Walked::Fed(event) => {
+            out.push(2);
+            e(event, out)
+        }
+        Walked::Message(m) => out.extend_from_slice(&[3, m.timestamp, m.ctx]),
+        Walked::Step { step, fed, span } => {
+            out.extend_from_slice(&[4, span.0, span.1]);
+            let mut of = Vec::new();
+            let kind = step.map(|event| e(event, &mut of));
+            let mut h = DefaultHasher::new();
+            std::mem::discriminant(&kind).hash(&mut h);
+            out.push(h.finish());
+            out.append(&mut of);
+            if let Some(fed) = fed {
+                e(fed, out)
+            }
+        }
+    }
+}
+
+/// An export's walk cut into parts, formatted on one, two or three threads
+/// (`pipeline::walk_in_parts`), hands the renderer what the walk on one thread hands it,
+/// item for item and step for step, each part once and in order: of start/stop events and
+/// of calls.
 #[test]
-fn chrome_on_two_threads_writes_what_it_writes_on_one() {
+fn a_walk_in_parts_on_any_threads_is_the_walk_on_one() {
     both(|view| {
-        let run = |threads| {
+        let model = || ttrace_model::model::Model::new(&view.meta, &view.cpus);
+        let items = || Merge::view(view, &Filter::default());
+        let mut whole = Vec::new();
+        pipeline::walk(items(), model(), false, &mut |w| {
+            walked(w, &mut whole);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert!(whole.len() > 1 << 20, "{} numbers", whole.len());
+        for workers in [0, 1, 3] {
+            let (mut parts, mut indices) = (Vec::new(), Vec::new());
+            pipeline::walk_in_parts(
+                items(),
+                model(),
+                workers,
+                || (),
+                |(), part| {
+                    let mut numbers = Vec::new();
+                    let walk = part.walk(&mut |w| {
+                        walked(w, &mut numbers);
+                        Ok::<(), ()>(())
+                    });
+                    (part.index(), walk.map(|()| numbers))
+                },
+                |(index, numbers)| {
+                    indices.push(index);
+                    parts.extend_from_slice(&numbers?);
+                    Ok::<(), ()>(())
+                },
+            )
+            .unwrap();
+            assert!(indices.len() > 1, "{workers} workers: one part");
+            assert!(
+                indices.iter().enumerate().all(|(i, &p)| i == p),
+                "{workers} workers"
+            );
+            let differ = whole.iter().zip(&parts).position(|(a, b)| a != b);
+            assert!(
+                whole == parts,
+                "{workers} workers: {} and {} numbers, first difference at {differ:?}",
+                whole.len(),
+                parts.len()
+            );
+        }
+    });
+}
+
+/// The Chrome export of a long trace formatted in parts on one or three threads, the merge
+/// and the event model on a thread of their own (`ttrace_reader::export::pipeline`), writes,
+/// byte for byte, what it writes all on one thread, and counts the same: its parts' text
+/// depends on nothing before it. Of start/stop events (async slices, with their ids) and of
+/// calls.
+#[test]
+fn chrome_in_parts_on_any_threads_writes_what_it_writes_on_one() {
+    both(|view| {
+        let run = |workers| {
             let mut out = Vec::new();
             let items = Merge::view(view, &Filter::default());
-            assert!(items.len() >= ttrace_reader::export::pipeline::MIN_ITEMS);
+            assert!(items.len() >= pipeline::MIN_ITEMS);
             let written = ttrace_reader::export::chrome::write_on(
                 view.into(),
                 &view.cpus,
                 items,
                 &mut out,
                 |_| {},
-                threads,
+                workers,
             )
             .unwrap();
             (out, written)
         };
-        same_on_one_and_two_threads(run);
+        same_on_one_and_two_threads(|threads| run(threads as usize));
+        same_on_one_and_two_threads(|threads| run(3 * threads as usize));
     });
 }
 

@@ -35,6 +35,14 @@
 //!   for a snapshot file that says why it was taken, `snapshot` (as `report --json` has it).
 //!
 //! The output is written as the items come; memory holds only the entries still open.
+//!
+//! **On every core.** The model's steps come in parts ([`super::pipeline::walk_in_parts`]),
+//! each formatted on any core by a writer of its own, and written out in order. A part's
+//! text depends on nothing before it: every element begins with a comma (the first one
+//! written loses it), an async slice's `id` is its part's index times 2^32 plus its count
+//! in the part (1, 2, ... in the first part), and each part says which writers it saw under
+//! which names, merged in order (a writer shows the last name it was seen with). So the
+//! output is the same on one core or many.
 
 use super::pipeline::Walked;
 use super::{Identities, Schema, Written};
@@ -189,31 +197,87 @@ impl Compiled {
     }
 }
 
-/// Writes a view's items as Chrome JSON.
+/// A writer's process and thread names, as last seen.
+type Names<'s> = (Option<&'s str>, Option<&'s str>);
+
+/// Writes a view's items as Chrome JSON, a part at a time.
 struct Writer<'s> {
     aux: &'s AuxSnapshots,
     clock: Clock,
     tracepoints: Vec<Compiled>,
     identities: Identities<'s>,
-    /// `,"pid":P,"tid":T` per writer, and the index of each writer's, with its names.
+    /// `,"pid":P,"tid":T` per writer, and the index of each writer's, with its identity.
     writers: Vec<Text>,
     by_id: FoldHashMap<(u64, u64), usize>,
-    names: Vec<(u64, u64, Option<&'s str>, Option<&'s str>)>,
+    ids: Vec<(u64, u64)>,
+    /// Per writer, the names it was seen with in this part, if it was; and which were.
+    names: Vec<Option<Names<'s>>>,
+    seen: Vec<usize>,
     /// The last writer seen (`ctx`, the times its identity holds, index): events come in
     /// runs of one thread.
     recent: Option<(u64, core::ops::Range<u64>, usize)>,
+    /// The last async slice id given.
     next_id: u64,
     written: Written,
     buf: Vec<u8>,
-    /// Elements written to `traceEvents` so far.
+    /// Elements written to `traceEvents`.
     elements: u64,
 }
 
-impl Writer<'_> {
-    /// Starts an element of `traceEvents`: a comma before all but the first.
+/// What a part of the walk gave: its text, what it counts, the writers it saw.
+struct Rendered<'s> {
+    text: Vec<u8>,
+    written: Written,
+    elements: u64,
+    names: Vec<((u64, u64), Names<'s>)>,
+}
+
+impl<'s> Writer<'s> {
+    fn new(ctx: &Context<'s>, schemas: &[Schema]) -> Writer<'s> {
+        Writer {
+            aux: ctx.aux,
+            clock: ctx.version.clock,
+            tracepoints: schemas.iter().map(Compiled::new).collect(),
+            identities: Identities::new(ctx.meta),
+            writers: Vec::new(),
+            by_id: FoldHashMap::default(),
+            ids: Vec::new(),
+            names: Vec::new(),
+            seen: Vec::new(),
+            recent: None,
+            next_id: 0,
+            written: Written::default(),
+            buf: Vec::new(),
+            elements: 0,
+        }
+    }
+
+    /// Starts part `index` (its text into `buf`).
+    fn begin(&mut self, index: usize, buf: Vec<u8>) {
+        self.next_id = (index as u64) << 32;
+        self.recent = None;
+        self.written = Written::default();
+        self.elements = 0;
+        self.buf = buf;
+    }
+
+    /// Ends the part begun: what it gave.
+    fn end(&mut self) -> Rendered<'s> {
+        let names = (self.seen.drain(..))
+            .filter_map(|i| Some((self.ids[i], self.names[i].take()?)))
+            .collect();
+        Rendered {
+            text: std::mem::take(&mut self.buf),
+            written: std::mem::take(&mut self.written),
+            elements: self.elements,
+            names,
+        }
+    }
+
+    /// Starts an element of `traceEvents`: a comma before it (taken off the first one
+    /// written: [`write_on`]).
     fn element(&mut self) {
-        self.buf
-            .extend_from_slice(if self.elements == 0 { b"\n" } else { b",\n" });
+        self.buf.extend_from_slice(b",\n");
         self.elements += 1;
     }
 
@@ -262,18 +326,22 @@ impl Writer<'_> {
             Some((c, during, i)) if *c == ctx && during.contains(&timestamp) => *i,
             _ => {
                 let id = self.identities.of(ctx, timestamp);
-                let (writers, names) = (&mut self.writers, &mut self.names);
+                let (writers, ids, names) = (&mut self.writers, &mut self.ids, &mut self.names);
                 let i = *self.by_id.entry((id.pid, id.tid)).or_insert_with(|| {
                     writers.push(Text::new(
                         format!(",\"pid\":{},\"tid\":{}", id.pid, id.tid).as_bytes(),
                     ));
-                    names.push((id.pid, id.tid, None, None));
+                    ids.push((id.pid, id.tid));
+                    names.push(None);
                     writers.len() - 1
                 });
                 // A renamed thread keeps its identity and shows its latest name.
-                let n = &mut self.names[i];
-                n.2 = id.process.or(n.2);
-                n.3 = id.thread.or(n.3);
+                let n = self.names[i].get_or_insert_with(|| {
+                    self.seen.push(i);
+                    (None, None)
+                });
+                n.0 = id.process.or(n.0);
+                n.1 = id.thread.or(n.1);
                 self.recent = Some((ctx, id.during, i));
                 i
             }
@@ -575,68 +643,92 @@ pub fn write(
     out: &mut impl Write,
     progress: impl FnMut(u64),
 ) -> std::io::Result<Written> {
-    write_on(ctx, rings, items, out, progress, super::pipeline::threads())
+    write_on(ctx, rings, items, out, progress, super::pipeline::workers())
 }
 
-/// [`write()`], with the merge and the model on a thread of their own for a long trace
-/// (`threads`: on more than one core, as [`write()`] does), or all on the calling thread
-/// ([`super::pipeline`]): the same output.
+/// [`write()`], formatted on `workers` threads for a long trace, the merge and the model on
+/// a thread of their own ([`super::pipeline::walk_in_parts`]; [`write()`] takes
+/// [`super::pipeline::workers()`]), or all on the calling thread (0): the same output.
 pub fn write_on(
     ctx: Context<'_>,
     rings: &[RingSnapshot<Mark>],
     items: Merge<'_>,
     out: &mut impl Write,
     mut progress: impl FnMut(u64),
-    threads: bool,
+    workers: usize,
 ) -> std::io::Result<Written> {
     let schemas = Schema::all(ctx.meta);
-    let mut w = Writer {
-        aux: ctx.aux,
-        clock: ctx.version.clock,
-        tracepoints: schemas.iter().map(Compiled::new).collect(),
-        identities: Identities::new(ctx.meta),
-        writers: Vec::new(),
-        by_id: FoldHashMap::default(),
-        names: Vec::new(),
-        recent: None,
-        next_id: 0,
-        written: Written::default(),
-        buf: Vec::with_capacity(1 << 17),
-        elements: 0,
-    };
-    // The device's facts and the losses follow the events, once they are all known.
-    w.buf
-        .extend_from_slice(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
+    out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
     let model = Model::new(ctx.meta, rings);
-    w.written.losses(rings, &items);
-    let strings_lost = super::pipeline::walk(items, model, threads, &mut |walked| {
-        match walked {
-            Walked::Point { .. } => w.written.walked(false),
-            Walked::Fed(_) => super::spill(&mut w.buf, out, || progress(w.written.events))?,
-            Walked::Message(r) => {
-                w.written.walked(true);
-                w.element();
-                w.buf.extend_from_slice(
-                    b"{\"name\":\"info\",\"cat\":\"message\",\"ph\":\"i\",\"s\":\"t\",\"ts\":",
-                );
-                w.ts(r.timestamp);
-                w.who(r.ctx, r.timestamp);
-                w.buf.extend_from_slice(b",\"args\":{\"message\":\"");
-                escape(&mut w.buf, r.text_or_lost());
-                w.buf.extend_from_slice(b"\"}}");
-                super::spill(&mut w.buf, out, || progress(w.written.events))?;
+    let mut written = Written::default();
+    written.losses(rings, &items);
+    // Elements written, and each writer's names as last seen.
+    let mut elements = 0;
+    let mut names: FoldHashMap<(u64, u64), Names<'_>> = FoldHashMap::default();
+    // The parts' text buffers, used again once written (fresh memory costs a page fault
+    // a page).
+    let buffers = std::sync::Mutex::new(Vec::<Vec<u8>>::new());
+    let buffer = || (buffers.lock().ok()).and_then(|mut b| b.pop());
+    let strings_lost = super::pipeline::walk_in_parts(
+        items,
+        model,
+        workers,
+        || Writer::new(&ctx, &schemas),
+        |w, part| {
+            w.begin(part.index(), buffer().unwrap_or_default());
+            let rendered = part.walk(&mut |walked| {
+                match walked {
+                    Walked::Point { .. } => w.written.walked(false),
+                    Walked::Fed(_) => {}
+                    Walked::Message(r) => {
+                        w.written.walked(true);
+                        w.element();
+                        w.buf.extend_from_slice(
+                            b"{\"name\":\"info\",\"cat\":\"message\",\"ph\":\"i\",\"s\":\"t\",\"ts\":",
+                        );
+                        w.ts(r.timestamp);
+                        w.who(r.ctx, r.timestamp);
+                        w.buf.extend_from_slice(b",\"args\":{\"message\":\"");
+                        escape(&mut w.buf, r.text_or_lost());
+                        w.buf.extend_from_slice(b"\"}}");
+                    }
+                    Walked::Step { step, fed, span } => {
+                        w.step(step, &schemas, fed.map(|e| e.ctx), span)
+                    }
+                }
+                Ok::<(), std::convert::Infallible>(())
+            });
+            let Ok(()) = rendered;
+            w.end()
+        },
+        |mut part| {
+            written.add(&part.written);
+            for (id, (process, thread)) in part.names {
+                let n = names.entry(id).or_default();
+                n.0 = process.or(n.0);
+                n.1 = thread.or(n.1);
             }
-            Walked::Step { step, fed, span } => w.step(step, &schemas, fed.map(|e| e.ctx), span),
-        }
-        Ok::<(), std::io::Error>(())
-    })?;
-    w.written.strings_lost = strings_lost;
+            // The first element written has no comma before it.
+            let skip = usize::from(elements == 0 && part.elements > 0);
+            elements += part.elements;
+            out.write_all(&part.text[skip..])?;
+            part.text.clear();
+            if let Ok(mut b) = buffers.lock() {
+                b.push(part.text);
+            }
+            progress(written.events);
+            Ok::<(), std::io::Error>(())
+        },
+    )?;
+    written.strings_lost = strings_lost;
+    let mut w = Writer::new(&ctx, &schemas);
+    w.elements = elements;
     // The names of the writers seen: one process and one thread track per identity.
-    let mut names = std::mem::take(&mut w.names);
+    let mut names: Vec<_> = names.into_iter().collect();
     names.sort_unstable();
     let mut processes: Vec<(u64, &str)> = names
         .iter()
-        .filter_map(|&(pid, _, p, _)| Some((pid, p?)))
+        .filter_map(|&((pid, _), (p, _))| Some((pid, p?)))
         .collect();
     processes.dedup_by_key(|p| p.0);
     for (pid, name) in processes {
@@ -647,7 +739,7 @@ pub fn write_on(
             string(name)
         );
     }
-    for (pid, tid, _, name) in names {
+    for ((pid, tid), (_, name)) in names {
         let Some(name) = name else { continue };
         w.element();
         let _ = write!(
@@ -655,6 +747,10 @@ pub fn write_on(
             "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":{}}}}}",
             string(name)
         );
+    }
+    // The first element has no comma before it.
+    if elements == 0 && !w.buf.is_empty() {
+        w.buf.remove(0);
     }
     let v = ctx.version;
     let _ = write!(
@@ -682,7 +778,7 @@ pub fn write_on(
         let _ = write!(w.buf, ",\"snapshot\":{}", taken.json());
     }
     // The totals, as `dump`'s last line and `stats` count them.
-    let t = w.written.tally();
+    let t = written.tally();
     let _ = write!(
         w.buf,
         ",\"events\":{},\"trace_points\":{},\"messages\":{},\"entries_lost\":{},\"events_dropped\":{},\"strings_lost\":{},\"entries_damaged\":{},\"summary\":{}",
@@ -697,6 +793,6 @@ pub fn write_on(
     );
     w.buf.extend_from_slice(b"}}\n");
     out.write_all(&w.buf)?;
-    progress(w.written.events);
-    Ok(w.written)
+    progress(written.events);
+    Ok(written)
 }

@@ -101,6 +101,30 @@ pub struct Written {
 }
 
 impl Written {
+    /// Adds what `other` counts: a part's, to the whole's.
+    pub fn add(&mut self, other: &Written) {
+        let Written {
+            events,
+            messages,
+            lost,
+            dropped,
+            damaged,
+            pairs,
+            unpaired,
+            uncertain,
+            strings_lost,
+        } = *other;
+        self.events += events;
+        self.messages += messages;
+        self.lost += lost;
+        self.dropped += dropped;
+        self.damaged += damaged;
+        self.pairs += pairs;
+        self.unpaired += unpaired;
+        self.uncertain += uncertain;
+        self.strings_lost += strings_lost;
+    }
+
     /// Counts an item written (a trace point or a message).
     pub fn item(&mut self, item: &Item<'_>) {
         self.walked(matches!(item, Item::Message(_)));

@@ -32,6 +32,12 @@ pub fn threads() -> bool {
     std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
 }
 
+/// The formatting threads [`walk_in_parts`] takes on this machine: one a core, but for the
+/// core the merge and the model keep busy; 0 on one core (all on the calling thread).
+pub fn workers() -> usize {
+    std::thread::available_parallelism().map_or(0, |n| n.get() - 1)
+}
+
 /// What the renderer is handed, in the order of the walk.
 pub enum Walked<'a, 's> {
     /// An event of ring `cpu` was read: its steps follow, then [`Walked::Fed`].
@@ -119,7 +125,7 @@ fn on_this_thread<'s, E>(
     failed.map_or(Ok(items.strings_lost()), Err)
 }
 
-/// What crosses from the model's thread to the formatting one, beside the events its steps
+/// What crosses from the model's thread to the formatting ones, beside the events its steps
 /// name (a batch's [`Batch::events`]).
 enum Sent<'s> {
     /// An event of ring `cpu` read (the batch's event `at`): the steps that follow are its,
@@ -139,7 +145,8 @@ enum Sent<'s> {
 }
 
 /// Items and steps handed over at once: each step's events in `events`, which it names by
-/// index (small records to move, each event copied once).
+/// index (small records to move, each event copied once). An item's steps are never cut
+/// from it: a batch ends after an item (or at the walk's end), so each is walked alone.
 #[derive(Default)]
 struct Batch<'s> {
     sent: Vec<Sent<'s>>,
@@ -153,104 +160,224 @@ impl Batch<'_> {
             events: Vec::with_capacity(n),
         }
     }
+
+    /// Empties the batch, its memory kept for the next.
+    fn clear(&mut self) {
+        self.sent.clear();
+        self.events.clear();
+    }
+}
+
+/// A part of an export's walk, to be formatted on any core ([`walk_in_parts`]): the items
+/// and steps of one batch, in the order of the walk, and its place among the parts.
+pub struct Part<'s> {
+    index: usize,
+    batch: Batch<'s>,
+}
+
+impl<'s> Part<'s> {
+    /// Its place in the walk: 0 for the first part. The parts are the same whatever the
+    /// threads (the batches end after the same items), so an exporter may number what it
+    /// writes by part (e.g. ids unique across parts) and write the same bytes on any.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Hands the part's items and steps to `render`, as [`walk`] would (each step with its
+    /// events lent from the batch), and empties the part (a step's boxes are moved, not
+    /// copied); stops at `render`'s first error.
+    pub fn walk<E>(
+        &mut self,
+        render: &mut impl FnMut(Walked<'_, 's>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let Batch { sent, events } = &mut self.batch;
+        let events = &*events;
+        // The event fed (its index in the batch), and the span.
+        let (mut fed, mut span) = (None, (0, 0));
+        for sent in sent.drain(..) {
+            match sent {
+                Sent::Point { at, cpu, span: s } => {
+                    (fed, span) = (Some(at as usize), s);
+                    render(Walked::Point {
+                        event: &events[at as usize],
+                        cpu,
+                    })?
+                }
+                Sent::Fed => {
+                    if let Some(at) = fed.take() {
+                        render(Walked::Fed(&events[at]))?
+                    }
+                }
+                Sent::Message(m) => render(Walked::Message(&m))?,
+                Sent::End { span: s } => (fed, span) = (None, s),
+                Sent::Step(step) => render(Walked::Step {
+                    // Lent as the model would have: its events borrowed from the batch.
+                    step: step.map(|i| &events[i as usize]),
+                    fed: fed.map(|at| &events[at]),
+                    span,
+                })?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Walks `items` through `model` into batches of about [`BATCH`] records, each ending after
+/// an item (the last at the walk's end), handing each to `send`; a batch is filled from
+/// `spare`. Stops at `send`'s first error. Returns the strings the items could not find.
+fn batches<'s, E>(
+    mut items: Merge<'s>,
+    mut model: Model,
+    mut spare: impl FnMut() -> Batch<'s>,
+    mut send: impl FnMut(Batch<'s>) -> Result<(), E>,
+) -> Result<u64, E> {
+    let mut batch = spare();
+    let (mut first, mut last) = (None, 0);
+    items.try_for_each_ref(|item| {
+        first.get_or_insert(item.timestamp());
+        last = last.max(item.timestamp());
+        match item {
+            &Item::Point { ref event, cpu } => {
+                let span = (first.unwrap_or(event.stamp), last);
+                batch.events.push(*event);
+                let at = (batch.events.len() - 1) as u32;
+                batch.sent.push(Sent::Point { at, cpu, span });
+                model.feed(event, &mut |step| {
+                    let step = owned(step, &mut batch.events, Some((event, at)));
+                    batch.sent.push(Sent::Step(step));
+                });
+                batch.sent.push(Sent::Fed);
+            }
+            Item::Message(m) => batch.sent.push(Sent::Message(*m)),
+        }
+        match batch.sent.len() >= BATCH {
+            true => send(std::mem::replace(&mut batch, spare())),
+            false => Ok(()),
+        }
+    })?;
+    let span = (first.unwrap_or(0), last);
+    batch.sent.push(Sent::End { span });
+    model.finish(&mut |step| {
+        let step = owned(step, &mut batch.events, None);
+        batch.sent.push(Sent::Step(step));
+    });
+    send(batch)?;
+    Ok(items.strings_lost())
 }
 
 /// [`walk`] with the merge and the model on a second thread.
 fn pipelined<'s, E: Send>(
-    mut items: Merge<'s>,
-    mut model: Model,
+    items: Merge<'s>,
+    model: Model,
     render: &mut impl FnMut(Walked<'_, 's>) -> Result<(), E>,
 ) -> Result<u64, E> {
-    let (full, batches) = sync_channel::<Batch<'s>>(IN_FLIGHT);
+    let (full, batches_sent) = sync_channel::<Batch<'s>>(IN_FLIGHT);
     let (empty, spares) = channel::<Batch<'s>>();
     std::thread::scope(|scope| {
         let producer = scope.spawn(move || {
-            let mut batch = Batch::with_capacity(BATCH);
-            let (mut first, mut last) = (None, 0);
-            // Hands the batch over once full; Err once the formatting thread stopped.
-            let send = |batch: &mut Batch<'s>, done: bool| {
-                if batch.sent.len() < BATCH && !done {
-                    return Ok(());
-                }
-                let next = spares
+            let spare = || {
+                spares
                     .try_recv()
-                    .unwrap_or_else(|_| Batch::with_capacity(BATCH));
-                full.send(std::mem::replace(batch, next)).map_err(|_| ())
+                    .unwrap_or_else(|_| Batch::with_capacity(BATCH))
             };
-            let walked = items.try_for_each_ref(|item| {
-                first.get_or_insert(item.timestamp());
-                last = last.max(item.timestamp());
-                match item {
-                    &Item::Point { ref event, cpu } => {
-                        let span = (first.unwrap_or(event.stamp), last);
-                        batch.events.push(*event);
-                        let at = (batch.events.len() - 1) as u32;
-                        batch.sent.push(Sent::Point { at, cpu, span });
-                        model.feed(event, &mut |step| {
-                            let step = owned(step, &mut batch.events, Some((event, at)));
-                            batch.sent.push(Sent::Step(step));
-                        });
-                        batch.sent.push(Sent::Fed);
-                    }
-                    Item::Message(m) => batch.sent.push(Sent::Message(*m)),
-                }
-                send(&mut batch, false)
-            });
-            if walked.is_ok() {
-                let span = (first.unwrap_or(0), last);
-                batch.sent.push(Sent::End { span });
-                model.finish(&mut |step| {
-                    let step = owned(step, &mut batch.events, None);
-                    batch.sent.push(Sent::Step(step));
-                });
-                let _ = send(&mut batch, true);
-            }
-            items.strings_lost()
+            // Err once the formatting thread stopped.
+            batches(items, model, spare, |b| full.send(b).map_err(|_| ()))
         });
         let mut result = Ok(());
-        // The event fed (its index in the batch), and the span.
-        let (mut fed, mut span) = (None, (0, 0));
-        'batches: for mut batch in batches.iter() {
-            let events = std::mem::take(&mut batch.events);
-            for sent in batch.sent.drain(..) {
-                result = match sent {
-                    Sent::Point { at, cpu, span: s } => {
-                        (fed, span) = (Some(at as usize), s);
-                        render(Walked::Point {
-                            event: &events[at as usize],
-                            cpu,
-                        })
-                    }
-                    Sent::Fed => match fed.take() {
-                        Some(at) => render(Walked::Fed(&events[at])),
-                        None => Ok(()),
-                    },
-                    Sent::Message(m) => render(Walked::Message(&m)),
-                    Sent::End { span: s } => {
-                        (fed, span) = (None, s);
-                        Ok(())
-                    }
-                    Sent::Step(step) => render(Walked::Step {
-                        // Lent as the model would have: its events borrowed from the batch.
-                        step: step.map(|i| &events[i as usize]),
-                        fed: fed.map(|at| &events[at]),
-                        span,
-                    }),
-                };
-                if result.is_err() {
-                    break 'batches;
-                }
+        for batch in batches_sent.iter() {
+            let mut part = Part { index: 0, batch };
+            result = part.walk(render);
+            if result.is_err() {
+                break;
             }
-            batch.events = events;
-            batch.events.clear();
-            let _ = empty.send(batch);
+            part.batch.clear();
+            let _ = empty.send(part.batch);
         }
         // Stops the model's thread, if the renderer failed: its next hand-over fails.
-        drop(batches);
-        let lost = producer
+        drop(batches_sent);
+        let walked = producer
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        result.map(|()| lost)
+        // The producer fails only once the renderer stopped, with its error.
+        result.map(|()| walked.unwrap_or_default())
+    })
+}
+
+/// Walks `items` through `model` as [`walk`] does, cut into [`Part`]s, each formatted by
+/// `render`; hands what `render` made of each part to `take`, in the order of the walk, on
+/// the calling thread. With `workers` and at least [`MIN_ITEMS`] items, the merge and the
+/// model run on a thread of their own, and the parts are formatted on `workers` threads
+/// (on the calling one, for 1), each with its own state from `state`; else all on the
+/// calling thread ([`workers()`] says how many this machine has cores for). Stops at
+/// `take`'s first error. Returns the strings the items could not find (as
+/// [`Merge::strings_lost`]).
+///
+/// The parts are the same however many threads format them, so an exporter whose parts'
+/// output depends only on its part (and on what `take` carries from one to the next)
+/// writes the same bytes on any.
+pub fn walk_in_parts<'s, S, R: Send, E>(
+    items: Merge<'s>,
+    model: Model,
+    workers: usize,
+    state: impl Fn() -> S + Sync,
+    render: impl Fn(&mut S, &mut Part<'s>) -> R + Sync,
+    mut take: impl FnMut(R) -> Result<(), E>,
+) -> Result<u64, E> {
+    if workers == 0 || items.len() < MIN_ITEMS {
+        let mut s = state();
+        let mut index = 0;
+        // The one batch, handed back after each part.
+        let spare = std::cell::Cell::new(Some(Batch::with_capacity(BATCH)));
+        return batches(
+            items,
+            model,
+            || spare.take().unwrap_or_default(),
+            |batch| {
+                let mut part = Part { index, batch };
+                index += 1;
+                take(render(&mut s, &mut part))?;
+                part.batch.clear();
+                spare.set(Some(part.batch));
+                Ok(())
+            },
+        );
+    }
+    let (full, parts) = sync_channel::<Part<'s>>(IN_FLIGHT);
+    let (empty, spares) = channel::<Batch<'s>>();
+    std::thread::scope(|scope| {
+        let producer = scope.spawn(move || {
+            let spare = || {
+                spares
+                    .try_recv()
+                    .unwrap_or_else(|_| Batch::with_capacity(BATCH))
+            };
+            let mut index = 0;
+            // Err once the formatting stopped (`in_order` dropped the parts).
+            batches(items, model, spare, |batch| {
+                index += 1;
+                full.send(Part {
+                    index: index - 1,
+                    batch,
+                })
+                .map_err(|_| ())
+            })
+        });
+        let rendered = crate::ordered::in_order_on(
+            workers,
+            parts,
+            state,
+            |s, mut part| {
+                let r = render(s, &mut part);
+                part.batch.clear();
+                let _ = empty.send(part.batch);
+                r
+            },
+            &mut take,
+        );
+        let walked = producer
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        rendered.map(|()| walked.unwrap_or_default())
     })
 }
 
