@@ -247,6 +247,60 @@ fn a_walk_in_parts_on_any_threads_is_the_walk_on_one() {
     });
 }
 
+/// When the formatting falls behind (here the calling thread, the one formatter, holds the
+/// first part until the model's thread has formatted one), the model's thread formats
+/// parts itself instead of waiting, and the walk is still the one-thread walk.
+#[test]
+fn the_models_thread_formats_parts_while_the_formatting_is_behind() {
+    with_view(|view| {
+        let model = || ttrace_model::model::Model::new(&view.meta, &view.cpus);
+        let items = || Merge::view(view, &Filter::default());
+        let mut whole = Vec::new();
+        pipeline::walk(items(), model(), false, &mut |w| {
+            walked(w, &mut whole);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        let caller = std::thread::current().id();
+        let elsewhere = std::sync::atomic::AtomicUsize::new(0);
+        let mut parts = Vec::new();
+        pipeline::walk_in_parts(
+            items(),
+            model(),
+            1,
+            || (),
+            |(), part| {
+                if std::thread::current().id() != caller {
+                    elsewhere.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                } else if part.index() == 0 {
+                    // The model's thread fills the channel, then formats the next part.
+                    while elsewhere.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+                let mut numbers = Vec::new();
+                let walk = part.walk(&mut |w| {
+                    walked(w, &mut numbers);
+                    Ok::<(), ()>(())
+                });
+                walk.map(|()| numbers)
+            },
+            |numbers| {
+                parts.extend_from_slice(&numbers?);
+                Ok::<(), ()>(())
+            },
+        )
+        .unwrap();
+        assert!(elsewhere.into_inner() > 0);
+        assert!(
+            whole == parts,
+            "{} and {} numbers",
+            whole.len(),
+            parts.len()
+        );
+    });
+}
+
 /// The Chrome export of a long trace formatted in parts on one or three threads, the merge
 /// and the event model on a thread of their own (`ttrace_reader::export::pipeline`), writes,
 /// byte for byte, what it writes all on one thread, and counts the same: its parts' text
@@ -298,13 +352,16 @@ fn perfetto_on_two_threads_writes_what_it_writes_on_one() {
     });
 }
 
-/// The same of the uftrace export: every file of its directory.
+/// The uftrace export of a long trace formatted in parts on one or three threads writes
+/// what it writes all on one thread, every file of its directory byte for byte: a part's
+/// records are written before the depth its threads begin at is known, and settled after.
+/// Of start/stop events and of calls (records at every depth).
 #[test]
-fn uftrace_on_two_threads_writes_what_it_writes_on_one() {
+fn uftrace_in_parts_on_any_threads_writes_what_it_writes_on_one() {
     both(|view| {
         let tmp = tempfile::tempdir().unwrap();
-        let run = |threads: bool| {
-            let dir = tmp.path().join(format!("threads-{threads}"));
+        let run = |workers: usize| {
+            let dir = tmp.path().join(format!("workers-{workers}"));
             let items = Merge::view(view, &Filter::default());
             let written = ttrace_reader::export::uftrace::write_on(
                 view.into(),
@@ -312,7 +369,7 @@ fn uftrace_on_two_threads_writes_what_it_writes_on_one() {
                 items,
                 &dir,
                 |_| {},
-                threads,
+                workers,
             )
             .unwrap();
             let mut files: Vec<(std::ffi::OsString, Vec<u8>)> = std::fs::read_dir(&dir)
@@ -325,17 +382,19 @@ fn uftrace_on_two_threads_writes_what_it_writes_on_one() {
             files.sort();
             (files, written)
         };
-        let (one, one_counts) = run(false);
-        let (two, two_counts) = run(true);
-        assert_eq!(one_counts, two_counts);
+        let (one, one_counts) = run(0);
         let bytes: usize = one.iter().map(|f| f.1.len()).sum();
         assert!(bytes > 1 << 20, "{bytes} bytes");
         let names = |fs: &[(std::ffi::OsString, Vec<u8>)]| -> Vec<_> {
             fs.iter().map(|f| f.0.clone()).collect()
         };
-        assert_eq!(names(&one), names(&two));
-        for ((name, a), (_, b)) in one.iter().zip(&two) {
-            assert!(a == b, "{name:?} differs");
+        for workers in [1, 3] {
+            let (parts, counts) = run(workers);
+            assert_eq!(one_counts, counts);
+            assert_eq!(names(&one), names(&parts));
+            for ((name, a), (_, b)) in one.iter().zip(&parts) {
+                assert!(a == b, "{workers} workers: {name:?} differs");
+            }
         }
     });
 }

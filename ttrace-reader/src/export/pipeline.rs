@@ -15,7 +15,7 @@
 
 use crate::merge::{Item, Merge, Message};
 use devttrace::Event;
-use std::sync::mpsc::{channel, sync_channel};
+use std::sync::mpsc::{channel, sync_channel, TrySendError};
 use ttrace_model::model::{Model, Step};
 
 /// Steps and items handed over at once.
@@ -151,6 +151,8 @@ enum Sent<'s> {
 struct Batch<'s> {
     sent: Vec<Sent<'s>>,
     events: Vec<Event>,
+    /// Per ring, whether an item of it came before the batch.
+    rings_before: Vec<bool>,
 }
 
 impl Batch<'_> {
@@ -158,6 +160,7 @@ impl Batch<'_> {
         Batch {
             sent: Vec::with_capacity(n),
             events: Vec::with_capacity(n),
+            rings_before: Vec::new(),
         }
     }
 
@@ -183,6 +186,13 @@ impl<'s> Part<'s> {
         self.index
     }
 
+    /// Per ring (by index), whether an item of it came in an earlier part (a ring past
+    /// the end of the slice had none): where a ring's first item is, which some formats
+    /// mark (uftrace writes a ring's losses before it).
+    pub fn rings_read_before(&self) -> &[bool] {
+        &self.batch.rings_before
+    }
+
     /// Hands the part's items and steps to `render`, as [`walk`] would (each step with its
     /// events lent from the batch), and empties the part (a step's boxes are moved, not
     /// copied); stops at `render`'s first error.
@@ -190,7 +200,7 @@ impl<'s> Part<'s> {
         &mut self,
         render: &mut impl FnMut(Walked<'_, 's>) -> Result<(), E>,
     ) -> Result<(), E> {
-        let Batch { sent, events } = &mut self.batch;
+        let Batch { sent, events, .. } = &mut self.batch;
         let events = &*events;
         // The event fed (its index in the batch), and the span.
         let (mut fed, mut span) = (None, (0, 0));
@@ -232,10 +242,21 @@ fn batches<'s, E>(
     mut send: impl FnMut(Batch<'s>) -> Result<(), E>,
 ) -> Result<u64, E> {
     let mut batch = spare();
+    // Per ring, whether an item of it was read.
+    let mut read: Vec<bool> = Vec::new();
+    batch.rings_before.clear();
     let (mut first, mut last) = (None, 0);
     items.try_for_each_ref(|item| {
         first.get_or_insert(item.timestamp());
         last = last.max(item.timestamp());
+        let ring = match item {
+            Item::Point { cpu, .. } => *cpu,
+            Item::Message(m) => m.cpu as usize,
+        };
+        if ring >= read.len() {
+            read.resize(ring + 1, false);
+        }
+        read[ring] = true;
         match item {
             &Item::Point { ref event, cpu } => {
                 let span = (first.unwrap_or(event.stamp), last);
@@ -250,10 +271,12 @@ fn batches<'s, E>(
             }
             Item::Message(m) => batch.sent.push(Sent::Message(*m)),
         }
-        match batch.sent.len() >= BATCH {
-            true => send(std::mem::replace(&mut batch, spare())),
-            false => Ok(()),
+        if batch.sent.len() < BATCH {
+            return Ok(());
         }
+        let mut next = spare();
+        next.rings_before.clone_from(&read);
+        send(std::mem::replace(&mut batch, next))
     })?;
     let span = (first.unwrap_or(0), last);
     batch.sent.push(Sent::End { span });
@@ -342,9 +365,11 @@ pub fn walk_in_parts<'s, S, R: Send, E>(
             },
         );
     }
-    let (full, parts) = sync_channel::<Part<'s>>(IN_FLIGHT);
+    let (full, jobs) = sync_channel::<Job<'s, R>>(IN_FLIGHT);
     let (empty, spares) = channel::<Batch<'s>>();
+    let (state, render) = (&state, &render);
     std::thread::scope(|scope| {
+        let recycle = empty.clone();
         let producer = scope.spawn(move || {
             let spare = || {
                 spares
@@ -352,25 +377,38 @@ pub fn walk_in_parts<'s, S, R: Send, E>(
                     .unwrap_or_else(|_| Batch::with_capacity(BATCH))
             };
             let mut index = 0;
-            // Err once the formatting stopped (`in_order` dropped the parts).
+            // Its own state, once it formats a part.
+            let mut own = None;
+            // Err once the formatting stopped (`in_order` dropped the jobs).
             batches(items, model, spare, |batch| {
+                let part = Part { index, batch };
                 index += 1;
-                full.send(Part {
-                    index: index - 1,
-                    batch,
-                })
-                .map_err(|_| ())
+                // The formatting is behind: this thread formats the part itself, rather than
+                // wait (no thread more than cores, whichever side is the slower).
+                match full.try_send(Job::Part(part)) {
+                    Ok(()) => Ok(()),
+                    Err(TrySendError::Full(Job::Part(mut part))) => {
+                        let r = render(own.get_or_insert_with(state), &mut part);
+                        part.batch.clear();
+                        let _ = recycle.send(part.batch);
+                        full.send(Job::Done(r)).map_err(|_| ())
+                    }
+                    Err(_) => Err(()),
+                }
             })
         });
         let rendered = crate::ordered::in_order_on(
             workers,
-            parts,
+            jobs,
             state,
-            |s, mut part| {
-                let r = render(s, &mut part);
-                part.batch.clear();
-                let _ = empty.send(part.batch);
-                r
+            |s, job| match job {
+                Job::Part(mut part) => {
+                    let r = render(s, &mut part);
+                    part.batch.clear();
+                    let _ = empty.send(part.batch);
+                    r
+                }
+                Job::Done(r) => r,
             },
             &mut take,
         );
@@ -379,6 +417,13 @@ pub fn walk_in_parts<'s, S, R: Send, E>(
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
         rendered.map(|()| walked.unwrap_or_default())
     })
+}
+
+/// What the model's thread hands the formatting: a part to format, or one it formatted
+/// itself (in the same order: the jobs' order is the parts').
+enum Job<'s, R> {
+    Part(Part<'s>),
+    Done(R),
 }
 
 /// A [`Step`] whose events are copies in a batch, named by index, to cross threads.

@@ -286,26 +286,183 @@ fn point_names(schemas: &[Schema]) -> Vec<String> {
     names
 }
 
-/// A thread's records not yet appended to its file, and the ENTRY records it has open in
-/// the output (not yet closed by an EXIT): the depth of its next record.
+/// A thread's depth (the ENTRY records it has open in the output) as a function of its depth
+/// where a part began, `d`: `max(d + add, floor)`. An ENTRY adds one; an EXIT takes one
+/// off, down to 0 at most: `max(max(d + a, b) - 1, 0) = max(d + a - 1, max(b - 1, 0))`, the
+/// same form, so a part's records can be written before the depth it began at is known
+/// (from the parts before it), and settled once it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Depth {
+    add: i64,
+    floor: i64,
+}
+
+impl Depth {
+    /// After an ENTRY record.
+    fn enter(self) -> Depth {
+        Depth {
+            add: self.add + 1,
+            floor: self.floor + 1,
+        }
+    }
+
+    /// After an EXIT record that closes one.
+    fn leave(self) -> Depth {
+        Depth {
+            add: self.add - 1,
+            floor: (self.floor - 1).max(0),
+        }
+    }
+
+    /// The depth, the part having begun at depth `base`.
+    fn at(self, base: usize) -> usize {
+        (base as i64 + self.add).max(self.floor) as usize
+    }
+}
+
+/// A thread's records of one part, their depths relative to the depth it began at.
 #[derive(Default)]
 struct Stream {
     bytes: Vec<u8>,
-    depth: usize,
+    /// The thread's depth now.
+    depth: Depth,
+    /// The records at the thread's depth: where each is, and that depth.
+    depths: Vec<(usize, Depth)>,
 }
 
-/// The streams, by thread (its tid as uftrace shows it).
+impl Stream {
+    /// A record at the thread's depth (ENTRY or EXIT) of `kind`, at `ns`, of `addr`.
+    fn record(&mut self, ns: u64, kind: u64, addr: u64) {
+        self.depths.push((self.bytes.len(), self.depth));
+        record(&mut self.bytes, ns, kind, 0, addr);
+    }
+
+    /// Writes each record's depth, the part having begun at depth `base`; returns the depth
+    /// it ends at.
+    fn settle(&mut self, base: usize) -> usize {
+        for &(at, depth) in &self.depths {
+            let field = &mut self.bytes[at + 8..at + 16];
+            let word = u64::from_le_bytes(field.try_into().expect("8 bytes"));
+            let depth = depth.at(base).min(1023) as u64;
+            field.copy_from_slice(&(word & !(1023 << 6) | depth << 6).to_le_bytes());
+        }
+        self.depth.at(base)
+    }
+}
+
+/// The streams of a part, by thread (its tid as uftrace shows it).
 type Buffers = FoldHashMap<u64, Stream>;
+
+/// What a part of the walk gave: each thread's records, and what the files beside them need.
+#[derive(Default)]
+struct Part<'s> {
+    streams: Buffers,
+    written: Written,
+    /// Per thread: its pid, its first and last time in the part.
+    times: FoldHashMap<u64, (u64, u64, u64)>,
+    /// Each process's first name in the part.
+    processes: Vec<(u64, &'s str)>,
+    /// Each thread's name where the part first shows it, and each change after (`t`, pid,
+    /// tid, name): a renaming unless the thread had the name already.
+    names: Vec<(u64, u64, u64, &'s str)>,
+    /// The rings whose first item was in the part.
+    rings: Vec<usize>,
+}
+
+/// Formats parts of the walk (a worker's own).
+struct Worker<'s, 'a> {
+    p: Points<'s, 'a>,
+    /// Entries each ring lost (of a ring exported).
+    lost: &'a [u64],
+    /// Per ring, whether the part read an item of it; the processes it named.
+    read: Vec<bool>,
+    named: HashSet<u64>,
+    /// Each thread's name as the part last showed it.
+    thread_names: FoldHashMap<u64, &'s str>,
+}
+
+impl<'s> Worker<'s, '_> {
+    /// Formats `part`.
+    fn part(&mut self, part: &mut super::pipeline::Part<'s>) -> Part<'s> {
+        let mut out = Part::default();
+        self.read.iter_mut().for_each(|r| *r = false);
+        self.named.clear();
+        self.thread_names.clear();
+        let p = &mut self.p;
+        let clock = p.clock;
+        let ns = |ticks: u64| clock.since_anchor_ns(ticks).max(0) as u64;
+        // The thread (its uftrace tid) and time of the item last walked.
+        let mut at = (0, 0);
+        let rings_before = part.rings_read_before().to_vec();
+        let walked = part.walk(&mut |walked| {
+            let (ring, who, stamp) = match walked {
+                Walked::Point { cpu, event } => (cpu, event.ctx, event.stamp),
+                Walked::Message(r) => (r.cpu as usize, r.ctx, r.timestamp),
+                // What is open at the end writes nothing: it is counted.
+                Walked::Step { step, fed, .. } => {
+                    let now = fed.map(|event| Now {
+                        event,
+                        tid: at.0,
+                        t: at.1,
+                    });
+                    p.step(&step, &mut out.streams, now.as_ref());
+                    return Ok(());
+                }
+                Walked::Fed(_) => return Ok(()),
+            };
+            let id = p.identities.of(who, stamp);
+            let (pid, tid) = (id.pid, id.tid);
+            if let Some(name) = id.process {
+                if self.named.insert(pid) {
+                    out.processes.push((pid, name));
+                }
+            }
+            let t = ns(stamp);
+            at = (tid, t);
+            out.times.entry(tid).or_insert((pid, t, t)).2 = t;
+            if let Some(name) = id.thread {
+                if self.thread_names.insert(tid, name) != Some(name) {
+                    out.names.push((t.saturating_sub(1), pid, tid, name));
+                }
+            }
+            // A ring's losses before its first item (its first in the walk).
+            if let Some(read) = self.read.get_mut(ring) {
+                if !*read && !rings_before.get(ring).copied().unwrap_or(false) {
+                    *read = true;
+                    out.rings.push(ring);
+                    if self.lost[ring] > 0 {
+                        let bytes = &mut out.streams.entry(tid).or_default().bytes;
+                        record(bytes, t, LOST, 0, self.lost[ring]);
+                    }
+                }
+            }
+            match walked {
+                Walked::Message(m) => {
+                    let stream = out.streams.entry(tid).or_default();
+                    p.call(stream, t, p.schemas.len(), &Item::Message(*m));
+                    p.written.walked(true);
+                }
+                _ => p.written.walked(false),
+            }
+            Ok::<(), std::convert::Infallible>(())
+        });
+        let Ok(()) = walked;
+        out.written = std::mem::take(&mut p.written);
+        out
+    }
+}
 
 /// Per-thread record streams, appended to their files in blocks.
 struct Streams<'d> {
     dir: &'d Path,
-    buffers: Buffers,
+    /// Each thread's records not yet appended, and its depth after them.
+    buffers: FoldHashMap<u64, (Vec<u8>, usize)>,
 }
 
 impl Streams<'_> {
+    /// Appends the records of `tid` not yet written to its file.
     fn flush(&mut self, tid: u64) -> std::io::Result<()> {
-        let Some(Stream { bytes: buf, .. }) = self.buffers.get_mut(&tid) else {
+        let Some((buf, _)) = self.buffers.get_mut(&tid) else {
             return Ok(());
         };
         let path = self.dir.join(format!("{tid}.dat"));
@@ -316,6 +473,18 @@ impl Streams<'_> {
         f.write_all(buf)?;
         buf.clear();
         Ok(())
+    }
+
+    /// Appends a part's records of `tid`, their depths settled from the depth the thread
+    /// was at; writes them out once [`FLUSH`] bytes wait.
+    fn append(&mut self, tid: u64, mut part: Stream) -> std::io::Result<()> {
+        let (buf, depth) = self.buffers.entry(tid).or_default();
+        *depth = part.settle(*depth);
+        buf.extend_from_slice(&part.bytes);
+        match buf.len() >= FLUSH {
+            true => self.flush(tid),
+            false => Ok(()),
+        }
     }
 }
 
@@ -328,24 +497,22 @@ pub fn write(
     dir: &Path,
     progress: impl FnMut(u64),
 ) -> std::io::Result<Written> {
-    write_on(ctx, rings, items, dir, progress, super::pipeline::threads())
+    write_on(ctx, rings, items, dir, progress, super::pipeline::workers())
 }
 
-/// [`write()`], with the merge and the model on a thread of their own for a long trace
-/// (`threads`: on more than one core, as [`write()`] does), or all on the calling thread
-/// ([`super::pipeline`]): the same output.
+/// [`write()`], formatted in parts on `workers` threads for a long trace, the merge and the
+/// model on a thread of their own ([`super::pipeline::walk_in_parts`]; [`write()`] takes
+/// [`super::pipeline::workers()`]), or all on the calling thread (0): the same files.
 pub fn write_on(
     ctx: Context<'_>,
     rings: &[RingSnapshot<Mark>],
     items: Merge<'_>,
     dir: &Path,
     mut progress: impl FnMut(u64),
-    threads: bool,
+    workers: usize,
 ) -> std::io::Result<Written> {
     std::fs::create_dir_all(dir)?;
     let schemas = Schema::all(ctx.meta);
-    let clock = ctx.version.clock;
-    let ns = |ticks: u64| clock.since_anchor_ns(ticks).max(0) as u64;
     let mut streams = Streams {
         dir,
         buffers: FoldHashMap::default(),
@@ -356,98 +523,71 @@ pub fn write_on(
     // Each thread's name as last given to uftrace, and the records that give them.
     let mut thread_names: FoldHashMap<u64, &str> = FoldHashMap::default();
     let mut comms = Vec::new();
-    let mut lost: Vec<u64> = (rings.iter().enumerate())
+    let lost: Vec<u64> = (rings.iter().enumerate())
         .map(|(ring, r)| if items.selects_ring(ring) { r.lost } else { 0 })
         .collect();
+    let mut read = vec![false; lost.len()];
     let points = point_names(&schemas);
     let specs = specs(&schemas, &points);
-    let mut p = Points {
-        schemas,
-        points,
-        specs,
+    let new = || Points {
+        schemas: &schemas,
+        points: &points,
+        specs: &specs,
         aux: ctx.aux,
         decoder: Decoder::new(ctx, TimeFormat::Relative),
         identities: Identities::new(ctx.meta),
-        clock,
-        full: false,
+        clock: ctx.version.clock,
         written: Written::default(),
         text: Vec::new(),
     };
     let model = Model::new(ctx.meta, rings);
-    p.written.losses(rings, &items);
-    // The thread (its uftrace tid) and time of the item last walked.
-    let mut at = (0, 0);
-    let strings_lost = super::pipeline::walk(items, model, threads, &mut |walked| {
-        let (ring, who, stamp) = match walked {
-            Walked::Point { cpu, event } => (cpu, event.ctx, event.stamp),
-            Walked::Message(r) => (r.cpu as usize, r.ctx, r.timestamp),
-            // What is open at the end writes nothing: it is counted.
-            Walked::Step { step, fed, .. } => {
-                let now = fed.map(|event| Now {
-                    event,
-                    tid: at.0,
-                    t: at.1,
-                });
-                p.step(&step, &mut streams.buffers, now.as_ref());
-                return Ok(());
+    let mut written = Written::default();
+    written.losses(rings, &items);
+    let strings_lost = super::pipeline::walk_in_parts(
+        items,
+        model,
+        workers,
+        || Worker {
+            p: new(),
+            lost: &lost,
+            read: vec![false; lost.len()],
+            named: HashSet::new(),
+            thread_names: FoldHashMap::default(),
+        },
+        |w, part| w.part(part),
+        |part| {
+            written.add(&part.written);
+            for (tid, (pid, first, last)) in part.times {
+                thread_times.entry(tid).or_insert((pid, first, last)).2 = last;
             }
-            Walked::Fed(_) => return flush(&mut p, &mut streams, &mut progress),
-        };
-        let id = p.identities.of(who, stamp);
-        let (pid, tid) = (id.pid, id.tid);
-        if let Some(name) = id.process {
-            process_names.entry(pid).or_insert_with(|| name.to_string());
-        }
-        let t = ns(stamp);
-        at = (tid, t);
-        thread_times.entry(tid).or_insert((pid, t, t)).2 = t;
-        if let Some(name) = id.thread {
-            if thread_names.insert(tid, name) != Some(name) {
-                comm(&mut comms, t.saturating_sub(1), pid, tid, name);
+            for (pid, name) in part.processes {
+                process_names.entry(pid).or_insert_with(|| name.to_string());
             }
-        }
-        if let Some(n) = lost.get_mut(ring).filter(|n| **n > 0) {
-            record(
-                &mut streams.buffers.entry(tid).or_default().bytes,
-                t,
-                LOST,
-                0,
-                *n,
-            );
-            *n = 0;
-        }
-        match walked {
-            Walked::Message(m) => {
-                let out = streams.buffers.entry(tid).or_default();
-                p.call(
-                    &mut out.bytes,
-                    t,
-                    out.depth,
-                    p.schemas.len(),
-                    &Item::Message(*m),
-                );
-                p.full |= out.bytes.len() >= FLUSH;
-                p.written.walked(true);
-                flush(&mut p, &mut streams, &mut progress)
+            for (t, pid, tid, name) in part.names {
+                if thread_names.insert(tid, name) != Some(name) {
+                    comm(&mut comms, t, pid, tid, name);
+                }
             }
-            _ => {
-                p.written.walked(false);
-                Ok(())
+            for ring in part.rings {
+                read[ring] = true;
             }
-        }
-    })?;
-    p.written.strings_lost = strings_lost;
+            for (tid, stream) in part.streams {
+                streams.append(tid, stream)?;
+            }
+            progress(written.events);
+            Ok::<(), std::io::Error>(())
+        },
+    )?;
+    written.strings_lost = strings_lost;
     // Losses of rings none of whose events are exported: at the end of the first thread's
     // stream (uftrace has no other place for them; with no thread at all there is no trace).
-    let unreported: u64 = lost.iter().sum();
+    let unreported: u64 = (lost.iter().zip(&read))
+        .filter(|(_, &read)| !read)
+        .map(|(n, _)| n)
+        .sum();
     if let (true, Some((&tid, &(_, _, t)))) = (unreported > 0, thread_times.iter().next()) {
-        record(
-            &mut streams.buffers.entry(tid).or_default().bytes,
-            t,
-            LOST,
-            0,
-            unreported,
-        );
+        let (buf, _) = streams.buffers.entry(tid).or_default();
+        record(buf, t, LOST, 0, unreported);
     }
     let mut tids: Vec<u64> = streams.buffers.keys().copied().collect();
     tids.sort_unstable();
@@ -460,33 +600,13 @@ pub fn write_on(
     files(
         dir,
         &ctx,
-        &p,
+        &new(),
         &thread_times,
         &process_names,
         !comms.is_empty(),
     )?;
-    progress(p.written.events);
-    Ok(p.written)
-}
-
-/// Writes out the streams that hold [`FLUSH`] bytes or more, once one does (`p.full`), and
-/// reports `progress`: what follows each item.
-fn flush(
-    p: &mut Points<'_>,
-    streams: &mut Streams<'_>,
-    progress: &mut impl FnMut(u64),
-) -> std::io::Result<()> {
-    if std::mem::take(&mut p.full) {
-        let full: Vec<u64> = (streams.buffers.iter())
-            .filter(|(_, s)| s.bytes.len() >= FLUSH)
-            .map(|(&tid, _)| tid)
-            .collect();
-        for tid in full {
-            streams.flush(tid)?;
-        }
-        progress(p.written.events);
-    }
-    Ok(())
+    progress(written.events);
+    Ok(written)
 }
 
 /// Appends a `PERF_RECORD_COMM` naming thread `tid` of `pid` `name` at `t`, as uftrace
@@ -525,25 +645,23 @@ struct Now<'e> {
 }
 
 /// What the records of trace points need from one event to the next.
-struct Points<'s> {
-    schemas: Vec<Schema>,
+struct Points<'s, 'a> {
+    schemas: &'a [Schema],
     /// The names of the point functions ([`point_names`]).
-    points: Vec<String>,
-    specs: Specs,
+    points: &'a [String],
+    specs: &'a Specs,
     aux: &'s AuxSnapshots,
     /// Shows events as `dump` does, for return values.
     decoder: Decoder<'s>,
     /// A reused id's later threads (processes) are tasks (sessions) of their own.
     identities: Identities<'s>,
     clock: Clock,
-    /// Whether a stream written to holds [`FLUSH`] bytes or more.
-    full: bool,
     written: Written,
     /// A buffer for an event's text.
     text: Vec<u8>,
 }
 
-impl Points<'_> {
+impl Points<'_, '_> {
     /// Writes what the model's `step` says into the streams `buffers`: a call's or a poll's
     /// beginning and end are ENTRY and EXIT records of the entry's (enter's) tracepoint;
     /// an exit with nothing open an EXIT record of its own at depth 0; every other event
@@ -562,7 +680,6 @@ impl Points<'_> {
             Step::CallBegin { event, .. } | Step::PollBegin(event) => {
                 let (tid, t) = self.at(event, now);
                 let stream = buffers.entry(tid).or_default();
-                let (out, depth) = (&mut stream.bytes, stream.depth);
                 let id = event.type_word.tracepoint();
                 match self.schemas.get(id as usize) {
                     // Every argument the spec names is there (not a lost continuation).
@@ -570,21 +687,19 @@ impl Points<'_> {
                         if self.specs.with_args[id as usize]
                             && event.args().len() >= s.args.len() =>
                     {
-                        record(out, t, ENTRY | MORE, depth, addr(id));
-                        arguments(out, event, s, self.aux);
+                        stream.record(t, ENTRY | MORE, addr(id));
+                        arguments(&mut stream.bytes, event, s, self.aux);
                     }
-                    _ => record(out, t, ENTRY, depth, addr(id)),
+                    _ => stream.record(t, ENTRY, addr(id)),
                 }
-                stream.depth += 1;
-                self.full |= stream.bytes.len() >= FLUSH;
+                stream.depth = stream.depth.enter();
             }
             Step::CallEnd { begin, end, .. } | Step::PollEnd { begin, end } => {
                 self.written.pairs += 1;
                 let (tid, t) = self.at(end, now);
                 let stream = buffers.entry(tid).or_default();
-                stream.depth = stream.depth.saturating_sub(1);
-                let depth = stream.depth;
-                self.exit(stream, end, t, begin.type_word.tracepoint(), depth);
+                stream.depth = stream.depth.leave();
+                self.exit(stream, end, t, begin.type_word.tracepoint(), None);
             }
             Step::Unpaired { event, why } => {
                 let id = event.type_word.tracepoint();
@@ -592,7 +707,7 @@ impl Points<'_> {
                     (Some(Kind::Exit), Why::PartnerMissing) => {
                         self.written.unpaired += 1;
                         let (tid, t) = self.at(event, now);
-                        self.exit(buffers.entry(tid).or_default(), event, t, id, 0);
+                        self.exit(buffers.entry(tid).or_default(), event, t, id, Some(0));
                     }
                     // Before the horizon: a call of its point function.
                     (Some(Kind::Entry | Kind::Exit), _) => {
@@ -629,22 +744,30 @@ impl Points<'_> {
         (self.identities.of(event.ctx, event.stamp).tid, t)
     }
 
-    /// An EXIT record of `function` at `depth` for `event` (written at `t`) in `stream`,
-    /// its text the return value where the function's spec has one.
-    fn exit(&mut self, stream: &mut Stream, event: &Event, t: u64, function: u16, depth: usize) {
-        let out = &mut stream.bytes;
+    /// An EXIT record of `function` at `depth` (the thread's, for `None`) for `event`
+    /// (written at `t`) in `stream`, its text the return value where the function's spec
+    /// has one.
+    fn exit(
+        &mut self,
+        stream: &mut Stream,
+        event: &Event,
+        t: u64,
+        function: u16,
+        depth: Option<usize>,
+    ) {
         let has_args = (self.schemas.get(event.type_word.tracepoint() as usize))
             .is_some_and(|s| !s.args.is_empty());
-        match self.specs.with_ret.get(function as usize) {
-            Some(true) if has_args => {
-                record(out, t, EXIT | MORE, depth, addr(function));
-                self.text.clear();
-                self.decoder.point(event, &mut self.text);
-                return_value(out, &self.text);
-            }
-            _ => record(out, t, EXIT, depth, addr(function)),
+        let with_ret = has_args && self.specs.with_ret.get(function as usize) == Some(&true);
+        let kind = if with_ret { EXIT | MORE } else { EXIT };
+        match depth {
+            None => stream.record(t, kind, addr(function)),
+            Some(depth) => record(&mut stream.bytes, t, kind, depth, addr(function)),
         }
-        self.full |= out.len() >= FLUSH;
+        if with_ret {
+            self.text.clear();
+            self.decoder.point(event, &mut self.text);
+            return_value(&mut stream.bytes, &self.text);
+        }
     }
 
     /// `event` as a call of its point function, at its thread's depth.
@@ -656,25 +779,24 @@ impl Points<'_> {
         };
         let (tid, t) = self.at(event, now);
         let stream = buffers.entry(tid).or_default();
-        let (out, at) = (&mut stream.bytes, point_addr(self.schemas.len(), k));
-        record(out, t, ENTRY, stream.depth, at);
-        record(out, t, EXIT | MORE, stream.depth, at);
+        let at = point_addr(self.schemas.len(), k);
+        stream.record(t, ENTRY, at);
+        stream.record(t, EXIT | MORE, at);
         self.text.clear();
         self.decoder.point(event, &mut self.text);
-        return_value(out, &self.text);
-        self.full |= out.len() >= FLUSH;
+        return_value(&mut stream.bytes, &self.text);
     }
 
-    /// Appends a call of point function `k` (see [`point_names`]) at `t` and `depth` that
-    /// returns the text of `item` as `dump` shows it: an ENTRY record and an EXIT record with
-    /// the text, both in the stream of `item`'s own thread.
-    fn call(&mut self, out: &mut Vec<u8>, t: u64, depth: usize, k: usize, item: &Item<'_>) {
+    /// Appends a call of point function `k` (see [`point_names`]) at `t`, at the thread's
+    /// depth, that returns the text of `item` as `dump` shows it: an ENTRY record and an
+    /// EXIT record with the text, both in `stream`, that of `item`'s own thread.
+    fn call(&mut self, stream: &mut Stream, t: u64, k: usize, item: &Item<'_>) {
         let at = point_addr(self.schemas.len(), k);
-        record(out, t, ENTRY, depth, at);
-        record(out, t, EXIT | MORE, depth, at);
+        stream.record(t, ENTRY, at);
+        stream.record(t, EXIT | MORE, at);
         self.text.clear();
         self.decoder.text(item, &mut self.text);
-        return_value(out, &self.text);
+        return_value(&mut stream.bytes, &self.text);
     }
 }
 
@@ -695,7 +817,7 @@ fn plain(s: &str) -> String {
 fn files(
     dir: &Path,
     ctx: &Context<'_>,
-    points: &Points<'_>,
+    points: &Points<'_, '_>,
     threads: &BTreeMap<u64, (u64, u64, u64)>,
     process_names: &FoldHashMap<u64, String>,
     perf: bool,
@@ -791,4 +913,51 @@ fn files(
     let base = module.file_name().expect("module name").to_string_lossy();
     std::fs::write(dir.join(format!("{base}.sym")), sym)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A part's depths, settled from any depth it began at, are the depths a walk from that
+    /// depth gives: every sequence of up to 10 entries and exits, from depths 0 to 3.
+    #[test]
+    fn depths_settled_after_the_part_are_the_depths_of_one_walk() {
+        for steps in 0..1u32 << 10 {
+            for len in 0..=10 {
+                let (mut rel, mut seen) = (Depth::default(), Vec::new());
+                for i in 0..len {
+                    seen.push(rel);
+                    rel = match steps >> i & 1 {
+                        1 => rel.enter(),
+                        _ => rel.leave(),
+                    };
+                }
+                for base in 0..4usize {
+                    let mut depth = base;
+                    for (i, d) in seen.iter().enumerate() {
+                        assert_eq!(d.at(base), depth, "{steps:b} {base} {i}");
+                        depth = match steps >> i & 1 {
+                            1 => depth + 1,
+                            _ => depth.saturating_sub(1),
+                        };
+                    }
+                    assert_eq!(rel.at(base), depth, "{steps:b} {base}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_settled_record_has_its_depth_and_the_rest_of_its_word() {
+        let mut stream = Stream::default();
+        stream.record(7, EXIT, addr(3u64));
+        stream.depth = stream.depth.enter().enter();
+        stream.record(8, ENTRY | MORE, addr(4u64));
+        assert_eq!(stream.settle(5), 7);
+        let mut want = Vec::new();
+        record(&mut want, 7, EXIT, 5, addr(3u64));
+        record(&mut want, 8, ENTRY | MORE, 7, addr(4u64));
+        assert_eq!(stream.bytes, want);
+    }
 }
