@@ -67,7 +67,8 @@ fn main() {
     let quick = args.iter().any(|a| a == "--quick");
     let slots = if quick { 1 << 12 } else { 1 << 20 };
     let tmp = tempfile::tempdir().expect("tempdir");
-    // `--keep DIR`: the device of instants is made there and left, for `mount` and the CLI.
+    // `--keep DIR`: the device of instants is made there and left, for `mount` and the CLI
+    // (and that of calls at `DIR.calls`).
     let kept = args
         .iter()
         .position(|a| a == "--keep")
@@ -153,7 +154,10 @@ fn main() {
         parts[1] * 1e3,
         rate(parts[1]),
     );
-    let calls = device(&tmp.path().join("calls"), slots, Trace::Calls);
+    // With `--keep DIR`, the device of calls is left too, at `DIR.calls`.
+    let calls_dir =
+        (kept.as_ref()).map_or_else(|| tmp.path().join("calls"), |k| k.with_extension("calls"));
+    let calls = device(&calls_dir, slots, Trace::Calls);
     let calls = devttrace::Reader::open(calls.device().reader().dir()).expect("open read-only");
     // `report`, view included, over both devices, next to dump's rate above.
     for (reader, what) in [(&reader, "events"), (&calls, "entry/exit events")] {

@@ -126,21 +126,18 @@ fn on_this_thread<'s, E>(
 }
 
 /// What crosses from the model's thread to the formatting ones, beside the events its steps
-/// name (a batch's [`Batch::events`]).
+/// name (a batch's [`Batch::events`]). Small, as most of what crosses is these: an item's
+/// span and the end of its steps are told by the order, not sent.
 enum Sent<'s> {
-    /// An event of ring `cpu` read (the batch's event `at`): the steps that follow are its,
-    /// with `span`, until [`Sent::Fed`].
+    /// An event of ring `cpu` read (the batch's event `at`): the steps that follow, until
+    /// the next item, are its.
     Point {
         at: u32,
-        cpu: usize,
-        span: (u64, u64),
+        cpu: u32,
     },
-    Fed,
     Message(Message<'s>),
     /// The walk's end: the steps that follow are of what was left open.
-    End {
-        span: (u64, u64),
-    },
+    End,
     Step(Owned),
 }
 
@@ -153,6 +150,10 @@ struct Batch<'s> {
     events: Vec<Event>,
     /// Per ring, whether an item of it came before the batch.
     rings_before: Vec<bool>,
+    /// The walk's first stamp (`None` before its first item), and the latest before the
+    /// batch's first item: each item's span follows from them.
+    first: Option<u64>,
+    last_before: u64,
 }
 
 impl Batch<'_> {
@@ -161,6 +162,8 @@ impl Batch<'_> {
             sent: Vec::with_capacity(n),
             events: Vec::with_capacity(n),
             rings_before: Vec::new(),
+            first: None,
+            last_before: 0,
         }
     }
 
@@ -200,35 +203,60 @@ impl<'s> Part<'s> {
         &mut self,
         render: &mut impl FnMut(Walked<'_, 's>) -> Result<(), E>,
     ) -> Result<(), E> {
-        let Batch { sent, events, .. } = &mut self.batch;
-        let events = &*events;
-        // The event fed (its index in the batch), and the span.
-        let (mut fed, mut span) = (None, (0, 0));
-        for sent in sent.drain(..) {
-            match sent {
-                Sent::Point { at, cpu, span: s } => {
-                    (fed, span) = (Some(at as usize), s);
-                    render(Walked::Point {
-                        event: &events[at as usize],
-                        cpu,
-                    })?
+        let Batch {
+            sent,
+            events,
+            first,
+            last_before,
+            ..
+        } = &mut self.batch;
+        let (events, first) = (&*events, *first);
+        // The event fed (its index in the batch), the latest stamp so far and the span.
+        let (mut fed, mut last, mut span) = (None, *last_before, (0, 0));
+        let mut records = sent.drain(..);
+        let mut next = records.next();
+        // The message handed last (lent to `render` for its call).
+        let mut message;
+        // One call of `render` (the renderer is inlined once).
+        loop {
+            let walked = match next {
+                // An item or the end: the steps of the event fed before are all handed.
+                Some(Sent::Point { .. } | Sent::Message(_) | Sent::End) | None if fed.is_some() => {
+                    Walked::Fed(&events[fed.take().unwrap_or_default()])
                 }
-                Sent::Fed => {
-                    if let Some(at) = fed.take() {
-                        render(Walked::Fed(&events[at]))?
+                None => return Ok(()),
+                Some(sent) => {
+                    next = records.next();
+                    match sent {
+                        Sent::Point { at, cpu } => {
+                            let event = &events[at as usize];
+                            last = last.max(event.stamp);
+                            (fed, span) = (Some(at as usize), (first.unwrap_or(event.stamp), last));
+                            Walked::Point {
+                                event,
+                                cpu: cpu as usize,
+                            }
+                        }
+                        Sent::Message(m) => {
+                            last = last.max(m.timestamp);
+                            message = m;
+                            Walked::Message(&message)
+                        }
+                        Sent::End => {
+                            span = (first.unwrap_or(0), last);
+                            continue;
+                        }
+                        Sent::Step(step) => Walked::Step {
+                            // Lent as the model would have: its events borrowed from the batch.
+                            step: step.map(|i| &events[i as usize]),
+                            fed: fed.map(|at| &events[at]),
+                            span,
+                        },
                     }
                 }
-                Sent::Message(m) => render(Walked::Message(&m))?,
-                Sent::End { span: s } => (fed, span) = (None, s),
-                Sent::Step(step) => render(Walked::Step {
-                    // Lent as the model would have: its events borrowed from the batch.
-                    step: step.map(|i| &events[i as usize]),
-                    fed: fed.map(|at| &events[at]),
-                    span,
-                })?,
-            }
+            };
+            render(walked)?;
         }
-        Ok(())
     }
 }
 
@@ -245,6 +273,7 @@ fn batches<'s, E>(
     // Per ring, whether an item of it was read.
     let mut read: Vec<bool> = Vec::new();
     batch.rings_before.clear();
+    batch.last_before = 0;
     let (mut first, mut last) = (None, 0);
     items.try_for_each_ref(|item| {
         first.get_or_insert(item.timestamp());
@@ -259,15 +288,14 @@ fn batches<'s, E>(
         read[ring] = true;
         match item {
             &Item::Point { ref event, cpu } => {
-                let span = (first.unwrap_or(event.stamp), last);
                 batch.events.push(*event);
                 let at = (batch.events.len() - 1) as u32;
-                batch.sent.push(Sent::Point { at, cpu, span });
+                let cpu = cpu as u32;
+                batch.sent.push(Sent::Point { at, cpu });
                 model.feed(event, &mut |step| {
                     let step = owned(step, &mut batch.events, Some((event, at)));
                     batch.sent.push(Sent::Step(step));
                 });
-                batch.sent.push(Sent::Fed);
             }
             Item::Message(m) => batch.sent.push(Sent::Message(*m)),
         }
@@ -276,10 +304,12 @@ fn batches<'s, E>(
         }
         let mut next = spare();
         next.rings_before.clone_from(&read);
+        next.last_before = last;
+        batch.first = first;
         send(std::mem::replace(&mut batch, next))
     })?;
-    let span = (first.unwrap_or(0), last);
-    batch.sent.push(Sent::End { span });
+    batch.first = first;
+    batch.sent.push(Sent::End);
     model.finish(&mut |step| {
         let step = owned(step, &mut batch.events, None);
         batch.sent.push(Sent::Step(step));
