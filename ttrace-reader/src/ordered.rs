@@ -11,7 +11,7 @@
 //! slow the output is.
 //!
 //! A part's index is its place in the source: a worker takes the next part and its index
-//! under one lock ([`Source`]), so indices follow the source's order whichever worker
+//! under one lock (`Source`), so indices follow the source's order whichever worker
 //! takes what.
 
 use std::collections::BTreeMap;

@@ -3,9 +3,10 @@
 //! order (events of equal stamps on several rings included), the same counts, whatever
 //! the filter.
 
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use ttrace_core::{Config, Definition, Kind, Writer};
 use ttrace_reader::decode::{Decoder, Tally, TimeFormat};
-use ttrace_reader::export::pipeline::{self, Walked};
+use ttrace_reader::export::pipeline::{self, Parts, Walked};
 use ttrace_reader::merge::{Filter, Item, Merge};
 
 /// Slots of each ring: three rings of them make more than the parts' minimum twice over.
@@ -193,49 +194,94 @@ fn walked(walked: Walked<'_, '_>, out: &mut Vec<u64>) {
     }
 }
 
-/// An export's walk cut into parts, formatted on one, two or three threads
-/// (`pipeline::walk_in_parts`), hands the renderer what the walk on one thread hands it,
-/// item for item and step for step, each part once and in order: of start/stop events and
-/// of calls.
+/// A formatter of parts that writes each part's items and steps as numbers ([`walked`]),
+/// with its index; the part it is handed first, it holds until `elsewhere` counts a part
+/// formatted on another thread than `hold` (if given), and it counts its parts formatted
+/// on another thread in `elsewhere`.
+struct Numbers<'a> {
+    index: usize,
+    numbers: Vec<u64>,
+    hold: Option<std::thread::ThreadId>,
+    elsewhere: &'a AtomicUsize,
+}
+
+impl<'s> Parts<'s> for Numbers<'_> {
+    type Out = (usize, Vec<u64>);
+
+    fn begin(&mut self, index: usize, _: &[bool]) {
+        let here = std::thread::current().id();
+        if self.hold.is_some_and(|h| h != here) {
+            self.elsewhere.fetch_add(1, SeqCst);
+        } else if self.hold.is_some() && index == 0 {
+            // The model's thread fills the channel, then formats a part itself.
+            while self.elsewhere.load(SeqCst) == 0 {
+                std::thread::yield_now();
+            }
+        }
+        self.index = index;
+    }
+
+    fn walked(&mut self, w: Walked<'_, 's>) {
+        walked(w, &mut self.numbers)
+    }
+
+    fn end(&mut self) -> (usize, Vec<u64>) {
+        (self.index, std::mem::take(&mut self.numbers))
+    }
+}
+
+/// The items and steps of a walk of `view` in parts on `workers` ([`Numbers`], `hold` as
+/// there), checked to come in order, and the length of each part's; and those of the walk
+/// on one thread.
+fn in_parts(
+    view: &devttrace::View<'_>,
+    workers: usize,
+    hold: Option<std::thread::ThreadId>,
+    elsewhere: &AtomicUsize,
+) -> (Vec<u64>, Vec<u64>, Vec<usize>) {
+    let model = || ttrace_model::model::Model::new(&view.meta, &view.cpus);
+    let items = || Merge::view(view, &Filter::default());
+    let mut whole = Vec::new();
+    pipeline::walk(items(), model(), false, &mut |w| {
+        walked(w, &mut whole);
+        Ok::<(), ()>(())
+    })
+    .unwrap();
+    assert!(whole.len() > 1 << 20, "{} numbers", whole.len());
+    let (mut parts, mut indices, mut lengths) = (Vec::new(), Vec::new(), Vec::new());
+    let state = || Numbers {
+        index: 0,
+        numbers: Vec::new(),
+        hold,
+        elsewhere,
+    };
+    pipeline::walk_in_parts(items(), model(), workers, state, |(index, numbers)| {
+        indices.push(index);
+        lengths.push(numbers.len());
+        parts.extend_from_slice(&numbers);
+        Ok::<(), ()>(())
+    })
+    .unwrap();
+    assert!(indices.len() > 1, "{workers} workers: one part");
+    assert!(
+        indices.iter().enumerate().all(|(i, &p)| i == p),
+        "{workers} workers"
+    );
+    (whole, parts, lengths)
+}
+
+/// An export's walk cut into parts, formatted on the calling thread (as the model makes
+/// its steps) or on one or three threads (`pipeline::walk_in_parts`), hands the formatter
+/// what the walk on one thread hands it, item for item and step for step, each part once
+/// and in order, cut at the same items whatever the threads: of start/stop events and of
+/// calls.
 #[test]
 fn a_walk_in_parts_on_any_threads_is_the_walk_on_one() {
     both(|view| {
-        let model = || ttrace_model::model::Model::new(&view.meta, &view.cpus);
-        let items = || Merge::view(view, &Filter::default());
-        let mut whole = Vec::new();
-        pipeline::walk(items(), model(), false, &mut |w| {
-            walked(w, &mut whole);
-            Ok::<(), ()>(())
-        })
-        .unwrap();
-        assert!(whole.len() > 1 << 20, "{} numbers", whole.len());
+        let mut cuts = Vec::new();
         for workers in [0, 1, 3] {
-            let (mut parts, mut indices) = (Vec::new(), Vec::new());
-            pipeline::walk_in_parts(
-                items(),
-                model(),
-                workers,
-                || (),
-                |(), part| {
-                    let mut numbers = Vec::new();
-                    let walk = part.walk(&mut |w| {
-                        walked(w, &mut numbers);
-                        Ok::<(), ()>(())
-                    });
-                    (part.index(), walk.map(|()| numbers))
-                },
-                |(index, numbers)| {
-                    indices.push(index);
-                    parts.extend_from_slice(&numbers?);
-                    Ok::<(), ()>(())
-                },
-            )
-            .unwrap();
-            assert!(indices.len() > 1, "{workers} workers: one part");
-            assert!(
-                indices.iter().enumerate().all(|(i, &p)| i == p),
-                "{workers} workers"
-            );
+            let (whole, parts, lengths) = in_parts(view, workers, None, &AtomicUsize::new(0));
+            cuts.push(lengths);
             let differ = whole.iter().zip(&parts).position(|(a, b)| a != b);
             assert!(
                 whole == parts,
@@ -244,6 +290,7 @@ fn a_walk_in_parts_on_any_threads_is_the_walk_on_one() {
                 parts.len()
             );
         }
+        assert!(cuts.iter().all(|c| *c == cuts[0]), "the parts differ");
     });
 }
 
@@ -253,44 +300,9 @@ fn a_walk_in_parts_on_any_threads_is_the_walk_on_one() {
 #[test]
 fn the_models_thread_formats_parts_while_the_formatting_is_behind() {
     with_view(|view| {
-        let model = || ttrace_model::model::Model::new(&view.meta, &view.cpus);
-        let items = || Merge::view(view, &Filter::default());
-        let mut whole = Vec::new();
-        pipeline::walk(items(), model(), false, &mut |w| {
-            walked(w, &mut whole);
-            Ok::<(), ()>(())
-        })
-        .unwrap();
+        let elsewhere = AtomicUsize::new(0);
         let caller = std::thread::current().id();
-        let elsewhere = std::sync::atomic::AtomicUsize::new(0);
-        let mut parts = Vec::new();
-        pipeline::walk_in_parts(
-            items(),
-            model(),
-            1,
-            || (),
-            |(), part| {
-                if std::thread::current().id() != caller {
-                    elsewhere.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                } else if part.index() == 0 {
-                    // The model's thread fills the channel, then formats the next part.
-                    while elsewhere.load(std::sync::atomic::Ordering::SeqCst) == 0 {
-                        std::thread::yield_now();
-                    }
-                }
-                let mut numbers = Vec::new();
-                let walk = part.walk(&mut |w| {
-                    walked(w, &mut numbers);
-                    Ok::<(), ()>(())
-                });
-                walk.map(|()| numbers)
-            },
-            |numbers| {
-                parts.extend_from_slice(&numbers?);
-                Ok::<(), ()>(())
-            },
-        )
-        .unwrap();
+        let (whole, parts, _) = in_parts(view, 1, Some(caller), &elsewhere);
         assert!(elsewhere.into_inner() > 0);
         assert!(
             whole == parts,

@@ -634,6 +634,50 @@ impl<'s> Writer<'s> {
     }
 }
 
+/// A worker's writer of parts, its text buffers from `buffers` (used again once written:
+/// fresh memory costs a page fault a page).
+struct Worker<'s, 'a> {
+    w: Writer<'s>,
+    schemas: &'a [Schema],
+    buffers: &'a std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+impl<'s> super::pipeline::Parts<'s> for Worker<'s, '_> {
+    type Out = Rendered<'s>;
+
+    fn begin(&mut self, index: usize, _: &[bool]) {
+        let buf = (self.buffers.lock().ok()).and_then(|mut b| b.pop());
+        self.w.begin(index, buf.unwrap_or_default());
+    }
+
+    fn walked(&mut self, walked: Walked<'_, 's>) {
+        let w = &mut self.w;
+        match walked {
+            Walked::Point { .. } => w.written.walked(false),
+            Walked::Fed(_) => {}
+            Walked::Message(r) => {
+                w.written.walked(true);
+                w.element();
+                w.buf.extend_from_slice(
+                    b"{\"name\":\"info\",\"cat\":\"message\",\"ph\":\"i\",\"s\":\"t\",\"ts\":",
+                );
+                w.ts(r.timestamp);
+                w.who(r.ctx, r.timestamp);
+                w.buf.extend_from_slice(b",\"args\":{\"message\":\"");
+                escape(&mut w.buf, r.text_or_lost());
+                w.buf.extend_from_slice(b"\"}}");
+            }
+            Walked::Step { step, fed, span } => {
+                w.step(step, self.schemas, fed.map(|e| e.ctx), span)
+            }
+        }
+    }
+
+    fn end(&mut self) -> Rendered<'s> {
+        self.w.end()
+    }
+}
+
 /// Writes the items of `ctx` (merged by `items`) to `out` as Chrome JSON; `rings` gives the
 /// per-ring counts for `otherData`.
 pub fn write(
@@ -668,38 +712,14 @@ pub fn write_on(
     // The parts' text buffers, used again once written (fresh memory costs a page fault
     // a page).
     let buffers = std::sync::Mutex::new(Vec::<Vec<u8>>::new());
-    let buffer = || (buffers.lock().ok()).and_then(|mut b| b.pop());
     let strings_lost = super::pipeline::walk_in_parts(
         items,
         model,
         workers,
-        || Writer::new(&ctx, &schemas),
-        |w, part| {
-            w.begin(part.index(), buffer().unwrap_or_default());
-            let rendered = part.walk(&mut |walked| {
-                match walked {
-                    Walked::Point { .. } => w.written.walked(false),
-                    Walked::Fed(_) => {}
-                    Walked::Message(r) => {
-                        w.written.walked(true);
-                        w.element();
-                        w.buf.extend_from_slice(
-                            b"{\"name\":\"info\",\"cat\":\"message\",\"ph\":\"i\",\"s\":\"t\",\"ts\":",
-                        );
-                        w.ts(r.timestamp);
-                        w.who(r.ctx, r.timestamp);
-                        w.buf.extend_from_slice(b",\"args\":{\"message\":\"");
-                        escape(&mut w.buf, r.text_or_lost());
-                        w.buf.extend_from_slice(b"\"}}");
-                    }
-                    Walked::Step { step, fed, span } => {
-                        w.step(step, &schemas, fed.map(|e| e.ctx), span)
-                    }
-                }
-                Ok::<(), std::convert::Infallible>(())
-            });
-            let Ok(()) = rendered;
-            w.end()
+        || Worker {
+            w: Writer::new(&ctx, &schemas),
+            schemas: &schemas,
+            buffers: &buffers,
         },
         |mut part| {
             written.add(&part.written);

@@ -1,17 +1,26 @@
-//! An export's walk on two cores: the merge and the event model on a thread of their own, the
-//! formatting on the caller's, for exporters that render the model's steps.
+//! An export's walk off the caller's thread: the merge and the event model on a thread of
+//! their own, the formatting on the caller's ([`walk`]) or, cut into parts, on every core
+//! ([`walk_in_parts`]), for exporters that render the model's steps.
 //!
 //! A step borrows the events it names for the length of a call ([`Step`]): the model lends
-//! the event fed, or the begin it pops from its stack. To cross to the formatting thread a
-//! step becomes a small record naming copies of its events in a batch (the event fed is
-//! copied once, for itself and its steps; a step's boxes are moved), gathered in batches of
-//! [`BATCH`] items with the items they came from; the caller lends each back as a [`Step`]
-//! to its renderer. (A first version moved whole events in every record, some 280 bytes
-//! each, and was slower than one thread.) The renderer sees the same calls in the same order as on one
-//! thread ([`walk`] with `threads: false`), so the output is the same byte for byte: a
+//! the event fed, or the begin it pops from its stack. To cross to another thread a step
+//! becomes a small record naming copies of its events in a batch (the event fed is copied
+//! once, for itself and its steps; a step's boxes are moved), gathered in batches of about
+//! [`BATCH`] records with the items they came from (an item's span and the end of its steps
+//! follow from the order, so they are not sent); the formatting lends each back as a
+//! [`Step`]. (A first version moved whole events in every record, some 280 bytes each, and
+//! was slower than one thread.) The renderer sees the same calls in the same order as on
+//! one thread ([`walk`] with `threads: false`), so the output is the same byte for byte: a
 //! test holds each pipelined exporter to that.
 //!
-//! Memory: at most [`IN_FLIGHT`] batches wait, whatever the speed of the output.
+//! In parts, each batch is a part, formatted by a [`Parts`] of the worker that takes it,
+//! and the parts' output is taken in order (`crate::ordered`). When the workers are behind,
+//! the model's thread formats the part itself and sends its output in its place, so the
+//! threads at work never outnumber the cores. On the calling thread alone the parts are
+//! cut where the batches would be, the steps handed as the model makes them.
+//!
+//! Memory: at most [`IN_FLIGHT`] batches wait, whatever the speed of the output (and, in
+//! parts, [`crate::ordered::AHEAD`] outputs per worker).
 
 use crate::merge::{Item, Merge, Message};
 use devttrace::Event;
@@ -77,15 +86,17 @@ pub fn walk<'s, E: Send>(
 ) -> Result<u64, E> {
     match threads && items.len() >= MIN_ITEMS {
         true => pipelined(items, model, render),
-        false => on_this_thread(items, model, render),
+        false => on_this_thread(items, model, render, &mut |_| Ok(())),
     }
 }
 
-/// [`walk`] on the calling thread.
+/// [`walk`] on the calling thread; `after` is called with each item's ring once its steps
+/// are handed.
 fn on_this_thread<'s, E>(
     mut items: Merge<'s>,
     mut model: Model,
     render: &mut impl FnMut(Walked<'_, 's>) -> Result<(), E>,
+    after: &mut impl FnMut(usize) -> Result<(), E>,
 ) -> Result<u64, E> {
     let (mut first, mut last) = (None, 0);
     // A step's error, kept until the model returns (its sink cannot fail).
@@ -106,9 +117,13 @@ fn on_this_thread<'s, E>(
                 if let Some(e) = failed.take() {
                     return Err(e);
                 }
-                render(Walked::Fed(event))
+                render(Walked::Fed(event))?;
+                after(cpu)
             }
-            Item::Message(m) => render(Walked::Message(m)),
+            Item::Message(m) => {
+                render(Walked::Message(m))?;
+                after(m.cpu as usize)
+            }
         }
     })?;
     let span = (first.unwrap_or(0), last);
@@ -174,32 +189,49 @@ impl Batch<'_> {
     }
 }
 
-/// A part of an export's walk, to be formatted on any core ([`walk_in_parts`]): the items
-/// and steps of one batch, in the order of the walk, and its place among the parts.
-pub struct Part<'s> {
+/// A formatter of an export's walk in parts ([`walk_in_parts`]), a worker's own: it is
+/// handed each part whole, from [`Parts::begin`] to [`Parts::end`], the parts in the walk's
+/// order on one worker but not across workers.
+///
+/// The parts are the same whatever the threads (a part ends after the same items), so a
+/// formatter whose output depends only on its part (its index, which rings came before,
+/// and its items and steps) writes the same bytes on any number of threads; what spans
+/// parts is the caller's to carry, in order.
+pub trait Parts<'s> {
+    /// What a part gives.
+    type Out: Send;
+    /// Starts part `index` (0 for the first); `rings_before`: per ring (by index), whether
+    /// an item of it came in an earlier part (a ring past the end of the slice had none).
+    fn begin(&mut self, index: usize, rings_before: &[bool]);
+    /// An item or step of the part, in the order of the walk (as [`walk`] hands them).
+    fn walked(&mut self, walked: Walked<'_, 's>);
+    /// Ends the part begun: what it gave.
+    fn end(&mut self) -> Self::Out;
+}
+
+/// A part of an export's walk, to be formatted on any core: the items and steps of one
+/// batch, in the order of the walk, and its place among the parts.
+struct Part<'s> {
     index: usize,
     batch: Batch<'s>,
 }
 
 impl<'s> Part<'s> {
-    /// Its place in the walk: 0 for the first part. The parts are the same whatever the
-    /// threads (the batches end after the same items), so an exporter may number what it
-    /// writes by part (e.g. ids unique across parts) and write the same bytes on any.
-    pub fn index(&self) -> usize {
-        self.index
-    }
-
-    /// Per ring (by index), whether an item of it came in an earlier part (a ring past
-    /// the end of the slice had none): where a ring's first item is, which some formats
-    /// mark (uftrace writes a ring's losses before it).
-    pub fn rings_read_before(&self) -> &[bool] {
-        &self.batch.rings_before
+    /// What `parts` makes of the part, which it empties.
+    fn render<P: Parts<'s>>(&mut self, parts: &mut P) -> P::Out {
+        parts.begin(self.index, &self.batch.rings_before);
+        let walked = self.walk(&mut |w| {
+            parts.walked(w);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        let Ok(()) = walked;
+        parts.end()
     }
 
     /// Hands the part's items and steps to `render`, as [`walk`] would (each step with its
     /// events lent from the batch), and empties the part (a step's boxes are moved, not
     /// copied); stops at `render`'s first error.
-    pub fn walk<E>(
+    fn walk<E>(
         &mut self,
         render: &mut impl FnMut(Walked<'_, 's>) -> Result<(), E>,
     ) -> Result<(), E> {
@@ -356,48 +388,28 @@ fn pipelined<'s, E: Send>(
     })
 }
 
-/// Walks `items` through `model` as [`walk`] does, cut into [`Part`]s, each formatted by
-/// `render`; hands what `render` made of each part to `take`, in the order of the walk, on
-/// the calling thread. With `workers` and at least [`MIN_ITEMS`] items, the merge and the
-/// model run on a thread of their own, and the parts are formatted on `workers` threads
-/// (on the calling one, for 1), each with its own state from `state`; else all on the
-/// calling thread ([`workers()`] says how many this machine has cores for). Stops at
-/// `take`'s first error. Returns the strings the items could not find (as
-/// [`Merge::strings_lost`]).
-///
-/// The parts are the same however many threads format them, so an exporter whose parts'
-/// output depends only on its part (and on what `take` carries from one to the next)
-/// writes the same bytes on any.
-pub fn walk_in_parts<'s, S, R: Send, E>(
+/// Walks `items` through `model` as [`walk`] does, cut into parts of about [`BATCH`]
+/// records (an item and each of its steps are one), each ending after an item, the last at
+/// the walk's end; each part is formatted by a [`Parts`] from `state`, and what it gives is
+/// handed to `take` in the order of the walk, on the calling thread. With `workers` and at
+/// least [`MIN_ITEMS`] items, the merge and the model run on a thread of their own, and the
+/// parts are formatted on `workers` threads (on the calling one, for 1), the model's thread
+/// formatting a part itself while they are behind; else all on the calling thread
+/// ([`workers()`] says how many this machine has cores for). Stops at `take`'s first error.
+/// Returns the strings the items could not find (as [`Merge::strings_lost`]).
+pub fn walk_in_parts<'s, P: Parts<'s>, E>(
     items: Merge<'s>,
     model: Model,
     workers: usize,
-    state: impl Fn() -> S + Sync,
-    render: impl Fn(&mut S, &mut Part<'s>) -> R + Sync,
-    mut take: impl FnMut(R) -> Result<(), E>,
+    state: impl Fn() -> P + Sync,
+    mut take: impl FnMut(P::Out) -> Result<(), E>,
 ) -> Result<u64, E> {
     if workers == 0 || items.len() < MIN_ITEMS {
-        let mut s = state();
-        let mut index = 0;
-        // The one batch, handed back after each part.
-        let spare = std::cell::Cell::new(Some(Batch::with_capacity(BATCH)));
-        return batches(
-            items,
-            model,
-            || spare.take().unwrap_or_default(),
-            |batch| {
-                let mut part = Part { index, batch };
-                index += 1;
-                take(render(&mut s, &mut part))?;
-                part.batch.clear();
-                spare.set(Some(part.batch));
-                Ok(())
-            },
-        );
+        return in_parts_here(items, model, state(), take);
     }
-    let (full, jobs) = sync_channel::<Job<'s, R>>(IN_FLIGHT);
+    let (full, jobs) = sync_channel::<Job<'s, P::Out>>(IN_FLIGHT);
     let (empty, spares) = channel::<Batch<'s>>();
-    let (state, render) = (&state, &render);
+    let state = &state;
     std::thread::scope(|scope| {
         let recycle = empty.clone();
         let producer = scope.spawn(move || {
@@ -418,7 +430,7 @@ pub fn walk_in_parts<'s, S, R: Send, E>(
                 match full.try_send(Job::Part(part)) {
                     Ok(()) => Ok(()),
                     Err(TrySendError::Full(Job::Part(mut part))) => {
-                        let r = render(own.get_or_insert_with(state), &mut part);
+                        let r = part.render(own.get_or_insert_with(state));
                         part.batch.clear();
                         let _ = recycle.send(part.batch);
                         full.send(Job::Done(r)).map_err(|_| ())
@@ -433,7 +445,7 @@ pub fn walk_in_parts<'s, S, R: Send, E>(
             state,
             |s, job| match job {
                 Job::Part(mut part) => {
-                    let r = render(s, &mut part);
+                    let r = part.render(s);
                     part.batch.clear();
                     let _ = empty.send(part.batch);
                     r
@@ -447,6 +459,48 @@ pub fn walk_in_parts<'s, S, R: Send, E>(
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
         rendered.map(|()| walked.unwrap_or_default())
     })
+}
+
+/// [`walk_in_parts`] on the calling thread: the steps handed to `parts` as the model makes
+/// them (nothing copied), cut where the batches of [`batches`] would be (a test compares
+/// the two).
+fn in_parts_here<'s, P: Parts<'s>, E>(
+    items: Merge<'s>,
+    model: Model,
+    parts: P,
+    mut take: impl FnMut(P::Out) -> Result<(), E>,
+) -> Result<u64, E> {
+    // Records in the part (as a batch counts them: an item, and each of its steps), and
+    // per ring whether an item of it was read.
+    let (records, mut index, mut read) = (std::cell::Cell::new(0), 0, Vec::<bool>::new());
+    let parts = std::cell::RefCell::new(parts);
+    parts.borrow_mut().begin(0, &[]);
+    let walked = on_this_thread(
+        items,
+        model,
+        &mut |w| {
+            records.set(records.get() + usize::from(!matches!(w, Walked::Fed(_))));
+            parts.borrow_mut().walked(w);
+            Ok(())
+        },
+        &mut |ring| {
+            if ring >= read.len() {
+                read.resize(ring + 1, false);
+            }
+            read[ring] = true;
+            if records.get() >= BATCH {
+                let mut p = parts.borrow_mut();
+                take(p.end())?;
+                index += 1;
+                records.set(0);
+                p.begin(index, &read);
+            }
+            Ok(())
+        },
+    )?;
+    let out = parts.borrow_mut().end();
+    take(out)?;
+    Ok(walked)
 }
 
 /// What the model's thread hands the formatting: a part to format, or one it formatted

@@ -374,80 +374,99 @@ struct Worker<'s, 'a> {
     p: Points<'s, 'a>,
     /// Entries each ring lost (of a ring exported).
     lost: &'a [u64],
-    /// Per ring, whether the part read an item of it; the processes it named.
+    /// Per ring, whether an item of it was read, in the part or before; the processes the
+    /// part named.
     read: Vec<bool>,
     named: HashSet<u64>,
     /// Each thread's name as the part last showed it.
     thread_names: FoldHashMap<u64, &'s str>,
+    /// The thread (its uftrace tid) and time of the item last walked.
+    at: (u64, u64),
+    /// What the part gave so far.
+    out: Part<'s>,
+    /// The records of each thread the last part wrote to (bytes, and records at its
+    /// depth): the next part's buffers start that large, rather than grow.
+    sizes: Vec<(u64, usize, usize)>,
 }
 
-impl<'s> Worker<'s, '_> {
-    /// Formats `part`.
-    fn part(&mut self, part: &mut super::pipeline::Part<'s>) -> Part<'s> {
-        let mut out = Part::default();
-        self.read.iter_mut().for_each(|r| *r = false);
+impl<'s> super::pipeline::Parts<'s> for Worker<'s, '_> {
+    type Out = Part<'s>;
+
+    fn begin(&mut self, _: usize, rings_before: &[bool]) {
+        self.out = Part::default();
+        for &(tid, bytes, depths) in &self.sizes {
+            let stream = Stream {
+                bytes: Vec::with_capacity(bytes),
+                depth: Depth::default(),
+                depths: Vec::with_capacity(depths),
+            };
+            self.out.streams.insert(tid, stream);
+        }
+        self.read.clear();
+        self.read
+            .extend((0..self.lost.len()).map(|r| rings_before.get(r) == Some(&true)));
         self.named.clear();
         self.thread_names.clear();
-        let p = &mut self.p;
-        let clock = p.clock;
-        let ns = |ticks: u64| clock.since_anchor_ns(ticks).max(0) as u64;
-        // The thread (its uftrace tid) and time of the item last walked.
-        let mut at = (0, 0);
-        let rings_before = part.rings_read_before().to_vec();
-        let walked = part.walk(&mut |walked| {
-            let (ring, who, stamp) = match walked {
-                Walked::Point { cpu, event } => (cpu, event.ctx, event.stamp),
-                Walked::Message(r) => (r.cpu as usize, r.ctx, r.timestamp),
-                // What is open at the end writes nothing: it is counted.
-                Walked::Step { step, fed, .. } => {
-                    let now = fed.map(|event| Now {
-                        event,
-                        tid: at.0,
-                        t: at.1,
-                    });
-                    p.step(&step, &mut out.streams, now.as_ref());
-                    return Ok(());
-                }
-                Walked::Fed(_) => return Ok(()),
-            };
-            let id = p.identities.of(who, stamp);
-            let (pid, tid) = (id.pid, id.tid);
-            if let Some(name) = id.process {
-                if self.named.insert(pid) {
-                    out.processes.push((pid, name));
-                }
+    }
+
+    fn walked(&mut self, walked: Walked<'_, 's>) {
+        let (p, out) = (&mut self.p, &mut self.out);
+        let (ring, who, stamp) = match walked {
+            Walked::Point { cpu, event } => (cpu, event.ctx, event.stamp),
+            Walked::Message(r) => (r.cpu as usize, r.ctx, r.timestamp),
+            // What is open at the end writes nothing: it is counted.
+            Walked::Step { step, fed, .. } => {
+                let now = fed.map(|event| Now {
+                    event,
+                    tid: self.at.0,
+                    t: self.at.1,
+                });
+                p.step(&step, &mut out.streams, now.as_ref());
+                return;
             }
-            let t = ns(stamp);
-            at = (tid, t);
-            out.times.entry(tid).or_insert((pid, t, t)).2 = t;
-            if let Some(name) = id.thread {
-                if self.thread_names.insert(tid, name) != Some(name) {
-                    out.names.push((t.saturating_sub(1), pid, tid, name));
-                }
+            Walked::Fed(_) => return,
+        };
+        let id = p.identities.of(who, stamp);
+        let (pid, tid) = (id.pid, id.tid);
+        if let Some(name) = id.process {
+            if self.named.insert(pid) {
+                out.processes.push((pid, name));
             }
-            // A ring's losses before its first item (its first in the walk).
-            if let Some(read) = self.read.get_mut(ring) {
-                if !*read && !rings_before.get(ring).copied().unwrap_or(false) {
-                    *read = true;
-                    out.rings.push(ring);
-                    if self.lost[ring] > 0 {
-                        let bytes = &mut out.streams.entry(tid).or_default().bytes;
-                        record(bytes, t, LOST, 0, self.lost[ring]);
-                    }
-                }
+        }
+        let t = p.clock.since_anchor_ns(stamp).max(0) as u64;
+        self.at = (tid, t);
+        out.times.entry(tid).or_insert((pid, t, t)).2 = t;
+        if let Some(name) = id.thread {
+            if self.thread_names.insert(tid, name) != Some(name) {
+                out.names.push((t.saturating_sub(1), pid, tid, name));
             }
-            match walked {
-                Walked::Message(m) => {
-                    let stream = out.streams.entry(tid).or_default();
-                    p.call(stream, t, p.schemas.len(), &Item::Message(*m));
-                    p.written.walked(true);
-                }
-                _ => p.written.walked(false),
+        }
+        // A ring's losses before its first item (its first in the walk).
+        if let Some(read) = self.read.get_mut(ring).filter(|read| !**read) {
+            *read = true;
+            out.rings.push(ring);
+            if self.lost[ring] > 0 {
+                let bytes = &mut out.streams.entry(tid).or_default().bytes;
+                record(bytes, t, LOST, 0, self.lost[ring]);
             }
-            Ok::<(), std::convert::Infallible>(())
-        });
-        let Ok(()) = walked;
-        out.written = std::mem::take(&mut p.written);
+        }
+        match walked {
+            Walked::Message(m) => {
+                let stream = out.streams.entry(tid).or_default();
+                p.call(stream, t, p.schemas.len(), &Item::Message(*m));
+                p.written.walked(true);
+            }
+            _ => p.written.walked(false),
+        }
+    }
+
+    fn end(&mut self) -> Part<'s> {
+        let mut out = std::mem::take(&mut self.out);
+        out.streams.retain(|_, s| !s.bytes.is_empty());
+        self.sizes.clear();
+        let sizes = (out.streams.iter()).map(|(&tid, s)| (tid, s.bytes.len(), s.depths.len()));
+        self.sizes.extend(sizes);
+        out.written = std::mem::take(&mut self.p.written);
         out
     }
 }
@@ -550,11 +569,13 @@ pub fn write_on(
         || Worker {
             p: new(),
             lost: &lost,
-            read: vec![false; lost.len()],
+            read: Vec::new(),
             named: HashSet::new(),
             thread_names: FoldHashMap::default(),
+            at: (0, 0),
+            out: Part::default(),
+            sizes: Vec::new(),
         },
-        |w, part| w.part(part),
         |part| {
             written.add(&part.written);
             for (tid, (pid, first, last)) in part.times {
