@@ -395,10 +395,11 @@ impl<'s> super::pipeline::Parts<'s> for Worker<'s, '_> {
     fn begin(&mut self, _: usize, rings_before: &[bool]) {
         self.out = Part::default();
         for &(tid, bytes, depths) in &self.sizes {
+            // A little more, for a part a little longer.
             let stream = Stream {
-                bytes: Vec::with_capacity(bytes),
+                bytes: Vec::with_capacity(bytes + bytes / 4),
                 depth: Depth::default(),
-                depths: Vec::with_capacity(depths),
+                depths: Vec::with_capacity(depths + depths / 4),
             };
             self.out.streams.insert(tid, stream);
         }
