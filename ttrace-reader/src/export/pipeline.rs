@@ -435,6 +435,7 @@ pub fn walk_in_parts<'s, P: Parts<'s>, E>(
                         let _ = recycle.send(part.batch);
                         full.send(Job::Done(r)).map_err(|_| ())
                     }
+                    // Disconnected (only parts are tried, so a full channel hands one back).
                     Err(_) => Err(()),
                 }
             })

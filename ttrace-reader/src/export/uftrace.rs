@@ -44,6 +44,13 @@
 //! - Every entry and exit of a pair is one record (ENTRY or EXIT), every other trace point
 //!   and message one call (two records).
 //!
+//! **On every core.** The model's steps come in parts ([`super::pipeline::walk_in_parts`]),
+//! each formatted by a worker of its own, the records of each thread appended to its file
+//! in order. A record's depth depends on the records before it, so a part writes each with
+//! its depth as a function of the depth its thread began the part at (`Depth`), and the
+//! caller settles it once the parts before have set that depth. The files are the same on
+//! one core or many.
+//!
 //! The layout of the files is uftrace's `info` header and text sections, `task.txt`,
 //! `/proc/<pid>/maps`-style map files, `nm`-style symbol files, `struct uftrace_record`
 //! (see uftrace's `uftrace.h`) and perf's `struct perf_event_header` records
