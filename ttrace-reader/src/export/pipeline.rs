@@ -314,10 +314,7 @@ fn batches<'s, E>(
             Item::Point { cpu, .. } => *cpu,
             Item::Message(m) => m.cpu as usize,
         };
-        if ring >= read.len() {
-            read.resize(ring + 1, false);
-        }
-        read[ring] = true;
+        mark_read(&mut read, ring);
         match item {
             &Item::Point { ref event, cpu } => {
                 batch.events.push(*event);
@@ -485,10 +482,7 @@ fn in_parts_here<'s, P: Parts<'s>, E>(
             Ok(())
         },
         &mut |ring| {
-            if ring >= read.len() {
-                read.resize(ring + 1, false);
-            }
-            read[ring] = true;
+            mark_read(&mut read, ring);
             if records.get() >= BATCH {
                 let mut p = parts.borrow_mut();
                 take(p.end())?;
@@ -502,6 +496,14 @@ fn in_parts_here<'s, P: Parts<'s>, E>(
     let out = parts.borrow_mut().end();
     take(out)?;
     Ok(walked)
+}
+
+/// Notes in `read` (per ring) that an item of ring `ring` was read.
+fn mark_read(read: &mut Vec<bool>, ring: usize) {
+    if ring >= read.len() {
+        read.resize(ring + 1, false);
+    }
+    read[ring] = true;
 }
 
 /// What the model's thread hands the formatting: a part to format, or one it formatted

@@ -384,7 +384,7 @@ struct Worker<'s, 'a> {
     /// Per ring, whether an item of it was read, in the part or before; the processes the
     /// part named.
     read: Vec<bool>,
-    named: HashSet<u64>,
+    named: foldhash::HashSet<u64>,
     /// Each thread's name as the part last showed it.
     thread_names: FoldHashMap<u64, &'s str>,
     /// The thread (its uftrace tid) and time of the item last walked.
@@ -578,7 +578,7 @@ pub fn write_on(
             p: new(),
             lost: &lost,
             read: Vec::new(),
-            named: HashSet::new(),
+            named: foldhash::HashSet::default(),
             thread_names: FoldHashMap::default(),
             at: (0, 0),
             out: Part::default(),
