@@ -247,11 +247,18 @@ impl<'d> Follower<'d> {
     /// # Ok::<(), devttrace::Error>(())
     /// ```
     pub fn keep_copy(&mut self, window_ns: u64, max_bytes: u64) {
+        self.keep_copy_since(window_ns, max_bytes, 0);
+    }
+
+    /// [`Follower::keep_copy`], beginning with only the events the rings hold from the stamp
+    /// `since` on (0: all they hold): a saver that copies at a trigger copies the window it
+    /// needs before the trigger, and what the rings hold older than that costs nothing.
+    pub fn keep_copy_since(&mut self, window_ns: u64, max_bytes: u64, since: u64) {
         let map = self.dev.map();
         let mut copy = crate::shadow::Shadow::new(self.rings.len(), self.dev.version().ring_slots);
         copy.keep(self.dev.version().clock.ns_to_ticks(window_ns), max_bytes);
         for (r, c) in self.rings.iter().enumerate() {
-            copy.copy_ring(r, &map.ring(r), c.next);
+            copy.copy_ring(r, &map.ring(r), c.next, since);
         }
         self.copy = Some(copy);
     }
@@ -261,6 +268,9 @@ impl<'d> Follower<'d> {
     /// strings of the events it read): what [`Reader::save_shadow`] saves. Each ring is
     /// saved from its current run of events (since the follower last lost entries of it).
     pub fn copy(&mut self) -> Option<&crate::shadow::Shadow> {
+        if let Some(copy) = &mut self.copy {
+            copy.window(0);
+        }
         self.copy_for(None)
     }
 
@@ -268,7 +278,25 @@ impl<'d> Follower<'d> {
     /// whose current run begins after it (the follower lost entries of it since) is saved
     /// from its run before that loss, which holds the moment, where the copy still holds it.
     pub fn copy_around(&mut self, stamp: u64) -> Option<&crate::shadow::Shadow> {
+        self.copy_window(stamp, 0)
+    }
+
+    /// [`Follower::copy_around`] the moment `stamp`, saved as a window: only the events
+    /// stamped from `since` on (a snapshot's `before` the moment; 0: all the copy holds),
+    /// so that the snapshot's bytes follow its window, not the copy's or the device's size.
+    pub fn copy_window(&mut self, stamp: u64, since: u64) -> Option<&crate::shadow::Shadow> {
+        if let Some(copy) = &mut self.copy {
+            copy.window(since);
+        }
         self.copy_for(Some(stamp))
+    }
+
+    /// Whether the copy this follower keeps has used all the memory it was given beyond a
+    /// ring's worth ([`Follower::keep_copy`]): from then on it keeps less than its window.
+    pub fn copy_is_full(&self) -> bool {
+        self.copy
+            .as_ref()
+            .is_some_and(crate::shadow::Shadow::is_full)
     }
 
     /// Says that a snapshot of the copy will be for the moment `stamp` (`None`: none

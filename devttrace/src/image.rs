@@ -153,16 +153,17 @@ impl core::fmt::Debug for Image {
 /// Copies the device `map` into memory (see [`save`]).
 pub(crate) fn copy(
     map: &ReadMapping,
+    shadow: Option<&Shadow>,
     cause: &Cause,
     latest_stamp: impl FnOnce() -> u64,
 ) -> Result<Image> {
     // Room for the whole image at once, so that the copy never stops to grow it (memory
     // reserved is not memory used: only the pages written are); else grown as it goes.
     let mut body = Vec::new();
-    if let Some(layout) = Layout::of(map.header()) {
+    if let (Some(layout), None) = (Layout::of(map.header()), shadow) {
         let _ = body.try_reserve_exact(layout.file_len as usize);
     }
-    let (body, tail) = emit(map, None, map.dir(), body, cause, latest_stamp)?;
+    let (body, tail) = emit(map, shadow, map.dir(), body, cause, latest_stamp)?;
     Ok(Image { body, tail })
 }
 

@@ -568,7 +568,27 @@ impl Reader {
     /// ([`Image::write`](crate::image::Image::write)): a saver copies at the moment it is
     /// due, and no file system delays the copy.
     pub fn copy_because(&self, cause: &Cause) -> Result<crate::image::Image> {
-        let image = crate::image::copy(&self.map, cause, || *self.stamps().end())?;
+        let image = crate::image::copy(&self.map, None, cause, || *self.stamps().end())?;
+        self.check_intact()?;
+        Ok(image)
+    }
+
+    /// The snapshot [`Reader::save_shadow`] saves, held in memory to be written later
+    /// ([`Image::write`](crate::image::Image::write)): a program's saver makes it from its
+    /// follower's copy when a trigger's window is due, and goes on following while a thread
+    /// of its own writes it.
+    pub fn copy_shadow(
+        &self,
+        cause: &Cause,
+        shadow: &crate::shadow::Shadow,
+    ) -> Result<crate::image::Image> {
+        if shadow.rings() != self.cpus() || shadow.base() != self.version().ring_slots {
+            return Err(crate::error::bad(
+                self.dir(),
+                crate::error::Problem::Mismatch,
+            ));
+        }
+        let image = crate::image::copy(&self.map, Some(shadow), cause, || *self.stamps().end())?;
         self.check_intact()?;
         Ok(image)
     }

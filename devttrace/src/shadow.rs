@@ -72,6 +72,9 @@ pub struct Shadow {
     moment: Option<u64>,
     /// The moment the snapshot being saved is for ([`Shadow::saved_around`]).
     around: Option<u64>,
+    /// The snapshot being saved holds the events stamped from this on ([`Shadow::window`];
+    /// 0: all it holds).
+    since: u64,
     /// Per ring: one past the last position the follower reached.
     pub(crate) heads: Vec<u64>,
     /// The follower's copies of the aux buffers.
@@ -151,6 +154,7 @@ impl Shadow {
             cleared: 0,
             moment: None,
             around: None,
+            since: 0,
             heads: vec![0; rings],
             aux: AuxSnapshots::default(),
         }
@@ -171,11 +175,16 @@ impl Shadow {
     /// Copies ring `r` of the device, `ring`, whose head was `head` when its follower began
     /// (before the follower reads it): each committed slot's words ([`Ring::read`]'s check),
     /// nothing of a slot being written.
+    ///
+    /// With `since` (a stamp; 0: all), only the newest positions whose events are stamped
+    /// from then on: the ring is read back from its head until an event older than `since`,
+    /// so that the copy costs what its window holds, not what the ring holds.
     pub(crate) fn copy_ring(
         &mut self,
         r: usize,
         ring: &Ring<'_, ttrace_layouts::entry::Slot>,
         head: u64,
+        since: u64,
     ) {
         self.heads[r] = head;
         let (base, chunk, shift) = (self.base, self.chunk, self.shift());
@@ -187,7 +196,19 @@ impl Shadow {
         }
         // The positions the ring holds, below the head (a read of a slot never written
         // would allocate a page of a device held in memory, for nothing).
-        let from = head.saturating_sub(base.min(ring.slot_count() as u64));
+        let mut from = head.saturating_sub(base.min(ring.slot_count() as u64));
+        if since > 0 {
+            // Back from the head to the first event older than the window (a continuation
+            // carries its parent's stamp): what is below it is older still, but for a
+            // writer stalled between its clock and its commit, which the caller's margin
+            // covers.
+            if let Some(p) = (from..head).rev().find(|&p| {
+                matches!(ring.read((p % base) as usize),
+                    SlotRead::Committed(w) if w[0] & !Stamp::CONTINUATION < since)
+            }) {
+                from = p + 1;
+            }
+        }
         c.first = from & !(chunk - 1);
         while c.limit(chunk) < head {
             c.chunks.push_back(Chunk::new(chunk));
@@ -386,10 +407,44 @@ impl Shadow {
     fn held(&self, r: usize) -> (core::ops::Range<u64>, u64) {
         let (c, head) = (&self.rings[r], self.heads[r]);
         let before = c.before.clone().filter(|b| b.end > c.first);
-        match (self.around, before) {
+        let (held, head) = match (self.around, before) {
             (Some(m), Some(b)) if m < c.run_oldest => (b.start.max(c.first)..b.end, b.end),
             _ => (c.first.max(c.floor)..head.min(c.end), head),
+        };
+        (self.from_since(r, held), head)
+    }
+
+    /// The positions of `held` (ring `r`'s) from the first whose event is stamped at or
+    /// after the window's start ([`Shadow::window`]): a chunk whose newest stamp is older is
+    /// passed whole.
+    fn from_since(&self, r: usize, held: core::ops::Range<u64>) -> core::ops::Range<u64> {
+        let (c, since, shift) = (&self.rings[r], self.since, self.shift());
+        if since == 0 {
+            return held;
         }
+        let mut p = held.start;
+        while p < held.end {
+            let k = ((p - c.first) >> shift) as usize;
+            let Some(ch) = c.chunks.get(k) else { break };
+            if ch.newest < since {
+                p = c.first + ((k as u64 + 1) << shift);
+                continue;
+            }
+            let w = &ch.slots[(p & (self.chunk - 1)) as usize];
+            if w[0] != 0 && w[0] & !Stamp::CONTINUATION >= since {
+                break;
+            }
+            p += 1;
+        }
+        p.min(held.end)..held.end
+    }
+
+    /// Says that the snapshot about to be saved holds the events stamped from `since` on (a
+    /// trigger's window: its `before`), not all the copy holds (0: all): its rings are saved
+    /// from their first position stamped then, so that its bytes follow its window. What is
+    /// older counts as the rings' past, as in a device whose rings have moved on.
+    pub(crate) fn window(&mut self, since: u64) {
+        self.since = since;
     }
 
     /// The head ring `r` is saved with ([`Shadow::held`]).
@@ -429,6 +484,13 @@ impl Shadow {
                 put((p & (n - 1)) as usize, w);
             }
         }
+    }
+
+    /// Whether it has used all the memory it was given beyond a ring's worth
+    /// ([`Shadow::keep`]): from then on a ring's copy empties its oldest chunk for newer
+    /// positions, even one that holds its window.
+    pub fn is_full(&self) -> bool {
+        self.keep > 0 && self.spare == 0
     }
 
     /// The number of rings.
@@ -553,6 +615,24 @@ mod tests {
         let mut found = stamps(&s, 0, 16);
         found.sort_unstable();
         assert_eq!(found, (24..40).map(|p| 10 * p + 2).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_window_saves_only_what_it_holds_from_its_start() {
+        let mut s = Shadow::new(1, 16);
+        fill(&mut s, 0..16);
+        // Events from stamp 100 on: positions 10..16 (stamps 102..152); the rest empty.
+        s.window(100);
+        let found = stamps(&s, 0, 16);
+        assert_eq!(found[..10], [0; 10]);
+        assert_eq!(found[10..], [102, 112, 122, 132, 142, 152]);
+        // A window older than all it holds saves it all; none after its newest, nothing.
+        s.window(1);
+        assert_eq!(stamps(&s, 0, 16).iter().filter(|&&t| t != 0).count(), 16);
+        s.window(1000);
+        assert_eq!(stamps(&s, 0, 16), [0; 16]);
+        s.window(0);
+        assert_eq!(stamps(&s, 0, 16).iter().filter(|&&t| t != 0).count(), 16);
     }
 
     #[test]
