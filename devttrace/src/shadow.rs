@@ -411,13 +411,13 @@ impl Shadow {
             (Some(m), Some(b)) if m < c.run_oldest => (b.start.max(c.first)..b.end, b.end),
             _ => (c.first.max(c.floor)..head.min(c.end), head),
         };
-        (self.from_since(r, held), head)
+        (self.in_window(r, held), head)
     }
 
     /// The positions of `held` (ring `r`'s) from the first whose event is stamped at or
     /// after the window's start ([`Shadow::window`]): a chunk whose newest stamp is older is
     /// passed whole.
-    fn from_since(&self, r: usize, held: core::ops::Range<u64>) -> core::ops::Range<u64> {
+    fn in_window(&self, r: usize, held: core::ops::Range<u64>) -> core::ops::Range<u64> {
         let (c, since, shift) = (&self.rings[r], self.since, self.shift());
         if since == 0 {
             return held;
