@@ -11,21 +11,31 @@
 //! counted once as merged or granted (some of those put off), and every granted one ends as
 //! a snapshot saved or failed (`ttrace-reader stats` shows the counts).
 //!
-//! Two threads, started at the first grant, do the work. The *copier* waits until the
-//! pending snapshot is due, takes it (a trigger from then on starts a new one, subject to
-//! the rate) and copies the device into memory at once ([`devttrace::image::Image`]); it
-//! hands the copy to the *writer*, which names the file, writes it and applies the
-//! retention limits. A slow disk thus never delays a copy past its moment: the rings keep
-//! moving while a file is written, and the next due snapshot is copied on time. At most
-//! [`IN_FLIGHT`] copies wait for the writer (memory: that many devices' used bytes); past
-//! that the copier waits. A trigger while a copy is made or written is not lost: it claims
-//! its own snapshot, or is merged into one.
+//! Two threads, started at the first grant, do the work. The *copier* copies the moment
+//! when it happens: woken by a grant, it copies from the rings the window the snapshot
+//! needs (`before` the trigger, or from a matched interval's begin if older), at once, into
+//! a follower's copy of its own ([`devttrace::Follower::keep_copy_since`]), and follows the
+//! device while the snapshot is pending, recording every event it reads, so that a
+//! snapshot put off by the rate, or merged triggers after it, keep their moments however
+//! fast the rings turn. When it is due (its `after` span past the trigger, or past the time
+//! it was put off to) the copier takes it (a trigger from then on starts a new one, subject
+//! to the rate) and makes its window into an image in memory
+//! ([`devttrace::Reader::copy_shadow`]: only the events of the window, so a file's bytes
+//! follow `before` + `after`, not the device's size); it hands the image to the *writer*,
+//! which names the file, writes it and applies the retention limits. A slow disk thus
+//! never delays a copy: the rings keep moving while a file is written, and the copier goes
+//! on following. It follows on for an interval after a snapshot (the next trigger then
+//! finds its window copied), then stops until the next grant. Memory: the copy holds a
+//! ring's worth and at most half of [`Policy::max_bytes`] beyond (said once on standard
+//! error when reached), and at most [`IN_FLIGHT`] images wait for the writer; past that the
+//! copier waits. A trigger while a copy is made or written is not lost: it claims its own
+//! snapshot, or is merged into one.
 
 use crate::error::Result;
-use devttrace::{Counter, Device, Grant};
+use devttrace::{Counter, Device, Follower, Grant};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::Duration;
 use ttrace_layouts::snapshot::{Cause, CauseKind};
 use ttrace_reader::policy::Policy;
 use ttrace_reader::store::{kept, moment, name, save_as, SaveInfo, Store};
@@ -66,6 +76,9 @@ struct Shared {
 /// waits.
 pub const IN_FLIGHT: usize = 2;
 
+/// Between two polls of the copier's follower while a snapshot is pending.
+pub const ACTIVE: Duration = Duration::from_millis(2);
+
 #[derive(Default)]
 struct State {
     pending: Option<Pending>,
@@ -87,7 +100,11 @@ impl State {
 
 struct Pending {
     cause: Cause,
-    due: Instant,
+    /// The window's start (the device's clock): the copy holds what is stamped from then.
+    since: u64,
+    /// When the copy becomes a file (the device's clock): `after` past the trigger, or past
+    /// the time the rate put it off to.
+    due: u64,
 }
 
 impl Saver {
@@ -164,25 +181,19 @@ impl Saver {
         cause.interval_stamp = begin.unwrap_or(0);
         cause.before_ns = s.policy.before.as_nanos() as u64;
         cause.after_ns = s.policy.after.as_nanos() as u64;
-        // Due `after` past the trigger's own time (a trigger made late, a rule that matched
-        // an event some time after it was written, is copied that much sooner), or past
-        // the time it was put off to.
+        // Due `after` past the trigger's own time, or past the time it was put off to; its
+        // window begins `before` the trigger, or at the matched interval's begin if that is
+        // older, so that a latency rule's interval is whole.
         let clock = s.dev.reader().version().clock;
-        let now = s.dev.mapping().now();
-        let after = match from.checked_sub(now) {
-            Some(ahead) => {
-                s.policy.after + std::time::Duration::from_nanos(clock.ticks_to_ns(ahead))
-            }
-            None => s
-                .policy
-                .after
-                .saturating_sub(std::time::Duration::from_nanos(
-                    clock.ticks_to_ns(now - from),
-                )),
-        };
+        let ticks =
+            |d: std::time::Duration| clock.ns_to_ticks(d.as_nanos().min(u64::MAX as u128) as u64);
+        let since = stamp
+            .saturating_sub(ticks(s.policy.before))
+            .min(begin.unwrap_or(u64::MAX));
         st.pending = Some(Pending {
             cause,
-            due: Instant::now() + after,
+            since,
+            due: from.saturating_add(ticks(s.policy.after)),
         });
         if !st.started {
             st.started = true;
@@ -257,32 +268,110 @@ impl Saver {
         Ok(())
     }
 
-    /// The copier: copies each pending snapshot when due, and hands it to the writer.
+    /// The copier: at a granted trigger it copies the window before it from the rings at
+    /// once (a [`Follower`] keeping a copy from the window's start), goes on following
+    /// while the snapshot is pending, so that the moment is in its copy however fast the
+    /// rings turn, and when it is due hands the window, as an image in memory, to the
+    /// writer. It follows on for an interval after (the next trigger, likely then, finds
+    /// its window already copied), then stops costing anything until the next grant.
     fn copy(self, writer: SyncSender<devttrace::image::Image>) {
         let s = &*self.shared;
+        let dev: &'static devttrace::Reader = s.dev.reader();
+        let clock = dev.version().clock;
+        let ticks = |d: Duration| clock.ns_to_ticks(d.as_nanos().min(u64::MAX as u128) as u64);
+        // The copy keeps what a window needs however late its file is due (put off by an
+        // interval, its consequences, the events the follower holds back to order them),
+        // in at most half the directory's limit beyond the rings' size, as `watch`'s.
+        let keep = s.policy.before
+            + s.policy.interval
+            + s.policy.after
+            + Duration::from_nanos(devttrace::DEFAULT_WINDOW_NS);
+        let keep = keep.as_nanos().min(u64::MAX as u128) as u64;
+        let margin = clock.ns_to_ticks(devttrace::DEFAULT_WINDOW_NS);
+        let mut follower: Option<Follower<'static>> = None;
+        let mut linger_until = 0;
+        let mut said_full = false;
         let mut st = s.lock();
         loop {
-            let Some(due) = st.pending.as_ref().map(|p| p.due) else {
+            let Some(p) = st.pending.as_ref() else {
+                if follower.is_some() && dev.now() < linger_until {
+                    drop(st);
+                    if let Some(f) = &mut follower {
+                        match f.poll() {
+                            Ok(poll) => f.recycle(poll),
+                            Err(_) => follower = None,
+                        }
+                    }
+                    std::thread::sleep(ACTIVE);
+                    st = s.lock();
+                    continue;
+                }
+                follower = None;
+                if st.quiet() {
+                    s.idle.notify_all();
+                }
                 st = s.wake.wait(st).unwrap_or_else(|p| p.into_inner());
                 continue;
             };
-            let now = Instant::now();
-            if now < due && !st.hurry {
-                st = s
-                    .wake
-                    .wait_timeout(st, due - now)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
+            let (since, due, moment, hurry) = (p.since, p.due, p.cause.trigger_stamp, st.hurry);
+            drop(st);
+            // The window, copied now if no follower keeps it yet.
+            let f = follower.get_or_insert_with(|| {
+                let mut f = Follower::new(dev);
+                f.keep_copy_since(keep, s.policy.max_bytes / 2, since.saturating_sub(margin));
+                f
+            });
+            f.keep_moment(Some(moment));
+            if hurry || dev.now() >= due {
+                // The switches the kernel holds up to now, into the device first.
+                ttrace_core::switches::flush();
+            }
+            let released = match f.poll() {
+                Ok(poll) => {
+                    let through = poll.released_through;
+                    f.recycle(poll);
+                    through
+                }
+                Err(e) => {
+                    st = s.lock();
+                    st.pending = None;
+                    follower = None;
+                    s.dev.count_snapshots(Counter::Failed, 1);
+                    eprintln!("ttrace: snapshot not saved: following the device: {e}");
+                    continue;
+                }
+            };
+            if f.copy_is_full() && !said_full {
+                said_full = true;
+                eprintln!(
+                    "ttrace: a snapshot's copy reached its memory bound ({} MiB, half of \
+                     TTRACE_SNAPSHOT_BYTES): its window keeps what fits",
+                    (s.policy.max_bytes / 2) >> 20
+                );
+            }
+            let now = dev.now();
+            if !(hurry || (now >= due && released >= due)) {
+                let wait = clock.ticks_to_ns(due.saturating_sub(now));
+                std::thread::sleep(
+                    ACTIVE
+                        .min(Duration::from_nanos(wait))
+                        .max(Duration::from_micros(100)),
+                );
+                st = s.lock();
                 continue;
             }
+            st = s.lock();
             let Some(p) = st.pending.take() else { continue };
             st.copying = true;
             drop(st);
             let mut cause = p.cause;
             cause.pid = std::process::id();
-            // The switches the kernel holds up to now, into the device first.
-            ttrace_core::switches::flush();
-            let image = s.dev.reader().copy_because(&cause);
+            let image = match f.copy_window(moment, p.since) {
+                Some(copy) => dev.copy_shadow(&cause, copy),
+                None => dev.copy_because(&cause),
+            };
+            f.keep_moment(None);
+            linger_until = now.saturating_add(ticks(s.policy.interval));
             st = s.lock();
             st.copying = false;
             match image {
