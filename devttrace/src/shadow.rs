@@ -486,8 +486,8 @@ impl Shadow {
         }
     }
 
-    /// Whether it has used all the memory it was given beyond a ring's worth
-    /// ([`Shadow::keep`]): from then on a ring's copy empties its oldest chunk for newer
+    /// Whether it has used all the memory it was given beyond a ring's worth (what it
+    /// keeps when it keeps a window): from then on a ring's copy empties its oldest chunk for newer
     /// positions, even one that holds its window.
     pub fn is_full(&self) -> bool {
         self.keep > 0 && self.spare == 0

@@ -51,11 +51,12 @@
 //!   `ctl` change is followed within [`interest::POLL`] by a thread of the process
 //!   ([`interest`]), or at once after [`sync_interest`]. An event named by its message
 //!   follows the rules from its first event.
-//! - **Snapshots on errors**: [`TtraceLayer::snapshot_on`]`(Level::ERROR)` asks for a
-//!   snapshot ([`ttrace_snapshots::trigger`]) at every ERROR event, its message the reason.
+//! - **Snapshots on errors** (feature `snapshots`, on by default):
+//!   `TtraceLayer::snapshot_on(Level::ERROR)` asks for a snapshot
+//!   (`ttrace_snapshots::trigger`) at every ERROR event, its message the reason.
 //! - **`log` records**: install `tracing_log::LogTracer` and they arrive as events (fields
 //!   `message`, `log.target`, `log.module_path`, `log.file`, `log.line`).
-//! - **The runtime's view** (feature `tokio`): [`runtime::instrument`] installs hooks on a
+//! - **The runtime's view** (feature `tokio`): `runtime::instrument` installs hooks on a
 //!   tokio runtime builder: each worker named (and its context switches observed, where
 //!   they are recorded) as it starts, its parks and unparks recorded.
 //! - **The tasks' wakes**: in a program built with `RUSTFLAGS="--cfg tokio_unstable"` and
