@@ -79,6 +79,14 @@ pub struct Shadow {
     pub(crate) heads: Vec<u64>,
     /// The follower's copies of the aux buffers.
     pub(crate) aux: AuxSnapshots,
+    /// Per aux buffer, marks of the follower's polls, oldest first: `(stamp, last)`, a
+    /// record begun after `stamp` lies at or after offset `last` (read before the stamp).
+    aux_marks: Vec<VecDeque<(u64, u64)>>,
+    /// The most bytes each aux buffer's copy keeps beyond the buffer's own size.
+    aux_cap: u64,
+    /// Per aux buffer, the offset the snapshot being saved holds records from (its
+    /// window's: [`Shadow::window`]; 0: all the copy holds).
+    aux_from: Vec<u64>,
 }
 
 /// One ring's copy.
@@ -157,6 +165,9 @@ impl Shadow {
             since: 0,
             heads: vec![0; rings],
             aux: AuxSnapshots::default(),
+            aux_marks: vec![VecDeque::new(); rings],
+            aux_cap: 0,
+            aux_from: vec![0; rings],
         }
     }
 
@@ -166,6 +177,63 @@ impl Shadow {
     pub(crate) fn keep(&mut self, keep: u64, max_bytes: u64) {
         self.keep = keep;
         self.spare = max_bytes / (self.chunk * (SLOT_WORDS * 8) as u64);
+        self.aux_cap = max_bytes / self.rings.len().max(1) as u64;
+        self.aux_cap = self.aux_cap.min(ttrace_layouts::device::MAX_AUX_BYTES / 2);
+    }
+
+    /// The offset from which the follower's copy of aux buffer `b` (of `size` bytes, whose
+    /// newest record ends at `last`) keeps its records, at `now`: those of every event
+    /// the copy keeps (begun within its window of `now`, and `margin` ticks before: a
+    /// string is written before its event's stamp is read), in at most `size` and the
+    /// copy's share of its memory ([`Shadow::keep`]); `None` where the copy keeps a ring's
+    /// worth (the buffer's own records then suffice).
+    pub(crate) fn aux_keep_from(
+        &mut self,
+        b: usize,
+        now: u64,
+        margin: u64,
+        size: u64,
+        last: u64,
+    ) -> Option<u64> {
+        if self.keep == 0 {
+            return None;
+        }
+        let horizon = now.saturating_sub(self.keep.saturating_add(margin));
+        let marks = self.aux_marks.get_mut(b)?;
+        while marks.len() >= 2 && marks[1].0 <= horizon {
+            marks.pop_front();
+        }
+        let by_time = marks.front().filter(|m| m.0 <= horizon).map_or(0, |m| m.1);
+        let most = size
+            .saturating_add(self.aux_cap)
+            .min(ttrace_layouts::device::MAX_AUX_BYTES);
+        Some(by_time.max(last.saturating_sub(most)))
+    }
+
+    /// Marks that aux buffer `b`'s records begun after `stamp` lie at or after `last` (the
+    /// buffer's `last` the follower read before `stamp`).
+    pub(crate) fn aux_mark(&mut self, b: usize, stamp: u64, last: u64) {
+        if self.keep == 0 {
+            return;
+        }
+        if self.aux_marks.len() <= b {
+            self.aux_marks.resize(b + 1, VecDeque::new());
+        }
+        let marks = &mut self.aux_marks[b];
+        if marks.back().is_none_or(|m| m.1 != last) {
+            marks.push_back((stamp, last));
+        }
+    }
+
+    /// The aux records the snapshot being saved holds of buffer `b`: from its window's
+    /// start ([`Shadow::window`]), or all the copy holds.
+    pub(crate) fn aux_copy(&self, b: usize) -> crate::aux::AuxCopy {
+        let from = self.aux_from.get(b).copied().unwrap_or(0);
+        self.aux
+            .buffers
+            .get(b)
+            .map(|a| a.as_copy_from(from))
+            .unwrap_or_default()
     }
 
     fn shift(&self) -> u32 {
@@ -198,15 +266,15 @@ impl Shadow {
         // would allocate a page of a device held in memory, for nothing).
         let mut from = head.saturating_sub(base.min(ring.slot_count() as u64));
         if since > 0 {
-            // Back from the head to the first event older than the window (a continuation
-            // carries its parent's stamp): what is below it is older still, but for a
-            // writer stalled between its clock and its commit, which the caller's margin
-            // covers.
+            // Back from the head to the first event older than the window, kept (what says
+            // the ring is whole from there: [`Shadow::in_window`]): what is below it is
+            // older still, but for a writer stalled between its clock and its commit,
+            // which the caller's margin covers.
             if let Some(p) = (from..head).rev().find(|&p| {
                 matches!(ring.read((p % base) as usize),
-                    SlotRead::Committed(w) if w[0] & !Stamp::CONTINUATION < since)
+                    SlotRead::Committed(w) if w[0] & Stamp::CONTINUATION == 0 && w[0] < since)
             }) {
-                from = p + 1;
+                from = p;
             }
         }
         c.first = from & !(chunk - 1);
@@ -414,14 +482,25 @@ impl Shadow {
         (self.in_window(r, held), head)
     }
 
-    /// The positions of `held` (ring `r`'s) from the first whose event is stamped at or
-    /// after the window's start ([`Shadow::window`]): a chunk whose newest stamp is older is
-    /// passed whole.
+    /// The positions of `held` (ring `r`'s) from the last event stamped before the window's
+    /// start ([`Shadow::window`]), or its first position if none is: a chunk whose newest
+    /// stamp is older than the window is passed whole.
+    ///
+    /// That one older event is what says the window is whole on this ring: its readers take
+    /// a ring's losses to be older than its oldest event, so a ring saved with its losses
+    /// and no event (one idle through the window) would say it lost everything, and the
+    /// snapshot would hold no whole time at all.
     fn in_window(&self, r: usize, held: core::ops::Range<u64>) -> core::ops::Range<u64> {
         let (c, since, shift) = (&self.rings[r], self.since, self.shift());
         if since == 0 {
             return held;
         }
+        let word = |p: u64| {
+            let k = ((p - c.first) >> shift) as usize;
+            c.chunks
+                .get(k)
+                .map(|ch| ch.slots[(p & (self.chunk - 1)) as usize][0])
+        };
         let mut p = held.start;
         while p < held.end {
             let k = ((p - c.first) >> shift) as usize;
@@ -430,21 +509,43 @@ impl Shadow {
                 p = c.first + ((k as u64 + 1) << shift);
                 continue;
             }
-            let w = &ch.slots[(p & (self.chunk - 1)) as usize];
-            if w[0] != 0 && w[0] & !Stamp::CONTINUATION >= since {
+            let w = ch.slots[(p & (self.chunk - 1)) as usize][0];
+            if w != 0 && w & !Stamp::CONTINUATION >= since {
                 break;
             }
             p += 1;
         }
-        p.min(held.end)..held.end
+        let p = p.min(held.end);
+        // Back to the event before (a run has no hole: its slots below `p` hold events and
+        // their continuations, but for positions lost before the run began).
+        let before = (held.start..p)
+            .rev()
+            .take(self.chunk as usize)
+            .find(|&q| word(q).is_some_and(|w| w != 0 && w & Stamp::CONTINUATION == 0));
+        before.unwrap_or(p)..held.end
     }
 
     /// Says that the snapshot about to be saved holds the events stamped from `since` on (a
     /// trigger's window: its `before`), not all the copy holds (0: all): its rings are saved
     /// from their first position stamped then, so that its bytes follow its window. What is
     /// older counts as the rings' past, as in a device whose rings have moved on.
-    pub(crate) fn window(&mut self, since: u64) {
+    pub(crate) fn window(&mut self, since: u64, margin: u64) {
         self.since = since;
+        // The strings from the last mark before the window (less the margin a string is
+        // written ahead of its event by): all its events' are at or after it.
+        let at = since.saturating_sub(margin);
+        self.aux_from = self
+            .aux_marks
+            .iter()
+            .map(|marks| match since {
+                0 => 0,
+                _ => marks
+                    .iter()
+                    .take_while(|m| m.0 <= at)
+                    .last()
+                    .map_or(0, |m| m.1),
+            })
+            .collect();
     }
 
     /// The head ring `r` is saved with ([`Shadow::held`]).
@@ -621,17 +722,21 @@ mod tests {
     fn a_window_saves_only_what_it_holds_from_its_start() {
         let mut s = Shadow::new(1, 16);
         fill(&mut s, 0..16);
-        // Events from stamp 100 on: positions 10..16 (stamps 102..152); the rest empty.
-        s.window(100);
+        // Events from stamp 100 on: positions 10..16 (stamps 102..152), and the one before
+        // (that the window is whole on the ring); the rest empty.
+        s.window(100, 0);
         let found = stamps(&s, 0, 16);
-        assert_eq!(found[..10], [0; 10]);
-        assert_eq!(found[10..], [102, 112, 122, 132, 142, 152]);
-        // A window older than all it holds saves it all; none after its newest, nothing.
-        s.window(1);
+        assert_eq!(found[..9], [0; 9]);
+        assert_eq!(found[9..], [92, 102, 112, 122, 132, 142, 152]);
+        // A window older than all it holds saves it all; one after its newest, its newest
+        // (the ring was idle through the window, and lost nothing of it).
+        s.window(1, 0);
         assert_eq!(stamps(&s, 0, 16).iter().filter(|&&t| t != 0).count(), 16);
-        s.window(1000);
-        assert_eq!(stamps(&s, 0, 16), [0; 16]);
-        s.window(0);
+        s.window(1000, 0);
+        let mut last = [0; 16];
+        last[15] = 152;
+        assert_eq!(stamps(&s, 0, 16), last);
+        s.window(0, 0);
         assert_eq!(stamps(&s, 0, 16).iter().filter(|&&t| t != 0).count(), 16);
     }
 
