@@ -480,11 +480,12 @@ impl AuxWriter<'_, AtomicU64> {
 }
 
 /// Snapshots of every aux buffer of a device, by ring: what string references resolve
-/// against.
+/// against. Each buffer's is shared (a follower hands its copies to every poll's view
+/// without copying them).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AuxSnapshots {
     /// Each ring's buffer.
-    pub buffers: Vec<AuxSnapshot>,
+    pub buffers: Vec<std::sync::Arc<AuxSnapshot>>,
 }
 
 impl AuxSnapshots {
@@ -499,7 +500,7 @@ impl AuxSnapshots {
 
     /// Every record of every buffer (by buffer, then oldest first).
     pub fn records(&self) -> impl Iterator<Item = AuxRecord<'_>> + '_ {
-        self.buffers.iter().flat_map(AuxSnapshot::records)
+        self.buffers.iter().flat_map(|b| b.records())
     }
 
     /// Records still being written when copied, in all buffers.
@@ -587,38 +588,129 @@ pub struct AuxSnapshot {
 }
 
 impl AuxSnapshot {
-    /// The words it copied, as the copy it was parsed from ([`AuxCopy`]): what a snapshot
-    /// of a follower's shadow saves ([`crate::shadow`]).
-    pub(crate) fn as_copy(&self) -> AuxCopy {
+    /// The words of the records from the offset `from` on (those that begin there or later;
+    /// a record still being written is copied as such), as the copy it was parsed from
+    /// ([`AuxCopy`]): what a snapshot of a follower's shadow saves ([`crate::shadow`]).
+    pub(crate) fn as_copy_from(&self, from: u64) -> AuxCopy {
+        let held = self.held();
+        let first = held
+            .get(held.partition_point(|r| r.offset < from))
+            .map_or(self.last, |r| r.offset)
+            .min(
+                self.first_incomplete
+                    .filter(|&i| i >= from)
+                    .unwrap_or(u64::MAX),
+            )
+            .max(self.first);
+        let skip = ((first - self.base) / 8) as usize;
         AuxCopy {
-            words: self.words.clone(),
-            base: self.base,
-            first: self.first,
+            words: self.words.get(skip..).unwrap_or_default().to_vec(),
+            base: first,
+            first,
             last: self.last,
         }
     }
 
     /// The complete records, oldest first.
     pub fn records(&self) -> impl Iterator<Item = AuxRecord<'_>> + '_ {
-        self.located.iter().map(|r| self.record(r))
+        self.held().iter().map(|r| self.record(r))
     }
 
     /// How many complete records it holds.
     pub fn len(&self) -> usize {
-        self.located.len()
+        self.held().len()
     }
 
     /// Whether it holds no complete record.
     pub fn is_empty(&self) -> bool {
-        self.located.is_empty()
+        self.held().is_empty()
     }
 
     /// The record at `offset`, if the snapshot holds it.
     pub fn get(&self, offset: u64) -> Option<AuxRecord<'_>> {
-        self.located
-            .binary_search_by_key(&offset, |r| r.offset)
+        let held = self.held();
+        held.binary_search_by_key(&offset, |r| r.offset)
             .ok()
-            .map(|i| self.record(&self.located[i]))
+            .map(|i| self.record(&held[i]))
+    }
+
+    /// The complete records from `first` on (a refresh may leave older ones located until
+    /// it drops their words: [`AuxSnapshot::refresh`]).
+    fn held(&self) -> &[Located] {
+        let older = self.located.partition_point(|r| r.offset < self.first);
+        &self.located[older..]
+    }
+
+    /// Brings the snapshot up to date with the buffer `aux`, copying only what was written
+    /// since it was taken (and the records then still being written), and keeps the
+    /// records from the offset `keep_from` on, older than the buffer's oldest where the
+    /// caller wants them (a follower's copy of a window longer than the buffer holds,
+    /// [`crate::shadow`]); `None` keeps what a fresh [`Aux::snapshot`] would. It is then
+    /// what a snapshot taken now would be, and the records it kept besides.
+    ///
+    /// Where the buffer moved on past what it held before its words could be copied (more
+    /// than a buffer's worth written since), what it held is dropped: it begins anew, as a
+    /// fresh snapshot, and a reference to a record in between is not resolved (shown lost,
+    /// as it would have been).
+    pub fn refresh<W: AtomicWord>(
+        &mut self,
+        aux: &Aux<'_, W>,
+        keep_from: Option<u64>,
+    ) -> Result<(), AuxError> {
+        let held = self.last > 0 || !self.words.is_empty();
+        let from = match held {
+            true => self.first_incomplete.unwrap_or(self.last),
+            false => 0,
+        };
+        let c = copy_from(aux.first, aux.last, aux.words, from, |_| {})?;
+        let buffer = self.buffer;
+        if !held || c.first > from || c.base != from {
+            // Nothing held, or the buffer moved on past it: a fresh snapshot.
+            *self = parse(c.words, c.base, c.first, c.last);
+            self.buffer = buffer;
+        } else {
+            // What lies from `from` on is read again: the records then being written are
+            // complete now, or still being written.
+            self.words.truncate(((from - self.base) / 8) as usize);
+            self.words.extend_from_slice(&c.words);
+            let cut = self.located.partition_point(|r| r.offset < from);
+            self.located.truncate(cut);
+            self.incomplete_at.clear();
+            self.incomplete = 0;
+            self.first_incomplete = None;
+            self.last = c.last;
+            let (located, words, base) = (&mut self.located, &self.words, self.base);
+            for met in walk(words, base, from, c.last) {
+                match met {
+                    Met::Record(r) => located.push(r),
+                    Met::Incomplete(off) => {
+                        self.incomplete += 1;
+                        self.first_incomplete.get_or_insert(off);
+                        self.incomplete_at.push(off);
+                    }
+                    Met::Corrupt => self.corrupt = true,
+                }
+            }
+        }
+        // Keeps from the oldest record at or after the offset asked (never past the
+        // newest), or from the buffer's oldest.
+        let floor = keep_from.unwrap_or(c.first).max(self.first).min(self.last);
+        let first = self
+            .located
+            .get(self.located.partition_point(|r| r.offset < floor))
+            .map_or(self.last, |r| r.offset)
+            .min(self.first_incomplete.unwrap_or(u64::MAX));
+        self.first = first.max(self.first);
+        // The words and records below it go once they are half of what it holds: a copy
+        // moved by a poll's worth of words costs its own size, not the whole buffer's.
+        let dead = ((self.first - self.base) / 8) as usize;
+        if dead > 0 && dead * 2 >= self.words.len() {
+            self.words.drain(..dead);
+            self.base = self.first;
+            let older = self.located.partition_point(|r| r.offset < self.first);
+            self.located.drain(..older);
+        }
+        Ok(())
     }
 
     /// Keeps only the records for which `keep` is true.
@@ -731,6 +823,20 @@ pub fn copy_releasing<W: AtomicWord>(
     first: &W,
     last: &W,
     words: &[W],
+    release: impl FnMut(core::ops::Range<usize>),
+) -> Result<AuxCopy, AuxError> {
+    copy_from(first, last, words, 0, release)
+}
+
+/// [`copy_releasing`] of the words from offset `from` on (or from the oldest record, if
+/// that is later): what a copy already holding what lies below `from` needs
+/// ([`AuxSnapshot::refresh`]). The copy's `first` says whether it continues that one: it
+/// does where `first <= from`, else what lay between was overwritten before it was copied.
+pub fn copy_from<W: AtomicWord>(
+    first: &W,
+    last: &W,
+    words: &[W],
+    from: u64,
     mut release: impl FnMut(core::ops::Range<usize>),
 ) -> Result<AuxCopy, AuxError> {
     let size = words.len() as u64 * 8;
@@ -747,8 +853,10 @@ pub fn copy_releasing<W: AtomicWord>(
             bad = Some(AuxError::Offsets { first: f0, last: l });
             continue;
         }
-        let mut copy = Vec::with_capacity(((l - f0) / 8) as usize);
-        let mut at = f0 / 8;
+        // From `from` where it lies among the records held (8-aligned, as every offset).
+        let start = from.clamp(f0, l) & !7;
+        let mut copy = Vec::with_capacity(((l - start) / 8) as usize);
+        let mut at = start / 8;
         while at < l / 8 {
             // Up to the next multiple of COPIED words, or the buffer's end: one range.
             let end = (l / 8).min((at / COPIED + 1) * COPIED);
@@ -770,7 +878,7 @@ pub fn copy_releasing<W: AtomicWord>(
         }
         return Ok(AuxCopy {
             words: copy,
-            base: f0,
+            base: start,
             first: f1.max(f0),
             last: l,
         });
@@ -883,4 +991,87 @@ pub fn extent(c: &AuxCopy) -> AuxExtent {
         }
     }
     x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ttrace_layouts::aux::AuxTag;
+
+    /// Writes the record `text` into `mem`.
+    fn put(mem: &HeapAux<AtomicU64>, text: &str) -> u64 {
+        let path = AuxPath::new(AuxTag::String, 0, text.len() as u64, false);
+        let lock = std::sync::Mutex::new(());
+        let w = mem.writer();
+        let at = w.reserve(path, 7, 1, || lock.lock().ok(), |_| true, || {});
+        w.commit(at.unwrap(), path, 0, text.as_bytes());
+        at.unwrap()
+    }
+
+    fn texts(s: &AuxSnapshot) -> Vec<String> {
+        s.records()
+            .map(|r| String::from_utf8(r.bytes.to_vec()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_refresh_is_what_a_fresh_snapshot_is() {
+        // 32 words: a record of 8 bytes takes 4 of them (its header and one word).
+        let mem = HeapAux::<AtomicU64>::new(32);
+        let mut kept = AuxSnapshot::default();
+        kept.refresh(&mem.aux(), None).unwrap();
+        assert!(kept.is_empty());
+        for round in 0..5 {
+            for k in 0..3 {
+                put(&mem, &format!("r{round}-k{k}xx"));
+            }
+            kept.refresh(&mem.aux(), None).unwrap();
+            let fresh = mem.aux().snapshot().unwrap();
+            assert_eq!(texts(&kept), texts(&fresh), "round {round}");
+            assert_eq!((kept.first, kept.last), (fresh.first, fresh.last));
+        }
+    }
+
+    #[test]
+    fn a_refresh_keeps_what_the_buffer_lost_from_where_it_is_asked() {
+        let mem = HeapAux::<AtomicU64>::new(32);
+        let mut kept = AuxSnapshot::default();
+        let mut all = Vec::new();
+        for round in 0..6 {
+            for k in 0..3 {
+                let text = format!("r{round}-k{k}xx");
+                all.push((put(&mem, &text), text));
+            }
+            kept.refresh(&mem.aux(), Some(0)).unwrap();
+        }
+        // Every record, 18 of them, where the buffer holds 8.
+        let expected: Vec<String> = all.iter().map(|(_, t)| t.clone()).collect();
+        assert_eq!(texts(&kept), expected);
+        assert_eq!(mem.aux().snapshot().unwrap().len(), 8);
+        for (at, text) in &all {
+            assert_eq!(kept.get(*at).unwrap().bytes, text.as_bytes());
+        }
+        // From an offset on: the records that begin there or later.
+        kept.refresh(&mem.aux(), Some(all[10].0 - 8)).unwrap();
+        assert_eq!(texts(&kept), expected[10..]);
+        // Saved from a window's start.
+        let c = kept.as_copy_from(all[14].0);
+        assert_eq!((c.first, c.last, c.words.len()), (all[14].0, kept.last, 16));
+    }
+
+    #[test]
+    fn a_refresh_after_the_buffer_moved_on_begins_anew() {
+        let mem = HeapAux::<AtomicU64>::new(32);
+        let mut kept = AuxSnapshot::default();
+        put(&mem, "beforexx");
+        kept.refresh(&mem.aux(), Some(0)).unwrap();
+        // More than a buffer's worth before the next refresh: what lay between is gone.
+        for k in 0..12 {
+            put(&mem, &format!("after{k:02}x"));
+        }
+        kept.refresh(&mem.aux(), Some(0)).unwrap();
+        let fresh = mem.aux().snapshot().unwrap();
+        assert_eq!(texts(&kept), texts(&fresh));
+        assert!(!texts(&kept).contains(&"beforexx".to_string()));
+    }
 }

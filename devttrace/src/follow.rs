@@ -269,7 +269,7 @@ impl<'d> Follower<'d> {
     /// saved from its current run of events (since the follower last lost entries of it).
     pub fn copy(&mut self) -> Option<&crate::shadow::Shadow> {
         if let Some(copy) = &mut self.copy {
-            copy.window(0);
+            copy.window(0, 0);
         }
         self.copy_for(None)
     }
@@ -286,7 +286,7 @@ impl<'d> Follower<'d> {
     /// so that the snapshot's bytes follow its window, not the copy's or the device's size.
     pub fn copy_window(&mut self, stamp: u64, since: u64) -> Option<&crate::shadow::Shadow> {
         if let Some(copy) = &mut self.copy {
-            copy.window(since);
+            copy.window(since, self.window);
         }
         self.copy_for(Some(stamp))
     }
@@ -400,29 +400,38 @@ impl<'d> Follower<'d> {
         }
         // Aux buffers whose `last` moved.
         let mut aux_error = None;
+        if self.aux.buffers.len() < rings {
+            self.aux.buffers.resize(rings, Default::default());
+        }
         for b in 0..rings {
-            let last = core.aux(b).last();
-            let known = self.aux.buffers.get(b);
+            let aux = core.aux(b);
+            let last = aux.last();
+            let known = &self.aux.buffers[b];
             // Unchanged, and no record there was still being written: nothing new.
-            if known.is_some_and(|s| s.last == last && s.first_incomplete.is_none()) {
+            if known.last == last && known.first_incomplete.is_none() {
                 continue;
             }
-            match core.aux(b).snapshot() {
-                Ok(mut buffer) => {
-                    buffer.buffer = b as u32;
-                    if self.aux.buffers.len() <= b {
-                        self.aux.buffers.resize(rings, Default::default());
-                    }
+            // What was written since the last poll is copied, not the whole buffer; a
+            // copy of the rings keeps the strings of the window it keeps.
+            let keep_from = self
+                .copy
+                .as_mut()
+                .and_then(|c| c.aux_keep_from(b, self.dev.now(), self.window, aux.size(), last));
+            // The poll before's view has gone (or the buffer is copied for it, once).
+            let buffer = std::sync::Arc::make_mut(&mut self.aux.buffers[b]);
+            buffer.buffer = b as u32;
+            match buffer.refresh(&aux, keep_from) {
+                Ok(()) => {
                     waiting |= buffer.first_incomplete.is_some();
-                    self.aux.buffers[b] = buffer;
+                    let last = buffer.last;
+                    if let Some(c) = self.copy.as_mut() {
+                        c.aux_mark(b, self.dev.now(), last);
+                    }
                 }
                 // A busy buffer (overwritten faster than it can be copied) must not lose
                 // the events already taken from the rings: they go out, strings unresolved.
                 Err(e) => aux_error = Some(e.to_string()),
             }
-        }
-        if self.aux.buffers.len() < rings {
-            self.aux.buffers.resize(rings, Default::default());
         }
         let seen = meta_seen(core);
         if seen != self.meta_seen {

@@ -247,7 +247,15 @@ fn emit<W: Write>(
     // A follower's copy may hold more positions a ring than the device: it is saved as a
     // device with rings as long as its longest.
     let n = shadow.map_or(map.ring_slots(), Shadow::slots);
-    let layout = Layout::for_sizes(h.num_cpus, n, h.aux_size, h.meta_size).ok_or_else(|| {
+    // Its strings may span more than a buffer (it keeps those of its window): saved in
+    // buffers as long as its longest.
+    let mut shadow_aux: Option<Vec<crate::aux::AuxCopy>> =
+        shadow.map(|s| (0..map.num_rings()).map(|r| s.aux_copy(r)).collect());
+    let aux_size = shadow_aux.iter().flatten().fold(h.aux_size, |size, c| {
+        let span = c.last.saturating_sub(c.first).next_power_of_two();
+        size.max(span.min(ttrace_layouts::device::MAX_AUX_BYTES))
+    });
+    let layout = Layout::for_sizes(h.num_cpus, n, aux_size, h.meta_size).ok_or_else(|| {
         bad(
             map.dir(),
             Problem::Header(HeaderError::Field {
@@ -270,7 +278,6 @@ fn emit<W: Write>(
     // the name of an event copied (see `Names::generation`).
     let names_before = map.names().copy();
     // Rings: each one's aux records, its slots, then its header with the counters.
-    let aux_size = h.aux_size;
     let mut aux_part = vec![0u8; aux_size as usize];
     let slot_bytes = SLOT_WORDS * 8;
     let n = n as usize;
@@ -280,13 +287,8 @@ fn emit<W: Write>(
     // that clearing it for the next takes no room either.
     let mut dirty = 0;
     for r in 0..map.num_rings() {
-        let aux = match shadow {
-            Some(s) => s
-                .aux
-                .buffers
-                .get(r)
-                .map(crate::aux::AuxSnapshot::as_copy)
-                .unwrap_or_default(),
+        let aux = match &mut shadow_aux {
+            Some(copies) => std::mem::take(&mut copies[r]),
             None => {
                 let release = |w| map.release_aux_words(r, w);
                 map.aux(r).copy_releasing(release).unwrap_or_else(|e| {
@@ -397,6 +399,8 @@ fn emit<W: Write>(
         header.as_mut_bytes(),
     );
     header.ring_slots = n as u64;
+    header.aux_size = aux_size;
+    header.aux_mask = aux_size - 1;
     *header.meta_lock.get_mut() = 0;
     *header.meta_used.get_mut() = records.len() as u64;
     *header.names_generation.get_mut() = 0;

@@ -400,7 +400,7 @@ impl Reader {
                 if cleared_at > 0 {
                     b.retain(|r| r.timestamp == 0 || r.timestamp > cleared_at);
                 }
-                Ok(b)
+                Ok(std::sync::Arc::new(b))
             })
             .collect::<Result<_, _>>()
             .map(|buffers| AuxSnapshots { buffers })

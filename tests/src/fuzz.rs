@@ -550,7 +550,7 @@ pub fn aux(data: &[u8]) -> usize {
         // Rendered as a string argument, each record is quoted without a panic.
         let mut out = Vec::new();
         let all = AuxSnapshots {
-            buffers: vec![s.clone()],
+            buffers: vec![std::sync::Arc::new(s.clone())],
         };
         for r in s.records() {
             let piece = ttrace_reader::format::parse("{s:s}");
