@@ -42,20 +42,42 @@ fn slow_ids() -> BTreeSet<u64> {
 }
 
 /// The service on the device `dev`, serving `requests`, its snapshots into `snaps`, its log
-/// into `log`, with every snapshot allowed and kept (no rate limit: each slow request is
-/// its own).
+/// into `log`, with every snapshot kept, at the default rate (one per second: the slow
+/// requests, several a second, are merged into snapshots or put off, and each keeps its
+/// moment however fast the rings turn).
 fn service(dev: &Path, mode: &str, requests: u64, snaps: &Path, log: &Path) -> Cli {
-    Cli::new(env!("CARGO_BIN_EXE_ttrace-test-service"))
-        .arg(dev)
+    service_with(dev, mode, requests, snaps, log, None)
+}
+
+/// [`service`], with the device made of `buffer` bytes (`TTRACE_BUFFER`) where given.
+fn service_with(
+    dev: &Path,
+    mode: &str,
+    requests: u64,
+    snaps: &Path,
+    log: &Path,
+    buffer: Option<&str>,
+) -> Cli {
+    let cli = Cli::new(env!("CARGO_BIN_EXE_ttrace-test-service"));
+    let cli = match buffer {
+        Some(b) => cli.env("TTRACE_BUFFER", b),
+        None => cli,
+    };
+    cli.arg(dev)
         .arg(mode)
         .arg(requests.to_string())
         .arg(log)
         .env("TTRACE_SNAPSHOT_DIR", snaps)
-        .env("TTRACE_SNAPSHOT_INTERVAL", "0s")
         .env("TTRACE_SNAPSHOT_KEEP", KEEP)
         .env("TTRACE_SNAPSHOT_BYTES", MAX_BYTES)
         .within(PATIENCE)
 }
+
+/// Rings small enough to keep about a tenth of a second of the service's traffic, or less
+/// (1 MiB: 4096 slots a ring on 2 CPUs, which ~5 k requests/s of ~15 entries of 64 bytes,
+/// the test build's rate on a 2-vCPU VM, fill in about 0.1 s; faster builds and machines
+/// sooner), far less than the interval a snapshot may be put off by.
+const SMALL_BUFFER: &str = "1m";
 
 /// The ids of the requests the program printed as slow (over 20 ms).
 fn printed_slow(stdout: &str) -> BTreeSet<u64> {
@@ -228,6 +250,17 @@ fn log_is_complete(log: &Path, extra: u64) {
 
 #[test]
 fn each_slow_request_triggers_a_snapshot_that_holds_it_whole() {
+    triggers_keep_each_slow_request(None);
+}
+
+/// With rings that keep a tenth of a second, less than the interval a snapshot is put off
+/// by: each trigger's window is copied when it happens.
+#[test]
+fn each_slow_request_is_kept_whole_by_its_trigger_with_small_rings() {
+    triggers_keep_each_slow_request(Some(SMALL_BUFFER));
+}
+
+fn triggers_keep_each_slow_request(buffer: Option<&str>) {
     let _turn = ttrace_tests::turn("service-trigger");
     let tmp = tempfile::tempdir().unwrap();
     let (dev, snaps, log) = (
@@ -235,7 +268,7 @@ fn each_slow_request_triggers_a_snapshot_that_holds_it_whole() {
         tmp.path().join("snapshots"),
         tmp.path().join("log"),
     );
-    let ran = service(&dev, "trigger", REQUESTS, &snaps, &log).succeeds();
+    let ran = service_with(&dev, "trigger", REQUESTS, &snaps, &log, buffer).succeeds();
     let slow = printed_slow(&ran.stdout);
     assert!(slow.is_superset(&slow_ids()), "{}", ran.stdout);
     log_is_complete(&log, 0);
@@ -352,6 +385,16 @@ fn held_in_one(windows: &[Window], id: u64) {
 
 #[test]
 fn a_watcher_started_before_the_service_keeps_each_slow_request() {
+    watcher_keeps_each_slow_request(None);
+}
+
+/// With rings that keep a tenth of a second: the watcher saves each match from its own copy.
+#[test]
+fn a_watcher_keeps_each_slow_request_with_small_rings() {
+    watcher_keeps_each_slow_request(Some(SMALL_BUFFER));
+}
+
+fn watcher_keeps_each_slow_request(buffer: Option<&str>) {
     let _turn = ttrace_tests::turn("service-watch");
     let tmp = tempfile::tempdir().unwrap();
     let (dev, snaps, log) = (
@@ -367,8 +410,6 @@ fn a_watcher_started_before_the_service_keeps_each_slow_request() {
         RULE,
         "-o",
         &snaps,
-        "--interval",
-        "0s",
         "--keep",
         KEEP,
         "--max-bytes",
@@ -379,7 +420,8 @@ fn a_watcher_started_before_the_service_keeps_each_slow_request() {
         l.starts_with("# waiting for ")
     });
     // The service answers one request, then waits until the watcher follows its device.
-    let program = service(&dev, "none", REQUESTS, &tmp.path().join("unused"), &log);
+    let unused = tmp.path().join("unused");
+    let program = service_with(&dev, "none", REQUESTS, &unused, &log, buffer);
     let seen = Running::run_watched(program, &mut watcher, PATIENCE);
     let slow = printed_slow(&seen.join("\n"));
     assert!(slow.is_superset(&slow_ids()), "{seen:#?}");
@@ -393,6 +435,17 @@ fn a_watcher_started_before_the_service_keeps_each_slow_request() {
 
 #[test]
 fn rules_installed_with_ctl_keep_each_slow_request() {
+    rules_keep_each_slow_request(None);
+}
+
+/// With rings that keep a tenth of a second: each match's window is copied when the rule
+/// matches, its interval whole.
+#[test]
+fn rules_installed_with_ctl_keep_each_slow_request_with_small_rings() {
+    rules_keep_each_slow_request(Some(SMALL_BUFFER));
+}
+
+fn rules_keep_each_slow_request(buffer: Option<&str>) {
     let _turn = ttrace_tests::turn("service-rules");
     let tmp = tempfile::tempdir().unwrap();
     let (dev, snaps, log) = (
@@ -400,10 +453,15 @@ fn rules_installed_with_ctl_keep_each_slow_request() {
         tmp.path().join("snapshots"),
         tmp.path().join("log"),
     );
-    // Installed before the program runs (ctl creates the device, with the default sizes).
-    let ctl = reader!("ctl", &dev, "on", RULE).ok();
+    // Installed before the program runs (ctl creates the device, with the sizes asked).
+    let ctl = reader!("ctl", &dev, "on", RULE);
+    let ctl = match buffer {
+        Some(b) => ctl.env("TTRACE_BUFFER", b),
+        None => ctl,
+    }
+    .ok();
     assert!(ctl.lines().any(|l| l == format!("on {RULE}")), "{ctl}");
-    let ran = service(&dev, "rules", REQUESTS, &snaps, &log).succeeds();
+    let ran = service_with(&dev, "rules", REQUESTS, &snaps, &log, buffer).succeeds();
     let slow = printed_slow(&ran.stdout);
     assert!(slow.is_superset(&slow_ids()), "{}", ran.stdout);
     log_is_complete(&log, 0);

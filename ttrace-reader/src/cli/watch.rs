@@ -11,7 +11,8 @@
 //! read, at its position, with the strings it copied), not the device as it is when the snapshot
 //! is due: a watcher that fell behind the writers still saves the moment it matched, with
 //! what it lost counted lost. The copy is a window of its own: it holds `--before` (with
-//! `--after` and the follower's reorder window), where the device's rings hold less, in at
+//! `--after`, an `--interval` a match may be put off by, and the follower's reorder window),
+//! where the device's rings hold less, in at
 //! most half of `--max-bytes` beyond the rings' size (a snapshot of it then fits the
 //! directory's limit); past that, a ring's worth.
 //! Rate: at most one snapshot per `--interval`, measured between the matching events;
@@ -189,7 +190,12 @@ pub(super) fn run(device: Option<PathBuf>, mut opts: WatchOptions) -> Result<(),
     // Its copy holds `--before` (and what comes until the snapshot is due: `--after`, and
     // the reorder window the follower holds events for), in at most half the directory's
     // limit beyond the rings' size, so that a snapshot of it fits the limit.
-    let window = policy.before + policy.after + Duration::from_nanos(devttrace::DEFAULT_WINDOW_NS);
+    // A match put off by the rate is saved an interval after the last snapshot: the copy
+    // keeps that too, so that its moment is still in it then.
+    let window = policy.before
+        + policy.interval
+        + policy.after
+        + Duration::from_nanos(devttrace::DEFAULT_WINDOW_NS);
     follower.keep_copy(
         window.as_nanos().min(u64::MAX as u128) as u64,
         policy.max_bytes / 2,
@@ -445,7 +451,14 @@ impl Watcher<'_> {
             .and_then(|path| {
                 // A ring the follower lost entries of since the match is saved from its
                 // events before the loss, which hold the match.
-                let saved = match follower.copy_around(p.stamp) {
+                // Its window: `before` the match, or from the matched interval's begin if
+                // that is older; the file's bytes follow it, not the copy's size.
+                let before = dev.version().clock.ns_to_ticks(cause.before_ns);
+                let since = p
+                    .stamp
+                    .saturating_sub(before)
+                    .min(p.begin.unwrap_or(u64::MAX));
+                let saved = match follower.copy_window(p.stamp, since) {
                     Some(copy) => dev.save_shadow(&path, &cause, copy)?,
                     None => dev.save_because(&path, &cause)?,
                 };
