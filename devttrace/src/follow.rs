@@ -291,6 +291,14 @@ impl<'d> Follower<'d> {
         self.copy_for(Some(stamp))
     }
 
+    /// [`Follower::copy_window`] as a copy of its own ([`Shadow::cut`](crate::shadow::Shadow::cut)):
+    /// it is saved on another thread while this follower goes on (a snapshot's image
+    /// takes longer to make than small rings take to turn).
+    pub fn cut_window(&mut self, stamp: u64, since: u64) -> Option<crate::shadow::Shadow> {
+        self.copy_window(stamp, since)
+            .map(crate::shadow::Shadow::cut)
+    }
+
     /// Whether the copy this follower keeps has used all the memory it was given beyond a
     /// ring's worth ([`Follower::keep_copy`]): from then on it keeps less than its window.
     pub fn copy_is_full(&self) -> bool {

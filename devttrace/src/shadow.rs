@@ -87,6 +87,8 @@ pub struct Shadow {
     /// Per aux buffer, the offset the snapshot being saved holds records from (its
     /// window's: [`Shadow::window`]; 0: all the copy holds).
     aux_from: Vec<u64>,
+    /// A cut's strings ([`Shadow::cut`]): each buffer's, from its window's start.
+    aux_cut: Option<Vec<crate::aux::AuxCopy>>,
 }
 
 /// One ring's copy.
@@ -168,6 +170,7 @@ impl Shadow {
             aux_marks: vec![VecDeque::new(); rings],
             aux_cap: 0,
             aux_from: vec![0; rings],
+            aux_cut: None,
         }
     }
 
@@ -228,6 +231,9 @@ impl Shadow {
     /// The aux records the snapshot being saved holds of buffer `b`: from its window's
     /// start ([`Shadow::window`]), or all the copy holds.
     pub(crate) fn aux_copy(&self, b: usize) -> crate::aux::AuxCopy {
+        if let Some(cut) = &self.aux_cut {
+            return cut.get(b).cloned().unwrap_or_default();
+        }
         let from = self.aux_from.get(b).copied().unwrap_or(0);
         self.aux
             .buffers
@@ -599,6 +605,35 @@ impl Shadow {
         self.rings.len()
     }
 
+    /// What a snapshot of it saves now (its window, around its moment: [`Shadow::held`],
+    /// and the strings of its window), as a copy of its own: saved on another thread, while
+    /// this one goes on recording. It copies the chunks that hold the window, nothing else.
+    pub fn cut(&self) -> Shadow {
+        let shift = self.shift();
+        let mut cut = Shadow::new(self.rings.len(), self.base);
+        for (r, c) in self.rings.iter().enumerate() {
+            let (held, head) = self.held(r);
+            cut.heads[r] = head;
+            let to = &mut cut.rings[r];
+            to.end = c.end;
+            to.newest = c.newest;
+            to.run_oldest = c.run_oldest;
+            if held.is_empty() {
+                to.first = head & !(self.chunk - 1);
+                to.floor = head;
+                continue;
+            }
+            let k0 = ((held.start - c.first) >> shift) as usize;
+            let k1 = ((held.end - 1 - c.first) >> shift) as usize;
+            to.chunks = c.chunks.range(k0..=k1).cloned().collect();
+            to.first = c.first + ((k0 as u64) << shift);
+            to.floor = held.start;
+            to.end = held.end;
+        }
+        cut.aux_cut = Some((0..self.rings.len()).map(|b| self.aux_copy(b)).collect());
+        cut
+    }
+
     /// The slots a ring of it is saved with: a power of two, at least the device's, enough
     /// for the positions each ring holds below its head (at most the layout's maximum).
     pub fn slots(&self) -> u64 {
@@ -728,6 +763,10 @@ mod tests {
         let found = stamps(&s, 0, 16);
         assert_eq!(found[..9], [0; 9]);
         assert_eq!(found[9..], [92, 102, 112, 122, 132, 142, 152]);
+        // A cut saves the same, and holds only the chunks of the window.
+        let cut = s.cut();
+        assert_eq!(stamps(&cut, 0, 16), found);
+        assert_eq!(cut.rings[0].chunks.len(), 1);
         // A window older than all it holds saves it all; one after its newest, its newest
         // (the ring was idle through the window, and lost nothing of it).
         s.window(1, 0);

@@ -274,7 +274,7 @@ impl Saver {
     /// rings turn, and when it is due hands the window, as an image in memory, to the
     /// writer. It follows on for an interval after (the next trigger, likely then, finds
     /// its window already copied), then stops costing anything until the next grant.
-    fn copy(self, writer: SyncSender<devttrace::image::Image>) {
+    fn copy(self, writer: SyncSender<Copied>) {
         let s = &*self.shared;
         let dev: &'static devttrace::Reader = s.dev.reader();
         let clock = dev.version().clock;
@@ -366,20 +366,22 @@ impl Saver {
             drop(st);
             let mut cause = p.cause;
             cause.pid = std::process::id();
-            let image = match f.copy_window(moment, p.since) {
-                Some(copy) => dev.copy_shadow(&cause, copy),
-                None => dev.copy_because(&cause),
+            // The window cut from the copy (the writer makes its image while this thread
+            // follows on: small rings turn faster than an image is made).
+            let copied = match f.cut_window(moment, p.since) {
+                Some(window) => Ok(Copied::Window(Box::new((cause, window)))),
+                None => dev.copy_because(&cause).map(|i| Copied::Image(Box::new(i))),
             };
             f.keep_moment(None);
             linger_until = now.saturating_add(ticks(s.policy.interval));
             st = s.lock();
             st.copying = false;
-            match image {
-                Ok(image) => {
+            match copied {
+                Ok(copied) => {
                     st.writing += 1;
                     drop(st);
                     // The writer lives as long as this thread holds its sender.
-                    let _ = writer.send(image);
+                    let _ = writer.send(copied);
                     st = s.lock();
                 }
                 Err(e) => {
@@ -394,9 +396,24 @@ impl Saver {
     }
 
     /// The writer: writes each copy into the store, then applies the retention limits.
-    fn write(self, copies: Receiver<devttrace::image::Image>) {
+    fn write(self, copies: Receiver<Copied>) {
         let s = &*self.shared;
-        for image in copies {
+        for copied in copies {
+            let image = match copied {
+                Copied::Image(image) => *image,
+                Copied::Window(window) => {
+                    let (cause, shadow) = *window;
+                    match s.dev.reader().copy_shadow(&cause, &shadow) {
+                        Ok(image) => image,
+                        Err(e) => {
+                            s.dev.count_snapshots(Counter::Failed, 1);
+                            eprintln!("ttrace: snapshot not saved: {e}");
+                            self.written();
+                            continue;
+                        }
+                    }
+                }
+            };
             let cause = *image.cause();
             let at = moment(
                 &s.dev.reader().version().clock,
@@ -408,13 +425,26 @@ impl Saver {
             if let Err(e) = kept(s.dev, &s.store, &s.policy, saved, cause) {
                 eprintln!("ttrace: snapshot not saved: {e}");
             }
-            let mut st = s.lock();
-            st.writing -= 1;
-            if st.quiet() {
-                s.idle.notify_all();
-            }
+            self.written();
         }
     }
+
+    /// Says a copy handed to the writer is done with (written, or failed).
+    fn written(&self) {
+        let s = &*self.shared;
+        let mut st = s.lock();
+        st.writing -= 1;
+        if st.quiet() {
+            s.idle.notify_all();
+        }
+    }
+}
+
+/// What the copier hands the writer: a snapshot's window cut from its copy, whose image
+/// the writer makes, or an image of the device (where no copy was kept).
+enum Copied {
+    Image(Box<devttrace::image::Image>),
+    Window(Box<(Cause, devttrace::shadow::Shadow)>),
 }
 
 impl Shared {
