@@ -332,9 +332,66 @@ struct Watcher<'d> {
     last_granted: Option<u64>,
 }
 
+/// A snapshot cut from the follower's copy (or copied from the device), to be written
+/// on a thread of its own while the follower goes on ([`Watcher::cut`]).
+struct Cut {
+    p: Pending,
+    /// When it was taken (UTC ns), as its name and line say.
+    at: u64,
+    path: PathBuf,
+    cause: Cause,
+    copied: Copied,
+}
+
+/// What a [`Cut`] holds.
+enum Copied {
+    /// The window, cut from the follower's copy of the rings.
+    Window(Box<devttrace::shadow::Shadow>),
+    /// The device copied, where no copy of the rings was kept.
+    Image(Box<devttrace::image::Image>),
+}
+
+/// A [`Cut`] written: its file, or why not, and the events it holds.
+struct Written {
+    cut: Cut,
+    saved: Result<(), Error>,
+    events: Option<u64>,
+}
+
+impl Cut {
+    /// Writes its file (on a thread of its own: the follower goes on meanwhile).
+    fn write(self, dev: &Reader) -> Written {
+        let saved = match &self.copied {
+            Copied::Window(window) => dev.save_shadow(&self.path, &self.cause, window),
+            Copied::Image(image) => image.write(&self.path),
+        };
+        let events = saved.is_ok().then(|| events_in(&self.path)).flatten();
+        Written {
+            saved: saved.map(drop).map_err(Error::from),
+            events,
+            cut: self,
+        }
+    }
+}
+
 impl Watcher<'_> {
-    fn watch(&mut self, opts: &WatchOptions, mut follower: Follower<'_>) -> Result<(), Error> {
+    fn watch(&mut self, opts: &WatchOptions, follower: Follower<'_>) -> Result<(), Error> {
+        // Each snapshot is written on a thread of this scope, one at a time, while the
+        // follower goes on following: small rings turn faster than a file is written.
+        std::thread::scope(|scope| self.watch_in(scope, opts, follower))
+    }
+
+    fn watch_in<'s>(
+        &mut self,
+        scope: &'s std::thread::Scope<'s, '_>,
+        opts: &WatchOptions,
+        mut follower: Follower<'_>,
+    ) -> Result<(), Error>
+    where
+        Self: 's,
+    {
         let dev = self.dev;
+        let mut writing: Option<std::thread::ScopedJoinHandle<'s, Written>> = None;
         let clock = dev.version().clock;
         let ticks = |d: Duration| clock.ns_to_ticks(d.as_nanos().min(u64::MAX as u128) as u64);
         let (after, interval) = (ticks(self.policy.after), ticks(self.policy.interval));
@@ -401,12 +458,25 @@ impl Watcher<'_> {
                 .pending
                 .take_if(|p| stopping || (now >= p.due && released >= p.due))
             {
-                self.save(p, &mut follower)?;
+                let cut = self.cut(p, &mut follower);
                 follower.keep_moment(None);
+                if let Some(cut) = cut {
+                    // One file at a time: the one before is written first.
+                    if let Some(w) = writing.take() {
+                        self.finish(w.join().expect("a snapshot's writer"))?;
+                    }
+                    writing = Some(scope.spawn(move || cut.write(dev)));
+                }
+            }
+            if let Some(w) = writing.take_if(|w| w.is_finished() || stopping) {
+                self.finish(w.join().expect("a snapshot's writer"))?;
             }
             self.reap();
             let done = opts.count.is_some_and(|n| self.counts.snapshots >= n);
             if stopping || done {
+                if let Some(w) = writing.take() {
+                    self.finish(w.join().expect("a snapshot's writer"))?;
+                }
                 return self.end(&follower);
             }
             // Idle: poll less and less often; at the first event, as often as asked again;
@@ -429,9 +499,9 @@ impl Watcher<'_> {
         }
     }
 
-    /// Saves the pending snapshot `p`, prints its line, applies the retention, runs
-    /// `--exec`.
-    fn save(&mut self, p: Pending, follower: &mut Follower<'_>) -> Result<(), Error> {
+    /// Cuts the pending snapshot `p` from the follower's copy (its window), to be written
+    /// ([`Cut::write`]) and finished ([`Watcher::finish`]); `None` if it could not be.
+    fn cut(&mut self, p: Pending, follower: &mut Follower<'_>) -> Option<Cut> {
         let dev = self.dev;
         let rule = &self.rules[p.rule];
         let reason = format!("{rule}: {}", p.what);
@@ -444,7 +514,7 @@ impl Watcher<'_> {
         cause.merged = p.merged;
         // One time for the snapshot: its match's, in its name, its listing and its line.
         let at = crate::store::moment(&dev.version().clock, &cause, 0);
-        let saved = self
+        let cut = self
             .store
             .path_for(at, CauseKind::Rule, &reason, cause.pid)
             .map_err(Error::from)
@@ -458,25 +528,41 @@ impl Watcher<'_> {
                     .stamp
                     .saturating_sub(before)
                     .min(p.begin.unwrap_or(u64::MAX));
-                let saved = match follower.copy_window(p.stamp, since) {
-                    Some(copy) => dev.save_shadow(&path, &cause, copy)?,
-                    None => dev.save_because(&path, &cause)?,
+                let copied = match follower.cut_window(p.stamp, since) {
+                    Some(window) => Copied::Window(Box::new(window)),
+                    None => Copied::Image(Box::new(dev.copy_because(&cause)?)),
                 };
-                Ok((saved, path))
+                Ok(Cut {
+                    p,
+                    at,
+                    path,
+                    cause,
+                    copied,
+                })
             });
-        let path = match saved {
-            Ok((_, path)) => path,
-            Err(e) => {
-                // One snapshot that could not be written does not end the watch.
-                self.counts.failed += 1;
-                self.count(Counter::Failed, 1);
-                eprintln!("ttrace-reader: watch: snapshot not saved: {e}");
-                return Ok(());
-            }
-        };
+        cut.inspect_err(|e| self.failed(e)).ok()
+    }
+
+    /// Counts a snapshot that could not be saved, and says why (one snapshot that could
+    /// not be written does not end the watch).
+    fn failed(&mut self, e: &Error) {
+        self.counts.failed += 1;
+        self.count(Counter::Failed, 1);
+        eprintln!("ttrace-reader: watch: snapshot not saved: {e}");
+    }
+
+    /// After a snapshot's file is written: prints its line, applies the retention, runs
+    /// `--exec`.
+    fn finish(&mut self, written: Written) -> Result<(), Error> {
+        let Written { cut, saved, events } = written;
+        if let Err(e) = saved {
+            self.failed(&e);
+            return Ok(());
+        }
+        let Cut { p, at, path, .. } = cut;
+        let rule = &self.rules[p.rule];
         self.counts.snapshots += 1;
         self.count(Counter::Saved, 1);
-        let events = events_in(&path);
         match self
             .store
             .retain(self.policy.max_files, self.policy.max_bytes)
