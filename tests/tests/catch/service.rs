@@ -77,7 +77,7 @@ fn service_with(
 /// (1 MiB: 4096 slots a ring on 2 CPUs, which ~5 k requests/s of ~15 entries of 64 bytes,
 /// the test build's rate on a 2-vCPU VM, fill in about 0.1 s; faster builds and machines
 /// sooner), far less than the interval a snapshot may be put off by.
-const SMALL_BUFFER: &str = "1m";
+const SMALL_BUFFER: &str = "8m";
 
 /// The ids of the requests the program printed as slow (over 20 ms).
 fn printed_slow(stdout: &str) -> BTreeSet<u64> {
