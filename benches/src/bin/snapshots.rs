@@ -41,6 +41,8 @@ fn main() {
             sorted[4]
         );
     }
+    let every = every_100ms(quick);
+    println!("{every}");
     let idle = child("idle", quick);
     println!(
         "  the saver, idle once it exists (a snapshot granted and saved): {:.3} % of a CPU",
@@ -315,10 +317,127 @@ fn child(mode: &str, quick: bool) -> f64 {
         .expect("nanoseconds")
 }
 
+/// A program tracing 500 k events/s (one in 8 with a 12-byte string, as a service's
+/// request with its uri) into a device of the default sizes, that triggers a snapshot every
+/// 100 ms with the default policy (one a second, 1 s before, 5 ms after): the bytes each
+/// snapshot takes and the CPU its saver's threads use, a second of the run. Its own
+/// process (`--trigger-cost every`).
+fn every_100ms(quick: bool) -> String {
+    let tmp = device_tempdir();
+    let out = Command::new(std::env::current_exe().expect("this program"))
+        .args(["--trigger-cost", "every"])
+        .args(quick.then_some("--quick"))
+        .env("TTRACE_DIR", tmp.path().join("dev"))
+        .env("TTRACE_SNAPSHOT_DIR", tmp.path().join("snapshots"))
+        .env("TTRACE_SNAPSHOT_KEEP", "1000")
+        .env("TTRACE_SNAPSHOT_BYTES", "64g")
+        .output()
+        .expect("the child");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let figures: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(|w| w.parse().expect("a figure"))
+        .collect();
+    let [secs, cpu_ns, files, bytes, events] = figures[..] else {
+        panic!("the child said {figures:?}")
+    };
+    format!(
+        "a trigger every 100 ms, 500 k events/s, default sizes and policy: {files} snapshots in {secs:.1} s, {:.1} MiB each; the saver's threads used {:.2} % of a CPU ({:.0} ms a snapshot); {:.0} k events/s written",
+        bytes / files / (1 << 20) as f64,
+        cpu_ns / secs / 1e7,
+        cpu_ns / files / 1e6,
+        events / secs / 1e3
+    )
+}
+
+/// CPU time (ns) the threads of this process named `ttrace-saver...` have used.
+fn saver_cpu_ns() -> u64 {
+    let mut ns = 0;
+    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
+        let dir = task.expect("a task").path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.starts_with("ttrace-saver") {
+            let stat = std::fs::read_to_string(dir.join("schedstat")).unwrap_or_default();
+            ns += stat
+                .split_whitespace()
+                .next()
+                .and_then(|w| w.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    ns
+}
+
+/// In the child, for [`every_100ms`]: the seconds it ran, the saver's CPU ns, the
+/// snapshots saved, their bytes, and the events written.
+fn trigger_every(quick: bool) {
+    use ttrace_core::{Definition, Kind};
+    let w = ttrace_core::init(&ttrace_core::Config::from_env().expect("config")).expect("device");
+    let (_, word) = w
+        .device()
+        .register_tracepoint(&Definition::untyped(
+            "request",
+            Kind::Entry,
+            2,
+            "id={id} uri={uri:s}",
+        ))
+        .expect("tracepoint");
+    let run = Duration::from_secs(if quick { 2 } else { 6 });
+    let start = Instant::now();
+    let written = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            ttrace_benches::pin(0);
+            let mut written = 0u64;
+            ttrace_benches::paced(run, 500e3, |n| {
+                for i in 0..256 {
+                    let id = n + i;
+                    if id % 8 == 0 {
+                        let uri = format!("/work/{:06}", id % 1_000_000);
+                        let mut strings = ttrace_core::args::Strings::new();
+                        strings.pass();
+                        strings.push(uri.as_bytes());
+                        w.emit_strings(word, 1 << 32 | 2, &[id, 0], &strings);
+                    } else {
+                        w.emit(word, 1 << 32 | 2, &[id, 0]);
+                    }
+                }
+                written += 256;
+            });
+            written
+        });
+        ttrace_benches::pin(1);
+        while start.elapsed() < run {
+            std::thread::sleep(Duration::from_millis(100));
+            ttrace_snapshots::trigger("every 100 ms");
+        }
+        writer.join().expect("the writer")
+    });
+    ttrace_snapshots::settle_snapshots();
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = saver_cpu_ns();
+    let dir = std::env::var_os("TTRACE_SNAPSHOT_DIR").expect("TTRACE_SNAPSHOT_DIR");
+    let (mut files, mut bytes) = (0u64, 0u64);
+    for f in std::fs::read_dir(dir).expect("the snapshots") {
+        let f = f.expect("a file");
+        if f.path().extension().is_some_and(|x| x == "ttrace") {
+            files += 1;
+            bytes += f.metadata().expect("its size").len();
+        }
+    }
+    println!("{secs} {cpu} {files} {bytes} {written}");
+}
+
 /// In the child: nanoseconds per `trigger` call of `mode` (the first call, which makes the
 /// saver and grants, is not counted but for `granted`, whose median call it gives), or,
 /// for `idle`, nanoseconds of CPU a second of an idle process whose saver exists.
 fn trigger_cost(mode: &str, quick: bool) {
+    if mode == "every" {
+        return trigger_every(quick);
+    }
     ttrace_core::init(&ttrace_core::Config::from_env().expect("config")).expect("device");
     let expect = match mode {
         "merged" => ttrace_snapshots::Asked::Merged,
