@@ -631,6 +631,25 @@ pub fn arguments(t: &TracepointInfo) -> Vec<(String, ArgKind)> {
 }
 
 impl Rule {
+    /// The ids of the tracepoints of `meta` whose events the rule reads: an event rule's
+    /// that its name matches, a latency rule's named as its pair (none for `lost`).
+    pub fn tracepoints(&self, meta: &Metadata) -> Vec<u16> {
+        let named = |matches: &dyn Fn(&str) -> bool| {
+            (0..meta.tracepoints.len())
+                .filter(|&i| matches(&meta.tracepoints[i].name))
+                .map(|i| i as u16)
+                .collect()
+        };
+        match self {
+            Rule::Event { name, .. } => {
+                let pattern = wildmatch::WildMatch::new(name);
+                named(&|n| pattern.matches(n))
+            }
+            Rule::Latency { name, .. } => named(&|n| n == name),
+            Rule::Lost { .. } => Vec::new(),
+        }
+    }
+
     /// Checks the rule against the tracepoints of `meta`: the names it gives must be the
     /// device's (a typo is an error naming what there is), its argument one of the
     /// tracepoint's, its value of the argument's kind.

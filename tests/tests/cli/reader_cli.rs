@@ -300,6 +300,32 @@ fn follow_prints_the_events_a_process_writes_after_it_started() {
     }
 }
 
+/// A change that turns off the tracepoints an installed snapshot rule reads says so (the
+/// rule would match nothing, silently); one that leaves them on says nothing of the rule.
+#[test]
+fn ctl_says_when_a_change_turns_off_what_an_installed_rule_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let d = dir.to_str().unwrap();
+    run_app(&dir, 1); // creates the device and registers its tracepoints
+    reader!("ctl", d, "on", "event wide").ok();
+    let out = reader!("ctl", d, "disable", "file_*").run();
+    assert!(out.status.success());
+    assert!(!out.stderr.contains("event wide"), "{}", out.stderr);
+    // The class mask (as `level` sets it): every tracepoint of the app is in class 1.
+    let out = reader!("ctl", d, "clrbits", "0x1").run();
+    assert!(out.status.success());
+    let note = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("`event wide`"))
+        .unwrap_or_else(|| panic!("no note: {}", out.stderr));
+    assert!(
+        note.starts_with("ttrace-reader: ctl: note: `clrbits 0x1` turns off wide, "),
+        "{note}"
+    );
+}
+
 #[test]
 fn ctl_changes_what_a_writer_records_and_rejects_bad_commands() {
     let tmp = tempfile::tempdir().unwrap();

@@ -100,7 +100,26 @@ pub(super) fn run(mut words: Vec<String>) -> Result<(), Error> {
         }
         opened => opened.map_err(refusal)?,
     };
+    let recording = rules_recording(&dev);
     dev.apply(&command)?;
+    // A change that turns off what an installed rule reads says so: the rule then
+    // matches nothing, and nothing else would tell.
+    for (rule, before) in recording {
+        let meta = dev.reader().metadata();
+        let off: Vec<&str> = before
+            .iter()
+            .filter(|&&id| !dev.reader().enabled(id))
+            .filter_map(|&id| meta.tracepoints.get(id as usize).map(|t| t.name.as_str()))
+            .collect();
+        if let Some(first) = off.first() {
+            let mut names: Vec<&str> = off.clone();
+            names.dedup();
+            eprintln!(
+                "ttrace-reader: ctl: note: `{line}` turns off {}, which the installed rule                  `{rule}` reads: it matches nothing until {first} records again",
+                names.join(", ")
+            );
+        }
+    }
     match &command {
         Command::Enable(p) | Command::Disable(p) if !dev.pattern_matches_known(p) => eprintln!(
             "ttrace-reader: ctl: note: `{p}` matches nothing yet (no tracepoint of this device, nor `info`); the rule is kept for tracepoints registered later"
@@ -128,4 +147,23 @@ pub(super) fn run(mut words: Vec<String>) -> Result<(), Error> {
             .lock()
             .write_all(dev.reader().ctl().as_bytes()),
     )
+}
+
+/// Each installed snapshot rule of `dev`, with the tracepoints it reads that record now.
+fn rules_recording(dev: &Device) -> Vec<(String, Vec<u16>)> {
+    let reader = dev.reader();
+    let meta = reader.metadata();
+    reader
+        .snapshot_rules()
+        .into_iter()
+        .filter_map(|text| {
+            let rule = text.parse::<Rule>().ok()?;
+            let on = rule
+                .tracepoints(&meta)
+                .into_iter()
+                .filter(|&id| reader.enabled(id))
+                .collect();
+            Some((text, on))
+        })
+        .collect()
 }
