@@ -384,13 +384,11 @@ impl<'d> Follower<'d> {
                 &mut self.held_top[r],
             );
             let mut copy = self.copy.as_mut();
-            let mut first_read = None;
-            let settled = cursor.walk(&core.ring(r), shared, |p, e| {
+            let (settled, lost_at) = cursor.walk(&core.ring(r), shared, |p, e| {
                 *in_order &= e.stamp >= last;
                 last = e.stamp;
                 *top = (*top).max(e.type_word.tracepoint());
                 if let Some(copy) = copy.as_deref_mut() {
-                    first_read.get_or_insert(p);
                     copy.record(r, p, &e);
                 }
                 held.push(e)
@@ -399,7 +397,7 @@ impl<'d> Follower<'d> {
             if settled.lost > 0 {
                 losses.push((r, taken..held.len(), shared));
                 if let Some(copy) = copy {
-                    copy.forget_below(r, first_read.unwrap_or(cursor.next));
+                    copy.lost(r, lost_at, cursor.next);
                 }
             }
             lost[r] = settled.lost;
@@ -651,20 +649,29 @@ impl Cursor {
     /// Reads the positions of `ring` still waiting and those new up to its `head`, in
     /// order, each settled once (see the module documentation); `take` gets each event
     /// read. Returns what this walk settled (its `committed`: read, `lost` and `skipped`:
-    /// given up).
+    /// given up), and the span of positions it lost (from the first to one past the last).
     fn walk<S: SlotWords>(
         &mut self,
         ring: &Ring<'_, S>,
         shared: bool,
         mut take: impl FnMut(u64, Event),
-    ) -> Accounting {
+    ) -> (Accounting, core::ops::Range<u64>) {
         let n = ring.slot_count() as u64;
         let head = ring.head().max(self.next);
         let oldest = head.saturating_sub(n);
         let mut settled = Accounting::default();
+        // The positions lost, from the first to one past the last (empty: none).
+        let mut lost_at: Option<core::ops::Range<u64>> = None;
+        let mut lose = |at: core::ops::Range<u64>| {
+            lost_at = Some(match lost_at.take() {
+                Some(was) => was.start.min(at.start)..was.end.max(at.end),
+                None => at,
+            });
+        };
         // Positions passed by the ring before they could be read.
         if self.next < oldest {
             settled.lost += oldest - self.next;
+            lose(self.next..oldest);
             self.next = oldest;
         }
         let waited = std::mem::take(&mut self.waiting);
@@ -721,7 +728,10 @@ impl Cursor {
                 Settled::ReadWithNext | Settled::ReadLosingNext | Settled::Read => {
                     settled.committed += 1
                 }
-                Settled::Lost => settled.lost += 1,
+                Settled::Lost => {
+                    settled.lost += 1;
+                    lose(p..p + 1);
+                }
                 Settled::GaveUp => settled.skipped += 1,
                 Settled::Waits(w) => {
                     self.waiting.insert(p, w);
@@ -733,7 +743,7 @@ impl Cursor {
         // position stitched nothing beyond `head`.
         self.next = head;
         self.totals.counts += settled;
-        settled
+        (settled, lost_at.unwrap_or(0..0))
     }
 }
 

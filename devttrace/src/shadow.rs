@@ -382,6 +382,32 @@ impl Shadow {
         c.end = to;
     }
 
+    /// Says that the follower lost entries of ring `r` in a poll, at positions from
+    /// `lost.start` to before `lost.end` (the first and one past the last it lost; its cursor
+    /// is `next` after the poll): a run of events begins at the first event it recorded
+    /// after them, and what it recorded between them goes, so that no run has a hole (a
+    /// loss within a poll, between events it read, would leave one: the events read before
+    /// it end the run before, those after begin the next).
+    pub(crate) fn lost(&mut self, r: usize, lost: core::ops::Range<u64>, next: u64) {
+        let shift = self.shift();
+        let Some(c) = self.rings.get_mut(r) else {
+            return;
+        };
+        let end = next.min(c.end);
+        let first = (lost.end.max(c.first)..end)
+            .find(|&p| {
+                c.slot(p, shift)
+                    .is_some_and(|w| w[0] != 0 && w[0] & Stamp::CONTINUATION == 0)
+            })
+            .unwrap_or(next);
+        for p in lost.start.max(c.first)..first.min(end) {
+            if let Some(w) = c.slot(p, shift) {
+                *w = [0; SLOT_WORDS];
+            }
+        }
+        self.forget_below(r, first);
+    }
+
     /// Says that the follower lost entries of ring `r` before position `first`, the first
     /// it read after them (or its cursor, having read none): nothing below `first` is
     /// recorded from now on, and a run of events begins there. The run before it is kept, up
@@ -777,6 +803,32 @@ mod tests {
         assert_eq!(stamps(&s, 0, 16), last);
         s.window(0, 0);
         assert_eq!(stamps(&s, 0, 16).iter().filter(|&&t| t != 0).count(), 16);
+    }
+
+    #[test]
+    fn a_loss_within_a_poll_leaves_no_hole_in_a_run() {
+        // One poll read positions 0..5, lost 5, read 6..10 (a slot overwritten while read).
+        let mut s = Shadow::new(1, 16);
+        fill(&mut s, 0..5);
+        fill(&mut s, 6..10);
+        s.lost(0, 5..6, 10);
+        // The current run begins after the loss; the one before ends before it.
+        let mut after = [0; 16];
+        after[6..10].copy_from_slice(&[62, 72, 82, 92]);
+        assert_eq!(stamps(&s, 0, 16), after);
+        s.saved_around(Some(30));
+        let mut before = [0; 16];
+        before[..5].copy_from_slice(&[2, 12, 22, 32, 42]);
+        assert_eq!(stamps(&s, 0, 16), before);
+        // Two losses in one poll: what was read between them goes.
+        let mut s = Shadow::new(1, 16);
+        fill(&mut s, 0..3);
+        fill(&mut s, 4..6);
+        fill(&mut s, 7..10);
+        s.lost(0, 3..7, 10);
+        let mut after = [0; 16];
+        after[7..10].copy_from_slice(&[72, 82, 92]);
+        assert_eq!(stamps(&s, 0, 16), after);
     }
 
     #[test]
