@@ -11,10 +11,11 @@
 //! is a cache, never the only way.
 //!
 //! **Protocol.** An entry is a sequence lock whose sequence is the id itself:
-//! - the writer claims the entry by swapping its id for [`BUSY`] (a compare-exchange: a
-//!   writer that finds the entry busy, or loses the race, leaves it: its span is looked up
-//!   in the registry), then (Release fence) stores the callsite, then stores the new id with
-//!   Release;
+//! - the writer claims the entry by swapping its id for [`BUSY`] (a compare-exchange, with
+//!   Acquire: it reads the id the writer before stored with Release, so the callsite that
+//!   one stored comes before its own; a writer that finds the entry busy, or loses the race,
+//!   leaves it: its span is looked up in the registry), then (Release fence) stores the
+//!   callsite, then stores the new id with Release;
 //! - a reader loads the id with Acquire and goes on only if it is the one it looks for, loads
 //!   the callsite, and (Acquire fence) loads the id again: the callsite is the id's if the
 //!   id is still there.
@@ -32,7 +33,8 @@
 //! names a span that is gone.
 
 use crate::callsite::Callsite;
-use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering::*};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering, Ordering::*};
 
 /// Entries in a layer's table (a power of two): 4096, 64 KiB.
 pub(crate) const SLOTS: usize = 4096;
@@ -41,35 +43,93 @@ pub(crate) const SLOTS: usize = 4096;
 /// one, far below; one that had it would only never be cached.
 const BUSY: u64 = u64::MAX;
 
-/// One entry: a span's id (0: none yet) and its callsite.
-struct Entry<T> {
-    id: AtomicU64,
-    callsite: AtomicPtr<T>,
+/// The atomic word the protocol is written against: the standard library's, and loom's in
+/// the model of the protocol (`tests::loom_model`), so that the very same code is checked.
+pub(crate) trait Word: Sync + Send {
+    fn new(value: u64) -> Self;
+    fn load(&self, order: Ordering) -> u64;
+    fn store(&self, value: u64, order: Ordering);
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        ok: Ordering,
+        err: Ordering,
+    ) -> Result<u64, u64>;
+    fn fence(order: Ordering);
 }
 
-/// The table (see the module's documentation): of callsites, `T` (another type in tests).
-pub(crate) struct SpanIds<T: 'static = Callsite> {
-    entries: Box<[Entry<T>]>,
+impl Word for AtomicU64 {
+    fn new(value: u64) -> Self {
+        AtomicU64::new(value)
+    }
+    #[inline(always)]
+    fn load(&self, order: Ordering) -> u64 {
+        AtomicU64::load(self, order)
+    }
+    #[inline(always)]
+    fn store(&self, value: u64, order: Ordering) {
+        AtomicU64::store(self, value, order)
+    }
+    #[inline(always)]
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        ok: Ordering,
+        err: Ordering,
+    ) -> Result<u64, u64> {
+        AtomicU64::compare_exchange(self, current, new, ok, err)
+    }
+    #[inline(always)]
+    fn fence(order: Ordering) {
+        std::sync::atomic::fence(order)
+    }
 }
 
-impl<T: 'static> SpanIds<T> {
+/// One entry: a span's id (0: none yet) and its callsite's address (its provenance
+/// exposed: [`SpanIds::get`] takes the pointer back from it).
+struct Entry<W> {
+    id: W,
+    callsite: W,
+}
+
+/// The table (see the module's documentation): of callsites, `T` (another type in tests),
+/// over the atomic word `W`.
+pub(crate) struct SpanIds<T: 'static = Callsite, W: Word = AtomicU64> {
+    entries: Box<[Entry<W>]>,
+    callsites: PhantomData<&'static T>,
+}
+
+impl<T: 'static, W: Word> SpanIds<T, W> {
     /// An empty table.
-    pub(crate) fn new() -> SpanIds<T> {
+    pub(crate) fn new() -> SpanIds<T, W> {
+        SpanIds::with_slots(SLOTS)
+    }
+
+    /// An empty table of `slots` entries (a power of two).
+    fn with_slots(slots: usize) -> SpanIds<T, W> {
+        debug_assert!(slots.is_power_of_two());
         SpanIds {
-            entries: (0..SLOTS)
+            entries: (0..slots)
                 .map(|_| Entry {
-                    id: AtomicU64::new(0),
-                    callsite: AtomicPtr::new(std::ptr::null_mut()),
+                    id: W::new(0),
+                    callsite: W::new(0),
                 })
                 .collect(),
+            callsites: PhantomData,
         }
     }
 
     /// The entry of `id`: its slot by a multiplicative hash (a registry's ids differ
     /// mostly in their low bits within a thread's shard, and in the shard's bits above).
     #[inline]
-    fn entry(&self, id: u64) -> &Entry<T> {
-        let slot = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOTS.trailing_zeros());
+    fn entry(&self, id: u64) -> &Entry<W> {
+        let bits = self.entries.len().trailing_zeros();
+        let slot = match bits {
+            0 => 0,
+            bits => id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits),
+        };
         &self.entries[slot as usize]
     }
 
@@ -80,16 +140,19 @@ impl<T: 'static> SpanIds<T> {
             return;
         }
         let e = self.entry(id);
-        // Relaxed: the claim orders nothing itself; the fence below orders it before the
-        // callsite's store.
+        // The claim takes the entry from the writer before: Acquire on success, so that its
+        // callsite's store happens before this one's (else the entry could end with this
+        // id and that callsite: loom found it, `tests::loom_model`). Relaxed for the first
+        // load and a failure: nothing is written then.
         let now = e.id.load(Relaxed);
-        if now == BUSY || e.id.compare_exchange(now, BUSY, Relaxed, Relaxed).is_err() {
+        if now == BUSY || e.id.compare_exchange(now, BUSY, Acquire, Relaxed).is_err() {
             return;
         }
         // The claim (`BUSY`) before the callsite, for every reader that sees the callsite.
-        fence(Release);
+        W::fence(Release);
         // Relaxed: ordered by the fence above and the Release store below.
-        e.callsite.store(callsite as *const T as *mut T, Relaxed);
+        let address = (callsite as *const T).expose_provenance() as u64;
+        e.callsite.store(address, Relaxed);
         // Release: a reader that sees the id sees the callsite stored before it.
         e.id.store(id, Release);
     }
@@ -120,15 +183,16 @@ impl<T: 'static> SpanIds<T> {
             return None;
         }
         // Relaxed: validated by the second load of the id, after the fence.
-        let callsite = e.callsite.load(Relaxed);
-        fence(Acquire);
+        let address = e.callsite.load(Relaxed);
+        W::fence(Acquire);
         if e.id.load(Relaxed) != id {
             return None;
         }
+        let callsite = std::ptr::with_exposed_provenance::<T>(address as usize);
         // SAFETY: the id (not `BUSY`, nor 0: no span has either) was there before and after
-        // the load (the module's argument), so the pointer is the one stored for it: made
-        // from a `&'static T`, which lives for the rest of the program; never null, as an
-        // id is stored only after its callsite.
+        // the load (the module's argument), so the address is the one stored for it, whose
+        // provenance was exposed: that of a `&'static T`, which lives for the rest of the
+        // program; never null, as an id is stored only after its callsite.
         Some(unsafe { &*callsite })
     }
 }
@@ -206,6 +270,74 @@ mod tests {
         });
         // Each id's last writer left the entry to one of them.
         assert!(same.iter().filter(|&&i| ids.get(i).is_some()).count() == 1);
+    }
+
+    // Loom's word, for the model below.
+    impl Word for loom::sync::atomic::AtomicU64 {
+        fn new(value: u64) -> Self {
+            loom::sync::atomic::AtomicU64::new(value)
+        }
+        fn load(&self, order: Ordering) -> u64 {
+            loom::sync::atomic::AtomicU64::load(self, order)
+        }
+        fn store(&self, value: u64, order: Ordering) {
+            loom::sync::atomic::AtomicU64::store(self, value, order)
+        }
+        fn compare_exchange(
+            &self,
+            current: u64,
+            new: u64,
+            ok: Ordering,
+            err: Ordering,
+        ) -> Result<u64, u64> {
+            loom::sync::atomic::AtomicU64::compare_exchange(self, current, new, ok, err)
+        }
+        fn fence(order: Ordering) {
+            loom::sync::atomic::fence(order)
+        }
+    }
+
+    /// The protocol under loom's model of the memory model: two writers of two more ids of
+    /// an entry that holds a live span's, and a reader of that span, in every interleaving
+    /// and every value each load may see: the reader finds its span's callsite or nothing,
+    /// never another's.
+    #[test]
+    fn loom_model() {
+        let leak = |v: u64| -> &'static u64 { Box::leak(Box::new(v)) };
+        let (a, b, c) = (leak(1), leak(2), leak(3));
+        // Two preemptions a run: every interleaving of the three threads' steps that
+        // switches at most twice (the race loom found needs one); unbounded, it takes
+        // minutes in a debug build.
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(2);
+        model.check(move || {
+            type Table = SpanIds<u64, loom::sync::atomic::AtomicU64>;
+            let ids = loom::sync::Arc::new(Table::with_slots(1));
+            // Span 1 is alive (its `new` recorded) when span 2 takes the entry over, and a
+            // reader of span 1 looks it up meanwhile.
+            ids.insert(1, a);
+            let writers: Vec<_> = [(2, b), (3, c)]
+                .into_iter()
+                .map(|(id, cs)| {
+                    let ids = ids.clone();
+                    loom::thread::spawn(move || ids.insert(id, cs))
+                })
+                .collect();
+            let reader = {
+                let ids = ids.clone();
+                loom::thread::spawn(move || ids.get(1).copied())
+            };
+            for w in writers {
+                w.join().unwrap();
+            }
+            assert!(matches!(reader.join().unwrap(), None | Some(1)));
+            // The entry is one writer's now (the other found it busy, or came first).
+            let (two, three) = (ids.get(2).copied(), ids.get(3).copied());
+            assert!(
+                matches!((two, three), (Some(2), None) | (None, Some(3))),
+                "{two:?} {three:?}"
+            );
+        });
     }
 
     #[test]
