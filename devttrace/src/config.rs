@@ -326,6 +326,43 @@ fn slots_for(bytes: u64, cpus: u64) -> Option<u64> {
     (slots >= 2).then_some(slots.min(layout::MAX_RING_SLOTS))
 }
 
+/// The slots per ring a device made with the default sizes has on `cpus` CPUs
+/// ([`DEFAULT_BUFFER_BYTES`] over them).
+///
+/// ```
+/// assert_eq!(devttrace::config::default_ring_slots(2), 524_288);
+/// ```
+pub fn default_ring_slots(cpus: u32) -> u64 {
+    slots_for(DEFAULT_BUFFER_BYTES, u64::from(cpus)).unwrap_or(2)
+}
+
+/// What to say of a device of `cpus` CPUs whose rings have `ring_slots` slots, where that
+/// is not what the default sizes make (a device made by an older version, or with
+/// `TTRACE_BUFFER`, is kept with its sizes by a program that asks for none): its sizes and
+/// the defaults', in bytes, and what to do. `None` where they are the defaults.
+///
+/// ```
+/// let note = devttrace::config::other_sizes(2, 16_384).unwrap();
+/// assert!(note.starts_with("keeps the sizes it was made with: 16384 slots a ring (3 MiB"));
+/// assert_eq!(devttrace::config::other_sizes(2, 524_288), None);
+/// ```
+pub fn other_sizes(cpus: u32, ring_slots: u64) -> Option<String> {
+    let default = default_ring_slots(cpus);
+    let bytes = |slots: u64| match slots * BYTES_PER_SLOT * u64::from(cpus.max(1)) {
+        b if b < 1 << 20 => format!("{} KiB", b >> 10),
+        b => format!("{} MiB", b >> 20),
+    };
+    (ring_slots != default).then(|| {
+        format!(
+            "keeps the sizes it was made with: {ring_slots} slots a ring ({} with its \
+             strings over {cpus} CPUs), where the defaults make {default} ({}); remove it, \
+             or set TTRACE_BUFFER, for others",
+            bytes(ring_slots),
+            bytes(default)
+        )
+    })
+}
+
 /// The aux bytes per ring that grow with rings of `ring_slots` slots: half a ring's bytes,
 /// within the bounds of an aux buffer. (A service's `tracing` events hold about 17 bytes of
 /// strings per entry: a quarter, 16, lost the strings of the oldest events before the

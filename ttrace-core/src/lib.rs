@@ -54,4 +54,6 @@ pub use ttrace_layouts::device::CLASS_MESSAGES;
 pub use ttrace_layouts::entry::Kind;
 pub use ttrace_layouts::format::count_args;
 pub use ttrace_layouts::meta::ArgType;
-pub use writer::{device, device_or_init, info, init, rename_thread, thread_context, Writer};
+pub use writer::{
+    device, device_or_init, info, init, rename_thread, thread_context, Writer, ENV_QUIET,
+};

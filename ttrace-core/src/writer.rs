@@ -368,6 +368,7 @@ pub fn init(config: &Config) -> Result<&'static Writer> {
     }
     cpu::detect();
     let w: &'static Writer = Box::leak(Box::new(Writer::open(config)?));
+    say_other_sizes(config, w);
     // Release: a thread that loads the pointer sees the initialized Writer.
     GLOBAL.store(w as *const Writer as *mut Writer, Release);
     if config.switches {
@@ -375,6 +376,28 @@ pub fn init(config: &Config) -> Result<&'static Writer> {
     }
     Ok(w)
 }
+
+/// Says once, on standard error, that the device `w` attached to keeps sizes other than
+/// the defaults, where `config` asked for none (a device an older version made, kept by
+/// every program that does not ask: its rings may keep far less than the user expects).
+/// `TTRACE_QUIET=1` says nothing.
+fn say_other_sizes(config: &Config, w: &Writer) {
+    let asked_none = config.ring_slots == 0 && config.aux_bytes == 0;
+    let quiet = std::env::var_os(ENV_QUIET).is_some_and(|v| !v.is_empty() && v != "0");
+    if !asked_none || quiet {
+        return;
+    }
+    let v = w.device().reader().version();
+    if let Some(note) = devttrace::config::other_sizes(v.num_cpus, v.ring_slots) {
+        eprintln!(
+            "ttrace: {} {note} ({ENV_QUIET}=1 says nothing)",
+            w.device().reader().dir().display()
+        );
+    }
+}
+
+/// The variable that, set, keeps [`init`] from saying anything on standard error.
+pub const ENV_QUIET: &str = "TTRACE_QUIET";
 
 /// The process's writer, if one is installed.
 #[inline(always)]

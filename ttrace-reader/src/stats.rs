@@ -127,6 +127,14 @@ pub(crate) fn text(dev: &Reader) -> devttrace::Result<String> {
         snap.version.aux_size,
         snap.version.meta_size,
     );
+    // A device that is not of the default sizes keeps its own, for every program that
+    // asks for none: said, with what the defaults would make.
+    if let (false, Some(note)) = (
+        dev.is_snapshot(),
+        devttrace::config::other_sizes(snap.version.num_cpus, snap.version.ring_slots),
+    ) {
+        s += &format!("note: the device {note}\n");
+    }
     s += &match st.clears {
         0 => "cleared: never\n".to_string(),
         n => format!("cleared: {n} times, last at {} s\n", secs(st.cleared_at)),

@@ -57,6 +57,35 @@ fn ring_slots_and_aux_size_come_from_the_environment_and_stats_shows_them() {
     assert_eq!(events(&dir), 2, "the refused runs recorded nothing");
 }
 
+/// A program that asks for no size keeps an existing device's (one an older version made
+/// with its defaults, or one made with `TTRACE_BUFFER`), and says so once on standard error
+/// (unless `TTRACE_QUIET=1`); `stats` says it too, with what the defaults would make.
+#[test]
+fn a_device_of_other_sizes_is_kept_and_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let made = with(&dir, &[("TTRACE_RING_SLOTS", "128")]).succeeds();
+    assert!(!made.stderr.contains("keeps the sizes"), "{}", made.stderr);
+    let cpus = devttrace::config::configured_cpus();
+    let note = devttrace::config::other_sizes(cpus, 128).unwrap();
+    let kept = with(&dir, &[]).succeeds();
+    let said: Vec<&str> = kept.stderr.lines().filter(|l| l.contains(&note)).collect();
+    assert_eq!(said.len(), 1, "{}", kept.stderr);
+    assert!(said[0].starts_with("ttrace: "), "{}", said[0]);
+    assert!(
+        said[0].ends_with("(TTRACE_QUIET=1 says nothing)"),
+        "{}",
+        said[0]
+    );
+    let quiet = with(&dir, &[("TTRACE_QUIET", "1")]).succeeds();
+    assert!(!quiet.stderr.contains(&note), "{}", quiet.stderr);
+    let stats = reader!("stats", &dir).ok();
+    assert!(
+        stats.contains(&format!("note: the device {note}\n")),
+        "{stats}"
+    );
+}
+
 #[test]
 fn the_mask_and_disabled_come_from_the_environment() {
     let tmp = tempfile::tempdir().unwrap();
