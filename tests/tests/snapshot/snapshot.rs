@@ -335,9 +335,12 @@ fn dump_and_stats_read_a_snapshot_file_in_place_of_a_device() {
     let saved = reader!("dump", &file).ok();
     assert_eq!(body(saved), body(live.clone()));
     assert!(live.contains("step(n=19 s=\"string 19\")"), "{live}");
+    // The same counts; a live device's advice on its sizes is of the device, not the file.
+    let live_only = |l: &String| !l.starts_with("note: the device keeps");
+    let live: Vec<String> = body(reader!("stats", &dir).ok());
     assert_eq!(
         body(reader!("stats", &file).ok()),
-        body(reader!("stats", &dir).ok())
+        live.into_iter().filter(live_only).collect::<Vec<_>>()
     );
 }
 
