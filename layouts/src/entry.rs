@@ -144,13 +144,35 @@ impl Stamp {
     /// ```
     ///
     /// An `old` of `u64::MAX` (no stamp: a damaged ring's `last_stamp`) sets no floor, as in
-    /// the writer's assembly (`or 1; add 1` wraps to 0), instead of overflowing.
+    /// the writer's assembly (`or 1; add 1` wraps to 0), instead of overflowing. Nor does a
+    /// floor more than [`Stamp::FLOOR_AHEAD`] ticks past the clock: `last_stamp` is shared
+    /// memory, which a damaged device holds anything in, and a floor near 2^63 would make
+    /// every stamp of the ring claimed (its events never read again).
+    ///
+    /// ```
+    /// use ttrace_layouts::entry::Stamp;
+    /// assert_eq!(Stamp::next_after(1000, Stamp((1 << 63) + 5)), Stamp(1000));
+    /// assert_eq!(Stamp::next_after(1000, Stamp(1000 + Stamp::FLOOR_AHEAD)), Stamp(1000));
+    /// ```
     #[inline(always)]
     pub const fn next_after(timestamp: u64, old: Stamp) -> Stamp {
         let t = timestamp & !Self::CONTINUATION & !Self::CLAIMED;
         let floor = (old.0 | Self::CONTINUATION).wrapping_add(1);
-        Stamp(if t > floor { t } else { floor })
+        // The floor where it is at most FLOOR_AHEAD past the clock, else the clock: one
+        // comparison of their difference, wrapping (a floor below the clock wraps far
+        // above), as the assembly makes it.
+        Stamp(if floor.wrapping_sub(t) <= Self::FLOOR_AHEAD {
+            floor
+        } else {
+            t
+        })
     }
+
+    /// The most a ring's floor (`last_stamp`, made odd, plus one) may be ahead of the clock
+    /// and still be one (2^31 - 1 ticks: under a second of a TSC, two of nanoseconds; a
+    /// CPU's clock runs at most a few ticks ahead of another's). An immediate of the
+    /// writer's assembly.
+    pub const FLOOR_AHEAD: u64 = 0x7fff_ffff;
 }
 
 /// What a trace point marks, in the type word's bits 0..2 (the Akaros kinds).

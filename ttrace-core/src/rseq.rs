@@ -504,7 +504,11 @@ macro_rules! payload_second {
 
 /// The parent's stamp into `{a}` and `rax`: `rdtsc`, the claim and continuation bits
 /// clear, at least the floor (the ring's last stamp, made odd, plus one: into `{cpu}`,
-/// spent, before the `rdtsc`, so that after it come only the stamp's bits and stores).
+/// spent, before the `rdtsc`, so that after it come only the stamp's bits and stores),
+/// unless the floor is more than `{ahead}` past the clock (a damaged `last_stamp`: then
+/// none): the floor if it is at most `{ahead}` past the clock (their difference, wrapping,
+/// compared once: a floor below the clock wraps far above), else the clock.
+/// [`Stamp::next_after`] is its model.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 macro_rules! stamp {
     () => {
@@ -517,8 +521,10 @@ macro_rules! stamp {
             "or rax, rdx\n",
             "btr rax, {claimed}\n",
             "and rax, -2\n",
-            "cmp rax, {cpu}\n",
-            "cmovb rax, {cpu}\n",
+            "mov rdx, {cpu}\n",
+            "sub rdx, rax\n",
+            "cmp rdx, {ahead}\n",
+            "cmovbe rax, {cpu}\n",
             "mov qword ptr [{a}], rax\n",
         )
     };
@@ -714,6 +720,7 @@ impl Restartable {
                 slot_shift = const size_of::<Slot>().trailing_zeros(),
                 last_stamp = const LAST_STAMP,
                 claimed = const Stamp::CLAIMED.trailing_zeros(),
+                ahead = const Stamp::FLOOR_AHEAD,
                 cpu_shift = const TypeWord::CPU_SHIFT,
                 position_shift = const TypeWord::POSITION_SHIFT,
                 options(nostack),
@@ -763,6 +770,7 @@ impl Restartable {
                 slot_shift = const size_of::<Slot>().trailing_zeros(),
                 last_stamp = const LAST_STAMP,
                 claimed = const Stamp::CLAIMED.trailing_zeros(),
+                ahead = const Stamp::FLOOR_AHEAD,
                 cpu_shift = const TypeWord::CPU_SHIFT,
                 position_shift = const TypeWord::POSITION_SHIFT,
                 options(nostack),
@@ -865,6 +873,7 @@ impl Restartable {
                 last_stamp = const LAST_STAMP,
                 aux_last = const AUX_LAST,
                 claimed = const Stamp::CLAIMED.trailing_zeros(),
+                ahead = const Stamp::FLOOR_AHEAD,
                 cpu_shift = const TypeWord::CPU_SHIFT,
                 position_shift = const TypeWord::POSITION_SHIFT,
                 len_shift = const AuxPath::LEN_SHIFT,

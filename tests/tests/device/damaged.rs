@@ -295,3 +295,57 @@ fn control_rules_with_empty_or_foreign_lines_are_skipped() {
         "{ctl}"
     );
 }
+
+/// A restartable ring's `last_stamp` damaged to a value near 2^63 (the claim bit's): the
+/// writer's floor ignores it (in its assembly and in the model of it), so the events it
+/// commits are stamped by the clock, unclaimed, and read back; they were committed claimed,
+/// the ring wedged, before.
+#[test]
+fn a_damaged_last_stamp_sets_no_floor() {
+    use ttrace_layouts::entry::Stamp;
+    for damage in [(1u64 << 63) - 1, (1 << 63) + 5, u64::MAX - 7, 1 << 62] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("dev");
+        let w = ttrace_core::Writer::open(&ttrace_tests::config(&dir, 64, 2)).unwrap();
+        assert!(w.restartable(), "{}", ttrace_tests::rseq::RSEQ_REQUIRED);
+        let word = ttrace_tests::define(&w, "after_damage", "n={n}");
+        let map = w.device().mapping();
+        let damage_all = || {
+            for r in 0..2 {
+                map.ring_header(r)
+                    .last_stamp
+                    .store(damage, std::sync::atomic::Ordering::SeqCst);
+            }
+        };
+        // The writer's own path: its assembly where restartable sequences are there.
+        damage_all();
+        for n in 0..3 {
+            w.emit(word, 1 << 32 | 2, &[n]);
+        }
+        // The model of it, on ring 0.
+        damage_all();
+        let on = ttrace_layouts::entry::TypeWord(word).with_cpu(0).0;
+        for n in 3..6 {
+            let words = [on, 1 << 32 | 2, n, 0, 0, 0, 0];
+            map.ring(0).write_restartable(
+                &map.ring_header(0).last_stamp,
+                w.now(),
+                &words,
+                None,
+                usize::MAX,
+            );
+        }
+        let now = w.now();
+        let dev = Reader::open(&dir).unwrap();
+        let mut seen = Vec::new();
+        for r in 0..dev.cpus() {
+            for e in &dev.cpu(r).unwrap().events {
+                assert_eq!(e.stamp & Stamp::CLAIMED, 0, "{damage:#x}: {e:?}");
+                assert!(e.stamp <= now, "{damage:#x}: stamped past the clock: {e:?}");
+                seen.push(e.args()[0]);
+            }
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, [0, 1, 2, 3, 4, 5], "{damage:#x}: every event read");
+    }
+}
