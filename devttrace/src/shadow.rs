@@ -631,9 +631,10 @@ impl Shadow {
         self.rings.len()
     }
 
-    /// What a snapshot of it saves now (its window, around its moment: [`Shadow::held`],
-    /// and the strings of its window), as a copy of its own: saved on another thread, while
-    /// this one goes on recording. It copies the chunks that hold the window, nothing else.
+    /// What a snapshot of it saves now (its window, around its moment: each ring's run that
+    /// holds it, and the strings of its window), as a copy of its own: saved on another
+    /// thread, while this one goes on recording. It copies the chunks that hold the window,
+    /// nothing else.
     pub fn cut(&self) -> Shadow {
         let shift = self.shift();
         let mut cut = Shadow::new(self.rings.len(), self.base);
