@@ -27,8 +27,8 @@
 //! on following. It follows on for an interval after a snapshot (the next trigger then
 //! finds its window copied), then stops until the next grant. Memory: the copy holds a
 //! ring's worth and at most half of [`Policy::max_bytes`] beyond (said once on standard
-//! error when reached), and at most [`IN_FLIGHT`] images wait for the writer; past that the
-//! copier waits. A trigger while a copy is made or written is not lost: it claims its own
+//! error when reached), its strings an aux buffer's worth and at most as much again, and
+//! at most [`IN_FLIGHT`] cuts wait for the writer; past that the copier waits. A trigger while a copy is made or written is not lost: it claims its own
 //! snapshot, or is merged into one.
 
 use crate::error::Result;
