@@ -33,8 +33,11 @@
 //! names a span that is gone.
 
 use crate::callsite::Callsite;
+// The atomic word the ring and aux protocols are written against: the standard library's
+// here, loom's in the model of the protocol (`tests::loom_model`), the very same code.
+use devttrace::sync::{AtomicWord as Word, Ordering::*};
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering, Ordering::*};
+use std::sync::atomic::AtomicU64;
 
 /// Entries in a layer's table (a power of two): 4096, 64 KiB.
 pub(crate) const SLOTS: usize = 4096;
@@ -42,50 +45,6 @@ pub(crate) const SLOTS: usize = 4096;
 /// The id of an entry being written. No span has it: a registry's ids are slab keys plus
 /// one, far below; one that had it would only never be cached.
 const BUSY: u64 = u64::MAX;
-
-/// The atomic word the protocol is written against: the standard library's, and loom's in
-/// the model of the protocol (`tests::loom_model`), so that the very same code is checked.
-pub(crate) trait Word: Sync + Send {
-    fn new(value: u64) -> Self;
-    fn load(&self, order: Ordering) -> u64;
-    fn store(&self, value: u64, order: Ordering);
-    fn compare_exchange(
-        &self,
-        current: u64,
-        new: u64,
-        ok: Ordering,
-        err: Ordering,
-    ) -> Result<u64, u64>;
-    fn fence(order: Ordering);
-}
-
-impl Word for AtomicU64 {
-    fn new(value: u64) -> Self {
-        AtomicU64::new(value)
-    }
-    #[inline(always)]
-    fn load(&self, order: Ordering) -> u64 {
-        AtomicU64::load(self, order)
-    }
-    #[inline(always)]
-    fn store(&self, value: u64, order: Ordering) {
-        AtomicU64::store(self, value, order)
-    }
-    #[inline(always)]
-    fn compare_exchange(
-        &self,
-        current: u64,
-        new: u64,
-        ok: Ordering,
-        err: Ordering,
-    ) -> Result<u64, u64> {
-        AtomicU64::compare_exchange(self, current, new, ok, err)
-    }
-    #[inline(always)]
-    fn fence(order: Ordering) {
-        std::sync::atomic::fence(order)
-    }
-}
 
 /// One entry: a span's id (0: none yet) and its callsite's address (its provenance
 /// exposed: [`SpanIds::get`] takes the pointer back from it).
@@ -200,6 +159,7 @@ impl<T: 'static, W: Word> SpanIds<T, W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use devttrace::sync::Ordering;
 
     fn callsite() -> &'static u32 {
         Box::leak(Box::new(0))
@@ -272,16 +232,22 @@ mod tests {
         assert!(same.iter().filter(|&&i| ids.get(i).is_some()).count() == 1);
     }
 
-    // Loom's word, for the model below.
-    impl Word for loom::sync::atomic::AtomicU64 {
+    /// Loom's atomic word, for the model below (devttrace implements its `AtomicWord` for
+    /// loom's only under `--cfg loom`, which would rebuild every dependency).
+    struct LoomWord(loom::sync::atomic::AtomicU64);
+
+    impl Word for LoomWord {
         fn new(value: u64) -> Self {
-            loom::sync::atomic::AtomicU64::new(value)
+            LoomWord(loom::sync::atomic::AtomicU64::new(value))
         }
         fn load(&self, order: Ordering) -> u64 {
-            loom::sync::atomic::AtomicU64::load(self, order)
+            self.0.load(order)
         }
         fn store(&self, value: u64, order: Ordering) {
-            loom::sync::atomic::AtomicU64::store(self, value, order)
+            self.0.store(value, order)
+        }
+        fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
+            self.0.fetch_add(value, order)
         }
         fn compare_exchange(
             &self,
@@ -290,7 +256,7 @@ mod tests {
             ok: Ordering,
             err: Ordering,
         ) -> Result<u64, u64> {
-            loom::sync::atomic::AtomicU64::compare_exchange(self, current, new, ok, err)
+            self.0.compare_exchange(current, new, ok, err)
         }
         fn fence(order: Ordering) {
             loom::sync::atomic::fence(order)
@@ -311,7 +277,7 @@ mod tests {
         let mut model = loom::model::Builder::new();
         model.preemption_bound = Some(2);
         model.check(move || {
-            type Table = SpanIds<u64, loom::sync::atomic::AtomicU64>;
+            type Table = SpanIds<u64, LoomWord>;
             let ids = loom::sync::Arc::new(Table::with_slots(1));
             // Span 1 is alive (its `new` recorded) when span 2 takes the entry over, and a
             // reader of span 1 looks it up meanwhile.
