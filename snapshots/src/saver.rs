@@ -19,17 +19,18 @@
 //! snapshot put off by the rate, or merged triggers after it, keep their moments however
 //! fast the rings turn. When it is due (its `after` span past the trigger, or past the time
 //! it was put off to) the copier takes it (a trigger from then on starts a new one, subject
-//! to the rate) and makes its window into an image in memory
-//! ([`devttrace::Reader::copy_shadow`]: only the events of the window, so a file's bytes
-//! follow `before` + `after`, not the device's size); it hands the image to the *writer*,
-//! which names the file, writes it and applies the retention limits. A slow disk thus
-//! never delays a copy: the rings keep moving while a file is written, and the copier goes
-//! on following. It follows on for an interval after a snapshot (the next trigger then
+//! to the rate) and cuts its window from the copy ([`devttrace::Follower::cut_window`]:
+//! only the events and strings of the window, so a file's bytes follow its window, not the
+//! device's size); it hands the cut to the *writer*, which makes its image
+//! ([`devttrace::Reader::copy_shadow`]), names the file, writes it and applies the
+//! retention limits. Neither a slow disk nor the making of an image delays a copy: the
+//! rings keep moving while a file is made, and the copier goes on following. It follows on for an interval after a snapshot (the next trigger then
 //! finds its window copied), then stops until the next grant. Memory: the copy holds a
 //! ring's worth and at most half of [`Policy::max_bytes`] beyond (said once on standard
 //! error when reached), its strings an aux buffer's worth and at most as much again, and
-//! at most [`IN_FLIGHT`] cuts wait for the writer; past that the copier waits. A trigger while a copy is made or written is not lost: it claims its own
-//! snapshot, or is merged into one.
+//! at most [`IN_FLIGHT`] cuts wait for the writer; past that the copier waits. A trigger
+//! while a copy is made or written is not lost: it claims its own snapshot, or is merged
+//! into one.
 
 use crate::error::Result;
 use devttrace::{Counter, Device, Follower, Grant};
@@ -271,10 +272,9 @@ impl Saver {
     /// The copier: at a granted trigger it copies the window before it from the rings at
     /// once (a [`Follower`] keeping a copy from the window's start), goes on following
     /// while the snapshot is pending, so that the moment is in its copy however fast the
-    /// rings turn, and when it is due hands the window, as an image in memory, to the
-    /// writer. It follows on for an interval after (the next trigger, likely then, finds
+    /// rings turn, and when it is due hands the window, cut from its copy, to the writer. It follows on for an interval after (the next trigger, likely then, finds
     /// its window already copied), then stops costing anything until the next grant.
-    fn copy(self, writer: SyncSender<Copied>) {
+    fn copy(self, writer: SyncSender<Cut>) {
         let s = &*self.shared;
         let dev: &'static devttrace::Reader = s.dev.reader();
         let clock = dev.version().clock;
@@ -368,25 +368,23 @@ impl Saver {
             cause.pid = std::process::id();
             // The window cut from the copy (the writer makes its image while this thread
             // follows on: small rings turn faster than an image is made).
-            let copied = match f.cut_window(moment, p.since) {
-                Some(window) => Ok(Copied::Window(Box::new((cause, window)))),
-                None => dev.copy_because(&cause).map(|i| Copied::Image(Box::new(i))),
-            };
+            let copied = f.cut_window(moment, p.since).map(|w| Box::new((cause, w)));
             f.keep_moment(None);
             linger_until = now.saturating_add(ticks(s.policy.interval));
             st = s.lock();
             st.copying = false;
             match copied {
-                Ok(copied) => {
+                Some(copied) => {
                     st.writing += 1;
                     drop(st);
                     // The writer lives as long as this thread holds its sender.
                     let _ = writer.send(copied);
                     st = s.lock();
                 }
-                Err(e) => {
+                // The follower was made keeping a copy: it has one.
+                None => {
                     s.dev.count_snapshots(Counter::Failed, 1);
-                    eprintln!("ttrace: snapshot not saved: {e}");
+                    eprintln!("ttrace: snapshot not saved: its follower kept no copy");
                 }
             }
             if st.quiet() {
@@ -396,24 +394,20 @@ impl Saver {
     }
 
     /// The writer: writes each copy into the store, then applies the retention limits.
-    fn write(self, copies: Receiver<Copied>) {
+    fn write(self, cuts: Receiver<Cut>) {
         let s = &*self.shared;
-        for copied in copies {
-            let image = match copied {
-                Copied::Image(image) => *image,
-                Copied::Window(window) => {
-                    let (cause, shadow) = *window;
-                    match s.dev.reader().copy_shadow(&cause, &shadow) {
-                        Ok(image) => image,
-                        Err(e) => {
-                            s.dev.count_snapshots(Counter::Failed, 1);
-                            eprintln!("ttrace: snapshot not saved: {e}");
-                            self.written();
-                            continue;
-                        }
-                    }
+        for cut in cuts {
+            let (cause, window) = *cut;
+            let image = match s.dev.reader().copy_shadow(&cause, &window) {
+                Ok(image) => image,
+                Err(e) => {
+                    s.dev.count_snapshots(Counter::Failed, 1);
+                    eprintln!("ttrace: snapshot not saved: {e}");
+                    self.written();
+                    continue;
                 }
             };
+            drop(window);
             let cause = *image.cause();
             let at = moment(
                 &s.dev.reader().version().clock,
@@ -440,12 +434,9 @@ impl Saver {
     }
 }
 
-/// What the copier hands the writer: a snapshot's window cut from its copy, whose image
-/// the writer makes, or an image of the device (where no copy was kept).
-enum Copied {
-    Image(Box<devttrace::image::Image>),
-    Window(Box<(Cause, devttrace::shadow::Shadow)>),
-}
+/// What the copier hands the writer: a snapshot's cause and its window cut from the copy,
+/// whose image the writer makes.
+type Cut = Box<(Cause, devttrace::shadow::Shadow)>;
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {

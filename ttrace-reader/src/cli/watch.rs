@@ -340,15 +340,8 @@ struct Cut {
     at: u64,
     path: PathBuf,
     cause: Cause,
-    copied: Copied,
-}
-
-/// What a [`Cut`] holds.
-enum Copied {
     /// The window, cut from the follower's copy of the rings.
-    Window(Box<devttrace::shadow::Shadow>),
-    /// The device copied, where no copy of the rings was kept.
-    Image(Box<devttrace::image::Image>),
+    window: devttrace::shadow::Shadow,
 }
 
 /// A [`Cut`] written: its file, or why not, and the events it holds.
@@ -361,10 +354,7 @@ struct Written {
 impl Cut {
     /// Writes its file (on a thread of its own: the follower goes on meanwhile).
     fn write(self, dev: &Reader) -> Written {
-        let saved = match &self.copied {
-            Copied::Window(window) => dev.save_shadow(&self.path, &self.cause, window),
-            Copied::Image(image) => image.write(&self.path),
-        };
+        let saved = dev.save_shadow(&self.path, &self.cause, &self.window);
         let events = saved.is_ok().then(|| events_in(&self.path)).flatten();
         Written {
             saved: saved.map(drop).map_err(Error::from),
@@ -528,16 +518,16 @@ impl Watcher<'_> {
                     .stamp
                     .saturating_sub(before)
                     .min(p.begin.unwrap_or(u64::MAX));
-                let copied = match follower.cut_window(p.stamp, since) {
-                    Some(window) => Copied::Window(Box::new(window)),
-                    None => Copied::Image(Box::new(dev.copy_because(&cause)?)),
-                };
+                // The follower was made keeping a copy ([`run`]): it has one.
+                let window = follower
+                    .cut_window(p.stamp, since)
+                    .ok_or_else(|| std::io::Error::other("its follower kept no copy"))?;
                 Ok(Cut {
                     p,
                     at,
                     path,
                     cause,
-                    copied,
+                    window,
                 })
             });
         cut.inspect_err(|e| self.failed(e)).ok()
